@@ -1,0 +1,40 @@
+# Two entry points (see README): `make demo` and `make test`. Both install what they need and are
+# safe to run twice.
+SHELL := /bin/bash
+APT_PACKAGES := nats-server prometheus cmake g++ python3
+NATIVE_BUILD := native/nccl-sidecar/build
+
+.PHONY: setup apt deps native demo test test-gpu clean
+
+setup: apt deps native
+
+apt:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# npm install, not npm ci: npm 11 leaves other platforms' optional binaries (@swc/core-*) out of
+# the lock, which `npm ci` rejects; install still follows the lock exactly.
+deps:
+	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm install --no-audit --no-fund; fi
+
+native:
+	@if [ -f native/nccl-sidecar/CMakeLists.txt ]; then \
+	  cmake -S native/nccl-sidecar -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null && \
+	  cmake --build $(NATIVE_BUILD) -j2 >/dev/null; \
+	fi
+	@if ! ls native/reduce-addon/build/Release/*.node >/dev/null 2>&1; then \
+	  cd native/reduce-addon && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
+	fi
+
+demo: setup
+	node apps/cli/bin/cmesh.js demo
+
+test: setup
+	bash scripts/run-tests.sh
+
+clean:
+	rm -rf $(NATIVE_BUILD) native/reduce-addon/build .tmp

@@ -1,0 +1,16 @@
+// One jest run for the whole workspace; @swc/jest keeps decorator metadata for NestJS.
+const fs = require('fs');
+const swcrc = JSON.parse(fs.readFileSync(`${__dirname}/.swcrc`, 'utf8'));
+delete swcrc.$schema;
+
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/libs', '<rootDir>/apps', '<rootDir>/examples', '<rootDir>/bench', '<rootDir>/test'].filter((p) =>
+    fs.existsSync(p.replace('<rootDir>', __dirname)),
+  ),
+  testMatch: ['**/*.spec.ts', '**/test/**/*.test.ts'],
+  transform: { '^.+\\.ts$': ['@swc/jest', swcrc] },
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  testTimeout: 120000,
+  maxWorkers: 2,
+};

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# GPU check for the nccl backend (issue 8): builds the sidecar, runs a verified sweep of every
+# collective through it (world 1 on one GPU, and world N over all N GPUs when N > 1), then the
+# same sweep through torch.distributed's nccl backend for comparison, in the same run.
+# Without a GPU it prints "skipped: no GPU" and exits 0.
+#
+# Env: CMESH_NCCL_LIB (libnccl.so.2 to use; default: torch's nvidia-nccl wheel, then the
+# loader's search), GPU_CHECK_MAX_BYTES (largest size, default 64 MiB), GPU_CHECK_ITERS (20).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+fi
+if [ "${gpus:-0}" -eq 0 ]; then
+  echo "skipped: no GPU (nvidia-smi lists no device)"
+  exit 0
+fi
+echo "# gpu-check: $gpus GPU(s)"
+nvidia-smi -L
+
+cmake -S native/nccl-sidecar -B native/nccl-sidecar/build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+  cmake --build native/nccl-sidecar/build -j"$(nproc)" >/dev/null || { echo "gpu-check: sidecar build failed"; exit 1; }
+
+have_torch=0
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then have_torch=1; fi
+
+if [ -z "${CMESH_NCCL_LIB:-}" ]; then
+  # torch's wheels bring libnccl.so.2 (nvidia-nccl-cu12/cu13); use the same library as the peer.
+  CMESH_NCCL_LIB=$(python3 - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia.nccl as m
+    roots = list(m.__path__)
+except Exception:
+    roots = []
+for r in roots:
+    for p in sorted(glob.glob(os.path.join(r, "lib", "libnccl.so*"))):
+        print(p); raise SystemExit
+PY
+  )
+fi
+export CMESH_NCCL_LIB
+echo "# libnccl: ${CMESH_NCCL_LIB:-<loader search>}"
+native/nccl-sidecar/build/cmesh-nccl-sidecar --probe
+
+if [ ! -d node_modules/@swc-node ]; then
+  echo "gpu-check: node_modules missing: run 'npm ci' (or 'make deps') first"
+  exit 1
+fi
+
+max=${GPU_CHECK_MAX_BYTES:-$((64 << 20))}
+iters=${GPU_CHECK_ITERS:-20}
+worlds=1
+[ "$gpus" -gt 1 ] && worlds="1 $gpus"
+
+rc=0
+for w in $worlds; do
+  echo
+  echo "## cmesh nccl sidecar, world $w"
+  node -r @swc-node/register scripts/gpu-check/nccl-sweep.ts --world "$w" --max "$max" --iters "$iters" || rc=1
+  echo
+  if [ "$have_torch" -eq 1 ]; then
+    echo "## torch.distributed nccl, world $w"
+    python3 scripts/gpu-check/torch_nccl_sweep.py --world "$w" --max "$max" --iters "$iters" || rc=1
+  else
+    echo "## torch.distributed nccl: skipped (python3 has no torch with CUDA)"
+  fi
+done
+echo
+if [ "$rc" -eq 0 ]; then echo "gpu-check: passed"; else echo "gpu-check: FAILED"; fi
+exit $rc

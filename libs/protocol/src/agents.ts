@@ -1,0 +1,66 @@
+// Rank agents: registration, heartbeats and states. Agents talk to the coordinator by NATS
+// request/reply on these subjects; the coordinator keeps every record in JetStream KV.
+import { z } from 'zod';
+import { PROTOCOL_VERSION } from './reply';
+
+export const AGENT_SUBJECTS = {
+  register: 'cmesh.agents.register',
+  heartbeat: 'cmesh.agents.heartbeat',
+  deregister: 'cmesh.agents.deregister',
+  list: 'cmesh.agents.list',
+  /** coordinator -> one agent: notifications (group membership) */
+  events: (agentId: string) => `cmesh.agents.events.${agentId}`,
+} as const;
+
+export const AGENT_STATES = ['ready', 'busy', 'lost'] as const;
+export const AgentStateSchema = z.enum(AGENT_STATES);
+export type AgentState = z.infer<typeof AgentStateSchema>;
+
+export const AgentIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
+
+export const BackendInfoSchema = z.object({
+  name: z.enum(['tcp', 'nccl']),
+  available: z.boolean(),
+  /** why it is unavailable (no GPU, no NCCL…) */
+  reason: z.string().optional(),
+});
+
+export const AgentRegisterSchema = z.object({
+  protocolVersion: z.literal(PROTOCOL_VERSION),
+  agentId: AgentIdSchema,
+  name: z.string().min(1).max(128),
+  host: z.string().min(1),
+  pid: z.number().int().positive().optional(),
+  device: z.object({ kind: z.enum(['cpu', 'gpu']), index: z.number().int().min(0), name: z.string().optional() }),
+  backends: z.array(BackendInfoSchema).min(1),
+  /** where peers reach the agent's CPU data plane */
+  dataPlane: z.object({ host: z.string().min(1), portRange: z.tuple([z.number().int(), z.number().int()]).optional() }),
+  /** the agent's /metrics and /health */
+  httpUrl: z.string().url().optional(),
+});
+export type AgentRegister = z.infer<typeof AgentRegisterSchema>;
+
+export const AgentHeartbeatSchema = z.object({
+  agentId: AgentIdSchema,
+  /** the agent's own view: running a job or not */
+  busy: z.boolean().default(false),
+});
+export type AgentHeartbeat = z.infer<typeof AgentHeartbeatSchema>;
+
+export const AgentDeregisterSchema = z.object({ agentId: AgentIdSchema });
+
+export const AgentRecordSchema = AgentRegisterSchema.extend({
+  state: AgentStateSchema,
+  registeredAt: z.string(),
+  lastHeartbeat: z.string(),
+  /** largest gap between two heartbeats seen, seconds */
+  maxHeartbeatGapSeconds: z.number().nonnegative(),
+});
+export type AgentRecord = z.infer<typeof AgentRecordSchema>;
+
+export const AgentReplySchema = z.object({ ok: z.literal(true), agent: AgentRecordSchema, heartbeatMs: z.number().int().positive() });
+export const AgentListReplySchema = z.object({ ok: z.literal(true), agents: z.array(AgentRecordSchema) });
+
+/** coordinator -> agent event */
+export const AgentEventSchema = z.object({ type: z.literal('group-joined'), groupId: z.string(), rank: z.number().int().min(0), size: z.number().int().positive(), storePrefix: z.string() });
+export type AgentEvent = z.infer<typeof AgentEventSchema>;

@@ -1,0 +1,31 @@
+// Process groups the coordinator allocates for a member list: an id, a store prefix for the
+// members' bootstrap keys, membership kept in KV and told to each member.
+import { z } from 'zod';
+import { AgentIdSchema } from './agents';
+
+export const GROUP_SUBJECTS = {
+  create: 'cmesh.groups.create',
+  get: 'cmesh.groups.get',
+  list: 'cmesh.groups.list',
+} as const;
+
+export const GroupCreateSchema = z.object({
+  /** agent ids in rank order */
+  members: z.array(AgentIdSchema).min(1).max(4096).refine((m) => new Set(m).size === m.length, 'members must be distinct'),
+  name: z.string().max(128).optional(),
+});
+export type GroupCreate = z.infer<typeof GroupCreateSchema>;
+
+export const GroupGetSchema = z.object({ id: z.string().min(1) });
+
+export const GroupRecordSchema = z.object({
+  id: z.string(),
+  name: z.string().optional(),
+  members: z.array(z.string()),
+  storePrefix: z.string(),
+  createdAt: z.string(),
+});
+export type GroupRecord = z.infer<typeof GroupRecordSchema>;
+
+export const GroupReplySchema = z.object({ ok: z.literal(true), group: GroupRecordSchema });
+export const GroupListReplySchema = z.object({ ok: z.literal(true), groups: z.array(GroupRecordSchema) });

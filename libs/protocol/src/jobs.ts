@@ -1,0 +1,177 @@
+// Jobs: a collective sweep run by a set of rank agents in lock-step. The coordinator accepts a
+// JobRequest (REST `POST /jobs` or NATS `cmesh.jobs.submit`), assigns ranks, broadcasts a
+// JobAssignment, and aggregates the agents' per-size samples into nccl-tests rows (BenchRow).
+import { z } from 'zod';
+import { BenchDtypeSchema, BenchOpSchema, BenchRedopSchema, BenchRowSchema, benchSizes } from './bench';
+
+export const JOB_SUBJECTS = {
+  /** request/reply to the coordinator: JobRequest -> JobReply */
+  submit: 'cmesh.jobs.submit',
+  /** request/reply: { id } -> JobReply */
+  get: 'cmesh.jobs.get',
+  /** request/reply: { limit? } -> { jobs: JobRecord[] } */
+  list: 'cmesh.jobs.list',
+  /** coordinator -> agents (broadcast event): JobAssignment; members find their rank in it */
+  start: 'cmesh.jobs.start',
+  /** coordinator -> agents (broadcast event): JobCancel; members stop the job's sweep */
+  cancel: 'cmesh.jobs.cancel',
+  /** agent -> coordinator: JobEvent of one job */
+  events: (jobId: string) => `cmesh.jobs.events.${jobId}`,
+  eventsWildcard: 'cmesh.jobs.events.*',
+  /** coordinator -> watchers: the JobRecord after every change */
+  updates: (jobId: string) => `cmesh.jobs.updates.${jobId}`,
+} as const;
+
+/** Agent -> coordinator liveness while a job runs; a member silent longer than the limit is lost. */
+export const JOB_PING_INTERVAL_MS = 500;
+export const JOB_MEMBER_SILENCE_MS = 2500;
+/** A member that has not accepted the assignment within this time fails the job. */
+export const JOB_ACCEPT_TIMEOUT_MS = 10_000;
+
+export const JOB_BACKENDS = ['tcp', 'nccl'] as const;
+export const JobBackendSchema = z.enum(JOB_BACKENDS);
+export type JobBackend = z.infer<typeof JobBackendSchema>;
+
+export const JOB_STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export const JobStateSchema = z.enum(JOB_STATES);
+export type JobState = z.infer<typeof JobStateSchema>;
+
+export function isFinished(state: JobState): boolean {
+  return state === 'succeeded' || state === 'failed' || state === 'cancelled';
+}
+
+const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
+
+/** What a client asks for. Sizes are either listed or given as nccl-tests' -b/-e/-f/-i. */
+export const JobRequestSchema = z
+  .object({
+    op: BenchOpSchema,
+    dtype: BenchDtypeSchema.default('float'),
+    redop: BenchRedopSchema.default('sum'),
+    root: z.number().int().min(0).default(0),
+    sizes: z.array(z.number().int().positive()).min(1).max(4096).optional(),
+    minBytes: z.number().int().positive().default(8),
+    maxBytes: z.number().int().positive().default(1 << 20),
+    stepFactor: z.number().gt(1).default(2),
+    stepBytes: z.number().int().nonnegative().default(0),
+    iters: z.number().int().positive().default(20),
+    warmup: z.number().int().min(0).default(5),
+    check: z.boolean().default(true),
+    modes: z.array(z.enum(['out-of-place', 'in-place'])).min(1).default(['out-of-place', 'in-place']),
+    /** force an all-reduce algorithm (CMESH_ALGO) instead of the cost model */
+    algorithm: z.string().regex(/^[a-z_-]{1,32}$/).optional(),
+    backend: JobBackendSchema.default('tcp'),
+    /** agents by id or name, in rank order */
+    agents: z.array(z.string().min(1)).min(1).optional(),
+    /** a process group allocated by the coordinator: its members in rank order */
+    group: z.string().min(1).optional(),
+    /** without agents or group: this many idle agents (default: every live agent) */
+    nranks: z.number().int().positive().optional(),
+    /** when the agents are busy: wait for them (queued) or refuse at once */
+    onBusy: z.enum(['wait', 'refuse']).default('wait'),
+    /** per-call timeout of the collectives, milliseconds */
+    timeoutMs: z.number().int().positive().default(60_000),
+  })
+  .refine((r) => !(r.agents && r.group), { message: 'give agents or group, not both' });
+export type JobRequest = z.infer<typeof JobRequestSchema>;
+export type JobRequestInput = z.input<typeof JobRequestSchema>;
+
+/** The sizes a request names, in order. */
+export function jobSizes(r: JobRequest): number[] {
+  return r.sizes ?? benchSizes(r.minBytes, r.maxBytes, r.stepFactor, r.stepBytes);
+}
+
+/** The sweep every member runs (BenchSweep's fields plus the backend and algorithm). */
+export const JobSweepSchema = z.object({
+  op: BenchOpSchema,
+  dtype: BenchDtypeSchema,
+  redop: BenchRedopSchema,
+  root: z.number().int().min(0),
+  sizes: z.array(z.number().int().positive()).min(1),
+  iters: z.number().int().positive(),
+  warmup: z.number().int().min(0),
+  check: z.boolean(),
+  modes: z.array(z.enum(['out-of-place', 'in-place'])).min(1),
+  timeoutMs: z.number().int().positive(),
+  backend: JobBackendSchema,
+  algorithm: z.string().optional(),
+});
+export type JobSweep = z.infer<typeof JobSweepSchema>;
+
+export const JobMemberSchema = z.object({
+  agentId: z.string(),
+  name: z.string(),
+  rank: z.number().int().min(0),
+  host: z.string().optional(),
+  pid: z.number().int().optional(),
+  device: z.string().optional(),
+});
+export type JobMember = z.infer<typeof JobMemberSchema>;
+
+/** coordinator -> agents: run this sweep as these ranks, bootstrapping through the store at `storePrefix`. */
+export const JobAssignmentSchema = z.object({
+  jobId: id,
+  sweep: JobSweepSchema,
+  members: z.array(JobMemberSchema).min(1),
+  /** the `<job>` of the nats:// init method: the coordinator's store for this job's process group */
+  storePrefix: z.string(),
+});
+export type JobAssignment = z.infer<typeof JobAssignmentSchema>;
+
+export const JobCancelSchema = z.object({ jobId: id, reason: z.string() });
+export type JobCancel = z.infer<typeof JobCancelSchema>;
+
+/** One rank's raw samples of one size (apps/cli/src/bench/rank-sweep.ts SizeSamples). */
+export const SizeSamplesSchema = z.object({
+  requestedBytes: z.number().int().positive(),
+  bytes: z.number().int().nonnegative(),
+  count: z.number().int().nonnegative(),
+  variants: z.array(
+    z.object({
+      mode: z.enum(['out-of-place', 'in-place']),
+      times: z.array(z.number().nonnegative()).min(1),
+      wrong: z.number().int().nonnegative().nullable(),
+    }),
+  ),
+});
+export type SizeSamplesMsg = z.infer<typeof SizeSamplesSchema>;
+
+export const JobErrorSchema = z.object({
+  name: z.string(),
+  message: z.string(),
+  code: z.string().optional(),
+  /** ranks the data plane named as failed (PeerFailureError context.peers) */
+  peers: z.array(z.number().int()).optional(),
+});
+export type JobError = z.infer<typeof JobErrorSchema>;
+
+const eventBase = { jobId: id, agentId: z.string(), rank: z.number().int().min(0) };
+export const JobEventSchema = z.discriminatedUnion('type', [
+  z.object({ ...eventBase, type: z.literal('accepted'), pid: z.number().int(), host: z.string(), device: z.string() }),
+  z.object({ ...eventBase, type: z.literal('ping') }),
+  z.object({ ...eventBase, type: z.literal('size'), samples: SizeSamplesSchema }),
+  z.object({ ...eventBase, type: z.literal('done') }),
+  z.object({ ...eventBase, type: z.literal('failed'), error: JobErrorSchema }),
+]);
+export type JobEvent = z.infer<typeof JobEventSchema>;
+
+export const JobRecordSchema = z.object({
+  id,
+  state: JobStateSchema,
+  request: z.record(z.string(), z.unknown()),
+  sweep: JobSweepSchema,
+  members: z.array(JobMemberSchema),
+  rows: z.array(BenchRowSchema),
+  /** sizes with a row so far / sizes requested */
+  progress: z.object({ done: z.number().int(), total: z.number().int() }),
+  /** why it failed, was refused or cancelled; names the agent where one is to blame */
+  reason: z.string().optional(),
+  failedAgent: z.string().optional(),
+  createdAt: z.string(),
+  startedAt: z.string().optional(),
+  finishedAt: z.string().optional(),
+});
+export type JobRecord = z.infer<typeof JobRecordSchema>;
+
+/** Replies over NATS: the record, or an error with an HTTP-like status. */
+export type JobReply = { ok: true; job: JobRecord } | { ok: false; status: number; error: string };

@@ -1,0 +1,54 @@
+// Rendezvous with torchrun's c10d semantics: a run id, MIN:MAX nodes, a last-call window once MIN
+// have joined, numbered rounds, deterministic ranks (sorted node ids), closed rounds, and a new
+// round when a member is lost.
+import { z } from 'zod';
+
+export const RDZV_SUBJECTS = {
+  join: 'cmesh.rdzv.join',
+  get: 'cmesh.rdzv.get',
+  /** a member reports another one lost (or leaves): the round is reopened */
+  leave: 'cmesh.rdzv.leave',
+} as const;
+
+const RunIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
+
+export const RdzvJoinSchema = z
+  .object({
+    runId: RunIdSchema,
+    nodeId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/),
+    minNodes: z.number().int().positive(),
+    maxNodes: z.number().int().positive(),
+    lastCallMs: z.number().int().min(0).max(3_600_000).default(1000),
+  })
+  .refine((j) => j.minNodes <= j.maxNodes, { message: 'minNodes must be <= maxNodes' });
+export type RdzvJoin = z.infer<typeof RdzvJoinSchema>;
+
+export const RdzvGetSchema = z.object({ runId: RunIdSchema });
+export const RdzvLeaveSchema = z.object({ runId: RunIdSchema, nodeId: z.string().min(1), reason: z.string().default('left') });
+
+export const RdzvRecordSchema = z.object({
+  runId: z.string(),
+  round: z.number().int().min(0),
+  state: z.enum(['open', 'closed']),
+  minNodes: z.number().int(),
+  maxNodes: z.number().int(),
+  lastCallMs: z.number().int(),
+  /** join order of this round */
+  participants: z.array(z.object({ nodeId: z.string(), joinedAt: z.string() })),
+  /** set once MIN have joined: the round closes at this time (ms since epoch) */
+  lastCallDeadline: z.number().optional(),
+  closedAt: z.string().optional(),
+  /** node id -> rank, once closed (node ids sorted) */
+  ranks: z.record(z.string(), z.number().int()).optional(),
+  /** nodes that came after the round closed wait for the next one */
+  waiting: z.array(z.string()).default([]),
+});
+export type RdzvRecord = z.infer<typeof RdzvRecordSchema>;
+
+export const RdzvReplySchema = z.object({
+  ok: z.literal(true),
+  record: RdzvRecordSchema,
+  /** this node's rank when the round is closed and it is a member */
+  rank: z.number().int().optional(),
+});
+export type RdzvReply = z.infer<typeof RdzvReplySchema>;

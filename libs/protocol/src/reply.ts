@@ -1,0 +1,20 @@
+// Every NATS request gets either {ok: true, ...} or an error reply that says what is wrong.
+import { z } from 'zod';
+
+export const PROTOCOL_VERSION = 1;
+
+export const ERROR_CODES = ['BAD_REQUEST', 'NOT_FOUND', 'CONFLICT', 'UNSUPPORTED_VERSION', 'UNAVAILABLE', 'INTERNAL'] as const;
+export const ErrorReplySchema = z.object({
+  ok: z.literal(false),
+  error: z.object({ code: z.enum(ERROR_CODES), message: z.string(), issues: z.array(z.string()).optional() }),
+});
+export type ErrorReply = z.infer<typeof ErrorReplySchema>;
+
+export function errorReply(code: ErrorReply['error']['code'], message: string, issues?: string[]): ErrorReply {
+  return { ok: false, error: { code, message, ...(issues ? { issues } : {}) } };
+}
+
+/** Zod issues as "path: message" lines, for error replies that name the offending field. */
+export function describeIssues(err: z.ZodError): string[] {
+  return err.issues.map((i) => `${i.path.length ? i.path.join('.') : '(message)'}: ${i.message}`);
+}

@@ -1,0 +1,3 @@
+export * from './free-port';
+export * from './nats-server';
+export * from './prometheus';

@@ -1,0 +1,17 @@
+import { connect } from 'nats';
+import { isAlive } from './free-port';
+import { startNatsServer } from './nats-server';
+
+it('starts a real nats-server with JetStream and stops it by pid', async () => {
+  const server = await startNatsServer();
+  try {
+    const nc = await connect({ servers: server.url });
+    const kv = await nc.jetstream().views.kv('fixture_check');
+    await kv.put('k', new TextEncoder().encode('v'));
+    expect(new TextDecoder().decode((await kv.get('k'))!.value)).toBe('v');
+    await nc.close();
+  } finally {
+    await server.stop();
+  }
+  expect(isAlive(server.pid)).toBe(false);
+});

@@ -1,0 +1,250 @@
+// The module-level torch.distributed API: a default (world) process group per process, groups
+// created with newGroup, and the option-object forms of every call (asyncOp returns a Work).
+import { InvalidArgumentError, NotInitializedError } from './errors';
+import { DEFAULT_TIMEOUT_MS, ProcessGroup } from './process-group';
+import { ReduceOp } from './reduce-op';
+import { rendezvous } from './rendezvous';
+import { PrefixStore, Store } from './store';
+import type { Tensor } from './tensor/dtype';
+import type { TrafficCounters } from './traffic';
+import { Mesh } from './transport/mesh';
+import { MetricsExporter, startExporterFromEnv } from './metrics/exporter';
+import { Work } from './work';
+
+/** torch's GroupMember.NON_GROUP_MEMBER: what newGroup returns to ranks outside the group. */
+export const GroupMember = {
+  NON_GROUP_MEMBER: Object.freeze({ nonGroupMember: true as const }),
+  /** torch's GroupMember.WORLD / group.WORLD: the default process group (undefined before init). */
+  get WORLD(): ProcessGroup | undefined {
+    return world?.pg;
+  },
+};
+export type NonGroupMember = typeof GroupMember.NON_GROUP_MEMBER;
+export type Group = ProcessGroup | NonGroupMember | undefined;
+
+export interface InitOptions {
+  backend?: 'tcp' | 'gloo' | string;
+  initMethod?: string;
+  rank?: number;
+  worldSize?: number;
+  store?: Store;
+  /** Default timeout (ms) of every blocking call of this group; torch's default is 30 minutes. */
+  timeout?: number;
+}
+
+export interface CommonOptions {
+  group?: Group;
+  asyncOp?: boolean;
+  timeout?: number;
+}
+
+interface World {
+  pg: ProcessGroup;
+  mesh: Mesh;
+  store: Store;
+  groups: ProcessGroup[];
+  nextGroupId: number;
+}
+
+let world: World | undefined;
+let envExporter: Promise<MetricsExporter | undefined> | undefined;
+
+const BACKENDS = ['tcp', 'gloo'];
+
+export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
+  if (world) throw new InvalidArgumentError('initProcessGroup: the default process group is already initialized; call destroyProcessGroup() first');
+  const backend = opts.backend ?? 'tcp';
+  if (!BACKENDS.includes(backend)) {
+    throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(backend)} (available: ${BACKENDS.join(', ')}; nccl runs through the rank agent's sidecar)`);
+  }
+  const timeoutMs = opts.timeout ?? DEFAULT_TIMEOUT_MS;
+  if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
+  const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs });
+  const prefixed = new PrefixStore('cmesh/default_pg', store);
+  const mesh = await Mesh.create({ rank, size: worldSize, store: prefixed, timeoutMs, masterAddr: process.env.MASTER_ADDR });
+  const pg = new ProcessGroup(0, [...Array(worldSize).keys()], mesh, timeoutMs);
+  world = { pg, mesh, store, groups: [pg], nextGroupId: 1 };
+  envExporter ??= startExporterFromEnv().catch((e: Error) => {
+    console.error(`cmesh: metrics exporter not started: ${e.message}`);
+    return undefined;
+  });
+  await envExporter;
+}
+
+export function isInitialized(): boolean {
+  return world !== undefined;
+}
+
+function requireWorld(op: string): World {
+  if (!world) throw new NotInitializedError(`${op}: default process group has not been initialized, please make sure to call initProcessGroup()`, { op });
+  return world;
+}
+
+function isNonMember(g: Group): g is NonGroupMember {
+  return g === GroupMember.NON_GROUP_MEMBER;
+}
+
+function resolve(op: string, g: Group): ProcessGroup | undefined {
+  const w = requireWorld(op);
+  if (isNonMember(g)) return undefined;
+  if (g === undefined) return w.pg;
+  if (!(g instanceof ProcessGroup)) throw new InvalidArgumentError(`${op}: group must come from newGroup()`, { op });
+  if (g.isDestroyed) throw new NotInitializedError(`${op}: process group ${g.name} has been destroyed`, { op, group: g.name });
+  return g;
+}
+
+export function getRank(group?: Group): number {
+  const pg = resolve('getRank', group);
+  return pg ? pg.rank : -1;
+}
+
+export function getWorldSize(group?: Group): number {
+  const pg = resolve('getWorldSize', group);
+  return pg ? pg.size : -1;
+}
+
+export function getBackend(group?: Group): string {
+  const pg = resolve('getBackend', group);
+  if (!pg) throw new InvalidArgumentError('getBackend: this rank is not a member of the group');
+  return pg.backend;
+}
+
+/** World rank of a group rank (torch's get_global_rank). */
+export function getGlobalRank(group: ProcessGroup, groupRank: number): number {
+  const r = group.worldRanks[groupRank];
+  if (r === undefined) throw new InvalidArgumentError(`getGlobalRank: group rank ${groupRank} is not in group ${group.name}`);
+  return r;
+}
+
+/** Every rank of the world calls it with the same ranks (torch semantics); non-members get NON_GROUP_MEMBER. */
+export async function newGroup(ranks?: number[], opts: { timeout?: number } = {}): Promise<ProcessGroup | NonGroupMember> {
+  const w = requireWorld('newGroup');
+  const size = w.pg.size;
+  const members = ranks === undefined ? [...Array(size).keys()] : [...ranks].sort((a, b) => a - b);
+  for (const r of members) {
+    if (!Number.isInteger(r) || r < 0 || r >= size) throw new InvalidArgumentError(`newGroup: rank ${r} is out of range [0, ${size})`);
+  }
+  if (new Set(members).size !== members.length) throw new InvalidArgumentError(`newGroup: ranks contain duplicates: [${ranks!.join(', ')}]`);
+  if (!members.length) throw new InvalidArgumentError('newGroup: ranks must not be empty');
+  const id = w.nextGroupId++; // same order on every rank, so the same id everywhere
+  if (!members.includes(w.pg.rank)) return GroupMember.NON_GROUP_MEMBER;
+  const pg = new ProcessGroup(id, members, w.mesh, opts.timeout ?? w.pg.timeoutMs);
+  w.groups.push(pg);
+  return pg;
+}
+
+export async function destroyProcessGroup(group?: Group): Promise<void> {
+  const w = requireWorld('destroyProcessGroup');
+  if (isNonMember(group)) return;
+  if (group !== undefined && group !== w.pg) {
+    (group as ProcessGroup).markDestroyed();
+    return;
+  }
+  world = undefined;
+  for (const g of w.groups) g.markDestroyed();
+  await w.mesh.close();
+  await w.store.close();
+}
+
+/** The world's store (c10d's default store), for bootstrap data of your own. */
+export function getStore(): Store {
+  return requireWorld('getStore').store;
+}
+
+// ---- calls ----
+
+function call<T>(op: string, opts: CommonOptions | undefined, fn: (pg: ProcessGroup) => Promise<T>, empty: T): Promise<T> | Work<T> {
+  let p: Promise<T>;
+  if (opts?.asyncOp) {
+    const pg = resolve(op, opts.group); // throws at the call, like torch
+    return new Work(pg ? fn(pg) : Promise.resolve(empty), op);
+  }
+  try {
+    const pg = resolve(op, opts?.group);
+    p = pg ? fn(pg) : Promise.resolve(empty);
+  } catch (err) {
+    p = Promise.reject(err);
+  }
+  return p;
+}
+
+type Ret<O, T = void> = O extends { asyncOp: true } ? Work<T> : Promise<T>;
+
+export interface P2POptions extends Omit<CommonOptions, 'asyncOp'> {
+  tag?: number;
+}
+
+export function send(tensor: Tensor, opts: P2POptions & { dst: number }): Promise<void> {
+  return call('send', opts, (pg) => pg.send(tensor, opts.dst, opts.tag, opts), undefined) as Promise<void>;
+}
+
+/** Resolves with the sender's rank (torch returns it too); src omitted = any source. */
+export function recv(tensor: Tensor, opts: P2POptions & { src?: number } = {}): Promise<number> {
+  return call('recv', opts, (pg) => pg.recv(tensor, opts.src, opts.tag, opts), -1) as Promise<number>;
+}
+
+export function isend(tensor: Tensor, opts: P2POptions & { dst: number }): Work {
+  return call('isend', { ...opts, asyncOp: true }, (pg) => pg.send(tensor, opts.dst, opts.tag, opts), undefined) as Work;
+}
+
+/** work.result() is the sender's rank once complete. */
+export function irecv(tensor: Tensor, opts: P2POptions & { src?: number } = {}): Work<number> {
+  return call('irecv', { ...opts, asyncOp: true }, (pg) => pg.recv(tensor, opts.src, opts.tag, opts), -1) as Work<number>;
+}
+
+export function broadcast<O extends CommonOptions & { src: number; algorithm?: string }>(tensor: Tensor, opts: O): Ret<O> {
+  return call('broadcast', opts, (pg) => pg.broadcast(tensor, opts.src, opts), undefined) as Ret<O>;
+}
+
+export function reduce<O extends CommonOptions & { dst: number; op?: ReduceOp; algorithm?: string }>(tensor: Tensor, opts: O): Ret<O> {
+  return call('reduce', opts, (pg) => pg.reduce(tensor, opts.dst, opts.op, opts), undefined) as Ret<O>;
+}
+
+export function allReduce<O extends CommonOptions & { op?: ReduceOp; algorithm?: string }>(tensor: Tensor, opts?: O): Ret<O> {
+  return call('allReduce', opts, (pg) => pg.allReduce(tensor, opts?.op, opts), undefined) as Ret<O>;
+}
+
+export function gather<O extends CommonOptions & { dst?: number; gatherList?: Tensor[] }>(tensor: Tensor, opts: O): Ret<O> {
+  return call('gather', opts, (pg) => pg.gather(tensor, opts.gatherList, opts.dst ?? 0, opts), undefined) as Ret<O>;
+}
+
+export function scatter<O extends CommonOptions & { src?: number; scatterList?: Tensor[] }>(tensor: Tensor, opts: O): Ret<O> {
+  return call('scatter', opts, (pg) => pg.scatter(tensor, opts.scatterList, opts.src ?? 0, opts), undefined) as Ret<O>;
+}
+
+export function allGather<O extends CommonOptions & { algorithm?: string }>(tensorList: Tensor[], tensor: Tensor, opts?: O): Ret<O> {
+  return call('allGather', opts, (pg) => pg.allGather(tensorList, tensor, opts), undefined) as Ret<O>;
+}
+
+export function allGatherIntoTensor<O extends CommonOptions & { algorithm?: string }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+  return call('allGatherIntoTensor', opts, (pg) => pg.allGatherIntoTensor(output, input, opts), undefined) as Ret<O>;
+}
+
+export function reduceScatter<O extends CommonOptions & { op?: ReduceOp; algorithm?: string }>(output: Tensor, inputList: Tensor[], opts?: O): Ret<O> {
+  return call('reduceScatter', opts, (pg) => pg.reduceScatter(output, inputList, opts?.op, opts), undefined) as Ret<O>;
+}
+
+export function reduceScatterTensor<O extends CommonOptions & { op?: ReduceOp; algorithm?: string }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+  return call('reduceScatterTensor', opts, (pg) => pg.reduceScatterTensor(output, input, opts?.op, opts), undefined) as Ret<O>;
+}
+
+export function allToAll<O extends CommonOptions>(outputList: Tensor[], inputList: Tensor[], opts?: O): Ret<O> {
+  return call('allToAll', opts, (pg) => pg.allToAll(outputList, inputList, opts), undefined) as Ret<O>;
+}
+
+export function allToAllSingle<O extends CommonOptions & { outputSplitSizes?: number[]; inputSplitSizes?: number[] }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+  return call('allToAllSingle', opts, (pg) => pg.allToAllSingle(output, input, opts?.outputSplitSizes, opts?.inputSplitSizes, opts), undefined) as Ret<O>;
+}
+
+export function barrier<O extends CommonOptions>(opts?: O): Ret<O> {
+  return call('barrier', opts, (pg) => pg.barrier(opts), undefined) as Ret<O>;
+}
+
+export function getTrafficCounters(group?: Group): TrafficCounters {
+  const pg = resolve('getTrafficCounters', group);
+  return pg ? pg.trafficCounters() : { bytesSent: 0, bytesReceived: 0, byOp: {} };
+}
+
+export function resetTrafficCounters(group?: Group): void {
+  resolve('resetTrafficCounters', group)?.traffic.reset();
+}

@@ -1,0 +1,74 @@
+// Typed errors: every failure says what, where and who (op, group, sequence number, this rank, peers).
+
+export interface ErrorContext {
+  op?: string;
+  group?: string;
+  seq?: number;
+  rank?: number;
+  peers?: number[];
+}
+
+export class CmeshError extends Error {
+  readonly code: string = 'CMESH_ERROR';
+  constructor(
+    message: string,
+    readonly context: ErrorContext = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Bad input from the caller: wrong sizes, ranks out of range, unsupported op for a dtype. Nothing was changed. */
+export class InvalidArgumentError extends CmeshError {
+  override readonly code = 'INVALID_ARGUMENT';
+}
+
+/** The default process group is used before initProcessGroup or after destroyProcessGroup. */
+export class NotInitializedError extends CmeshError {
+  override readonly code = 'NOT_INITIALIZED';
+}
+
+/** A blocking call did not finish within its timeout. */
+export class DistTimeoutError extends CmeshError {
+  override readonly code = 'TIMEOUT';
+}
+
+/** A peer died or closed its connection while work that needs it was pending. */
+export class PeerFailureError extends CmeshError {
+  override readonly code = 'PEER_FAILURE';
+}
+
+/** Ranks called different collectives (op, dtype, count, root). */
+export class CollectiveMismatchError extends CmeshError {
+  override readonly code = 'COLLECTIVE_MISMATCH';
+}
+
+/** Store (rendezvous key-value) failures other than timeouts. */
+export class StoreError extends CmeshError {
+  override readonly code = 'STORE_ERROR';
+}
+
+/** A launched child process failed (spawn / cmesh run). */
+export class ProcessExitedError extends CmeshError {
+  override readonly code = 'PROCESS_EXITED';
+  constructor(
+    message: string,
+    readonly failedRank: number,
+    readonly exitCode: number | null,
+    readonly signal: string | null = null,
+  ) {
+    super(message, { rank: failedRank });
+  }
+}
+
+/** Formats "op=allReduce group=0 seq=3 rank=1 peers=[2]" for error messages. */
+export function describeContext(ctx: ErrorContext): string {
+  const parts: string[] = [];
+  if (ctx.op !== undefined) parts.push(`op=${ctx.op}`);
+  if (ctx.group !== undefined) parts.push(`group=${ctx.group}`);
+  if (ctx.seq !== undefined) parts.push(`seq=${ctx.seq}`);
+  if (ctx.rank !== undefined) parts.push(`rank=${ctx.rank}`);
+  if (ctx.peers !== undefined && ctx.peers.length) parts.push(`peers=[${ctx.peers.join(',')}]`);
+  return parts.join(' ');
+}

@@ -1,0 +1,19 @@
+// @cmesh/collectives: torch.distributed for Node. See ../API.md.
+export * from './distributed';
+export * from './errors';
+export * from './tensor';
+export { ReduceOp, REDUCE_OPS, isReduceOp, validateReduceOp } from './reduce-op';
+export * from './store';
+export { rendezvous, registerInitMethod, RendezvousOptions, RendezvousResult, InitMethodHandler } from './rendezvous';
+import './rendezvous/nats'; // registers nats://
+export { NatsKvStore } from './rendezvous/nats-kv-store';
+export { jobBucket } from './rendezvous/nats';
+export { ProcessGroup, DEFAULT_TIMEOUT_MS } from './process-group';
+export { Work } from './work';
+export { addCollectiveObserver, CollectiveEvent, CollectiveObserver } from './observers';
+export { TrafficCounters, TrafficEntry } from './traffic';
+export { chooseAlgorithm, calibrate, getCostParams, estimateCost } from './cost-model';
+export { algorithmNames, CollectiveKind } from './algorithms';
+export type { Comm } from './transport/comm';
+export * from './launch';
+export * from './metrics';

@@ -1,0 +1,3 @@
+export * from './env';
+export * from './spawn';
+export { ChildGroup, ChildExit, describeExit, KILL_GRACE_MS } from './children';

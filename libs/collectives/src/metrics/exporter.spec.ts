@@ -1,0 +1,108 @@
+import { execFileSync } from 'child_process';
+import { InvalidArgumentError } from '../errors';
+import { CollectiveEvent, notifyCollective } from '../observers';
+import { CollectiveMetrics, startExporterFromEnv, startMetricsExporter } from './exporter';
+import { CounterVec, HistogramVec } from './exposition';
+import { opLabel, sizeBucket } from './names';
+
+const event = (over: Partial<CollectiveEvent> = {}): CollectiveEvent => ({
+  op: 'allReduce',
+  algorithm: 'ring',
+  backend: 'tcp',
+  dtype: 'float32',
+  bytes: 4096,
+  bytesSent: 3072,
+  bytesReceived: 2048,
+  durationSeconds: 2e-4,
+  worldSize: 2,
+  rank: 0,
+  group: 'default',
+  ...over,
+});
+
+const sample = (text: string, series: string) => {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  if (!line) throw new Error(`no ${series} in\n${text}`);
+  return Number(line.slice(series.length + 1));
+};
+
+it('size buckets are powers of four, bounded; op labels are snake_case', () => {
+  expect([0, 1, 2, 4, 5, 16, 17, 1024, 1025, 1 << 30, (1 << 30) + 1].map(sizeBucket)).toEqual(['0', '1', '4', '4', '16', '16', '64', '1024', '4096', '1073741824', '+Inf']);
+  expect(['allReduce', 'reduceScatter', 'allToAll', 'broadcast', 'all_gather'].map(opLabel)).toEqual(['all_reduce', 'reduce_scatter', 'all_to_all', 'broadcast', 'all_gather']);
+});
+
+it('renders cumulative histograms, counters and escaped labels that promtool accepts', () => {
+  const m = new CollectiveMetrics();
+  m.record(event());
+  m.record(event({ durationSeconds: 5e-3, bytes: 8 }));
+  m.record(event({ op: 'broadcast', error: { name: 'DistTimeoutError', message: 'x' } }));
+  const text = m.render();
+  const h = 'algorithm="ring",backend="tcp",dtype="float32",op="all_reduce",size_bucket="4096"';
+  expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="0.0001"}`)).toBe(0);
+  expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="0.0003"}`)).toBe(1);
+  expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="+Inf"}`)).toBe(1);
+  expect(sample(text, `cmesh_collective_duration_seconds_count{${h.replace('4096', '16')}}`)).toBe(1);
+  expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",direction="sent",op="all_reduce"}')).toBe(6144);
+  expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",direction="received",op="all_reduce"}')).toBe(4096);
+  expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",op="all_reduce"}')).toBe(4104);
+  expect(sample(text, 'cmesh_collective_errors_total{op="broadcast",reason="DistTimeoutError"}')).toBe(1);
+  expect(execFileSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })).toBe('');
+
+  const c = new CounterVec('x_total', 'h');
+  c.inc({ path: 'a"b\\c\nd' });
+  expect(c.render().split('\n')[2]).toBe('x_total{path="a\\"b\\\\c\\nd"} 1');
+  const hv = new HistogramVec('y_seconds', 'h', [1]);
+  hv.observe({}, 2);
+  expect(hv.render()).toContain('y_seconds_bucket{le="1"} 0\ny_seconds_bucket{le="+Inf"} 1');
+});
+
+it('serves /metrics on a port, hears every collective through the observers, and closes', async () => {
+  const exp = await startMetricsExporter({ port: 0 });
+  try {
+    notifyCollective(event({ op: 'allGather', bytes: 64 }));
+    const res = await fetch(exp.url);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const text = await res.text();
+    expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",op="all_gather"}')).toBe(64);
+    expect((await fetch(exp.url.replace('/metrics', '/nope'))).status).toBe(404);
+  } finally {
+    await exp.close();
+  }
+  // closed: no longer observing, no longer listening
+  await expect(fetch(exp.url)).rejects.toThrow();
+  await expect(startMetricsExporter({ port: 70000 })).rejects.toThrow(InvalidArgumentError);
+});
+
+it('CMESH_METRICS_PORT: off unless set; each local rank on base + LOCAL_RANK', async () => {
+  expect(await startExporterFromEnv({})).toBeUndefined();
+  const probe = await startMetricsExporter({ port: 0 });
+  const base = probe.port;
+  await probe.close();
+  const exp = await startExporterFromEnv({ CMESH_METRICS_PORT: String(base - 1), LOCAL_RANK: '1' });
+  try {
+    expect(exp!.port).toBe(base);
+  } finally {
+    await exp!.close();
+  }
+});
+
+it("a scraper's keep-alive connection does not keep a finished program alive", async () => {
+  const { spawn } = await import('child_process');
+  const http = await import('http');
+  const script = `require(${JSON.stringify(require.resolve('./exporter'))}).startMetricsExporter({ port: 0 }).then((e) => console.log(e.port));`;
+  const child = spawn(process.execPath, ['-r', '@swc-node/register', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+  const agent = new http.Agent({ keepAlive: true });
+  try {
+    const port = await new Promise<number>((r) => child.stdout!.once('data', (d) => r(Number(String(d).trim()))));
+    const status = await new Promise<number>((r) => http.get({ host: '127.0.0.1', port, path: '/metrics', agent }, (res) => (res.resume(), r(res.statusCode!))));
+    expect(status).toBe(200);
+    // the connection stays open on our side; the child must still end at once (not after keepAliveTimeout)
+    const t0 = Date.now();
+    expect(await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 4000))])).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(4000);
+  } finally {
+    agent.destroy();
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}, 20_000);

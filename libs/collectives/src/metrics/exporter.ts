@@ -1,0 +1,69 @@
+// Opt-in metrics for a user's own program (`cmesh run` job): every collective this process runs is
+// recorded under the same names the agents use and served on /metrics. Enabled by
+// startMetricsExporter() or CMESH_METRICS_PORT (each local rank serves on that port + LOCAL_RANK).
+import * as http from 'http';
+import { InvalidArgumentError } from '../errors';
+import { CollectiveEvent, addCollectiveObserver } from '../observers';
+import { CounterVec, HistogramVec } from './exposition';
+import { DURATION_BUCKETS, METRICS, opLabel, sizeBucket } from './names';
+
+export interface MetricsExporter {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+export class CollectiveMetrics {
+  readonly duration = new HistogramVec(METRICS.collectiveDuration.name, METRICS.collectiveDuration.help, DURATION_BUCKETS);
+  readonly bytes = new CounterVec(METRICS.collectiveBytes.name, METRICS.collectiveBytes.help);
+  readonly payload = new CounterVec(METRICS.collectivePayloadBytes.name, METRICS.collectivePayloadBytes.help);
+  readonly errors = new CounterVec(METRICS.collectiveErrors.name, METRICS.collectiveErrors.help);
+
+  record(e: CollectiveEvent): void {
+    const op = opLabel(e.op);
+    this.duration.observe({ op, backend: e.backend, algorithm: e.algorithm, dtype: e.dtype, size_bucket: sizeBucket(e.bytes) }, e.durationSeconds);
+    this.bytes.inc({ op, backend: e.backend, direction: 'sent' }, e.bytesSent);
+    this.bytes.inc({ op, backend: e.backend, direction: 'received' }, e.bytesReceived);
+    this.payload.inc({ op, backend: e.backend }, e.bytes);
+    if (e.error) this.errors.inc({ op, reason: e.error.name });
+  }
+
+  render(): string {
+    return `${[this.duration, this.bytes, this.payload, this.errors].map((m) => m.render()).join('\n')}\n`;
+  }
+}
+
+export async function startMetricsExporter(opts: { port: number; host?: string }): Promise<MetricsExporter> {
+  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw new InvalidArgumentError(`metrics port must be in [0, 65535], got ${opts.port}`);
+  const metrics = new CollectiveMetrics();
+  const unsubscribe = addCollectiveObserver((e) => metrics.record(e));
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end('try /metrics\n');
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' }).end(metrics.render());
+  });
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(opts.port, host, resolve));
+  // never keeps a finished program alive: neither the listener nor a scraper's keep-alive connection
+  server.unref();
+  server.on('connection', (socket) => socket.unref());
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    url: `http://${host}:${port}/metrics`,
+    close: async () => {
+      unsubscribe();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** CMESH_METRICS_PORT: started by initProcessGroup in every rank of a `cmesh run` job. */
+export async function startExporterFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<MetricsExporter | undefined> {
+  if (!env.CMESH_METRICS_PORT) return undefined;
+  const base = Number(env.CMESH_METRICS_PORT);
+  const port = base === 0 ? 0 : base + Number(env.LOCAL_RANK ?? 0);
+  return startMetricsExporter({ port, host: env.CMESH_METRICS_HOST ?? '127.0.0.1' });
+}

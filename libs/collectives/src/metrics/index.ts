@@ -1,0 +1,2 @@
+export * from './names';
+export { CollectiveMetrics, MetricsExporter, startMetricsExporter, startExporterFromEnv } from './exporter';

@@ -1,0 +1,70 @@
+// Metric names, help texts, labels and buckets shared by the coordinator, the agents and the
+// library's opt-in exporter (Prometheus conventions: base units, _seconds, _bytes, _total; labels
+// of bounded cardinality: sizes go into power-of-four buckets, never raw). libs/protocol re-exports them.
+
+export const METRICS = {
+  collectiveDuration: {
+    name: 'cmesh_collective_duration_seconds',
+    help: 'Time of one collective call (per rank), by op, backend, algorithm, dtype and message size bucket',
+    labels: ['op', 'backend', 'algorithm', 'dtype', 'size_bucket'],
+  },
+  collectiveBytes: {
+    name: 'cmesh_collective_bytes_total',
+    help: 'Bytes this rank sent and received on the data plane, by op, backend and direction',
+    labels: ['op', 'backend', 'direction'],
+  },
+  collectivePayloadBytes: {
+    name: 'cmesh_collective_payload_bytes_total',
+    help: 'Bytes of the tensors collectives ran on (the per-rank size nccl-tests reports, once per call), by op and backend',
+    labels: ['op', 'backend'],
+  },
+  collectiveBusbw: {
+    name: 'cmesh_collective_busbw_bytes_per_second',
+    help: 'Bus bandwidth of the last sweep per op and size (nccl-tests factors)',
+    labels: ['op', 'backend', 'dtype', 'size_bytes'],
+  },
+  collectiveAlgbw: {
+    name: 'cmesh_collective_algbw_bytes_per_second',
+    help: 'Algorithm bandwidth (size / time) of the last sweep per op and size',
+    labels: ['op', 'backend', 'dtype', 'size_bytes'],
+  },
+  collectiveErrors: {
+    name: 'cmesh_collective_errors_total',
+    help: 'Collective calls or jobs that failed, by op and reason',
+    labels: ['op', 'reason'],
+  },
+  collectiveWrong: {
+    name: 'cmesh_collective_wrong_elements_total',
+    help: 'Elements that failed verification in sweeps (nccl-tests #wrong)',
+    labels: ['op'],
+  },
+  rendezvousDuration: {
+    name: 'cmesh_rendezvous_duration_seconds',
+    help: 'From the first join to the close of a rendezvous round',
+    labels: [],
+  },
+  agents: { name: 'cmesh_agents', help: 'Registered agents by state', labels: ['state'] },
+  groups: { name: 'cmesh_groups', help: 'Process groups allocated by the coordinator', labels: [] },
+  heartbeatGap: {
+    name: 'cmesh_agent_heartbeat_gap_seconds',
+    help: 'Seconds since each agent was last heard from',
+    labels: ['agent'],
+  },
+  jobs: { name: 'cmesh_jobs_total', help: 'Jobs finished, by final state', labels: ['state'] },
+} as const;
+
+/** The op label: torch's and nccl-tests' snake_case names (allReduce -> all_reduce), one vocabulary for every exporter. */
+export function opLabel(op: string): string {
+  return op.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+/** Duration buckets from 10 µs to ~100 s. */
+export const DURATION_BUCKETS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100];
+
+/** Size bucket label: the power of four at or above the size ("0", "4", "16", ... "1073741824", "+Inf"). */
+export function sizeBucket(bytes: number): string {
+  if (bytes <= 0) return '0';
+  let b = 1;
+  while (b < bytes && b < 1 << 30) b *= 4;
+  return bytes > b ? '+Inf' : String(b);
+}

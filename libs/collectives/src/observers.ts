@@ -1,0 +1,35 @@
+// Collective observers: the metrics exporter (and anyone else) hears about every finished collective.
+export interface CollectiveEvent {
+  op: string;
+  algorithm: string;
+  backend: string;
+  dtype: string;
+  /** Bytes of the tensor the op works on (the per-rank size nccl-tests reports). */
+  bytes: number;
+  bytesSent: number;
+  bytesReceived: number;
+  durationSeconds: number;
+  worldSize: number;
+  rank: number;
+  group: string;
+  error?: { name: string; message: string };
+}
+
+export type CollectiveObserver = (e: CollectiveEvent) => void;
+
+const observers = new Set<CollectiveObserver>();
+
+export function addCollectiveObserver(fn: CollectiveObserver): () => void {
+  observers.add(fn);
+  return () => observers.delete(fn);
+}
+
+export function notifyCollective(e: CollectiveEvent): void {
+  for (const fn of observers) {
+    try {
+      fn(e);
+    } catch {
+      // an observer must never break a collective
+    }
+  }
+}

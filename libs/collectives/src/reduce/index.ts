@@ -1,0 +1,2 @@
+export { reduceInto, finishAvg, setKernelMode } from './kernels';
+export type { KernelMode } from './kernels';

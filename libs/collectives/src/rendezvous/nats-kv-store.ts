@@ -1,0 +1,172 @@
+// A c10d Store on a NATS JetStream KV bucket (one bucket per job): the library's nats:// init
+// method, and the store of jobs that the coordinator dispatches. The `nats` client is loaded
+// lazily so the library core does not depend on it.
+import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
+import { Store, StoreValue, toBuffer } from '../store/store';
+import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from '../store/validate';
+import { DEFAULT_STORE_TIMEOUT_MS } from '../store/tcp-store';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type KV = any;
+type NatsConnection = any;
+
+const VALID = /^[-/_=.a-zA-Z0-9]+$/;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** KV keys allow [-/_=.a-zA-Z0-9] and no leading/trailing dot: other keys are hex-encoded. */
+function kvKey(key: string): string {
+  return VALID.test(key) && !key.startsWith('.') && !key.endsWith('.') ? `k.${key}` : `x.${Buffer.from(key).toString('hex')}`;
+}
+
+function loadNats(): any {
+  try {
+    return require('nats');
+  } catch {
+    throw new StoreError('the nats:// init method needs the `nats` package (npm install nats)');
+  }
+}
+
+/** JetStream answers 503 (no responders) for a moment while a stream is created or elected. */
+async function retryTransient<T>(fn: () => Promise<T>, attempts = 8): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (i >= attempts || (code !== '503' && !/503|no responders|timeout/i.test(String((err as Error).message)))) throw err;
+      await sleep(10 * 2 ** i);
+    }
+  }
+}
+
+export class NatsKvStore implements Store {
+  timeoutMs: number;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly kv: KV,
+    private readonly ownsConnection: boolean,
+    timeoutMs?: number,
+  ) {
+    this.timeoutMs = timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+  }
+
+  /** Connects (or uses `connection`) and opens the job's bucket, creating it when missing. */
+  static async open(opts: { servers?: string; connection?: NatsConnection; bucket: string; timeoutMs?: number }): Promise<NatsKvStore> {
+    if (!/^[A-Za-z0-9_-]+$/.test(opts.bucket)) throw new InvalidArgumentError(`invalid KV bucket name ${JSON.stringify(opts.bucket)}`);
+    const nats = loadNats();
+    const nc = opts.connection ?? (await nats.connect({ servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
+    // ranks open the job's bucket at once: JetStream may answer 503 while another creates it
+    const deadline = Date.now() + Math.min(opts.timeoutMs ?? 10_000, 10_000);
+    for (let delay = 10; ; delay = Math.min(delay * 2, 500)) {
+      try {
+        const kv = await nc.jetstream().views.kv(opts.bucket, { history: 1 });
+        return new NatsKvStore(nc, kv, !opts.connection, opts.timeoutMs);
+      } catch (err) {
+        if (Date.now() + delay > deadline) {
+          if (!opts.connection) await nc.close();
+          throw new StoreError(`cannot open JetStream KV bucket ${opts.bucket}: ${(err as Error).message}`);
+        }
+        await sleep(delay);
+      }
+    }
+  }
+
+  private async entry(key: string): Promise<{ value: Buffer; revision: number } | undefined> {
+    const e = await retryTransient<any>(() => this.kv.get(kvKey(key)));
+    if (!e || e.operation !== 'PUT') return undefined;
+    return { value: Buffer.from(e.value), revision: e.revision };
+  }
+
+  async set(key: string, value: StoreValue): Promise<void> {
+    checkKey(key);
+    checkValue(value);
+    await retryTransient(() => this.kv.put(kvKey(key), toBuffer(value)));
+  }
+
+  async get(key: string, timeoutMs = this.timeoutMs): Promise<Buffer> {
+    checkKey(key);
+    await this.wait([key], timeoutMs);
+    const e = await this.entry(key);
+    if (!e) throw new StoreError(`key ${key} was deleted while being read`);
+    return e.value;
+  }
+
+  /** Optimistic concurrency: create or update at the revision read, retry on conflict. */
+  private async cas<T>(key: string, fn: (cur: Buffer | undefined) => { write?: Buffer; result: T }): Promise<T> {
+    for (let attempt = 0; attempt < 1000; attempt++) {
+      const cur = await this.entry(key);
+      const { write, result } = fn(cur?.value);
+      if (write === undefined) return result;
+      try {
+        if (cur) await this.kv.update(kvKey(key), write, cur.revision);
+        else await this.kv.create(kvKey(key), write);
+        return result;
+      } catch {
+        await sleep(Math.random() * 3); // lost the race: read again
+      }
+    }
+    throw new StoreError(`too much contention on key ${key}`);
+  }
+
+  async add(key: string, amount: number): Promise<number> {
+    checkKey(key);
+    checkAmount(amount);
+    return this.cas(key, (cur) => {
+      const n = (cur ? Number(cur.toString()) : 0) + amount;
+      if (!Number.isFinite(n)) throw new StoreError(`key ${key} does not hold an integer`);
+      return { write: Buffer.from(String(n)), result: n };
+    });
+  }
+
+  async compareSet(key: string, expected: StoreValue, desired: StoreValue): Promise<Buffer> {
+    checkKey(key);
+    checkValue(expected);
+    checkValue(desired);
+    const exp = toBuffer(expected);
+    const want = Buffer.from(toBuffer(desired));
+    return this.cas(key, (cur) => {
+      if ((cur === undefined && exp.length === 0) || (cur !== undefined && cur.equals(exp))) return { write: want, result: want };
+      return { result: cur ?? Buffer.from(exp) };
+    });
+  }
+
+  async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
+    checkKeys(keys);
+    checkTimeout(timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    let delay = 2;
+    let missing = keys;
+    for (;;) {
+      const present = await Promise.all(missing.map(async (k) => (await this.entry(k)) !== undefined));
+      missing = missing.filter((_, i) => !present[i]);
+      if (!missing.length) return;
+      if (Date.now() >= deadline) throw new DistTimeoutError(`NatsKvStore: timed out after ${timeoutMs} ms waiting for keys [${missing.join(', ')}]`);
+      await sleep(Math.min(delay, Math.max(1, deadline - Date.now())));
+      delay = Math.min(delay * 2, 50);
+    }
+  }
+
+  async check(keys: string[]): Promise<boolean> {
+    checkKeys(keys);
+    for (const k of keys) if (!(await this.entry(k))) return false;
+    return true;
+  }
+
+  async deleteKey(key: string): Promise<boolean> {
+    checkKey(key);
+    if (!(await this.entry(key))) return false;
+    await this.kv.delete(kvKey(key));
+    return true;
+  }
+
+  async numKeys(): Promise<number> {
+    let n = 0;
+    for await (const _ of await this.kv.keys()) n++;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsConnection && !this.nc.isClosed()) await this.nc.close();
+  }
+}

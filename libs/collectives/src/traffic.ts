@@ -1,0 +1,36 @@
+// Traffic counters: bytes each rank sent and received, per op and algorithm, so the seeds'
+// traffic formulas (master-worker (P-1)·N, ring 2·(N/P)·(P-1), tree log2(P)·N) can be checked.
+export interface TrafficEntry {
+  calls: number;
+  bytesSent: number;
+  bytesReceived: number;
+}
+
+export interface TrafficCounters {
+  bytesSent: number;
+  bytesReceived: number;
+  /** Keyed "op/algorithm", e.g. "allReduce/ring", "send/p2p". */
+  byOp: Record<string, TrafficEntry>;
+}
+
+export class TrafficCounter {
+  private data: TrafficCounters = { bytesSent: 0, bytesReceived: 0, byOp: {} };
+
+  record(op: string, algorithm: string, sent: number, received: number): void {
+    const key = `${op}/${algorithm}`;
+    const e = (this.data.byOp[key] ??= { calls: 0, bytesSent: 0, bytesReceived: 0 });
+    e.calls++;
+    e.bytesSent += sent;
+    e.bytesReceived += received;
+    this.data.bytesSent += sent;
+    this.data.bytesReceived += received;
+  }
+
+  snapshot(): TrafficCounters {
+    return JSON.parse(JSON.stringify(this.data)) as TrafficCounters;
+  }
+
+  reset(): void {
+    this.data = { bytesSent: 0, bytesReceived: 0, byOp: {} };
+  }
+}

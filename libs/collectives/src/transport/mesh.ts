@@ -1,0 +1,297 @@
+// The TCP peer mesh of one world: every rank listens on an ephemeral port, publishes its address in
+// the store, and holds one connection to every other rank (rank i dials every j < i). Process
+// groups share it and tell their traffic apart by group id in the frame header.
+import * as net from 'net';
+import * as os from 'os';
+import { CmeshError, DistTimeoutError, PeerFailureError } from '../errors';
+import type { Store } from '../store/store';
+import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
+import { PeerConnection, PostedRecv } from './peer-connection';
+
+export interface AbortNotice {
+  failedRank: number;
+  message: string;
+  reason: 'peer' | 'mismatch' | 'timeout' | 'error';
+}
+
+interface AnySourceRecv extends PostedRecv {
+  key: string;
+}
+
+const MAX_ABORTS = 4096;
+
+/** Address other ranks can reach: loopback for a loopback master, else this host's first IPv4. */
+function dataPlaneHost(masterAddr: string | undefined): string {
+  const explicit = process.env.CMESH_DATA_ADDR;
+  if (explicit) return explicit;
+  if (!masterAddr || masterAddr === 'localhost' || masterAddr.startsWith('127.')) return '127.0.0.1';
+  for (const addrs of Object.values(os.networkInterfaces())) {
+    for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+export class Mesh {
+  private readonly peers: (PeerConnection | undefined)[];
+  private server?: net.Server;
+  private readonly anySource = new Map<string, AnySourceRecv[]>();
+  /** Op-scoped aborts received from peers, by match key. */
+  private readonly aborts = new Map<string, AbortNotice>();
+  private closing = false;
+  private readonly headerPool: Buffer[] = [];
+
+  private constructor(
+    readonly rank: number,
+    readonly size: number,
+  ) {
+    this.peers = new Array(size).fill(undefined);
+  }
+
+  /** Listens, exchanges addresses through the store and connects the full mesh. */
+  static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string }): Promise<Mesh> {
+    const mesh = new Mesh(opts.rank, opts.size);
+    if (opts.size === 1) return mesh;
+    const host = dataPlaneHost(opts.masterAddr);
+    const accepted = new Map<number, net.Socket>();
+    let onAccept: () => void = () => {};
+    mesh.server = net.createServer((socket) => {
+      // the dialer's first 4 bytes say which rank it is
+      socket.once('readable', function read() {
+        const b = socket.read(4) as Buffer | null;
+        if (!b) return socket.once('readable', read);
+        accepted.set(b.readUInt32LE(0), socket);
+        onAccept();
+      });
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve, reject) => {
+      mesh.server!.once('error', reject);
+      mesh.server!.listen(0, host, () => resolve());
+    });
+    const port = (mesh.server.address() as net.AddressInfo).port;
+    await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
+    const lower = [...Array(opts.rank).keys()];
+    const deadline = Date.now() + opts.timeoutMs;
+    const dialed = await Promise.all(
+      lower.map(async (peer) => {
+        const [h, p] = (await opts.store.get(`mesh/addr/${peer}`, opts.timeoutMs)).toString().split(':');
+        return { peer, socket: await dial(h, Number(p), opts.rank, deadline) };
+      }),
+    );
+    for (const { peer, socket } of dialed) mesh.attach(peer, socket);
+    const expected = opts.size - 1 - opts.rank;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const missing = [...Array(opts.size).keys()].filter((r) => r > opts.rank && !accepted.has(r));
+        reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`, { rank: opts.rank, peers: missing }));
+      }, Math.max(0, deadline - Date.now()));
+      onAccept = () => {
+        if (accepted.size === expected) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      onAccept();
+    });
+    for (const [peer, socket] of accepted) {
+      socket.removeAllListeners('error');
+      mesh.attach(peer, socket);
+    }
+    // no one else may connect once the mesh is complete
+    mesh.server.close();
+    return mesh;
+  }
+
+  private attach(peer: number, socket: net.Socket): void {
+    const conn = new PeerConnection(peer, socket, {
+      onControl: (p, h, payload) => this.onControl(p, h, payload),
+      takeAnySource: (h) => this.takeAnySource(h),
+      onUnexpectedP2P: (p) => this.matchAnySource(p),
+    });
+    this.peers[peer] = conn;
+    socket.on('error', () => {}); // 'close' follows and says it all
+    socket.on('close', () => this.onPeerClosed(conn));
+  }
+
+  private onPeerClosed(conn: PeerConnection): void {
+    conn.closed = true;
+    if (this.closing) return;
+    const err = conn.leaving
+      ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
+      : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
+    conn.rejectPosted(err);
+    for (const [key, q] of [...this.anySource]) {
+      // an any-source receive only fails when no live peer could still satisfy it
+      if (this.peers.every((p, r) => r === this.rank || !p || p.closed)) {
+        this.anySource.delete(key);
+        for (const r of q) r.reject(err);
+      }
+    }
+  }
+
+  private onControl(peer: number, h: FrameHeader, payload: Buffer): void {
+    if (h.kind === FrameKind.Bye) {
+      this.peers[peer]!.leaving = true;
+      return;
+    }
+    if (h.kind !== FrameKind.Abort) return;
+    const notice = JSON.parse(payload.toString('utf8')) as AbortNotice;
+    const key = matchKey(FrameKind.Collective, h.group, h.tag);
+    if (this.aborts.size >= MAX_ABORTS) this.aborts.delete(this.aborts.keys().next().value!);
+    this.aborts.set(key, notice);
+    const err = abortError(notice, peer, this.rank);
+    for (const p of this.peers) p?.rejectPosted(err, (k) => k === key);
+  }
+
+  /** The abort a peer sent for this op, if any. */
+  abortFor(kind: FrameKind, group: number, tag: number): AbortNotice | undefined {
+    return kind === FrameKind.Collective ? this.aborts.get(matchKey(kind, group, tag)) : undefined;
+  }
+
+  private takeAnySource(h: FrameHeader): PostedRecv | undefined {
+    const key = matchKey(h.kind, h.group, h.tag);
+    const q = this.anySource.get(key);
+    if (!q || !q.length) return undefined;
+    const r = q.shift()!;
+    if (!q.length) this.anySource.delete(key);
+    return r;
+  }
+
+  private matchAnySource(peer: number): void {
+    for (const [key, q] of [...this.anySource]) {
+      while (q.length) {
+        const u = this.peers[peer]!.takeUnexpected(key);
+        if (!u) break;
+        this.peers[peer]!.deliver(u, q.shift()!);
+      }
+      if (!q.length) this.anySource.delete(key);
+    }
+  }
+
+  connection(peer: number): PeerConnection {
+    const c = this.peers[peer];
+    if (!c) throw new CmeshError(`data plane: no connection to rank ${peer}`, { rank: this.rank, peers: [peer] });
+    return c;
+  }
+
+  private header(kind: FrameKind, group: number, tag: number, sig: OpSignature, length: number): Buffer {
+    return writeHeader(this.headerPool.pop() ?? Buffer.allocUnsafe(HEADER_BYTES), kind, group, tag, sig, length);
+  }
+
+  send(peer: number, kind: FrameKind, group: number, tag: number, sig: OpSignature, data: Uint8Array): Promise<void> {
+    const c = this.connection(peer);
+    if (c.closed) {
+      return Promise.reject(new PeerFailureError(`rank ${peer} died or closed its connection`, { rank: this.rank, peers: [peer] }));
+    }
+    const h = this.header(kind, group, tag, sig, data.byteLength);
+    return c.send(h, data).then(
+      () => void this.headerPool.push(h),
+      (err: Error) => {
+        throw new PeerFailureError(`send to rank ${peer} failed: ${err.message}`, { rank: this.rank, peers: [peer] });
+      },
+    );
+  }
+
+  /** Posts a receive from one peer; returns a cancel function for timeouts. */
+  recv(peer: number, kind: FrameKind, group: number, tag: number, sig: OpSignature, into: Uint8Array): { done: Promise<number>; cancel: () => boolean } {
+    const c = this.connection(peer);
+    const key = matchKey(kind, group, tag);
+    let recv!: PostedRecv;
+    const done = new Promise<number>((resolve, reject) => {
+      recv = { into, sig, resolve, reject };
+    });
+    const aborted = this.abortFor(kind, group, tag);
+    if (aborted) recv.reject(abortError(aborted, undefined, this.rank));
+    else if (c.closed && !c.unexpected.get(key)?.length) {
+      recv.reject(new PeerFailureError(`rank ${peer} died or closed its connection`, { rank: this.rank, peers: [peer] }));
+    } else c.post(key, recv);
+    return { done, cancel: () => c.cancel(key, recv) };
+  }
+
+  /** Receives a P2P message from whichever peer sends first on (group, tag). */
+  recvAny(group: number, tag: number, into: Uint8Array, candidates: number[]): { done: Promise<number>; cancel: () => boolean } {
+    const key = matchKey(FrameKind.P2P, group, tag);
+    let recv!: AnySourceRecv;
+    const done = new Promise<number>((resolve, reject) => {
+      recv = { into, sig: NO_SIGNATURE, resolve, reject, key };
+    });
+    for (const peer of candidates) {
+      const u = this.peers[peer]?.takeUnexpected(key);
+      if (u) {
+        this.peers[peer]!.deliver(u, recv);
+        return { done, cancel: () => false };
+      }
+    }
+    if (candidates.every((p) => this.peers[p]?.closed)) {
+      recv.reject(new PeerFailureError(`every possible sender has closed its connection`, { rank: this.rank, peers: candidates }));
+    } else {
+      let q = this.anySource.get(key);
+      if (!q) this.anySource.set(key, (q = []));
+      q.push(recv);
+    }
+    return {
+      done,
+      cancel: () => {
+        const q = this.anySource.get(key);
+        const i = q ? q.indexOf(recv) : -1;
+        if (i >= 0) q!.splice(i, 1);
+        return i >= 0;
+      },
+    };
+  }
+
+  /** Tells the given peers that op (group, tag) failed here, so they fail it too instead of hanging. */
+  broadcastAbort(group: number, tag: number, notice: AbortNotice, peers: number[]): void {
+    const payload = Buffer.from(JSON.stringify(notice));
+    for (const p of peers) {
+      const c = this.peers[p];
+      if (!c || c.closed || p === this.rank) continue;
+      c.send(this.header(FrameKind.Abort, group, tag, NO_SIGNATURE, payload.length), payload).catch(() => {});
+    }
+  }
+
+  bytesSent(peer: number): number {
+    return this.peers[peer]?.bytesSent ?? 0;
+  }
+
+  /** Says goodbye to every peer and closes the connections. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const byes = this.peers.map((c) =>
+      c && !c.closed ? c.send(this.header(FrameKind.Bye, 0, 0, NO_SIGNATURE, 0), new Uint8Array(0)).catch(() => {}) : undefined,
+    );
+    await Promise.all(byes);
+    for (const c of this.peers) c?.socket.end();
+    this.server?.close();
+  }
+}
+
+export function abortError(notice: AbortNotice, via: number | undefined, rank: number): CmeshError {
+  const by = via === undefined ? '' : ` (reported by rank ${via})`;
+  const ctx = { rank, peers: [notice.failedRank] };
+  return notice.reason === 'timeout'
+    ? new DistTimeoutError(`${notice.message}${by}`, ctx)
+    : new PeerFailureError(`${notice.message}${by}`, ctx);
+}
+
+async function dial(host: string, port: number, rank: number, deadline: number): Promise<net.Socket> {
+  let last: Error | undefined;
+  while (Date.now() < deadline) {
+    try {
+      const s = await new Promise<net.Socket>((resolve, reject) => {
+        const sock = net.connect({ host, port }, () => resolve(sock));
+        sock.once('error', reject);
+      });
+      s.removeAllListeners('error');
+      const hello = Buffer.allocUnsafe(4);
+      hello.writeUInt32LE(rank, 0);
+      s.write(hello);
+      return s;
+    } catch (err) {
+      last = err as Error;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new DistTimeoutError(`data plane: could not connect to ${host}:${port} (${last?.message ?? 'timeout'})`, { rank });
+}

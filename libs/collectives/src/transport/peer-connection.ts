@@ -1,0 +1,227 @@
+// One TCP connection to one peer: parses incoming frames and matches them, FIFO per
+// (kind, group, tag), against posted receives. A payload whose receive is already posted is copied
+// straight from the socket chunks into the destination view; others are buffered until claimed.
+import type * as net from 'net';
+import { FrameHeader, FrameKind, HEADER_BYTES, OpSignature, matchKey, readHeader, signaturesMatch } from './frame';
+
+export interface PostedRecv {
+  into: Uint8Array;
+  sig: OpSignature;
+  resolve: (from: number) => void;
+  reject: (err: Error) => void;
+  /** Set once a frame has been matched to this receive (it can no longer be cancelled). */
+  matched?: boolean;
+}
+
+/** A message that arrived before its receive was posted. */
+interface Unexpected {
+  header: FrameHeader;
+  data: Buffer;
+  filled: number;
+  claim?: PostedRecv;
+}
+
+/** Raised when a frame's length or op signature disagrees with the posted receive. */
+export class FrameMismatch extends Error {
+  constructor(
+    readonly peer: number,
+    readonly theirs: FrameHeader,
+    readonly ours: OpSignature,
+    readonly expectedLength: number,
+  ) {
+    super('frame mismatch');
+  }
+}
+
+export interface ConnectionEvents {
+  /** A control frame (abort, bye) arrived complete. */
+  onControl(peer: number, header: FrameHeader, payload: Buffer): void;
+  /** No specific receive was posted: an any-source receive may take the P2P message. */
+  takeAnySource(header: FrameHeader): PostedRecv | undefined;
+  /** A P2P message was buffered: any-source receives may want it. */
+  onUnexpectedP2P(peer: number): void;
+}
+
+export class PeerConnection {
+  readonly posted = new Map<string, PostedRecv[]>();
+  readonly unexpected = new Map<string, Unexpected[]>();
+  bytesReceived = 0;
+  bytesSent = 0;
+  closed = false;
+  /** The peer announced it is leaving (Bye): its close is not a failure. */
+  leaving = false;
+
+  private readonly hdr = Buffer.allocUnsafe(HEADER_BYTES);
+  private hdrFilled = 0;
+  private cur?: FrameHeader;
+  private target?: Uint8Array; // where the current payload goes
+  private targetFilled = 0;
+  private onDone?: () => void;
+
+  constructor(
+    readonly peer: number,
+    readonly socket: net.Socket,
+    private readonly events: ConnectionEvents,
+  ) {
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+  }
+
+  send(header: Buffer, data: Uint8Array): Promise<void> {
+    this.bytesSent += data.byteLength;
+    return new Promise((resolve, reject) => {
+      const done = (err?: Error | null) => (err ? reject(err) : resolve());
+      if (data.byteLength === 0) {
+        this.socket.write(header, done);
+        return;
+      }
+      this.socket.cork();
+      this.socket.write(header);
+      this.socket.write(data, done);
+      this.socket.uncork();
+    });
+  }
+
+  private onData(chunk: Buffer): void {
+    let off = 0;
+    while (off < chunk.length) {
+      if (!this.cur) {
+        const n = Math.min(HEADER_BYTES - this.hdrFilled, chunk.length - off);
+        chunk.copy(this.hdr, this.hdrFilled, off, off + n);
+        this.hdrFilled += n;
+        off += n;
+        if (this.hdrFilled === HEADER_BYTES) {
+          this.hdrFilled = 0;
+          this.begin(readHeader(this.hdr));
+        }
+      } else {
+        const n = Math.min(this.cur.length - this.targetFilled, chunk.length - off);
+        this.target!.set(chunk.subarray(off, off + n), this.targetFilled);
+        this.targetFilled += n;
+        off += n;
+        if (this.targetFilled === this.cur.length) this.end();
+      }
+    }
+  }
+
+  private begin(h: FrameHeader): void {
+    this.cur = h;
+    this.targetFilled = 0;
+    if (h.kind === FrameKind.Collective || h.kind === FrameKind.P2P) {
+      this.bytesReceived += h.length;
+      const key = matchKey(h.kind, h.group, h.tag);
+      let recv = this.posted.get(key)?.[0];
+      if (recv) this.shift(this.posted, key);
+      else if (h.kind === FrameKind.P2P) recv = this.events.takeAnySource(h);
+      if (recv) {
+        recv.matched = true;
+        if (recv.into.byteLength !== h.length || (h.kind === FrameKind.Collective && !signaturesMatch(h, recv.sig))) {
+          const err = new FrameMismatch(this.peer, h, recv.sig, recv.into.byteLength);
+          this.discard(() => recv!.reject(err));
+          return;
+        }
+        this.target = recv.into;
+        const r = recv;
+        this.onDone = () => r.resolve(this.peer);
+      } else {
+        const u: Unexpected = { header: h, data: Buffer.allocUnsafe(h.length), filled: 0 };
+        let q = this.unexpected.get(key);
+        if (!q) this.unexpected.set(key, (q = []));
+        q.push(u);
+        this.target = u.data;
+        this.onDone = () => {
+          u.filled = h.length;
+          if (u.claim) {
+            const q2 = this.unexpected.get(key)!;
+            q2.splice(q2.indexOf(u), 1);
+            if (!q2.length) this.unexpected.delete(key);
+            this.deliver(u, u.claim);
+          } else if (h.kind === FrameKind.P2P) this.events.onUnexpectedP2P(this.peer);
+        };
+      }
+    } else {
+      const payload = Buffer.allocUnsafe(h.length);
+      this.target = payload;
+      this.onDone = () => this.events.onControl(this.peer, h, payload);
+    }
+    if (h.length === 0) this.end();
+  }
+
+  private discard(then: () => void): void {
+    this.target = Buffer.allocUnsafe(this.cur!.length);
+    this.onDone = then;
+  }
+
+  private end(): void {
+    const done = this.onDone!;
+    this.cur = undefined;
+    this.target = undefined;
+    this.onDone = undefined;
+    done();
+  }
+
+  private shift<T>(m: Map<string, T[]>, key: string): void {
+    const q = m.get(key)!;
+    q.shift();
+    if (!q.length) m.delete(key);
+  }
+
+  /** Posts a receive for (kind, group, tag): takes a buffered message when one is there. */
+  post(key: string, recv: PostedRecv): void {
+    const u = this.unexpected.get(key)?.find((x) => !x.claim);
+    if (u) {
+      recv.matched = true;
+      if (u.filled === u.header.length) {
+        this.unexpected.get(key)!.splice(this.unexpected.get(key)!.indexOf(u), 1);
+        if (!this.unexpected.get(key)!.length) this.unexpected.delete(key);
+        this.deliver(u, recv);
+      } else u.claim = recv; // still arriving: deliver on completion
+      return;
+    }
+    let q = this.posted.get(key);
+    if (!q) this.posted.set(key, (q = []));
+    q.push(recv);
+  }
+
+  /** Takes the first complete buffered P2P message of a group/tag (any-source receives). */
+  takeUnexpected(key: string): Unexpected | undefined {
+    const q = this.unexpected.get(key);
+    const i = q ? q.findIndex((u) => !u.claim && u.filled === u.header.length) : -1;
+    if (i < 0) return undefined;
+    const [u] = q!.splice(i, 1);
+    if (!q!.length) this.unexpected.delete(key);
+    return u;
+  }
+
+  deliver(u: Unexpected, recv: PostedRecv): void {
+    if (recv.into.byteLength !== u.header.length || (u.header.kind === FrameKind.Collective && !signaturesMatch(u.header, recv.sig))) {
+      recv.reject(new FrameMismatch(this.peer, u.header, recv.sig, recv.into.byteLength));
+      return;
+    }
+    recv.into.set(u.data);
+    recv.resolve(this.peer);
+  }
+
+  /** Removes and rejects every posted receive whose key matches. */
+  rejectPosted(err: Error, keyFilter?: (key: string) => boolean): void {
+    for (const [key, q] of [...this.posted]) {
+      if (keyFilter && !keyFilter(key)) continue;
+      this.posted.delete(key);
+      for (const r of q) r.reject(err);
+    }
+    for (const [key, q] of this.unexpected) {
+      if (keyFilter && !keyFilter(key)) continue;
+      for (const u of q) if (u.claim) u.claim.reject(err);
+    }
+  }
+
+  /** Forgets a posted receive that was not matched yet (timeouts). */
+  cancel(key: string, recv: PostedRecv): boolean {
+    const q = this.posted.get(key);
+    const i = q ? q.indexOf(recv) : -1;
+    if (i < 0) return false;
+    q!.splice(i, 1);
+    if (!q!.length) this.posted.delete(key);
+    return true;
+  }
+}

@@ -1,0 +1,80 @@
+// Starts N real rank processes running a scenario (test/support/scenarios/<name>.ts) against a
+// TcpStore on a free port, and collects each rank's JSON result from its last stdout line.
+// Every child is killed by pid when the run ends or times out.
+import { ChildProcess, spawn } from 'child_process';
+import * as net from 'net';
+import * as path from 'path';
+
+export interface RankResult {
+  rank: number;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  result?: any;
+  stdout: string;
+  stderr: string;
+  elapsedMs: number;
+}
+
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+const RUNNER = path.join(__dirname, 'run-scenario.ts');
+const TSCONFIG = path.resolve(__dirname, '../../../../tsconfig.json');
+
+export interface RunOptions {
+  args?: unknown;
+  timeoutMs?: number;
+  /** Called with the children once started (to kill one mid-run, say). */
+  onStart?: (children: ChildProcess[]) => void;
+}
+
+export async function runRanks(scenario: string, worldSize: number, opts: RunOptions = {}): Promise<RankResult[]> {
+  const port = await freePort();
+  const started = Date.now();
+  const children = Array.from({ length: worldSize }, (_, rank) =>
+    spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), RUNNER, scenario, JSON.stringify(opts.args ?? null)], {
+      env: {
+        ...process.env,
+        TS_NODE_PROJECT: TSCONFIG,
+        RANK: String(rank),
+        WORLD_SIZE: String(worldSize),
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: String(port),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  const timer = setTimeout(() => children.forEach((c) => c.kill('SIGKILL')), opts.timeoutMs ?? 60000);
+  try {
+    opts.onStart?.(children);
+    return await Promise.all(
+      children.map(
+        (child, rank) =>
+          new Promise<RankResult>((resolve) => {
+            let stdout = '';
+            let stderr = '';
+            child.stdout!.on('data', (d) => (stdout += d));
+            child.stderr!.on('data', (d) => (stderr += d));
+            child.on('close', (code, signal) => {
+              const last = stdout.trim().split('\n').pop() ?? '';
+              let result: unknown;
+              try {
+                result = JSON.parse(last);
+              } catch {
+                result = undefined;
+              }
+              resolve({ rank, code, signal, result, stdout, stderr, elapsedMs: Date.now() - started });
+            });
+          }),
+      ),
+    );
+  } finally {
+    clearTimeout(timer);
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  }
+}

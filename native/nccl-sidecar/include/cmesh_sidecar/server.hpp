@@ -1,0 +1,48 @@
+// The Unix-socket server: accepts connections, reads frames, answers hello/ping/shutdown itself
+// and hands GPU requests to the executor. A bad frame gets an error frame; the server stays up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "cmesh_sidecar/executor.hpp"
+#include "cmesh_sidecar/frame.hpp"
+#include "cmesh_sidecar/gpu_runtime.hpp"
+
+namespace cmesh {
+
+constexpr int kProtocolVersion = 1;
+constexpr const char* kSidecarVersion = "0.1.0";
+
+struct ServerOptions {
+  std::string socketPath;
+  int64_t defaultTimeoutMs = 30 * 60 * 1000;  // torch's default collective timeout
+  int64_t maxTimeoutMs = 24LL * 3600 * 1000;
+  uint64_t maxFrameBytes = (uint64_t(1) << 30) + (uint64_t(1) << 20);
+  int stallTimeoutMs = 30000;
+  int64_t graceMs = 2000;
+};
+
+class Server {
+ public:
+  Server(const ServerOptions& opts, GpuRuntime& runtime) : opts_(opts), runtime_(runtime) {}
+  /** Binds and listens; throws std::runtime_error naming the path on failure. */
+  void listen();
+  /** Accepts until shutdown is requested. */
+  void serve();
+  /** The hello response body (without id/ok). */
+  Json hello() const;
+
+ private:
+  void handleConnection(int fd);
+  /** Parses and runs one request frame; returns the response to send (never throws). */
+  Response dispatch(Frame& frame, bool& shutdown);
+
+  ServerOptions opts_;
+  GpuRuntime& runtime_;
+  Executor executor_;
+  int listenFd_ = -1;
+};
+
+}  // namespace cmesh

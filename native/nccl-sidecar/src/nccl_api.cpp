@@ -1,0 +1,97 @@
+#include "cmesh_sidecar/nccl_api.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "cmesh_sidecar/library_search.hpp"
+
+namespace cmesh {
+
+std::string NcclApi::describe(ncclResult_t r, ncclComm_t comm) const {
+  static const char* names[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
+                                "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
+                                "ncclRemoteError",     "ncclInProgress"};
+  std::string out = (r >= 0 && r < 8) ? names[r] : "ncclResult " + std::to_string(r);
+  if (getErrorString) out += std::string(" (") + getErrorString(r) + ")";
+  if (getLastError) {
+    const char* last = getLastError(comm);
+    if (last && *last) out += std::string(": ") + last;
+  }
+  return out;
+}
+
+namespace {
+
+template <typename Fn>
+void bind(void* h, const char* name, Fn& fn, std::string& missing) {
+  fn = reinterpret_cast<Fn>(findSymbol(h, name));
+  if (!fn) missing += (missing.empty() ? "" : ", ") + std::string(name);
+}
+
+}  // namespace
+
+NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
+  NcclProbe probe;
+  // Timeouts need abortable communicators: ask NCCL for non-blocking ones unless the operator
+  // chose otherwise. Must be set before NCCL reads its environment.
+  ::setenv("NCCL_COMM_BLOCKING", "0", 0);
+  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+  probe.nonblocking = blocking && blocking[0] == '0';
+
+  auto candidates = libraryCandidates(explicitPath, {"libnccl.so.2", "libnccl.so"},
+                                      {"nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/lib/libnccl.so*"},
+                                      {"/usr/local/nccl/lib/libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"});
+  std::string attempts;
+  std::vector<std::string> seen;  // real files already tried under another name
+  for (const auto& path : candidates) {
+    std::string err;
+    void* h = openLibrary(path, err);
+    if (!h) {
+      attempts += (attempts.empty() ? "" : "; ") + path + ": " + err;
+      continue;
+    }
+    std::string real = loadedPath(h);
+    if (std::find(seen.begin(), seen.end(), real) != seen.end()) continue;
+    seen.push_back(real);
+    NcclApi candidate;
+    candidate.library = real.empty() || real == path ? path : path + " (" + real + ")";
+    std::string missing;
+    bind(h, "ncclGetVersion", candidate.getVersion, missing);
+    bind(h, "ncclGetUniqueId", candidate.getUniqueId, missing);
+    bind(h, "ncclCommInitRank", candidate.commInitRank, missing);
+    bind(h, "ncclCommDestroy", candidate.commDestroy, missing);
+    bind(h, "ncclCommAbort", candidate.commAbort, missing);
+    bind(h, "ncclCommGetAsyncError", candidate.commGetAsyncError, missing);
+    bind(h, "ncclGetErrorString", candidate.getErrorString, missing);
+    bind(h, "ncclAllReduce", candidate.allReduce, missing);
+    bind(h, "ncclBroadcast", candidate.broadcast, missing);
+    bind(h, "ncclReduce", candidate.reduce, missing);
+    bind(h, "ncclAllGather", candidate.allGather, missing);
+    bind(h, "ncclReduceScatter", candidate.reduceScatter, missing);
+    bind(h, "ncclSend", candidate.send, missing);
+    bind(h, "ncclRecv", candidate.recv, missing);
+    bind(h, "ncclGroupStart", candidate.groupStart, missing);
+    bind(h, "ncclGroupEnd", candidate.groupEnd, missing);
+    if (!missing.empty()) {
+      attempts += (attempts.empty() ? "" : "; ") + path + ": missing symbols " + missing + " (NCCL >= 2.7 needed)";
+      continue;
+    }
+    candidate.commFinalize = reinterpret_cast<decltype(candidate.commFinalize)>(findSymbol(h, "ncclCommFinalize"));
+    candidate.getLastError = reinterpret_cast<decltype(candidate.getLastError)>(findSymbol(h, "ncclGetLastError"));
+    api = candidate;
+    candidate.getVersion(&probe.version);
+    // Codes are X*1000+Y*100+Z before 2.9 and X*10000+Y*100+Z since.
+    int v = probe.version;
+    int major = v >= 10000 ? v / 10000 : v / 1000;
+    int minor = v >= 10000 ? (v % 10000) / 100 : (v % 1000) / 100;
+    probe.versionString = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(v % 100);
+    probe.available = true;
+    return probe;
+  }
+  probe.reason = "NCCL library not found: " + (attempts.empty() ? std::string("no candidates") : attempts) +
+                 (explicitPath.empty() ? " (install the nvidia-nccl-cu13 wheel or set CMESH_NCCL_LIB / --nccl-lib)" : "");
+  return probe;
+}
+
+}  // namespace cmesh

@@ -1,0 +1,42 @@
+import { Body, Controller, Delete, Get, Param, Post } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { AgentHeartbeatSchema, AgentRecord, AgentRegisterSchema } from '@cmesh/protocol';
+import { parseBody } from '../nats/parse-body';
+import { rest } from '../nats/reply-error';
+import { AgentsService } from './agents.service';
+
+@ApiTags('agents')
+@Controller('agents')
+export class AgentsController {
+  constructor(private readonly agents: AgentsService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'every registered agent with its state (ready, busy, lost)' })
+  async list(): Promise<{ agents: AgentRecord[] }> {
+    return { agents: await this.agents.list() };
+  }
+
+  @Get(':id')
+  @ApiOperation({ summary: 'one agent' })
+  get(@Param('id') id: string): Promise<AgentRecord> {
+    return rest(this.agents.get(id));
+  }
+
+  @Post()
+  @ApiOperation({ summary: 'register an agent (same body as NATS cmesh.agents.register)' })
+  register(@Body() body: unknown): Promise<AgentRecord> {
+    return rest(this.agents.register(parseBody(AgentRegisterSchema, body)));
+  }
+
+  @Post(':id/heartbeat')
+  @ApiOperation({ summary: 'heartbeat' })
+  heartbeat(@Param('id') id: string, @Body() body: unknown): Promise<AgentRecord> {
+    return rest(this.agents.heartbeat(parseBody(AgentHeartbeatSchema, { ...(body as object), agentId: id })));
+  }
+
+  @Delete(':id')
+  @ApiOperation({ summary: 'deregister an agent' })
+  deregister(@Param('id') id: string): Promise<AgentRecord> {
+    return rest(this.agents.deregister(id));
+  }
+}

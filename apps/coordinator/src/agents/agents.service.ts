@@ -1,0 +1,119 @@
+// The agent registry: register, heartbeat, deregister; the leader marks agents lost after the
+// configured number of missed heartbeats. Records live in KV (agents.<id>).
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { NatsConnection, Subscription } from 'nats';
+import {
+  AGENT_SUBJECTS,
+  AgentDeregisterSchema,
+  AgentHeartbeat,
+  AgentHeartbeatSchema,
+  AgentRecord,
+  AgentRegister,
+  AgentRegisterSchema,
+  KV_KEYS,
+} from '@cmesh/protocol';
+import { z } from 'zod';
+import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { LeaderService } from '../leader/leader.service';
+import { NATS_CONNECTION } from '../nats/nats.module';
+import { ReplyError } from '../nats/reply-error';
+import { respond } from '../nats/responder';
+import { KvState } from '../state/kv-state';
+
+export type AgentLostListener = (agent: AgentRecord) => Promise<void>;
+
+@Injectable()
+export class AgentsService implements OnModuleInit, OnApplicationShutdown {
+  private subs: Subscription[] = [];
+  private readonly lostListeners: AgentLostListener[] = [];
+
+  constructor(
+    private readonly state: KvState,
+    private readonly leader: LeaderService,
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
+  ) {}
+
+  onModuleInit(): void {
+    this.subs = [
+      respond(this.nc, AGENT_SUBJECTS.register, AgentRegisterSchema, async (b) => this.reply(await this.register(b))),
+      respond(this.nc, AGENT_SUBJECTS.heartbeat, AgentHeartbeatSchema, async (b) => this.reply(await this.heartbeat(b))),
+      respond(this.nc, AGENT_SUBJECTS.deregister, AgentDeregisterSchema, async (b) => this.reply(await this.deregister(b.agentId))),
+      respond(this.nc, AGENT_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, agents: await this.list() })),
+    ];
+    this.leader.whileLeading(() => this.markLost());
+  }
+
+  onApplicationShutdown(): void {
+    for (const s of this.subs) s.unsubscribe();
+  }
+
+  onAgentLost(fn: AgentLostListener): void {
+    this.lostListeners.push(fn);
+  }
+
+  private reply(agent: AgentRecord) {
+    return { ok: true, agent, heartbeatMs: this.config.heartbeatMs };
+  }
+
+  async register(body: AgentRegister): Promise<AgentRecord> {
+    const now = new Date().toISOString();
+    const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => ({
+      ...body,
+      state: 'ready',
+      registeredAt: cur && cur.state !== 'lost' ? cur.registeredAt : now,
+      lastHeartbeat: now,
+      maxHeartbeatGapSeconds: 0,
+    }));
+    return rec!;
+  }
+
+  async heartbeat(body: AgentHeartbeat): Promise<AgentRecord> {
+    let missing = false;
+    const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => {
+      if (!cur) {
+        missing = true;
+        return undefined;
+      }
+      const now = Date.now();
+      const gap = (now - Date.parse(cur.lastHeartbeat)) / 1000;
+      return {
+        ...cur,
+        state: body.busy ? 'busy' : 'ready',
+        lastHeartbeat: new Date(now).toISOString(),
+        maxHeartbeatGapSeconds: Math.max(cur.maxHeartbeatGapSeconds, gap),
+      };
+    });
+    if (missing || !rec) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
+    return rec;
+  }
+
+  async deregister(agentId: string): Promise<AgentRecord> {
+    const rec = await this.get(agentId);
+    await this.state.delete(KV_KEYS.agent(agentId));
+    return rec;
+  }
+
+  async get(agentId: string): Promise<AgentRecord> {
+    const rec = await this.state.get<AgentRecord>(KV_KEYS.agent(agentId));
+    if (!rec) throw new ReplyError('NOT_FOUND', `no agent ${JSON.stringify(agentId)}`);
+    return rec;
+  }
+
+  list(): Promise<AgentRecord[]> {
+    return this.state.list<AgentRecord>(KV_KEYS.agentsPrefix);
+  }
+
+  /** Leader only: agents silent for missedHeartbeats x heartbeat become lost. */
+  private async markLost(): Promise<void> {
+    const limit = this.config.heartbeatMs * this.config.missedHeartbeats;
+    const now = Date.now();
+    for (const a of await this.list()) {
+      if (a.state === 'lost' || now - Date.parse(a.lastHeartbeat) <= limit) continue;
+      const lost = await this.state.update<AgentRecord>(KV_KEYS.agent(a.agentId), (cur) =>
+        cur && cur.state !== 'lost' && now - Date.parse(cur.lastHeartbeat) > limit ? { ...cur, state: 'lost' } : undefined,
+      );
+      if (lost?.state === 'lost') for (const fn of this.lostListeners) await fn(lost);
+    }
+  }
+}

@@ -1,0 +1,51 @@
+// The coordinator: agents, rendezvous, groups, jobs and health on one NATS connection, every
+// record in the cluster's JetStream KV bucket.
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { LoggerModule } from 'nestjs-pino';
+import { AgentsModule } from './agents/agents.module';
+import { COORDINATOR_CONFIG, CoordinatorConfig } from './config/coordinator-config';
+import { GroupsModule } from './groups/groups.module';
+import { RegistryAgentDirectory } from './groups/registry-agent-directory';
+import { HealthModule } from './health/health.module';
+import { AgentDirectory } from './jobs/agent-directory';
+import { JobsModule } from './jobs/jobs.module';
+import { JOBS_NATS, JOB_RESULT_SINK } from './jobs/tokens';
+import { CoordinatorMetrics } from './metrics/coordinator-metrics';
+import { MetricsModule } from './metrics/metrics.module';
+import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
+import { RendezvousModule } from './rendezvous/rendezvous.module';
+
+@Global()
+@Module({})
+class ConfigModule {
+  static forRoot(config: CoordinatorConfig): DynamicModule {
+    return { module: ConfigModule, providers: [{ provide: COORDINATOR_CONFIG, useValue: config }], exports: [COORDINATOR_CONFIG] };
+  }
+}
+
+@Module({})
+export class AppModule {
+  static forRoot(config: CoordinatorConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        LoggerModule.forRoot({
+          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-coordinator', replica: config.replicaId } },
+        }),
+        NatsModule,
+        AgentsModule,
+        RendezvousModule,
+        GroupsModule,
+        HealthModule,
+        MetricsModule,
+        JobsModule.forRoot({
+          imports: [GroupsModule, MetricsModule],
+          extraProviders: [{ provide: JOB_RESULT_SINK, useExisting: CoordinatorMetrics }],
+          directory: { provide: AgentDirectory, useExisting: RegistryAgentDirectory },
+          nats: { provide: JOBS_NATS, useExisting: NATS_CONNECTION },
+        }),
+      ],
+    };
+  }
+}

@@ -1,0 +1,29 @@
+import { Body, Controller, Get, Param, Post } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { GroupCreateSchema, GroupRecord } from '@cmesh/protocol';
+import { parseBody } from '../nats/parse-body';
+import { rest } from '../nats/reply-error';
+import { GroupsService } from './groups.service';
+
+@ApiTags('groups')
+@Controller('groups')
+export class GroupsController {
+  constructor(private readonly groups: GroupsService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'every process group' })
+  async list(): Promise<{ groups: GroupRecord[] }> {
+    return { groups: await this.groups.list() };
+  }
+
+  @Get(':id')
+  get(@Param('id') id: string): Promise<GroupRecord> {
+    return rest(this.groups.get(id));
+  }
+
+  @Post()
+  @ApiOperation({ summary: 'create a group from agent ids in rank order: {members, name?}' })
+  create(@Body() body: unknown): Promise<GroupRecord> {
+    return rest(this.groups.create(parseBody(GroupCreateSchema, body)));
+  }
+}

@@ -1,0 +1,12 @@
+// Injection tokens of the jobs module.
+import type { BenchRow, JobRecord } from '@cmesh/protocol';
+
+/** The NatsConnection the jobs module talks through. */
+export const JOBS_NATS = Symbol('JOBS_NATS');
+
+/** Where finished rows go besides KV (the coordinator's metrics, when present). */
+export const JOB_RESULT_SINK = Symbol('JOB_RESULT_SINK');
+export interface JobResultSink {
+  onRow(job: JobRecord, row: BenchRow): void;
+  onFinished(job: JobRecord): void;
+}

@@ -1,0 +1,34 @@
+// Starts the coordinator: `node -r @swc-node/register apps/coordinator/src/main.ts --nats URL --port N`.
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { Logger } from 'nestjs-pino';
+import { AppModule } from './app.module';
+import { CoordinatorConfig, loadCoordinatorConfig } from './config/coordinator-config';
+
+export async function startCoordinator(config: CoordinatorConfig) {
+  const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true });
+  app.useLogger(app.get(Logger));
+  app.enableShutdownHooks();
+  const doc = new DocumentBuilder().setTitle('cmesh coordinator').setDescription('agents, rendezvous, process groups and jobs').setVersion('1').build();
+  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  await app.listen(config.httpPort, config.httpHost);
+  return app;
+}
+
+if (require.main === module) {
+  let config: CoordinatorConfig;
+  try {
+    config = loadCoordinatorConfig();
+  } catch (e) {
+    console.error(`coordinator: ${(e as Error).message}`);
+    process.exit(2);
+  }
+  startCoordinator(config).then(
+    async (app) => console.log(`cmesh coordinator listening on ${(await app.getUrl()).replace('[::1]', '127.0.0.1')} (nats ${config.natsUrl})`),
+    (e: Error) => {
+      console.error(`coordinator failed to start: ${e.message}`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,90 @@
+// The coordinator's Prometheus metrics (DESIGN §7): agents by state, groups, heartbeat gaps,
+// rendezvous durations, and every job row (duration, busbw/algbw of the last sweep, #wrong,
+// errors), plus the default process metrics.
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AGENT_STATES, BenchRow, DURATION_BUCKETS, JobRecord, METRICS, sizeBucket } from '@cmesh/protocol';
+import { AgentsService } from '../agents/agents.service';
+import { GroupsService } from '../groups/groups.service';
+import type { JobResultSink } from '../jobs/tokens';
+import { RendezvousService } from '../rendezvous/rendezvous.service';
+
+@Injectable()
+export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
+  readonly registry = new Registry();
+  private readonly duration: Histogram;
+  private readonly busbw: Gauge;
+  private readonly algbw: Gauge;
+  private readonly errors: Counter;
+  private readonly wrong: Counter;
+  private readonly jobs: Counter;
+  private readonly rendezvous: Histogram;
+
+  constructor(
+    private readonly agents: AgentsService,
+    private readonly groups: GroupsService,
+    private readonly rdzv: RendezvousService,
+  ) {
+    const r = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    const m = METRICS;
+    this.duration = new Histogram({ name: m.collectiveDuration.name, help: m.collectiveDuration.help, labelNames: m.collectiveDuration.labels, buckets: DURATION_BUCKETS, registers: r });
+    this.busbw = new Gauge({ name: m.collectiveBusbw.name, help: m.collectiveBusbw.help, labelNames: m.collectiveBusbw.labels, registers: r });
+    this.algbw = new Gauge({ name: m.collectiveAlgbw.name, help: m.collectiveAlgbw.help, labelNames: m.collectiveAlgbw.labels, registers: r });
+    this.errors = new Counter({ name: m.collectiveErrors.name, help: m.collectiveErrors.help, labelNames: m.collectiveErrors.labels, registers: r });
+    this.wrong = new Counter({ name: m.collectiveWrong.name, help: m.collectiveWrong.help, labelNames: m.collectiveWrong.labels, registers: r });
+    this.jobs = new Counter({ name: m.jobs.name, help: m.jobs.help, labelNames: m.jobs.labels, registers: r });
+    this.rendezvous = new Histogram({ name: m.rendezvousDuration.name, help: m.rendezvousDuration.help, buckets: DURATION_BUCKETS, registers: r });
+    const self = this;
+    new Gauge({
+      name: m.agents.name,
+      help: m.agents.help,
+      labelNames: m.agents.labels,
+      registers: r,
+      async collect() {
+        const list = await self.agents.list().catch(() => []);
+        for (const s of AGENT_STATES) this.set({ state: s }, list.filter((a) => a.state === s).length);
+      },
+    });
+    new Gauge({
+      name: m.groups.name,
+      help: m.groups.help,
+      registers: r,
+      async collect() {
+        this.set((await self.groups.list().catch(() => [])).length);
+      },
+    });
+    new Gauge({
+      name: m.heartbeatGap.name,
+      help: m.heartbeatGap.help,
+      labelNames: m.heartbeatGap.labels,
+      registers: r,
+      async collect() {
+        this.reset();
+        const now = Date.now();
+        for (const a of await self.agents.list().catch(() => [])) this.set({ agent: a.agentId }, (now - Date.parse(a.lastHeartbeat)) / 1000);
+      },
+    });
+  }
+
+  onModuleInit(): void {
+    this.rdzv.onRoundClosed((s) => this.rendezvous.observe(s));
+  }
+
+  onRow(job: JobRecord, row: BenchRow): void {
+    const m = row.outOfPlace ?? row.inPlace;
+    if (!m) return;
+    const algorithm = job.sweep.algorithm ?? 'auto';
+    this.duration.observe({ op: row.op, backend: row.backend, algorithm, dtype: row.type, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
+    const labels = { op: row.op, backend: row.backend, dtype: row.type, size_bytes: String(row.bytes) };
+    this.busbw.set(labels, m.busBwGBs * 1e9);
+    this.algbw.set(labels, m.algBwGBs * 1e9);
+    const wrong = (row.outOfPlace?.wrong ?? 0) + (row.inPlace?.wrong ?? 0);
+    this.wrong.inc({ op: row.op }, wrong);
+  }
+
+  onFinished(job: JobRecord): void {
+    this.jobs.inc({ state: job.state });
+    if (job.state === 'failed') this.errors.inc({ op: job.sweep.op, reason: job.failedAgent ? 'agent_lost' : 'job_failed' });
+  }
+}

@@ -1,0 +1,35 @@
+// One NATS connection and the cluster's KV bucket for the whole coordinator.
+import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
+import { connect, NatsConnection } from 'nats';
+import { clusterBucket } from '@cmesh/protocol';
+import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { KvState } from '../state/kv-state';
+
+export const NATS_CONNECTION = Symbol('NATS_CONNECTION');
+
+@Injectable()
+class NatsCloser implements OnApplicationShutdown {
+  constructor(@Inject(NATS_CONNECTION) private readonly nc: NatsConnection) {}
+  async onApplicationShutdown(): Promise<void> {
+    if (!this.nc.isClosed()) await this.nc.drain().catch(() => this.nc.close());
+  }
+}
+
+@Global()
+@Module({
+  providers: [
+    {
+      provide: NATS_CONNECTION,
+      inject: [COORDINATOR_CONFIG],
+      useFactory: (c: CoordinatorConfig) => connect({ servers: c.natsUrl, name: `cmesh-coordinator-${c.replicaId}`, timeout: 5000, maxReconnectAttempts: -1 }),
+    },
+    {
+      provide: KvState,
+      inject: [NATS_CONNECTION, COORDINATOR_CONFIG],
+      useFactory: async (nc: NatsConnection, c: CoordinatorConfig) => new KvState(await nc.jetstream().views.kv(clusterBucket(c.cluster), { history: 1 })),
+    },
+    NatsCloser,
+  ],
+  exports: [NATS_CONNECTION, KvState],
+})
+export class NatsModule {}

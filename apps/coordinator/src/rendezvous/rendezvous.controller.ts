@@ -1,0 +1,36 @@
+import { Body, Controller, Get, Param, Post } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { RdzvJoinSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { parseBody } from '../nats/parse-body';
+import { rest } from '../nats/reply-error';
+import { RendezvousService } from './rendezvous.service';
+
+@ApiTags('rendezvous')
+@Controller('rendezvous')
+export class RendezvousController {
+  constructor(private readonly rdzv: RendezvousService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'every rendezvous with its round and state' })
+  async list(): Promise<{ rendezvous: RdzvRecord[] }> {
+    return { rendezvous: await this.rdzv.list() };
+  }
+
+  @Get(':runId')
+  @ApiOperation({ summary: 'a rendezvous (closes it when its last call is over)' })
+  get(@Param('runId') runId: string): Promise<RdzvReply> {
+    return rest(this.rdzv.get(runId));
+  }
+
+  @Post(':runId/join')
+  @ApiOperation({ summary: 'join: {nodeId, minNodes, maxNodes, lastCallMs}; rank once the round closes' })
+  join(@Param('runId') runId: string, @Body() body: unknown): Promise<RdzvReply> {
+    return rest(this.rdzv.join(parseBody(RdzvJoinSchema, { ...(body as object), runId })));
+  }
+
+  @Post(':runId/leave')
+  @ApiOperation({ summary: 'a node leaves (or is reported lost): the next round opens' })
+  leave(@Param('runId') runId: string, @Body() body: { nodeId?: string }): Promise<RdzvReply> {
+    return rest(this.rdzv.leave(runId, String(body?.nodeId ?? '')));
+  }
+}

@@ -1,0 +1,7 @@
+import { Module } from '@nestjs/common';
+import { AgentsModule } from '../agents/agents.module';
+import { RendezvousController } from './rendezvous.controller';
+import { RendezvousService } from './rendezvous.service';
+
+@Module({ imports: [AgentsModule], controllers: [RendezvousController], providers: [RendezvousService], exports: [RendezvousService] })
+export class RendezvousModule {}

@@ -1,0 +1,106 @@
+// Rendezvous over KV (rdzv.<runId>): any replica can serve a join; the leader closes rounds whose
+// last call is over and reopens rounds that lost a member. Gets close overdue rounds too, so a
+// restarted or leaderless coordinator never leaves a rendezvous stuck.
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { NatsConnection, Subscription } from 'nats';
+import { KV_KEYS, RDZV_SUBJECTS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { AgentsService } from '../agents/agents.service';
+import { LeaderService } from '../leader/leader.service';
+import { NATS_CONNECTION } from '../nats/nats.module';
+import { ReplyError } from '../nats/reply-error';
+import { respond } from '../nats/responder';
+import { KvState } from '../state/kv-state';
+import * as rounds from './rounds';
+
+const PREFIX = 'rdzv.';
+
+@Injectable()
+export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
+  private subs: Subscription[] = [];
+  private readonly closedListeners: ((seconds: number) => void)[] = [];
+  private readonly noted = new Set<string>();
+
+  constructor(
+    private readonly state: KvState,
+    private readonly leader: LeaderService,
+    private readonly agents: AgentsService,
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+  ) {}
+
+  onModuleInit(): void {
+    this.subs = [
+      respond(this.nc, RDZV_SUBJECTS.join, RdzvJoinSchema, (b) => this.join(b)),
+      respond(this.nc, RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: RdzvLeaveSchema.shape.nodeId.optional() }), (b) => this.get(b.runId, b.nodeId)),
+      respond(this.nc, RDZV_SUBJECTS.leave, RdzvLeaveSchema, (b) => this.leave(b.runId, b.nodeId)),
+    ];
+    this.leader.whileLeading(() => this.closeOverdue());
+    // an agent that is lost leaves every rendezvous it is in (node ids of agents are agent ids)
+    this.agents.onAgentLost(async (a) => {
+      for (const r of await this.state.list<RdzvRecord>(PREFIX)) await this.leave(r.runId, a.agentId).catch(() => undefined);
+    });
+  }
+
+  onApplicationShutdown(): void {
+    for (const s of this.subs) s.unsubscribe();
+  }
+
+  private reply(record: RdzvRecord, nodeId?: string): RdzvReply {
+    const rank = nodeId !== undefined && record.state === 'closed' ? record.ranks?.[nodeId] : undefined;
+    return { ok: true, record, ...(rank !== undefined ? { rank } : {}) };
+  }
+
+  async join(j: RdzvJoin): Promise<RdzvReply> {
+    let record: RdzvRecord | undefined;
+    try {
+      record = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(j.runId), (cur) => rounds.join(cur, j, Date.now()));
+    } catch (e) {
+      if (e instanceof RangeError) throw new ReplyError('CONFLICT', e.message);
+      throw e;
+    }
+    this.noteClosed(record!);
+    return this.reply(record!, j.nodeId);
+  }
+
+  async get(runId: string, nodeId?: string): Promise<RdzvReply> {
+    let record = await this.state.get<RdzvRecord>(KV_KEYS.rendezvous(runId));
+    if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
+    if (rounds.maybeClose(record, Date.now())) {
+      record = (await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => cur && rounds.maybeClose(cur, Date.now())))!;
+      this.noteClosed(record);
+    }
+    return this.reply(record, nodeId);
+  }
+
+  async leave(runId: string, nodeId: string): Promise<RdzvReply> {
+    const record = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => (cur ? rounds.reopen(cur, nodeId, Date.now()) : undefined));
+    if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
+    return this.reply(record);
+  }
+
+  list(): Promise<RdzvRecord[]> {
+    return this.state.list<RdzvRecord>(PREFIX);
+  }
+
+  private async closeOverdue(): Promise<void> {
+    const now = Date.now();
+    for (const r of await this.list()) {
+      if (!rounds.maybeClose(r, now)) continue;
+      const closed = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(r.runId), (cur) => cur && rounds.maybeClose(cur, Date.now()));
+      if (closed) this.noteClosed(closed);
+    }
+  }
+
+  /** Hears how long each round took, from its first join to its close (metrics). */
+  onRoundClosed(fn: (seconds: number) => void): void {
+    this.closedListeners.push(fn);
+  }
+
+  private noteClosed(r: RdzvRecord): void {
+    const key = `${r.runId}:${r.round}`;
+    if (r.state !== 'closed' || !r.closedAt || !r.participants.length || this.noted.has(key)) return;
+    if (this.noted.size > 10_000) this.noted.clear();
+    this.noted.add(key);
+    const first = Math.min(...r.participants.map((p) => Date.parse(p.joinedAt)));
+    for (const fn of this.closedListeners) fn((Date.parse(r.closedAt) - first) / 1000);
+  }
+}

@@ -1,0 +1,225 @@
+// The coordinator's jobs module against a real nats-server: the REST API, aggregation into
+// nccl-tests rows, KV persistence, busy agents (queue / refuse), and blame when a member dies or
+// reports a peer failure. The members here are scripted NATS clients speaking the job protocol
+// (the real agents are exercised in apps/rank-agent/test/mesh-jobs.test.ts).
+import 'reflect-metadata';
+import { INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { connect, JSONCodec, NatsConnection } from 'nats';
+import { JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobEvent, JobRecord, busBwFactor } from '@cmesh/protocol';
+import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
+import { JobsModule } from '../src/jobs/jobs.module';
+import { JobStore } from '../src/jobs/job-store';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+
+const json = JSONCodec();
+
+class FixedDirectory extends AgentDirectory {
+  constructor(readonly list: AgentView[]) {
+    super();
+  }
+  async agents() {
+    return this.list;
+  }
+  async groupMembers(id: string) {
+    return id === 'g1' ? ['a2', 'a0'] : null;
+  }
+}
+
+type Behaviour = { dieAtSize?: number; failAtSize?: { peers?: number[]; code?: string; message: string } };
+
+/** A scripted member: accepts, pings, sends one sample per size (time = bytes ns), then done. */
+function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Behaviour) {
+  const seen: JobAssignment[] = [];
+  nc.subscribe(JOB_SUBJECTS.start, {
+    callback: (_e, msg) => {
+      const a = json.decode(msg.data) as JobAssignment;
+      const me = a.members.find((m) => m.agentId === agentId);
+      if (!me) return;
+      seen.push(a);
+      const b = behaviour();
+      const emit = (ev: Record<string, unknown>) => nc.publish(JOB_SUBJECTS.events(a.jobId), json.encode({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
+      emit({ type: 'accepted', pid: 1000 + me.rank, host: 'h', device: 'cpu' });
+      const ping = setInterval(() => emit({ type: 'ping' }), JOB_PING_INTERVAL_MS);
+      let i = 0;
+      const step = () => {
+        if (i === a.sweep.sizes.length) {
+          clearInterval(ping);
+          return emit({ type: 'done' });
+        }
+        const bytes = a.sweep.sizes[i];
+        if (b.dieAtSize === i) return clearInterval(ping); // silent from here on
+        if (b.failAtSize && i === 1) {
+          clearInterval(ping);
+          return emit({ type: 'failed', error: { name: 'PeerFailureError', code: b.failAtSize.code ?? 'PEER_FAILURE', message: b.failAtSize.message, peers: b.failAtSize.peers } });
+        }
+        const t = (bytes * (1 + me.rank)) / 1e9; // rank r is (1+r)x slower
+        emit({ type: 'size', samples: { requestedBytes: bytes, bytes, count: bytes / 4, variants: [{ mode: 'out-of-place', times: [t, 3 * t, 2 * t], wrong: me.rank === 1 && bytes === 64 ? 2 : 0 }] } });
+        i++;
+        setTimeout(step, 20);
+      };
+      setTimeout(step, 20);
+    },
+  });
+  return seen;
+}
+
+describe('coordinator jobs (real nats-server)', () => {
+  let nats: NatsServer;
+  let app: INestApplication;
+  let base: string;
+  let nc: NatsConnection;
+  const behaviours: Record<string, Behaviour> = {};
+  const dir = new FixedDirectory(['a0', 'a1', 'a2', 'a3'].map((n) => ({ agentId: n, name: n, alive: true, host: '127.0.0.1' })));
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connect({ servers: nats.url });
+    for (const a of dir.list) scriptedAgent(nc, a.agentId, () => behaviours[a.agentId] ?? {});
+    app = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
+    app.enableShutdownHooks();
+    await app.listen(0, '127.0.0.1');
+    base = await app.getUrl();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  const post = async (body: unknown) => {
+    const r = await fetch(`${base}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: r.status, body: (await r.json()) as JobRecord & { error?: string } };
+  };
+  const wait = async (id: string, ms = 10_000): Promise<JobRecord> => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const j = (await (await fetch(`${base}/jobs/${id}`)).json()) as JobRecord;
+      if (['succeeded', 'failed', 'cancelled'].includes(j.state) || Date.now() > end) return j;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+
+  it('aggregates every member\'s samples into rows: slowest rank per iteration, median, wrong summed', async () => {
+    const { status, body } = await post({ op: 'all_reduce', sizes: [64, 4096], iters: 3, warmup: 0, nranks: 4 });
+    expect(status).toBe(201);
+    const job = await wait(body.id);
+    expect(job.state).toBe('succeeded');
+    expect(job.members.map((m) => [m.name, m.rank, m.pid])).toEqual([['a0', 0, 1000], ['a1', 1, 1001], ['a2', 2, 1002], ['a3', 3, 1003]]);
+    expect(job.rows.map((r) => r.bytes)).toEqual([64, 4096]);
+    for (const r of job.rows) {
+      // slowest rank is rank 3 (4x): iterations 4t, 12t, 8t -> median 8t with t = bytes ns
+      const us = (8 * r.bytes) / 1e3;
+      expect(r.outOfPlace!.timeUs).toBeCloseTo(us, 6);
+      expect(r.outOfPlace!.algBwGBs).toBeCloseTo(r.bytes / (us * 1e3), 9);
+      expect(r.outOfPlace!.busBwGBs).toBeCloseTo(r.outOfPlace!.algBwGBs * busBwFactor('all_reduce', 4), 9);
+      expect(r.outOfPlace!.wrong).toBe(r.bytes === 64 ? 2 : 0);
+      expect(r.inPlace).toBeNull();
+      expect(r.nranks).toBe(4);
+    }
+    expect(job.progress).toEqual({ done: 2, total: 2 });
+    // kept in KV: a fresh reader sees the finished record
+    const store = new JobStore(nc);
+    await store.open();
+    expect((await store.read(job.id))!.state).toBe('succeeded');
+    const list = (await (await fetch(`${base}/jobs`)).json()) as { jobs: JobRecord[] };
+    expect(list.jobs[0].id).toBe(job.id);
+  });
+
+  it('serves the same over NATS request/reply', async () => {
+    const r = json.decode((await nc.request(JOB_SUBJECTS.submit, json.encode({ op: 'broadcast', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a3'], root: 1 }), { timeout: 5000 })).data) as { ok: boolean; job: JobRecord };
+    expect(r.ok).toBe(true);
+    const job = await wait(r.job.id);
+    expect(job.state).toBe('succeeded');
+    expect(job.members.map((m) => m.name)).toEqual(['a1', 'a3']);
+    const g = json.decode((await nc.request(JOB_SUBJECTS.get, json.encode({ id: job.id }), { timeout: 5000 })).data) as { job: JobRecord };
+    expect(g.job.rows[0].root).toBe(1);
+    const bad = json.decode((await nc.request(JOB_SUBJECTS.submit, json.encode({ op: 'nope' }), { timeout: 5000 })).data) as { ok: boolean; status: number; error: string };
+    expect(bad).toMatchObject({ ok: false, status: 400 });
+    expect(bad.error).toMatch(/op/);
+  });
+
+  it('refuses bad requests, unknown agents and groups with a clear reason', async () => {
+    expect((await post({ op: 'all_reduce', sizes: [] })).status).toBe(400);
+    const avg = await post({ op: 'all_reduce', redop: 'avg', dtype: 'int32', sizes: [8] });
+    expect([avg.status, avg.body.error]).toEqual([400, 'invalid job: redop avg needs a floating-point dtype, got int32']);
+    const unknown = await post({ op: 'all_reduce', sizes: [8], agents: ['a0', 'zz'] });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatch(/no agent "zz"/);
+    expect((await post({ op: 'all_reduce', sizes: [8], group: 'nope' })).body.error).toMatch(/no group "nope"/);
+    expect((await post({ op: 'broadcast', sizes: [8], agents: ['a0', 'a1'], root: 2 })).body.error).toMatch(/root 2/);
+    const grp = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, group: 'g1' });
+    expect((await wait(grp.body.id)).members.map((m) => m.name)).toEqual(['a2', 'a0']);
+  });
+
+  it('runs jobs on disjoint agents at once; busy agents are waited for or refused', async () => {
+    const sizes = Array.from({ length: 10 }, (_, i) => 8 << i);
+    const j1 = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+    const j2 = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] });
+    expect([j1.body.state, j2.body.state]).toEqual(['running', 'running']);
+    const refused = await post({ op: 'all_reduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatch(/busy: a1 \(job j.*\), a2 \(job j/);
+    const queued = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a2'] });
+    expect(queued.body.state).toBe('queued');
+    const [r1, r2, r3] = await Promise.all([wait(j1.body.id), wait(j2.body.id), wait(queued.body.id)]);
+    expect([r1.state, r2.state, r3.state]).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    expect(Date.parse(r3.startedAt!)).toBeGreaterThanOrEqual(Math.max(Date.parse(r1.finishedAt!), Date.parse(r2.finishedAt!)) - 5);
+  });
+
+  it('cancels a queued and a running job (DELETE /jobs/:id)', async () => {
+    const sizes = Array.from({ length: 40 }, (_, i) => 8 * (i + 1));
+    const run = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+    const queued = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1'] });
+    expect([run.body.state, queued.body.state]).toEqual(['running', 'queued']);
+    const cancels: string[] = [];
+    const sub = nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, m) => cancels.push((json.decode(m.data) as { jobId: string }).jobId) });
+    const del = async (id: string) => (await (await fetch(`${base}/jobs/${id}`, { method: 'DELETE' })).json()) as JobRecord;
+    expect((await del(queued.body.id)).state).toBe('cancelled');
+    const c = await del(run.body.id);
+    expect([c.state, c.reason]).toEqual(['cancelled', 'cancelled by request']);
+    await new Promise((r) => setTimeout(r, 100));
+    sub.unsubscribe();
+    expect(cancels).toEqual([run.body.id]); // members are told only about the one they were running
+    expect((await (await fetch(`${base}/jobs/nope`, { method: 'DELETE' })).status)).toBe(404);
+    // the agents are free again
+    expect((await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' })).body.id)).state).toBe('succeeded');
+  });
+
+  it('fails promptly naming a member that goes silent, and frees the others', async () => {
+    behaviours.a2 = { dieAtSize: 1 };
+    const t0 = Date.now();
+    const j = await post({ op: 'all_reduce', sizes: [8, 16, 32, 64, 128, 256], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2'] });
+    const job = await wait(j.body.id);
+    const took = Date.now() - t0;
+    expect(job.state).toBe('failed');
+    expect(job.failedAgent).toBe('a2');
+    expect(job.reason).toMatch(/agent a2 \(rank 2\) lost/);
+    expect(took).toBeLessThan(5000);
+    delete behaviours.a2;
+    // the survivors take the next job; the lost agent is left out of an nranks pick
+    const next = await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, nranks: 3 })).body.id);
+    expect(next.state).toBe('succeeded');
+    expect(next.members.map((m) => m.name)).toEqual(['a0', 'a1', 'a3']);
+  });
+
+  it('blames the peer the data plane names, not the reporters', async () => {
+    // rank 0 and rank 1 both report; rank 1 names rank 2, rank 0 names rank 1 (a cascade)
+    behaviours.a0 = { failAtSize: { peers: [1], message: 'rank 1 died or closed its connection' } };
+    behaviours.a1 = { failAtSize: { peers: [2], message: 'rank 2 died or closed its connection' } };
+    behaviours.a2 = { failAtSize: { peers: [1], message: 'rank 1 died' } };
+    behaviours.a3 = { failAtSize: { peers: [2], message: 'rank 2 died' } };
+    // a2 also reports, so named minus reporters is empty: falls to the first reporter after the limit
+    const all = await wait((await post({ op: 'all_reduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2', 'a3'] })).body.id);
+    expect(all.state).toBe('failed');
+    behaviours.a2 = { dieAtSize: 1 };
+    const t0 = Date.now();
+    const job = await wait((await post({ op: 'all_reduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2'] })).body.id);
+    expect(job.state).toBe('failed');
+    expect(job.failedAgent).toBe('a2');
+    expect(job.reason).toMatch(/agent a2 \(rank 2\) failed: peers report/);
+    expect(Date.now() - t0).toBeLessThan(2000);
+    for (const k of Object.keys(behaviours)) delete behaviours[k];
+  });
+});

@@ -1,0 +1,47 @@
+// The rank agent: registration + heartbeats, the job runner with its backends (tcp: the CPU
+// data plane, a child process per job; nccl: the sidecar), /health and /metrics over HTTP.
+import { DynamicModule, Module } from '@nestjs/common';
+import { NcclBackend } from './backends/nccl';
+import { NcclJobBackend } from './backends/nccl-job-backend';
+import { TcpBackend } from './backends/tcp/tcp-backend';
+import { AGENT_CONFIG, AgentConfig } from './config';
+import { JobRunnerService } from './execution/job-runner.service';
+import { JobsController } from './execution/jobs.controller';
+import { JOB_BACKENDS } from './execution/tokens';
+import { HealthController } from './health/health.controller';
+import { MetricsModule } from './metrics/metrics.module';
+import { NatsService } from './nats/nats.service';
+import { openJobStore } from './nats/job-store';
+import { RegistrationService } from './registration/registration.service';
+
+@Module({})
+export class AppModule {
+  static forRoot(config: AgentConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [MetricsModule],
+      controllers: [JobsController, HealthController],
+      providers: [
+        { provide: AGENT_CONFIG, useValue: config },
+        NatsService,
+        {
+          provide: JOB_BACKENDS,
+          inject: [NatsService],
+          useFactory: async (nats: NatsService) => {
+            const tcp = new TcpBackend(config.natsUrl, config.host, { CMESH_DATA_PORTS: config.dataPorts.join('-') });
+            tcp.warm();
+            const nccl = new NcclJobBackend(
+              config.ncclEnabled ? new NcclBackend({ attachSocketPath: config.ncclSocket }) : null,
+              config.deviceIndex,
+              async (prefix) => openJobStore(await nats.connection(), prefix),
+            );
+            await nccl.start();
+            return { tcp, nccl };
+          },
+        },
+        JobRunnerService,
+        RegistrationService,
+      ],
+    };
+  }
+}

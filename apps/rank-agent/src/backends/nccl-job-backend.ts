@@ -1,0 +1,96 @@
+// The `nccl` backend as the job runner sees it: NcclBackend (the sidecar owner, backends/nccl)
+// runs the sweep on this agent's GPU; its rows become per-size samples like the tcp backend's.
+// Without a GPU the sidecar says why at hello, and that reason is what a job asking for nccl
+// fails with.
+import type { Store } from '@cmesh/collectives/src/store/store';
+import { BENCH_DTYPES, BenchOp, BenchRedop, JobAssignment } from '@cmesh/protocol';
+import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../execution/job-backend';
+import { NcclBackend, NcclReduceOp, NcclUnavailableError, SweepCollective } from './nccl';
+
+const COLLECTIVE: Record<BenchOp, SweepCollective> = {
+  all_reduce: 'allReduce',
+  broadcast: 'broadcast',
+  reduce: 'reduce',
+  all_gather: 'allGather',
+  reduce_scatter: 'reduceScatter',
+  all_to_all: 'allToAll',
+  gather: 'gather',
+  scatter: 'scatter',
+  sendrecv: 'sendRecv',
+};
+const REDOP: Record<BenchRedop, NcclReduceOp> = { sum: 'sum', prod: 'product', min: 'min', max: 'max', avg: 'avg' };
+
+export class NcclJobBackend implements JobBackend {
+  readonly name = 'nccl' as const;
+  private status: BackendAvailability = { ok: false, reason: 'nccl backend not started' };
+
+  constructor(
+    private readonly nccl: NcclBackend | null,
+    private readonly deviceIndex: number,
+    /** the coordinator's store under a job's prefix (the unique id travels through it) */
+    private readonly openStore: (prefix: string) => Promise<Store>,
+    disabledReason = 'nccl backend disabled (CMESH_NCCL=0)',
+  ) {
+    if (!nccl) this.status = { ok: false, reason: disabledReason };
+  }
+
+  /** Starts the sidecar; one that cannot run NCCL here is stopped at once (by pid), keeping its reason. */
+  async start(): Promise<BackendAvailability> {
+    if (!this.nccl) return this.status;
+    const status = await this.nccl.start();
+    if (!status.ok) await this.nccl.stop();
+    this.status = { ...status };
+    return this.status;
+  }
+
+  available(): BackendAvailability {
+    return this.status.ok && this.nccl ? this.nccl.available() : this.status;
+  }
+
+  async run(a: JobAssignment, rank: number, hooks: SweepHooks, signal: AbortSignal): Promise<void> {
+    const avail = this.available();
+    if (!this.nccl || !avail.ok) throw new NcclUnavailableError(avail.reason ?? 'unavailable', a.sweep.op);
+    const store = await this.openStore(a.storePrefix);
+    try {
+      const nccl = this.nccl;
+      const sweep = nccl.runSweep({
+        store,
+        key: a.storePrefix,
+        rank,
+        worldSize: a.members.length,
+        collective: COLLECTIVE[a.sweep.op],
+        dtype: BENCH_DTYPES[a.sweep.dtype].name,
+        redOp: REDOP[a.sweep.redop],
+        root: a.sweep.root,
+        sizes: a.sweep.sizes,
+        warmup: a.sweep.warmup,
+        iters: a.sweep.iters,
+        verify: a.sweep.check,
+        timeoutMs: a.sweep.timeoutMs,
+      });
+      hooks.onJoined(`cuda:${this.deviceIndex} [nccl]`);
+      const aborted = new Promise<never>((_, reject) => {
+        const onAbort = () => reject(new JobAbortedError(String(signal.reason ?? 'aborted')));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      });
+      const rows = await Promise.race([sweep, aborted]);
+      for (const r of rows) {
+        if (r.count === 0) continue; // nccl-tests skips sizes below one element per rank
+        // device-timed mean per iteration: one sample per size, out-of-place (NCCL's buffers)
+        hooks.onSize({
+          requestedBytes: r.sizeBytes,
+          bytes: r.sizeBytes,
+          count: r.count,
+          variants: [{ mode: 'out-of-place', times: [r.timeSeconds], wrong: r.wrong }],
+        });
+      }
+    } finally {
+      await store.close().catch(() => undefined);
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.nccl?.stop();
+  }
+}

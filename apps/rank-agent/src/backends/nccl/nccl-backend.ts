@@ -1,0 +1,315 @@
+// The rank agent's `nccl` backend: owns (spawns or attaches) this agent's sidecar, reports
+// whether NCCL is usable here, and runs a job's collective sweep on the GPU in lock-step with
+// the other ranks, which find the NCCL unique id through the coordinator's store.
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import { DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/src/errors';
+import { validateReduceOp } from '@cmesh/collectives/src/reduce-op';
+import type { Store } from '@cmesh/collectives/src/store/store';
+import { DType, elementSize, isDType, viewAs } from '@cmesh/collectives/src/tensor';
+
+import { NcclUnavailableError } from './errors';
+import type { SidecarHello } from './protocol';
+import { SidecarClient } from './sidecar-client';
+import { SidecarProcess, spawnSidecar } from './sidecar-process';
+import { busBandwidthFactor, isSweepCollective, REDUCING, ROOTED, SweepCollective, sweepPoint } from './sweep-plan';
+import { countWrong, expectedOutput, fillInput, NcclReduceOp, RECV_SENTINEL_BYTE } from './verify-data';
+
+export interface NcclBackendOptions {
+  /** Attach to a sidecar already listening here (a pod's sidecar container) instead of spawning one. */
+  attachSocketPath?: string;
+  /** Where a spawned sidecar listens; a fresh temp dir by default. */
+  socketPath?: string;
+  binary?: string;
+  ncclLib?: string;
+  cudartLib?: string;
+  /** Timeout for sidecar requests that are not part of a sweep (ms). */
+  requestTimeoutMs?: number;
+  startTimeoutMs?: number;
+  onSidecarStderr?: (line: string) => void;
+}
+
+export interface NcclSweepSpec {
+  store: Store;
+  /** Store key prefix unique to this sweep (e.g. `jobs/<id>`); the unique id goes under it. */
+  key: string;
+  rank: number;
+  worldSize: number;
+  /** CUDA device for this rank; default: rank modulo the device count. */
+  device?: number;
+  collective: SweepCollective;
+  dtype: DType;
+  redOp?: NcclReduceOp;
+  root?: number;
+  /** nccl-tests sizes in bytes. */
+  sizes: number[];
+  warmup?: number;
+  iters?: number;
+  verify?: boolean;
+  /** Bounds each blocking step (unique-id wait, comm init, each collective) (ms). Default 5 min. */
+  timeoutMs?: number;
+}
+
+export interface NcclSweepRow {
+  collective: SweepCollective;
+  dtype: DType;
+  redOp: NcclReduceOp | null;
+  root: number | null;
+  sizeBytes: number;
+  count: number;
+  /** Device time per iteration (CUDA events), seconds. */
+  timeSeconds: number;
+  hostSeconds: number;
+  algbwBytesPerSecond: number;
+  busbwBytesPerSecond: number;
+  /** Wrong elements on this rank; null when not verified or undefined here (non-root reduce/gather). */
+  wrong: number | null;
+}
+
+export interface Availability {
+  ok: boolean;
+  reason?: string;
+}
+
+export class NcclBackend {
+  readonly name = 'nccl';
+  private client: SidecarClient | null = null;
+  private proc: SidecarProcess | null = null;
+  private tempDir: string | null = null;
+  private helloInfo: SidecarHello | null = null;
+  private availability: Availability = { ok: false, reason: 'nccl backend not started' };
+
+  constructor(private readonly opts: NcclBackendOptions = {}) {}
+
+  /**
+   * Spawns or attaches to the sidecar and says hello. Never throws for an unusable GPU/NCCL or a
+   * missing sidecar: available() then carries the reason.
+   */
+  async start(): Promise<Availability> {
+    try {
+      let socketPath = this.opts.attachSocketPath;
+      if (!socketPath) {
+        socketPath = this.opts.socketPath;
+        if (!socketPath) {
+          this.tempDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-nccl-'));
+          socketPath = path.join(this.tempDir, 'sidecar.sock');
+        }
+        this.proc = await spawnSidecar({
+          socketPath,
+          binary: this.opts.binary,
+          ncclLib: this.opts.ncclLib,
+          cudartLib: this.opts.cudartLib,
+          startTimeoutMs: this.opts.startTimeoutMs,
+          onStderr: this.opts.onSidecarStderr,
+        });
+      }
+      this.client = await SidecarClient.connect(socketPath, { defaultTimeoutMs: this.opts.requestTimeoutMs ?? 60_000 });
+      this.helloInfo = await this.client.hello();
+      this.availability = this.helloInfo.available
+        ? { ok: true }
+        : { ok: false, reason: this.helloInfo.reason ?? 'sidecar reports NCCL unavailable' };
+    } catch (e) {
+      this.availability = { ok: false, reason: `nccl sidecar failed to start: ${(e as Error).message}` };
+      await this.stop();
+    }
+    return this.availability;
+  }
+
+  available(): Availability {
+    return this.availability;
+  }
+
+  /** The sidecar's hello (devices, NCCL version), once started. */
+  get hello(): SidecarHello | null {
+    return this.helloInfo;
+  }
+
+  get sidecarPid(): number | null {
+    return this.proc?.pid ?? this.helloInfo?.pid ?? null;
+  }
+
+  /** Runs the sweep on this rank; every rank of the job calls it with the same spec but its rank. */
+  async runSweep(spec: NcclSweepSpec): Promise<NcclSweepRow[]> {
+    if (!this.availability.ok || !this.client || !this.helloInfo) {
+      throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend unavailable', spec.collective);
+    }
+    const client = this.client;
+    const plan = validateSweep(spec, this.helloInfo.deviceCount);
+    const { rank, worldSize: nranks, timeoutMs } = plan;
+
+    const uniqueId = await exchangeUniqueId(client, spec.store, `${spec.key}/nccl/unique-id`, rank, timeoutMs);
+    const comm = await client.commInitRank({ nranks, rank, uniqueId, device: plan.device }, timeoutMs);
+    const es = elementSize(spec.dtype);
+    const points = spec.sizes.map((s) => sweepPoint(spec.collective, s, es, nranks));
+    const maxSend = Math.max(es, ...points.map((p) => p.sendBytes));
+    const maxRecv = Math.max(es, ...points.map((p) => p.recvBytes));
+    const bufs: number[] = [];
+    let healthy = false;
+    try {
+      const sendBuf = await client.alloc(plan.device, maxSend, timeoutMs);
+      bufs.push(sendBuf);
+      const recvBuf = await client.alloc(plan.device, maxRecv, timeoutMs);
+      bufs.push(recvBuf);
+      const rows: NcclSweepRow[] = [];
+      for (const p of points) {
+        const request = {
+          comm,
+          collective: spec.collective,
+          count: p.count,
+          dtype: spec.dtype,
+          redOp: plan.redOp ?? undefined,
+          root: plan.root ?? undefined,
+          sendPeer: spec.collective === 'sendRecv' ? (rank + 1) % nranks : undefined,
+          recvPeer: spec.collective === 'sendRecv' ? (rank - 1 + nranks) % nranks : undefined,
+          sendBuf,
+          recvBuf,
+        };
+        let wrong: number | null = null;
+        if (plan.verify && p.count > 0) {
+          const input = fillInput(spec.collective, spec.dtype, plan.redOp ?? 'sum', rank, p.sendBytes / es);
+          await client.copyIn(sendBuf, new Uint8Array(input.buffer, input.byteOffset, input.byteLength), 0, timeoutMs);
+          await client.memset(recvBuf, { bytes: p.recvBytes, value: RECV_SENTINEL_BYTE }, timeoutMs);
+          await client.collective({ ...request, warmup: 0, iters: 1 }, timeoutMs);
+          const expected = expectedOutput({
+            coll: spec.collective,
+            dtype: spec.dtype,
+            redOp: plan.redOp ?? 'sum',
+            rank,
+            nranks,
+            root: plan.root ?? 0,
+            count: p.count,
+          });
+          if (expected) {
+            const got = await client.copyOut(recvBuf, expected.byteLength, 0, timeoutMs);
+            wrong = countWrong(viewAs(alignedCopy(got), spec.dtype), expected, spec.dtype, plan.redOp ?? 'sum');
+          }
+        }
+        const timed = await client.collective({ ...request, warmup: plan.warmup, iters: plan.iters }, timeoutMs);
+        const t = timed.deviceSeconds;
+        const algbw = t > 0 ? p.sizeBytes / t : 0;
+        rows.push({
+          collective: spec.collective,
+          dtype: spec.dtype,
+          redOp: plan.redOp,
+          root: plan.root,
+          sizeBytes: p.sizeBytes,
+          count: p.count,
+          timeSeconds: t,
+          hostSeconds: timed.hostSeconds,
+          algbwBytesPerSecond: algbw,
+          busbwBytesPerSecond: algbw * busBandwidthFactor(spec.collective, nranks),
+          wrong,
+        });
+      }
+      healthy = true;
+      return rows;
+    } finally {
+      for (const b of bufs) await client.free(b, timeoutMs).catch(() => undefined);
+      // A failed sweep may leave peers mid-collective: abort rather than finalize with them.
+      if (healthy) await client.destroy(comm, timeoutMs);
+      else await client.abort(comm, timeoutMs).catch(() => undefined);
+    }
+  }
+
+  /** Closes the connection and stops a sidecar this backend spawned (by pid). */
+  async stop(): Promise<void> {
+    this.client?.close();
+    this.client = null;
+    if (this.proc) await this.proc.stop();
+    this.proc = null;
+    if (this.tempDir) fs.rmSync(this.tempDir, { recursive: true, force: true });
+    this.tempDir = null;
+    if (this.availability.ok) this.availability = { ok: false, reason: 'nccl backend stopped' };
+  }
+}
+
+interface SweepPlan {
+  rank: number;
+  worldSize: number;
+  device: number;
+  redOp: NcclReduceOp | null;
+  root: number | null;
+  warmup: number;
+  iters: number;
+  verify: boolean;
+  timeoutMs: number;
+}
+
+function checkInt(name: string, v: unknown, min: number, max: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidArgumentError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** Checks the spec before anything touches the GPU or the store. */
+export function validateSweep(spec: NcclSweepSpec, deviceCount: number): SweepPlan {
+  const worldSize = checkInt('worldSize', spec.worldSize, 1, 1 << 20);
+  const rank = checkInt('rank', spec.rank, 0, worldSize - 1);
+  if (!isSweepCollective(spec.collective)) {
+    throw new InvalidArgumentError(`unknown collective ${JSON.stringify(spec.collective)} for the nccl backend`);
+  }
+  if (!isDType(spec.dtype)) throw new InvalidArgumentError(`unknown dtype ${JSON.stringify(spec.dtype)}`);
+  let redOp: NcclReduceOp | null = null;
+  if (REDUCING.has(spec.collective)) {
+    const op = spec.redOp ?? 'sum';
+    validateReduceOp(op, spec.dtype);
+    if (op !== 'sum' && op !== 'product' && op !== 'min' && op !== 'max' && op !== 'avg') {
+      throw new InvalidArgumentError(`ReduceOp ${op} is not supported by NCCL (sum, product, min, max, avg)`);
+    }
+    redOp = op;
+  }
+  const root = ROOTED.has(spec.collective) ? checkInt('root', spec.root ?? 0, 0, worldSize - 1) : null;
+  if (deviceCount < 1) throw new NcclUnavailableError('no CUDA device');
+  const device = checkInt('device', spec.device ?? rank % deviceCount, 0, deviceCount - 1);
+  if (!Array.isArray(spec.sizes) || spec.sizes.length === 0) throw new InvalidArgumentError('sizes must be a non-empty array of byte counts');
+  spec.sizes.forEach((s, i) => checkInt(`sizes[${i}]`, s, 0, Number.MAX_SAFE_INTEGER));
+  if (typeof spec.key !== 'string' || spec.key === '') throw new InvalidArgumentError('key must be a non-empty store prefix');
+  return {
+    rank,
+    worldSize,
+    device,
+    redOp,
+    root,
+    warmup: checkInt('warmup', spec.warmup ?? 5, 0, 1_000_000),
+    iters: checkInt('iters', spec.iters ?? 20, 1, 1_000_000),
+    verify: spec.verify ?? true,
+    timeoutMs: checkInt('timeoutMs', spec.timeoutMs ?? 300_000, 1, 24 * 3600_000),
+  };
+}
+
+/** Rank 0 makes the NCCL unique id and publishes it; the others wait for it in the store. */
+async function exchangeUniqueId(client: SidecarClient, store: Store, key: string, rank: number, timeoutMs: number): Promise<string> {
+  if (rank === 0) {
+    const id = await client.getUniqueId(timeoutMs);
+    await store.set(key, id);
+    return id;
+  }
+  let value: Buffer;
+  try {
+    value = await store.get(key, timeoutMs);
+  } catch (e) {
+    if (e instanceof DistTimeoutError) {
+      throw new DistTimeoutError(`rank ${rank} waited ${timeoutMs} ms for rank 0's NCCL unique id at store key ${key}`, {
+        op: 'commInitRank',
+        rank,
+        peers: [0],
+      });
+    }
+    throw e;
+  }
+  const id = value.toString('utf8');
+  if (!/^[0-9a-f]{256}$/.test(id)) {
+    throw new InvalidArgumentError(`store key ${key} does not hold an NCCL unique id (256 hex digits)`);
+  }
+  return id;
+}
+
+/** A copy whose offset suits any dtype (a Buffer from the socket may start at an odd offset). */
+function alignedCopy(b: Buffer): Uint8Array {
+  const out = new Uint8Array(b.length);
+  out.set(b);
+  return out;
+}

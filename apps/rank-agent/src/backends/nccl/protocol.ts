@@ -1,0 +1,120 @@
+// Shapes of the sidecar's replies (native/nccl-sidecar/README.md, "Ops"), checked at the edge.
+import { z } from 'zod';
+
+export const SIDECAR_PROTOCOL_VERSION = 1;
+
+const nullableString = z.string().nullable().optional();
+
+export const helloSchema = z.object({
+  protocol: z.number().int(),
+  sidecarVersion: z.string(),
+  pid: z.number().int(),
+  available: z.boolean(),
+  reason: z.string().optional(),
+  cuda: z.object({
+    available: z.boolean(),
+    reason: z.string().optional(),
+    library: nullableString,
+    runtimeVersion: z.number().int(),
+    driverVersion: z.number().int(),
+  }),
+  deviceCount: z.number().int().nonnegative(),
+  devices: z.array(
+    z.object({
+      index: z.number().int(),
+      name: z.string(),
+      totalMemoryBytes: z.number(),
+      pciBusId: z.string(),
+    }),
+  ),
+  nccl: z.object({
+    available: z.boolean(),
+    reason: z.string().optional(),
+    library: nullableString,
+    version: z.number().int(),
+    versionString: nullableString,
+    nonblocking: z.boolean(),
+  }),
+  limits: z.object({
+    maxFrameBytes: z.number().int().positive(),
+    defaultTimeoutMs: z.number().int().positive(),
+    maxTimeoutMs: z.number().int().positive(),
+    stallTimeoutMs: z.number().int().positive(),
+  }),
+  ops: z.array(z.string()),
+});
+export type SidecarHello = z.infer<typeof helloSchema>;
+
+export const uniqueIdSchema = z.object({ uniqueId: z.string().regex(/^[0-9a-f]{256}$/) });
+export const commSchema = z.object({
+  comm: z.number().int().positive(),
+  rank: z.number().int(),
+  nranks: z.number().int(),
+  device: z.number().int(),
+});
+export const bufSchema = z.object({ buf: z.number().int().positive(), bytes: z.number().int(), device: z.number().int() });
+export const collectiveResultSchema = z.object({
+  collective: z.string(),
+  count: z.number().int(),
+  dtype: z.string(),
+  iters: z.number().int(),
+  warmup: z.number().int(),
+  deviceSeconds: z.number(),
+  hostSeconds: z.number(),
+  wallSeconds: z.number(),
+});
+export type CollectiveResult = z.infer<typeof collectiveResultSchema>;
+export const asyncErrorSchema = z.object({
+  aborted: z.boolean(),
+  reason: z.string().optional(),
+  result: z.number().int().nullable(),
+  inProgress: z.boolean().optional(),
+  message: z.string().optional(),
+});
+export type AsyncErrorState = z.infer<typeof asyncErrorSchema>;
+
+/** Collectives the sidecar runs (README "collective"). */
+export const NCCL_COLLECTIVES = [
+  'allReduce',
+  'broadcast',
+  'reduce',
+  'allGather',
+  'reduceScatter',
+  'sendRecv',
+  'gather',
+  'scatter',
+  'allToAll',
+] as const;
+export type NcclCollective = (typeof NCCL_COLLECTIVES)[number] | 'send' | 'recv';
+
+/** The sidecar's dtype names (a superset of the library's DType). */
+export type SidecarDType =
+  | 'int8'
+  | 'uint8'
+  | 'int32'
+  | 'uint32'
+  | 'int64'
+  | 'uint64'
+  | 'float16'
+  | 'float32'
+  | 'float64'
+  | 'bfloat16';
+
+export type SidecarRedOp = 'sum' | 'product' | 'max' | 'min' | 'avg';
+
+export interface CollectiveRequest {
+  comm: number;
+  collective: NcclCollective;
+  count: number;
+  dtype?: SidecarDType;
+  redOp?: SidecarRedOp;
+  root?: number;
+  sendPeer?: number;
+  recvPeer?: number;
+  sendBuf?: number;
+  recvBuf?: number;
+  sendOffset?: number;
+  recvOffset?: number;
+  warmup?: number;
+  iters?: number;
+}

@@ -1,0 +1,247 @@
+// Client for one sidecar over its Unix socket: framed request/response with per-request
+// timeouts (sent to the sidecar, plus a client-side margin) and typed errors.
+import * as net from 'net';
+import { z } from 'zod';
+
+import { encodeFrame, Frame, FrameDecodeError, FrameDecoder } from './frame-codec';
+import {
+  errorFromFrame,
+  SidecarConnectionError,
+  SidecarProtocolError,
+  SidecarTimeoutError,
+} from './errors';
+import {
+  asyncErrorSchema,
+  AsyncErrorState,
+  bufSchema,
+  CollectiveRequest,
+  CollectiveResult,
+  collectiveResultSchema,
+  commSchema,
+  helloSchema,
+  SIDECAR_PROTOCOL_VERSION,
+  SidecarHello,
+  uniqueIdSchema,
+} from './protocol';
+
+export interface SidecarClientOptions {
+  /** How long to wait for the socket to accept (ms). */
+  connectTimeoutMs?: number;
+  /** Timeout for requests that do not give one (ms); 30 min like torch. */
+  defaultTimeoutMs?: number;
+  /** Extra client-side wait beyond a request's timeout, for the sidecar to report it (ms). */
+  marginMs?: number;
+}
+
+export interface RequestOptions {
+  timeoutMs?: number;
+  payload?: Uint8Array;
+}
+
+export interface Reply {
+  header: Record<string, unknown>;
+  payload: Buffer;
+}
+
+interface Pending {
+  id: number;
+  op: string;
+  resolve: (r: Reply) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class SidecarClient {
+  private readonly decoder = new FrameDecoder();
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private closedError: Error | null = null;
+
+  private constructor(
+    private readonly socket: net.Socket,
+    readonly socketPath: string,
+    private readonly defaultTimeoutMs: number,
+    private readonly marginMs: number,
+  ) {
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', (e) => this.failAll(new SidecarConnectionError(`sidecar socket ${socketPath}: ${e.message}`)));
+    socket.on('close', () => this.failAll(new SidecarConnectionError(`sidecar socket ${socketPath} closed`)));
+  }
+
+  /** Connects to a listening sidecar. Throws SidecarConnectionError / SidecarTimeoutError. */
+  static connect(socketPath: string, opts: SidecarClientOptions = {}): Promise<SidecarClient> {
+    const connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
+    return new Promise((resolve, reject) => {
+      const socket = net.createConnection({ path: socketPath });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new SidecarTimeoutError(`connecting to sidecar socket ${socketPath} timed out after ${connectTimeoutMs} ms`));
+      }, connectTimeoutMs);
+      socket.once('error', (e) => {
+        clearTimeout(timer);
+        reject(new SidecarConnectionError(`cannot connect to sidecar socket ${socketPath}: ${e.message}`));
+      });
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.removeAllListeners('error');
+        resolve(new SidecarClient(socket, socketPath, opts.defaultTimeoutMs ?? 30 * 60_000, opts.marginMs ?? 5000));
+      });
+    });
+  }
+
+  get closed(): boolean {
+    return this.closedError !== null;
+  }
+
+  /** Sends one request and waits for its reply; rejects with the typed error of an error frame. */
+  request(op: string, fields: Record<string, unknown> = {}, opts: RequestOptions = {}): Promise<Reply> {
+    if (this.closedError) return Promise.reject(this.closedError);
+    const timeoutMs = opts.timeoutMs ?? this.defaultTimeoutMs;
+    const id = this.nextId++;
+    const frame = encodeFrame({ ...fields, id, op, timeoutMs }, opts.payload);
+    return new Promise<Reply>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(
+          new SidecarTimeoutError(
+            `sidecar ${op} (request ${id}) got no reply within ${timeoutMs} ms (+${this.marginMs} ms margin)`,
+            op,
+          ),
+        );
+      }, timeoutMs + this.marginMs);
+      this.pending.set(id, { id, op, resolve, reject, timer });
+      this.socket.write(frame);
+    });
+  }
+
+  async hello(timeoutMs = 10_000): Promise<SidecarHello> {
+    const r = await this.request('hello', {}, { timeoutMs });
+    const hello = this.parse(helloSchema, r, 'hello');
+    if (hello.protocol !== SIDECAR_PROTOCOL_VERSION) {
+      throw new SidecarProtocolError(
+        `sidecar speaks protocol ${hello.protocol}, this client ${SIDECAR_PROTOCOL_VERSION}`,
+        'PROTOCOL_VERSION',
+        'hello',
+      );
+    }
+    return hello;
+  }
+
+  async ping(delayMs = 0, timeoutMs?: number): Promise<void> {
+    await this.request('ping', { delayMs }, { timeoutMs });
+  }
+
+  async getUniqueId(timeoutMs?: number): Promise<string> {
+    return this.parse(uniqueIdSchema, await this.request('getUniqueId', {}, { timeoutMs }), 'getUniqueId').uniqueId;
+  }
+
+  async commInitRank(
+    args: { nranks: number; rank: number; uniqueId: string; device: number },
+    timeoutMs?: number,
+  ): Promise<number> {
+    return this.parse(commSchema, await this.request('commInitRank', args, { timeoutMs }), 'commInitRank').comm;
+  }
+
+  async alloc(device: number, bytes: number, timeoutMs?: number): Promise<number> {
+    return this.parse(bufSchema, await this.request('alloc', { device, bytes }, { timeoutMs }), 'alloc').buf;
+  }
+
+  async free(buf: number, timeoutMs?: number): Promise<void> {
+    await this.request('free', { buf }, { timeoutMs });
+  }
+
+  async memset(buf: number, args: { offset?: number; bytes?: number; value?: number } = {}, timeoutMs?: number): Promise<void> {
+    await this.request('memset', { buf, ...args }, { timeoutMs });
+  }
+
+  async copyIn(buf: number, data: Uint8Array, offset = 0, timeoutMs?: number): Promise<void> {
+    await this.request('copyIn', { buf, offset }, { payload: data, timeoutMs });
+  }
+
+  async copyOut(buf: number, bytes: number, offset = 0, timeoutMs?: number): Promise<Buffer> {
+    const r = await this.request('copyOut', { buf, offset, bytes }, { timeoutMs });
+    if (r.payload.length !== bytes) {
+      throw new SidecarProtocolError(`copyOut asked ${bytes} bytes, got ${r.payload.length}`, 'SHORT_REPLY', 'copyOut');
+    }
+    return r.payload;
+  }
+
+  async collective(req: CollectiveRequest, timeoutMs?: number): Promise<CollectiveResult> {
+    const r = await this.request('collective', { ...req }, { timeoutMs });
+    return this.parse(collectiveResultSchema, r, 'collective');
+  }
+
+  async asyncError(comm: number, timeoutMs?: number): Promise<AsyncErrorState> {
+    return this.parse(asyncErrorSchema, await this.request('asyncError', { comm }, { timeoutMs }), 'asyncError');
+  }
+
+  async abort(comm: number, timeoutMs?: number): Promise<void> {
+    await this.request('abort', { comm }, { timeoutMs });
+  }
+
+  async destroy(comm: number, timeoutMs?: number): Promise<void> {
+    await this.request('destroy', { comm }, { timeoutMs });
+  }
+
+  /** Asks the sidecar process to exit (answered before it does). */
+  async shutdown(timeoutMs = 5000): Promise<void> {
+    await this.request('shutdown', {}, { timeoutMs });
+  }
+
+  /** Closes the connection; pending requests fail with SidecarConnectionError. */
+  close(): void {
+    this.failAll(new SidecarConnectionError(`sidecar client for ${this.socketPath} closed`));
+    this.socket.destroy();
+  }
+
+  private parse<T>(schema: z.ZodType<T>, r: Reply, op: string): T {
+    const parsed = schema.safeParse(r.header);
+    if (!parsed.success) {
+      throw new SidecarProtocolError(`malformed ${op} reply: ${parsed.error.message}`, 'BAD_REPLY', op);
+    }
+    return parsed.data;
+  }
+
+  private onData(chunk: Buffer): void {
+    let frames: Frame[];
+    try {
+      frames = this.decoder.push(chunk);
+    } catch (e) {
+      const err = new SidecarProtocolError(
+        `undecodable reply from sidecar: ${(e as FrameDecodeError).message}`,
+        'BAD_REPLY',
+      );
+      this.failAll(err);
+      this.socket.destroy();
+      return;
+    }
+    for (const f of frames) this.onFrame(f);
+  }
+
+  private onFrame(f: Frame): void {
+    const { id } = f.header;
+    // An error frame without an id answers a frame the sidecar could not read: since replies come
+    // in order, that is the oldest pending request.
+    const pending = typeof id === 'number' ? this.pending.get(id) : this.pending.values().next().value;
+    if (!pending) return; // a reply to a request that already timed out here
+    this.pending.delete(pending.id);
+    clearTimeout(pending.timer);
+    if (f.header.ok === true) {
+      pending.resolve({ header: f.header, payload: f.payload });
+      return;
+    }
+    const error = (f.header.error ?? {}) as { code?: unknown; message?: unknown };
+    pending.reject(
+      errorFromFrame(String(error.code ?? 'INTERNAL'), String(error.message ?? 'no message'), pending.op),
+    );
+  }
+
+  private failAll(err: Error): void {
+    if (!this.closedError) this.closedError = err;
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+    this.pending.clear();
+  }
+}

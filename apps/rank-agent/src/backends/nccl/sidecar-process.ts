@@ -1,0 +1,155 @@
+// Finding, building and running the sidecar binary. The agent either spawns its own sidecar
+// (one per agent) or attaches to one already running, e.g. the sidecar container of its pod.
+import { ChildProcess, execFileSync, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+
+import { NcclUnavailableError, SidecarConnectionError, SidecarTimeoutError } from './errors';
+
+export const SIDECAR_SOURCE_DIR = path.resolve(__dirname, '../../../../../native/nccl-sidecar');
+export const SIDECAR_BUILD_DIR = path.join(SIDECAR_SOURCE_DIR, 'build');
+const BINARY_NAME = 'cmesh-nccl-sidecar';
+
+/** The sidecar binary: $CMESH_NCCL_SIDECAR, else the repository's CMake build output. */
+export function locateSidecarBinary(): string {
+  const fromEnv = process.env.CMESH_NCCL_SIDECAR;
+  const candidate = fromEnv || path.join(SIDECAR_BUILD_DIR, BINARY_NAME);
+  if (!fs.existsSync(candidate)) {
+    throw new NcclUnavailableError(
+      `sidecar binary not found at ${candidate}` +
+        (fromEnv ? ' (from CMESH_NCCL_SIDECAR)' : ' (build it with `make native`)'),
+    );
+  }
+  return candidate;
+}
+
+/**
+ * Configures and builds the sidecar with CMake (serialised with flock, so concurrent test
+ * workers share one build) and returns the binary's path.
+ */
+export function buildSidecar(timeoutMs = 300_000): string {
+  fs.mkdirSync(SIDECAR_BUILD_DIR, { recursive: true });
+  const lock = path.join(SIDECAR_BUILD_DIR, '.build.lock');
+  const script =
+    `cmake -S "${SIDECAR_SOURCE_DIR}" -B "${SIDECAR_BUILD_DIR}" -DCMAKE_BUILD_TYPE=Release >/dev/null && ` +
+    `cmake --build "${SIDECAR_BUILD_DIR}" -j2 >/dev/null`;
+  execFileSync('flock', [lock, 'bash', '-c', script], { timeout: timeoutMs, stdio: ['ignore', 'ignore', 'pipe'] });
+  return path.join(SIDECAR_BUILD_DIR, BINARY_NAME);
+}
+
+export interface SpawnSidecarOptions {
+  socketPath: string;
+  binary?: string;
+  ncclLib?: string;
+  cudartLib?: string;
+  defaultTimeoutMs?: number;
+  stallTimeoutMs?: number;
+  maxFrameBytes?: number;
+  env?: NodeJS.ProcessEnv;
+  /** How long to wait for the "listening" line (ms). */
+  startTimeoutMs?: number;
+  /** Receives the sidecar's stderr lines (diagnostics). */
+  onStderr?: (line: string) => void;
+}
+
+export interface SidecarExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** A sidecar process this agent started; stop() ends it by pid. */
+export class SidecarProcess {
+  readonly exited: Promise<SidecarExit>;
+  private exitInfo: SidecarExit | null = null;
+
+  constructor(
+    private readonly child: ChildProcess,
+    readonly socketPath: string,
+  ) {
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        this.exitInfo = { code, signal };
+        resolve(this.exitInfo);
+      });
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  get running(): boolean {
+    return this.exitInfo === null;
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
+  async stop(graceMs = 5000): Promise<SidecarExit> {
+    if (this.exitInfo) return this.exitInfo;
+    process.kill(this.pid, 'SIGTERM');
+    const timer = new Promise<null>((r) => setTimeout(() => r(null), graceMs).unref());
+    const first = await Promise.race([this.exited, timer]);
+    if (first) return first;
+    if (this.exitInfo === null) process.kill(this.pid, 'SIGKILL');
+    return this.exited;
+  }
+}
+
+/** Starts a sidecar and resolves once its socket accepts connections. */
+export function spawnSidecar(opts: SpawnSidecarOptions): Promise<SidecarProcess> {
+  const binary = opts.binary ?? locateSidecarBinary();
+  const args = ['--socket', opts.socketPath];
+  if (opts.ncclLib) args.push('--nccl-lib', opts.ncclLib);
+  if (opts.cudartLib) args.push('--cudart-lib', opts.cudartLib);
+  if (opts.defaultTimeoutMs) args.push('--default-timeout-ms', String(opts.defaultTimeoutMs));
+  if (opts.stallTimeoutMs) args.push('--stall-timeout-ms', String(opts.stallTimeoutMs));
+  if (opts.maxFrameBytes) args.push('--max-frame-bytes', String(opts.maxFrameBytes));
+  const child = spawn(binary, args, { env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = new SidecarProcess(child, opts.socketPath);
+  const startTimeoutMs = opts.startTimeoutMs ?? 30_000;
+
+  let stderrTail = '';
+  let stderrPartial = '';
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (s: string) => {
+    stderrTail = (stderrTail + s).slice(-4000);
+    stderrPartial += s;
+    const lines = stderrPartial.split('\n');
+    stderrPartial = lines.pop()!;
+    for (const l of lines) opts.onStderr?.(l);
+  });
+
+  return new Promise((resolve, reject) => {
+    let stdout = '';
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      fn();
+    };
+    const timer = setTimeout(() => {
+      settle(() => {
+        void proc.stop(1000);
+        reject(new SidecarTimeoutError(`sidecar did not start listening on ${opts.socketPath} within ${startTimeoutMs} ms`));
+      });
+    }, startTimeoutMs);
+    child.once('error', (e) =>
+      settle(() => reject(new SidecarConnectionError(`cannot start sidecar ${binary}: ${e.message}`))),
+    );
+    // 'close' (not 'exit'): stderr has been read to the end, so the message has the reason.
+    child.once('close', (code, signal) =>
+      settle(() =>
+        reject(
+          new SidecarConnectionError(
+            `sidecar exited before listening (code ${code}, signal ${signal}): ${stderrTail.trim()}`,
+          ),
+        ),
+      ),
+    );
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (s: string) => {
+      stdout += s;
+      if (stdout.includes('"event":"listening"')) settle(() => resolve(proc));
+    });
+  });
+}

@@ -1,0 +1,66 @@
+// Jobs' sweeps on the CPU data plane, in a child process of the agent: the library's default
+// process group is process-global, so a job that fails (a dead peer, a timeout) is ended by
+// killing this process and can never wedge the agent. After a job that ended cleanly (process
+// group destroyed) the agent may reuse the process for its next job. The process group
+// bootstraps through the coordinator's store (nats://host:port/<job prefix>).
+import * as dist from '@cmesh/collectives';
+import { runRankSweep } from '@cmesh/cli/src/bench/rank-sweep';
+import { BenchSweepSchema } from '@cmesh/protocol';
+import type { FromWorker, ToWorker } from './worker-ipc';
+import { errorToJobError } from '../../execution/job-error';
+
+function send(msg: FromWorker): Promise<void> {
+  return new Promise((resolve, reject) => process.send!(msg, undefined, {}, (err) => (err ? reject(err) : resolve())));
+}
+
+/** `nats://h:p` + `jobs/abc` -> `nats://h:p/jobs-abc` (the init method takes one path segment). */
+export function natsInitMethod(natsUrl: string, prefix: string): string {
+  const base = natsUrl.split(',')[0].replace(/\/+$/, '');
+  return `${base}/${prefix.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+}
+
+async function run(m: ToWorker): Promise<void> {
+  const { assignment, rank } = m;
+  const worldSize = assignment.members.length;
+  const sweep = BenchSweepSchema.parse(assignment.sweep);
+  await dist.initProcessGroup({
+    backend: 'tcp',
+    initMethod: natsInitMethod(m.natsUrl, assignment.storePrefix),
+    rank,
+    worldSize,
+    timeout: sweep.timeoutMs,
+  });
+  await send({ type: 'joined', device: 'cpu [tcp]' });
+  const pending: Promise<void>[] = [];
+  await runRankSweep({ dist, sweep, onSize: (samples) => pending.push(send({ type: 'size', samples })) });
+  await Promise.all(pending);
+  await dist.destroyProcessGroup();
+  await send({ type: 'done' });
+}
+
+if (!process.send) {
+  console.error('job-worker is started by the rank agent (needs an IPC channel)');
+  process.exit(2);
+}
+// The agent died or dropped us: nothing to report to, stop at once.
+process.on('disconnect', () => process.exit(1));
+let busy = false;
+process.on('message', (m: ToWorker) => {
+  if (busy || dist.isInitialized()) {
+    void send({ type: 'failed', error: { name: 'WorkerBusyError', message: `job worker ${process.pid} is still running a job` } });
+    return;
+  }
+  busy = true;
+  if (m.algorithm === undefined) delete process.env.CMESH_ALGO;
+  else process.env.CMESH_ALGO = m.algorithm;
+  run(m).then(
+    () => {
+      busy = false;
+    },
+    async (err) => {
+      console.error(`job ${m.assignment.jobId} rank ${m.rank} (worker ${process.pid}): ${(err as Error)?.stack ?? err}`);
+      await send({ type: 'failed', error: errorToJobError(err) }).catch(() => undefined);
+      process.exit(1);
+    },
+  );
+});

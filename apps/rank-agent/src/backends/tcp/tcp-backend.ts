@@ -1,0 +1,116 @@
+// The `tcp` backend (the CPU data plane of @cmesh/collectives): jobs run in a child process
+// (job-worker.ts), killed by pid when a job fails, is aborted or the agent stops. A worker whose
+// job ended cleanly is kept for the next job, and one is forked ahead of the first job, so a job
+// does not wait for a cold start; a replacement for a killed worker is forked a moment later,
+// so it does not compete with a sweep for the CPU.
+import { ChildProcess, fork } from 'child_process';
+import { join } from 'path';
+import type { JobAssignment } from '@cmesh/protocol';
+import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../../execution/job-backend';
+import type { FromWorker, ToWorker } from './worker-ipc';
+
+const ROOT = join(__dirname, '../../../../..');
+/** after a worker was killed, wait this long before forking its replacement */
+const RESPAWN_DELAY_MS = 1000;
+
+export class TcpBackend implements JobBackend {
+  readonly name = 'tcp' as const;
+  private readonly children = new Set<ChildProcess>();
+  private spare: ChildProcess | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly natsUrl: string,
+    private readonly host: string,
+    private readonly env: NodeJS.ProcessEnv = {},
+    private readonly keepSpare = true,
+  ) {}
+
+  available(): BackendAvailability {
+    return { ok: true };
+  }
+
+  /** Forks the spare worker if there is none. */
+  warm(): void {
+    if (this.stopped || !this.keepSpare || this.spare) return;
+    this.spare = this.forkWorker();
+  }
+
+  private forkWorker(): ChildProcess {
+    const child = fork(join(__dirname, 'job-worker.ts'), [], {
+      cwd: ROOT,
+      execArgv: ['-r', '@swc-node/register'],
+      env: {
+        ...process.env,
+        ...this.env,
+        // the data plane listens on this agent's address
+        MASTER_ADDR: this.host,
+        TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(ROOT, 'tsconfig.json'),
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.children.add(child);
+    child.once('exit', () => {
+      this.children.delete(child);
+      if (this.spare === child) this.spare = null;
+    });
+    child.on('error', () => undefined);
+    return child;
+  }
+
+  run(assignment: JobAssignment, rank: number, hooks: SweepHooks, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(new JobAbortedError(String(signal.reason ?? 'aborted')));
+      const useSpare = !!this.spare?.connected;
+      const child = useSpare ? this.spare! : this.forkWorker();
+      if (useSpare) this.spare = null;
+      let settled = false;
+      const finish = (err?: Error) => {
+        if (settled) return;
+        settled = true;
+        signal.removeEventListener('abort', onAbort);
+        child.removeListener('message', onMessage);
+        child.removeListener('exit', onExit);
+        if (!err && !this.spare && !this.stopped && child.connected) {
+          this.spare = child; // clean end: reuse it
+        } else {
+          kill(child);
+          setTimeout(() => this.warm(), RESPAWN_DELAY_MS).unref();
+        }
+        if (err) reject(err);
+        else resolve();
+      };
+      const onExit = (code: number | null, sig: string | null) =>
+        finish(new Error(`job worker (pid ${child.pid}) exited with ${sig ?? `code ${code}`} before finishing`));
+      const onAbort = () => finish(new JobAbortedError(String(signal.reason ?? 'aborted')));
+      const onMessage = (m: FromWorker) => {
+        if (m.type === 'joined') hooks.onJoined(m.device);
+        else if (m.type === 'size') hooks.onSize(m.samples);
+        else if (m.type === 'done') finish();
+        else if (m.type === 'failed') finish(Object.assign(new Error(m.error.message), m.error));
+      };
+      signal.addEventListener('abort', onAbort);
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+      const msg: ToWorker = { type: 'run', assignment, rank, natsUrl: this.natsUrl, algorithm: assignment.sweep.algorithm };
+      child.send(msg, (err) => err && finish(err));
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const c of this.children) kill(c);
+    this.children.clear();
+    this.spare = null;
+  }
+}
+
+function kill(c: ChildProcess): void {
+  if (c.exitCode === null && c.signalCode === null && c.pid) {
+    try {
+      process.kill(c.pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}

@@ -1,0 +1,11 @@
+// Messages between the agent and the child process that runs one job's tcp sweep.
+import type { JobAssignment, JobError, SizeSamplesMsg } from '@cmesh/protocol';
+
+/** `algorithm` sets CMESH_ALGO for this job (the cost model's override). */
+export type ToWorker = { type: 'run'; assignment: JobAssignment; rank: number; natsUrl: string; algorithm?: string };
+
+export type FromWorker =
+  | { type: 'joined'; device: string }
+  | { type: 'size'; samples: SizeSamplesMsg }
+  | { type: 'done' }
+  | { type: 'failed'; error: JobError };

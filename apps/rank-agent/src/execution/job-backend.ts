@@ -1,0 +1,26 @@
+// What the job runner needs from a backend: whether it can run here (and why not), and one
+// job's sweep on this rank, streaming per-size samples, ended early through the abort signal.
+import type { JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
+
+export interface BackendAvailability {
+  ok: boolean;
+  reason?: string;
+}
+
+export interface SweepHooks {
+  onJoined(device: string): void;
+  onSize(samples: SizeSamplesMsg): void;
+}
+
+export interface JobBackend {
+  readonly name: 'tcp' | 'nccl';
+  available(): BackendAvailability;
+  /** Resolves when this rank finished the sweep; rejects with the data plane's error. */
+  run(assignment: JobAssignment, rank: number, hooks: SweepHooks, signal: AbortSignal): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Thrown when a job is ended from outside (cancel, another job took the agent). */
+export class JobAbortedError extends Error {
+  override name = 'JobAbortedError';
+}

@@ -1,0 +1,120 @@
+// Runs the jobs assigned to this agent, one at a time: answers the assignment with `accepted`,
+// pings while the sweep runs (the coordinator's liveness check), streams per-size samples and
+// ends with `done` or `failed`. The coordinator is the authority on who is busy: an assignment
+// for a new job ends whatever this agent was still running.
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobCancel, JobEvent } from '@cmesh/protocol';
+import { AGENT_CONFIG, AgentConfig } from '../config';
+import { NatsService } from '../nats/nats.service';
+import { JobAbortedError, JobBackend } from './job-backend';
+import { errorToJobError } from './job-error';
+import { JOB_BACKENDS, JobObserver, JOB_OBSERVER } from './tokens';
+
+interface Running {
+  jobId: string;
+  rank: number;
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+@Injectable()
+export class JobRunnerService implements BeforeApplicationShutdown {
+  private readonly log = new Logger('JobRunner');
+  private current: Running | null = null;
+  private lastJob: { jobId: string; state: 'succeeded' | 'failed'; at: string } | null = null;
+
+  constructor(
+    @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
+    @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
+    private readonly nats: NatsService,
+    @Optional() @Inject(JOB_OBSERVER) private readonly observer: JobObserver | undefined,
+  ) {}
+
+  /** 'idle' or 'busy', and the job, for heartbeats and /health. */
+  state(): { state: 'idle' | 'busy'; jobId?: string; lastJob?: { jobId: string; state: string; at: string } } {
+    return this.current
+      ? { state: 'busy', jobId: this.current.jobId }
+      : { state: 'idle', ...(this.lastJob ? { lastJob: this.lastJob } : {}) };
+  }
+
+  async assign(a: JobAssignment): Promise<void> {
+    const me = a.members.find((m) => m.agentId === this.config.agentId);
+    if (!me) return;
+    if (this.current?.jobId === a.jobId) return; // duplicate delivery
+    if (this.current) {
+      this.log.warn(`job ${a.jobId} assigned while ${this.current.jobId} runs: ending ${this.current.jobId}`);
+      await this.end(this.current.jobId, `superseded by job ${a.jobId}`);
+    }
+    const abort = new AbortController();
+    const run: Running = { jobId: a.jobId, rank: me.rank, abort, done: Promise.resolve() };
+    this.current = run;
+    run.done = this.execute(a, me.rank, abort.signal).finally(() => {
+      if (this.current === run) this.current = null;
+    });
+  }
+
+  /** Ends the job if it is this agent's current one; resolves once the backend let go. */
+  async end(jobId: string, reason: string): Promise<void> {
+    const run = this.current;
+    if (!run || run.jobId !== jobId) return;
+    run.abort.abort(reason);
+    await run.done;
+  }
+
+  async cancel(c: JobCancel): Promise<void> {
+    await this.end(c.jobId, c.reason);
+  }
+
+  private emit(ev: JobEvent): void {
+    try {
+      this.nats.publish(JOB_SUBJECTS.events(ev.jobId), ev);
+    } catch (err) {
+      this.log.error(`job ${ev.jobId}: cannot report ${ev.type}: ${(err as Error).message}`);
+    }
+  }
+
+  private async execute(a: JobAssignment, rank: number, signal: AbortSignal): Promise<void> {
+    const base = { jobId: a.jobId, agentId: this.config.agentId, rank };
+    const backend = this.backends[a.sweep.backend];
+    const t0 = Date.now();
+    this.emit({ ...base, type: 'accepted', pid: process.pid, host: this.config.host, device: `${a.sweep.backend} slot ${this.config.deviceIndex}` });
+    const ping = setInterval(() => this.emit({ ...base, type: 'ping' }), JOB_PING_INTERVAL_MS);
+    try {
+      const avail = backend?.available() ?? { ok: false, reason: `unknown backend ${a.sweep.backend}` };
+      if (!backend || !avail.ok) throw Object.assign(new Error(`backend ${a.sweep.backend} unavailable on agent ${this.config.name}: ${avail.reason}`), { name: 'BackendUnavailableError', code: 'BACKEND_UNAVAILABLE' });
+      await backend.run(
+        a,
+        rank,
+        {
+          onJoined: () => undefined,
+          onSize: (samples) => {
+            this.emit({ ...base, type: 'size', samples });
+            this.observer?.onSize(a, rank, samples);
+          },
+        },
+        signal,
+      );
+      clearInterval(ping);
+      this.emit({ ...base, type: 'done' });
+      this.lastJob = { jobId: a.jobId, state: 'succeeded', at: new Date().toISOString() };
+      this.log.log(`job ${a.jobId} rank ${rank}: done in ${Date.now() - t0} ms`);
+    } catch (err) {
+      clearInterval(ping);
+      this.lastJob = { jobId: a.jobId, state: 'failed', at: new Date().toISOString() };
+      if (err instanceof JobAbortedError) {
+        this.log.warn(`job ${a.jobId} rank ${rank}: ended (${err.message})`);
+        return;
+      }
+      const error = errorToJobError(err);
+      this.observer?.onError(a, error.code ?? error.name);
+      this.emit({ ...base, type: 'failed', error });
+      this.log.error(`job ${a.jobId} rank ${rank}: ${error.name}: ${error.message}`);
+    }
+  }
+
+  /** Ends the job and kills the workers while NATS is still up (it drains in onApplicationShutdown). */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.current) await this.end(this.current.jobId, 'agent shutting down');
+    for (const b of Object.values(this.backends)) await b.stop().catch(() => undefined);
+  }
+}

@@ -1,0 +1,12 @@
+// Injection tokens of the execution module.
+import type { JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
+
+/** Record<backend name, JobBackend> */
+export const JOB_BACKENDS = Symbol('JOB_BACKENDS');
+
+/** Where job results go besides the coordinator (the agent's metrics). */
+export const JOB_OBSERVER = Symbol('JOB_OBSERVER');
+export interface JobObserver {
+  onSize(a: JobAssignment, rank: number, samples: SizeSamplesMsg): void;
+  onError(a: JobAssignment, reason: string): void;
+}

@@ -1,0 +1,27 @@
+// GET /health: who this agent is, whether NATS is up, its backends and what it is running.
+import { Controller, Get, Inject } from '@nestjs/common';
+import { AGENT_CONFIG, AgentConfig } from '../config';
+import { JobBackend } from '../execution/job-backend';
+import { JobRunnerService } from '../execution/job-runner.service';
+import { JOB_BACKENDS } from '../execution/tokens';
+
+@Controller('health')
+export class HealthController {
+  constructor(
+    @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
+    @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
+    private readonly runner: JobRunnerService,
+  ) {}
+
+  @Get()
+  health() {
+    return {
+      status: 'ok',
+      agentId: this.config.agentId,
+      name: this.config.name,
+      pid: process.pid,
+      backends: Object.fromEntries(Object.entries(this.backends).map(([k, b]) => [k, b.available()])),
+      ...this.runner.state(),
+    };
+  }
+}

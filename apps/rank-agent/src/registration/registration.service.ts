@@ -1,0 +1,102 @@
+// Registration with the coordinator (cmesh.agents.register), heartbeats at the interval the
+// coordinator asks for (carrying busy/idle), re-registration when the coordinator forgot us
+// (restart, failover), and deregistration on shutdown. The agent keeps trying while the
+// coordinator is not up yet.
+import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
+import { AGENT_SUBJECTS, AgentRegister, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { AGENT_CONFIG, AgentConfig } from '../config';
+import { JobBackend } from '../execution/job-backend';
+import { JobRunnerService } from '../execution/job-runner.service';
+import { JOB_BACKENDS } from '../execution/tokens';
+import { NatsService } from '../nats/nats.service';
+
+type Reply = { ok: true; heartbeatMs?: number } | { ok: false; error: { code: string; message: string } };
+
+@Injectable()
+export class RegistrationService implements BeforeApplicationShutdown {
+  private readonly log = new Logger('Registration');
+  private timer: NodeJS.Timeout | null = null;
+  private registered = false;
+  private stopped = false;
+  private heartbeatMs: number;
+  private httpUrl: string | undefined;
+
+  constructor(
+    @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
+    @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
+    private readonly runner: JobRunnerService,
+    private readonly nats: NatsService,
+  ) {
+    this.heartbeatMs = config.heartbeatMs;
+  }
+
+  /** The registration body: who, where, which backends (with the reason when unavailable). */
+  describe(): AgentRegister {
+    const nccl = this.backends.nccl?.available() ?? { ok: false, reason: 'not configured' };
+    return {
+      protocolVersion: PROTOCOL_VERSION,
+      agentId: this.config.agentId,
+      name: this.config.name,
+      host: this.config.host,
+      pid: process.pid,
+      device: { kind: nccl.ok ? 'gpu' : 'cpu', index: this.config.deviceIndex },
+      backends: Object.entries(this.backends).map(([name, b]) => {
+        const a = b.available();
+        return { name: name as 'tcp' | 'nccl', available: a.ok, ...(a.ok ? {} : { reason: a.reason ?? 'unavailable' }) };
+      }),
+      dataPlane: { host: this.config.host, ...(this.config.dataPorts[1] > 0 ? { portRange: this.config.dataPorts } : {}) },
+      ...(this.httpUrl ? { httpUrl: this.httpUrl } : {}),
+    };
+  }
+
+  /** Starts registering (retrying) and heartbeating; httpUrl is where /metrics and /health are. */
+  async start(httpUrl: string): Promise<void> {
+    this.httpUrl = httpUrl;
+    await this.nats.connection();
+    await this.beat();
+  }
+
+  isRegistered(): boolean {
+    return this.registered;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.beat(), ms);
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      if (!this.registered) {
+        const r = await this.nats.request<Reply>(AGENT_SUBJECTS.register, this.describe(), 3000);
+        if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
+        this.registered = true;
+        if (r.heartbeatMs) this.heartbeatMs = r.heartbeatMs;
+        this.log.log(`registered as ${this.config.agentId} (heartbeat every ${this.heartbeatMs} ms)`);
+      } else {
+        const r = await this.nats.request<Reply>(AGENT_SUBJECTS.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy' }, 3000);
+        if (!r.ok && r.error.code === 'NOT_FOUND') {
+          this.registered = false;
+          this.log.warn('the coordinator does not know this agent any more: registering again');
+          return this.schedule(0);
+        }
+        if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
+      }
+      this.schedule(this.heartbeatMs);
+    } catch (e) {
+      if (this.stopped) return;
+      this.log.warn(`${this.registered ? 'heartbeat' : 'registration'} failed (${(e as Error).message}); retrying`);
+      this.schedule(Math.min(this.heartbeatMs, 1000));
+    }
+  }
+
+  /** Before the NATS connection drains (onApplicationShutdown), so the deregistration gets out. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.registered) {
+      await this.nats.request(AGENT_SUBJECTS.deregister, { agentId: this.config.agentId }, 1000).catch(() => undefined);
+      this.registered = false;
+    }
+  }
+}

@@ -1,0 +1,20 @@
+// Agent configuration: environment, flags over environment, and clear errors for bad values.
+import { loadConfig, parsePortRange } from '../src/config';
+
+describe('agent config', () => {
+  it('reads the environment and lets flags override it', () => {
+    const c = loadConfig(['--name', 'gpu-3', '--device=3', '--data-ports', '29500-29510'], { NATS_URL: 'nats://n:4222', CMESH_AGENT_NAME: 'x', CMESH_HTTP_PORT: '9100' });
+    expect(c).toMatchObject({ natsUrl: 'nats://n:4222', name: 'gpu-3', agentId: 'gpu-3', deviceIndex: 3, dataPorts: [29500, 29510], httpPort: 9100, ncclEnabled: true });
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_AGENT_ID: 'id-7', CMESH_NCCL: '0' })).toMatchObject({ agentId: 'id-7', name: 'a', ncclEnabled: false, dataPorts: [0, 0] });
+  });
+
+  it('names what is wrong', () => {
+    expect(() => loadConfig(['--bogus', '1'], {})).toThrow('unknown flag --bogus');
+    expect(() => loadConfig(['--name'], {})).toThrow('--name needs a value');
+    expect(() => loadConfig([], { CMESH_DEVICE_INDEX: '-1' })).toThrow('CMESH_DEVICE_INDEX must be an integer');
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a b' })).toThrow('letters, digits');
+    expect(() => parsePortRange('10-5')).toThrow('CMESH_DATA_PORTS: 5 < 10');
+    expect(() => parsePortRange('x')).toThrow('CMESH_DATA_PORTS must be');
+    expect(parsePortRange('4000')).toEqual([4000, 4000]);
+  });
+});

@@ -1,0 +1,159 @@
+// Jobs through a real mesh: nats-server (Debian binary), the coordinator and 4 rank agents as
+// processes. A job over 4 agents returns nccl-tests rows checked element by element by the
+// ranks; killing one agent mid-job fails the job within 5 s naming it, its job worker does not
+// outlive it, and the next job on the remaining agents succeeds; a job asking for nccl on a
+// machine without a GPU fails with the sidecar's reason.
+import { execFileSync } from 'child_process';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { JobRecord, busBwFactor } from '@cmesh/protocol';
+import { Mesh, listAgents, startMesh } from '../../cli/src/mesh/launch';
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const childrenOf = (pid: number): number[] => {
+  try {
+    return execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+};
+
+function expectCorrect(job: JobRecord, sizes: number[], nranks: number) {
+  expect(job.state).toBe('succeeded');
+  expect(job.rows.map((r) => r.bytes)).toEqual(sizes);
+  for (const r of job.rows) {
+    expect(r.nranks).toBe(nranks);
+    const ms = [r.outOfPlace, r.inPlace].filter((m) => m !== null);
+    expect(ms.length).toBeGreaterThan(0);
+    for (const m of ms) {
+      expect(m!.wrong).toBe(0);
+      expect(m!.timeUs).toBeGreaterThan(0);
+      expect(m!.algBwGBs).toBeCloseTo(r.bytes / (m!.timeUs * 1e3), 9);
+      expect(m!.busBwGBs).toBeCloseTo(m!.algBwGBs * busBwFactor(r.op, nranks), 9);
+    }
+  }
+}
+
+describe('jobs on a mesh of 4 rank agents', () => {
+  let nats: NatsServer;
+  let mesh: Mesh;
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    mesh = await startMesh({ agents: 4, natsUrl: nats.url, port: 0, write: (l) => lines.push(l), readyTimeoutMs: 90_000 });
+  }, 120_000);
+
+  afterAll(async () => {
+    const pids = mesh?.supervisor.pids() ?? [];
+    await mesh?.stop();
+    await nats?.stop();
+    expect(pids.filter(alive)).toEqual([]);
+  });
+
+  afterEach(() => {
+    // the mesh's output helps when a test fails; keep it bounded
+    if (lines.length > 400) lines.splice(0, lines.length - 400);
+  });
+
+  it('registers 4 agents with their backends (nccl unavailable here, with the reason)', async () => {
+    const agents = await listAgents(mesh.client);
+    expect(agents.map((a) => a.name).sort()).toEqual(['agent-0', 'agent-1', 'agent-2', 'agent-3']);
+    for (const a of agents) {
+      expect(a.alive).toBe(true);
+      expect(a.backends).toMatch(/^tcp, nccl \(unavailable: .+\)$/);
+    }
+    const rec = (await mesh.client.get<{ agents: { name: string; httpUrl: string; pid: number }[] }>('/agents')).agents.find((a) => a.name === 'agent-1')!;
+    const health = (await (await fetch(`${rec.httpUrl}/health`)).json()) as Record<string, unknown>;
+    expect(health).toMatchObject({ status: 'ok', name: 'agent-1', agentId: 'agent-1', pid: rec.pid, state: 'idle', backends: { tcp: { ok: true }, nccl: { ok: false } } });
+  });
+
+  it('runs a sweep over 4 agents with correct per-size results', async () => {
+    const sizes = [64, 4096, 65536];
+    const ar = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 3, warmup: 1 })).id);
+    expectCorrect(ar, sizes, 4);
+    expect(ar.members.map((m) => [m.rank, m.name])).toEqual([[0, 'agent-0'], [1, 'agent-1'], [2, 'agent-2'], [3, 'agent-3']]);
+    expect(ar.rows[1]).toMatchObject({ op: 'all_reduce', count: 1024, type: 'float', redop: 'sum', root: -1, backend: 'tcp' });
+    // the agents export what they ran on their own /metrics (registered httpUrl)
+    const rec = ((await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents).find((a) => a.name === 'agent-0')!;
+    const text = await (await fetch(`${rec.httpUrl}/metrics`)).text();
+    expect(text).toMatch(/^cmesh_collective_busbw_bytes_per_second\{[^}]*op="all_reduce"[^}]*size_bytes="65536"[^}]*\} [0-9.e+]+$/m);
+    // a rooted op with a non-zero root, and a split one, over a chosen order of agents
+    const bc = await mesh.client.waitJob(
+      (await mesh.client.submitJob({ op: 'broadcast', sizes: [1024], iters: 2, warmup: 0, root: 2, agents: ['agent-3', 'agent-1', 'agent-0', 'agent-2'] })).id,
+    );
+    expectCorrect(bc, [1024], 4);
+    expect(bc.rows[0].root).toBe(2);
+    expect(bc.members.map((m) => m.name)).toEqual(['agent-3', 'agent-1', 'agent-0', 'agent-2']);
+    const rs = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'reduce_scatter', redop: 'max', dtype: 'int32', sizes: [4096], iters: 2, warmup: 0 })).id);
+    expectCorrect(rs, [4096], 4);
+    expect(rs.rows[0]).toMatchObject({ count: 256, redop: 'max', type: 'int32' });
+  }, 60_000);
+
+  it('runs two jobs on disjoint agents at once; a third on busy agents is refused or waits', async () => {
+    const sizes = [256, 8192, 131072];
+    const j1 = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 5, warmup: 1, agents: ['agent-0', 'agent-1'] });
+    const j2 = await mesh.client.submitJob({ op: 'all_to_all', sizes, iters: 5, warmup: 1, agents: ['agent-2', 'agent-3'] });
+    expect([j1.state, j2.state]).toEqual(['running', 'running']);
+    await expect(mesh.client.submitJob({ op: 'all_reduce', sizes: [8], agents: ['agent-1', 'agent-2'], onBusy: 'refuse' })).rejects.toThrow(/409 agents busy: agent-1 \(job j\w+\), agent-2/);
+    const j3 = await mesh.client.submitJob({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['agent-1', 'agent-2'] });
+    expect(j3.state).toBe('queued');
+    const [r1, r2, r3] = await Promise.all([j1, j2, j3].map((j) => mesh.client.waitJob(j.id)));
+    expectCorrect(r1, sizes, 2);
+    expectCorrect(r2, sizes, 2);
+    expectCorrect(r3, [8], 2);
+    expect(Date.parse(r3.startedAt!)).toBeGreaterThanOrEqual(Math.max(Date.parse(r1.finishedAt!), Date.parse(r2.finishedAt!)) - 5);
+  }, 60_000);
+
+  it('a job asking for nccl fails with the reason, naming the agent', async () => {
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: [64], backend: 'nccl', agents: ['agent-0', 'agent-1'] })).id);
+    expect(job.state).toBe('failed');
+    expect(job.reason).toMatch(/agent agent-[01] \(rank [01]\) failed: .*nccl unavailable/);
+  }, 30_000);
+
+  it('killing an agent mid-job fails the job within 5 s naming it; the others run the next job', async () => {
+    const victim = mesh.supervisor.children.find((c) => c.name === 'agent-2')!;
+    const sizes = Array.from({ length: 12 }, (_, i) => 1024 << i); // up to 2 MiB, many iterations
+    const job = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 20, warmup: 2 });
+    // wait until it is under way (a row aggregated), then kill the agent by pid
+    const deadline = Date.now() + 30_000;
+    for (let j = job; ; ) {
+      j = await mesh.client.job(job.id);
+      if (j.progress.done >= 1 || j.state !== 'running' || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const workers = childrenOf(victim.proc.pid!);
+    expect(workers.length).toBeGreaterThan(0);
+    const t0 = Date.now();
+    process.kill(victim.proc.pid!, 'SIGKILL');
+    const failed = await mesh.client.waitJob(job.id, undefined, { pollMs: 20, timeoutMs: 10_000 });
+    const took = Date.now() - t0;
+    expect(failed.state).toBe('failed');
+    expect(failed.failedAgent).toBe('agent-2');
+    expect(failed.reason).toMatch(/agent agent-2 \(rank 2\)/);
+    expect(took).toBeLessThan(5000);
+    console.log(`job failed ${took} ms after agent-2 was killed: ${failed.reason}`);
+    // the dead agent's job worker does not outlive it
+    for (let i = 0; i < 50 && workers.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(workers.filter(alive)).toEqual([]);
+    const next = await mesh.client.waitJob(
+      (await mesh.client.submitJob({ op: 'all_gather', sizes: [96, 3072], iters: 3, warmup: 1, agents: ['agent-0', 'agent-1', 'agent-3'] })).id,
+    );
+    expectCorrect(next, [96, 3072], 3);
+    expect(next.members.map((m) => m.name)).toEqual(['agent-0', 'agent-1', 'agent-3']);
+    // SIGTERM: the agent deregisters, stops its worker and exits
+    const a3 = mesh.supervisor.children.find((c) => c.name === 'agent-3')!;
+    const w3 = childrenOf(a3.proc.pid!);
+    process.kill(a3.proc.pid!, 'SIGTERM');
+    const end = await a3.exited;
+    expect(end.code === 0 || end.signal === 'SIGTERM').toBe(true); // Nest re-raises the signal after its shutdown hooks
+    expect((await listAgents(mesh.client)).map((a) => a.name)).not.toContain('agent-3');
+    expect(w3.filter(alive)).toEqual([]);
+  }, 90_000);
+});

@@ -1,0 +1,113 @@
+// `cmesh bench` without a cluster: spawns `np` local rank processes on this machine (env://
+// rendezvous on a free loopback port), feeds them the sweep and turns their samples into rows as
+// soon as every rank has reported a size.
+import { BenchRow, BenchSweep } from '@cmesh/protocol';
+import { ChildProcess, fork } from 'child_process';
+import { createServer } from 'net';
+import { join } from 'path';
+import { rowFromRanks } from './aggregate';
+import type { ParentMessage, RankMessage } from './ipc';
+import type { SizeSamples } from './rank-sweep';
+import type { BenchRankInfo } from './table';
+
+export interface LocalBenchOptions {
+  np: number;
+  sweep: BenchSweep;
+  backend?: string;
+  /** whole-run limit in milliseconds */
+  timeoutMs?: number;
+  onRanks?: (ranks: BenchRankInfo[]) => void;
+  onRow?: (row: BenchRow) => void;
+  /** extra environment for the ranks (e.g. CMESH_ALGO) */
+  env?: NodeJS.ProcessEnv;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const ROOT = join(__dirname, '../../../..');
+
+export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: BenchRankInfo[]; rows: BenchRow[] }> {
+  const { np, sweep } = opts;
+  if (!Number.isInteger(np) || np < 1) throw new RangeError(`-np must be a positive integer, got ${np}`);
+  if (sweep.root >= np) throw new RangeError(`root ${sweep.root} is not a rank of a world of ${np}`);
+  const backend = opts.backend ?? 'tcp';
+  const port = await freePort();
+  const children: ChildProcess[] = [];
+  const ranks: BenchRankInfo[] = [];
+  const rows: BenchRow[] = [];
+  const bySize = new Map<number, SizeSamples[]>();
+  let done = 0;
+
+  const killAll = () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null && c.pid) c.kill('SIGKILL');
+  };
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`bench did not finish within ${opts.timeoutMs} ms`)), opts.timeoutMs ?? 30 * 60_000);
+      const fail = (err: Error) => {
+        clearTimeout(timer);
+        reject(err);
+      };
+      for (let rank = 0; rank < np; rank++) {
+        const child = fork(join(__dirname, 'rank-worker.ts'), [], {
+          cwd: ROOT,
+          execArgv: ['-r', '@swc-node/register'],
+          env: {
+            ...process.env,
+            ...opts.env,
+            TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(ROOT, 'tsconfig.json'),
+            RANK: String(rank),
+            LOCAL_RANK: String(rank),
+            WORLD_SIZE: String(np),
+            LOCAL_WORLD_SIZE: String(np),
+            MASTER_ADDR: '127.0.0.1',
+            MASTER_PORT: String(port),
+          },
+          stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        });
+        children.push(child);
+        child.on('message', (m: RankMessage) => {
+          if (m.type === 'hello') {
+            ranks.push(m.info);
+            if (ranks.length === np) opts.onRanks?.(ranks.sort((a, b) => a.rank - b.rank));
+          } else if (m.type === 'size') {
+            const list = bySize.get(m.samples.requestedBytes) ?? [];
+            list[m.rank] = m.samples;
+            bySize.set(m.samples.requestedBytes, list);
+            if (list.filter(Boolean).length === np) {
+              bySize.delete(m.samples.requestedBytes);
+              const row = rowFromRanks(backend, sweep, list);
+              rows.push(row);
+              opts.onRow?.(row);
+            }
+          } else if (m.type === 'done') {
+            if (++done === np) {
+              clearTimeout(timer);
+              resolve();
+            }
+          } else if (m.type === 'error') {
+            fail(new Error(`rank ${m.rank} failed: ${m.message}`));
+          }
+        });
+        child.on('exit', (code, signal) => {
+          if (code !== 0 && done < np) fail(new Error(`rank ${rank} exited with ${signal ?? `code ${code}`}`));
+        });
+        child.send({ type: 'sweep', sweep, backend } satisfies ParentMessage);
+      }
+    });
+  } finally {
+    killAll();
+  }
+  // Ranks say hello in any order; callers expect them by rank.
+  return { ranks: ranks.sort((a, b) => a.rank - b.rank), rows };
+}

@@ -1,0 +1,123 @@
+// Deterministic buffer contents and their expected results. Every value is periodic in the
+// element index (period 15), so inputs are filled and outputs checked from 15-entry tables
+// without allocating an expected buffer as large as the data.
+import { BFloat16Array, Float16Array, Tensor } from '@cmesh/collectives';
+import { BENCH_DTYPES, BenchDtype, BenchRedop } from '@cmesh/protocol';
+
+export const PERIOD = 15;
+
+type DType = (typeof BENCH_DTYPES)[BenchDtype]['name'];
+
+/**
+ * Rank r's value at element i. Small non-negative integers so sums over up to 16 ranks are exact
+ * in every dtype (bf16 holds integers to 256, int8 to 127); for PRODUCT only 1s and a few 2s so
+ * the product stays below 2^6.
+ */
+export function valueAt(redop: BenchRedop, rank: number, i: number): number {
+  if (redop === 'prod') return (i + rank) % 3 === 0 && rank < 6 ? 2 : 1;
+  return (i * 7 + rank * 3) % 5;
+}
+
+/** Rank r's input values over one period, starting at element `phase`. */
+export function inputTable(redop: BenchRedop, rank: number, phase = 0): number[] {
+  return Array.from({ length: PERIOD }, (_, k) => valueAt(redop, rank, phase + k));
+}
+
+/** The reduction of every rank's input over one period, starting at element `phase`. */
+export function reducedTable(redop: BenchRedop, nranks: number, phase = 0): number[] {
+  return Array.from({ length: PERIOD }, (_, k) => {
+    const vals = Array.from({ length: nranks }, (_, r) => valueAt(redop, r, phase + k));
+    switch (redop) {
+      case 'sum':
+        return vals.reduce((a, b) => a + b, 0);
+      case 'avg':
+        return vals.reduce((a, b) => a + b, 0) / nranks;
+      case 'prod':
+        return vals.reduce((a, b) => a * b, 1);
+      case 'min':
+        return Math.min(...vals);
+      case 'max':
+        return Math.max(...vals);
+    }
+  });
+}
+
+export function allocBench(dtype: DType, n: number): Tensor {
+  switch (dtype) {
+    case 'float32':
+      return new Float32Array(n);
+    case 'float64':
+      return new Float64Array(n);
+    case 'int8':
+      return new Int8Array(n);
+    case 'uint8':
+      return new Uint8Array(n);
+    case 'int32':
+      return new Int32Array(n);
+    case 'int64':
+      return new BigInt64Array(n);
+    case 'float16':
+      return new Float16Array(n);
+    case 'bfloat16':
+      return new BFloat16Array(n);
+  }
+}
+
+/** The table stored in `dtype` (raw bits for the 16-bit floats, bigints for int64). */
+export function encodeTable(dtype: DType, table: readonly number[]): Tensor {
+  const t = allocBench(dtype, table.length);
+  for (let k = 0; k < table.length; k++) {
+    if (t instanceof Float16Array || t instanceof BFloat16Array) t.setFloat(k, table[k]);
+    else if (t instanceof BigInt64Array) t[k] = BigInt(Math.trunc(table[k]));
+    else t[k] = table[k];
+  }
+  return t;
+}
+
+/** Writes the periodic table into t[0..len) (the table's entry 0 goes to t[0]). */
+export function fillPeriodic(t: Tensor, enc: Tensor): void {
+  const dst = t as unknown as { [i: number]: number | bigint; length: number };
+  const src = enc as unknown as { [i: number]: number | bigint };
+  for (let i = 0, p = 0; i < dst.length; i++) {
+    dst[i] = src[p];
+    if (++p === PERIOD) p = 0;
+  }
+}
+
+/**
+ * Counts elements of `t` that differ from the periodic table. Exact comparison of stored values
+ * (all expected values are exactly representable), except AVG, which is compared on decoded
+ * values with a tolerance fitting the dtype.
+ */
+export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], redop: BenchRedop): number {
+  let wrong = 0;
+  if (redop !== 'avg') {
+    const got = t as unknown as { [i: number]: number | bigint; length: number };
+    const want = enc as unknown as { [i: number]: number | bigint };
+    for (let i = 0, p = 0; i < got.length; i++) {
+      if (got[i] !== want[p]) wrong++;
+      if (++p === PERIOD) p = 0;
+    }
+    return wrong;
+  }
+  const half = t instanceof Float16Array || t instanceof BFloat16Array;
+  const tol = half ? 1e-2 : t instanceof Float32Array ? 1e-6 : 1e-12;
+  for (let i = 0, p = 0; i < t.length; i++) {
+    const v = half ? (t as Float16Array).getFloat(i) : Number((t as Float64Array)[i]);
+    if (!(Math.abs(v - expected[p]) <= tol * Math.max(1, Math.abs(expected[p])))) wrong++;
+    if (++p === PERIOD) p = 0;
+  }
+  return wrong;
+}
+
+/** A slice of an output buffer and what it must hold after the collective. */
+export interface ExpectedSegment {
+  tensor: Tensor;
+  table: number[];
+}
+
+export function checkSegments(dtype: DType, segments: readonly ExpectedSegment[], redop: BenchRedop): number {
+  let wrong = 0;
+  for (const s of segments) wrong += countWrong(s.tensor, encodeTable(dtype, s.table), s.table, redop);
+  return wrong;
+}

@@ -1,0 +1,134 @@
+// `cmesh run [torchrun flags] script [args...]`
+import { Command, Option } from 'commander';
+import * as fs from 'fs';
+import * as os from 'os';
+import { InvalidArgumentError } from '@cmesh/collectives';
+import { launch } from '../run/launcher';
+import { freePort } from '../run/rdzv-c10d';
+import type { RunOptions } from '../run/rdzv';
+
+function positiveInt(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
+/** torchrun's --nproc-per-node: a count, or cpu / gpu / auto (GPUs if any, else CPUs). */
+export function parseNprocPerNode(v: string): number {
+  const cpus = () => os.availableParallelism?.() ?? os.cpus().length;
+  const gpus = () => {
+    try {
+      return fs.readdirSync('/dev').filter((d) => /^nvidia\d+$/.test(d)).length;
+    } catch {
+      return 0;
+    }
+  };
+  if (v === 'cpu') return cpus();
+  if (v === 'auto') return gpus() || cpus();
+  if (v === 'gpu') {
+    const n = gpus();
+    if (!n) throw new InvalidArgumentError('--nproc-per-node gpu: no GPU found on this node');
+    return n;
+  }
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n < 1) throw new InvalidArgumentError(`--nproc-per-node must be a positive integer, cpu, gpu or auto, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** torchrun's --rdzv-conf key=value,...: times in seconds like torch. */
+export function parseRdzvConf(v: string | undefined): { joinTimeoutMs?: number; lastCallMs?: number; keepAliveIntervalMs?: number; keepAliveMaxAttempt?: number } {
+  const out: ReturnType<typeof parseRdzvConf> = {};
+  if (!v) return out;
+  for (const pair of v.split(',').filter(Boolean)) {
+    const [key, value] = pair.split('=');
+    const n = Number(value);
+    if (value === undefined || !(n >= 0)) throw new InvalidArgumentError(`--rdzv-conf ${JSON.stringify(pair)}: expected key=<non-negative number>`);
+    if (key === 'join_timeout' || key === 'timeout') out.joinTimeoutMs = n * 1000;
+    else if (key === 'last_call_timeout') out.lastCallMs = n * 1000;
+    else if (key === 'keep_alive_interval') out.keepAliveIntervalMs = n * 1000;
+    else if (key === 'keep_alive_max_attempt' && Number.isInteger(n) && n >= 1) out.keepAliveMaxAttempt = n;
+    else throw new InvalidArgumentError(`--rdzv-conf: unknown or invalid key ${JSON.stringify(pair)} (join_timeout, last_call_timeout, keep_alive_interval, keep_alive_max_attempt)`);
+  }
+  return out;
+}
+
+export function parseNnodes(v: string): { min: number; max: number } {
+  const m = /^(\d+)(?::(\d+))?$/.exec(v);
+  if (!m) throw new InvalidArgumentError(`--nnodes must be N or MIN:MAX, got ${JSON.stringify(v)}`);
+  const min = Number(m[1]);
+  const max = m[2] === undefined ? min : Number(m[2]);
+  if (min < 1 || max < min) throw new InvalidArgumentError(`--nnodes ${v}: need 1 <= MIN <= MAX`);
+  return { min, max };
+}
+
+/** torchrun accepts --nproc_per_node and --nproc-per-node alike: normalise the launcher's own flags. */
+export function normaliseFlags(argv: string[]): string[] {
+  const out = [...argv];
+  const runAt = out.indexOf('run');
+  for (let i = runAt + 1; i < out.length; i++) {
+    const a = out[i];
+    if (!a.startsWith('--')) {
+      if (i > runAt + 1 && out[i - 1].startsWith('--') && !out[i - 1].includes('=') && !BOOLEAN_FLAGS.has(out[i - 1])) continue; // a flag's value
+      break; // the script: everything after belongs to it
+    }
+    if (a === '--') break;
+    const [flag, ...rest] = a.split('=');
+    out[i] = [flag.replace(/_/g, '-'), ...rest].join('=');
+  }
+  return out;
+}
+
+const BOOLEAN_FLAGS = new Set(['--standalone']);
+
+export function register(program: Command): void {
+  program
+    .command('run')
+    .description('launch a distributed script like torchrun: RANK, LOCAL_RANK, WORLD_SIZE, … for every worker')
+    .addOption(new Option('--nproc-per-node <n>', 'workers on this node: a count, cpu, gpu or auto').default(1).argParser(parseNprocPerNode))
+    .addOption(new Option('--nnodes <n>', 'N or MIN:MAX nodes').default('1'))
+    .addOption(new Option('--node-rank <k>', 'this node\'s rank (static; with c10d or nats a requested rank, others fill in join order)').argParser(positiveInt('--node-rank')))
+    .option('--master-addr <addr>', 'address of rank 0 (static rendezvous)', '127.0.0.1')
+    .addOption(new Option('--master-port <port>', 'port of rank 0\'s store; 0 picks a free one').default(29500).argParser(positiveInt('--master-port')))
+    .option('--standalone', 'single node with a free port, no external rendezvous', false)
+    .option('--rdzv-backend <name>', 'static | c10d | nats')
+    .option('--rdzv-endpoint <host:port>', 'rendezvous endpoint')
+    .option('--rdzv-id <id>', 'job id shared by all nodes', 'none')
+    .addOption(new Option('--rdzv-last-call <ms>', 'last-call window of a MIN:MAX rendezvous').default(1000).argParser(positiveInt('--rdzv-last-call')))
+    .addOption(new Option('--rdzv-timeout <ms>', 'rendezvous timeout').default(600000).argParser(positiveInt('--rdzv-timeout')))
+    .option('--rdzv-conf <k=v,...>', 'join_timeout, last_call_timeout, keep_alive_interval (seconds), keep_alive_max_attempt')
+    .argument('<script>', 'a .ts or .js script (or an executable)')
+    .argument('[args...]', 'arguments for the script')
+    .passThroughOptions()
+    .action(async (script: string, args: string[], flags) => {
+      const nnodes = parseNnodes(String(flags.nnodes));
+      const conf = parseRdzvConf(flags.rdzvConf);
+      const o: RunOptions = {
+        nprocPerNode: flags.nprocPerNode,
+        nnodes,
+        nodeRank: flags.nodeRank,
+        masterAddr: flags.masterAddr,
+        masterPort: flags.masterPort,
+        rdzvBackend: flags.rdzvBackend ?? (flags.rdzvEndpoint ? 'c10d' : 'static'),
+        rdzvEndpoint: flags.rdzvEndpoint,
+        rdzvId: flags.rdzvId,
+        lastCallMs: conf.lastCallMs ?? flags.rdzvLastCall,
+        timeoutMs: conf.joinTimeoutMs ?? flags.rdzvTimeout,
+        keepAliveIntervalMs: conf.keepAliveIntervalMs ?? 5000,
+        keepAliveMaxAttempt: conf.keepAliveMaxAttempt ?? 3,
+      };
+      if (flags.standalone) {
+        // torchrun --standalone: one node, a free port, no external rendezvous
+        if (nnodes.max !== 1) throw new InvalidArgumentError(`--standalone runs a single node, but --nnodes is ${flags.nnodes}`);
+        o.rdzvBackend = 'static';
+        o.masterPort = await freePort(o.masterAddr);
+      } else if (o.rdzvBackend === 'static' && o.masterPort === 0) {
+        if (nnodes.max > 1) throw new InvalidArgumentError('--master-port 0 (pick a free port) works for a single node only: other nodes could not know the port');
+        o.masterPort = await freePort(o.masterAddr);
+      }
+      const result = await launch(o, script, args);
+      if (result.message) console.error(result.message);
+      process.exit(result.exitCode);
+    });
+}

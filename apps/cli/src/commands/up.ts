@@ -1,0 +1,44 @@
+// `cmesh up --agents N`: nats-server (embedded by default, or --nats URL), the coordinator and N
+// rank agents on this machine, until Ctrl-C; then every child is stopped by pid.
+import { Command } from 'commander';
+import { startMesh } from '../mesh/launch';
+import { holdMesh } from '../mesh/lifetime';
+
+interface UpOpts {
+  agents: string;
+  nats?: string;
+  natsPort: string;
+  port: string;
+  host: string;
+}
+
+function int(name: string, v: string, min: number, max: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new RangeError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  return n;
+}
+
+export function register(program: Command): void {
+  program
+    .command('up')
+    .description('start a local mesh: nats-server, the coordinator and N rank agents (Ctrl-C stops all)')
+    .option('--agents <n>', 'number of rank agents', '2')
+    .option('--nats <url>', 'use this NATS server (JetStream on) instead of starting one')
+    .option('--nats-port <port>', 'port of the embedded nats-server (0: any free port)', '4222')
+    .option('--port <port>', 'coordinator HTTP port (0: any free port)', '7700')
+    .option('--host <host>', 'address everything listens on', '127.0.0.1')
+    .action(async (o: UpOpts) => {
+      const log = (s: string) => process.stdout.write(s + '\n');
+      const mesh = await startMesh({
+        agents: int('--agents', o.agents, 1, 256),
+        natsUrl: o.nats,
+        natsPort: int('--nats-port', o.natsPort, 0, 65535),
+        port: int('--port', o.port, 0, 65535),
+        host: o.host,
+        write: log,
+      });
+      log(`cmesh: mesh up: nats ${mesh.natsUrl}, coordinator ${mesh.coordinatorUrl}, agents ${mesh.agentNames.join(' ')}`);
+      log(`cmesh: CMESH_COORDINATOR=${mesh.coordinatorUrl} cmesh status | cmesh bench --mesh; Ctrl-C to stop`);
+      process.exitCode = await holdMesh(mesh, log);
+    });
+}

@@ -1,0 +1,83 @@
+// The coordinator's REST API as `cmesh status`, `bench --mesh` and `demo` use it.
+import { JobRecord, JobRequestInput, isFinished } from '@cmesh/protocol';
+
+export const DEFAULT_COORDINATOR = process.env.CMESH_COORDINATOR ?? 'http://127.0.0.1:7700';
+
+export class MeshApiError extends Error {
+  override name = 'MeshApiError';
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class MeshClient {
+  readonly base: string;
+
+  constructor(base = DEFAULT_COORDINATOR, private readonly timeoutMs = 10_000) {
+    this.base = base.replace(/\/+$/, '');
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(this.base + path, {
+        method,
+        headers: body === undefined ? undefined : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
+      throw new MeshApiError(0, `coordinator ${this.base} unreachable (${cause}); is the mesh up (cmesh up)?`);
+    }
+    const text = await res.text();
+    let data: unknown = undefined;
+    try {
+      data = text ? JSON.parse(text) : undefined;
+    } catch {
+      data = text;
+    }
+    if (!res.ok) {
+      const d = data as { error?: unknown; message?: unknown } | undefined;
+      const msg = typeof d?.error === 'string' && d.error !== 'Not Found' ? d.error : typeof d?.message === 'string' ? d.message : text;
+      throw new MeshApiError(res.status, `${method} ${path}: ${res.status} ${msg}`);
+    }
+    return data as T;
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.call<T>('GET', path);
+  }
+
+  submitJob(req: JobRequestInput): Promise<JobRecord> {
+    return this.call('POST', '/jobs', req);
+  }
+
+  job(id: string): Promise<JobRecord> {
+    return this.call('GET', `/jobs/${encodeURIComponent(id)}`);
+  }
+
+  async jobs(limit = 10): Promise<JobRecord[]> {
+    return (await this.call<{ jobs: JobRecord[] }>('GET', `/jobs?limit=${limit}`)).jobs;
+  }
+
+  /** Polls the job until it ends; onUpdate sees every new state (rows as they arrive). */
+  async waitJob(id: string, onUpdate?: (j: JobRecord) => void, opts: { pollMs?: number; timeoutMs?: number } = {}): Promise<JobRecord> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 30 * 60_000);
+    let lastKey = '';
+    for (;;) {
+      const j = await this.job(id);
+      const key = `${j.state}/${j.rows.length}/${j.members.length}`;
+      if (key !== lastKey) {
+        lastKey = key;
+        onUpdate?.(j);
+      }
+      if (isFinished(j.state)) return j;
+      if (Date.now() > deadline) throw new MeshApiError(0, `job ${id} still ${j.state} after ${opts.timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
+    }
+  }
+}

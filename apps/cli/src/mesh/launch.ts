@@ -1,0 +1,191 @@
+// `cmesh up` as a function: nats-server (the Debian binary, JetStream on, unless a URL is
+// given), the coordinator and N rank agents as child processes of this one, each ready before
+// the next starts. Everything is stopped by pid on stop(), on a failure while starting, and when
+// any child dies while the mesh is up.
+import { mkdtempSync, rmSync } from 'fs';
+import { connect as netConnect, createServer } from 'net';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { MeshClient } from './client';
+import { Supervisor } from './supervisor';
+
+export const REPO_ROOT = join(__dirname, '../../../..');
+
+export interface MeshOptions {
+  agents: number;
+  /** use this NATS server instead of starting one */
+  natsUrl?: string;
+  /** port of the nats-server we start (0: any free port) */
+  natsPort?: number;
+  /** coordinator HTTP port (0: any free port) */
+  port?: number;
+  host?: string;
+  /** line sink for the children's prefixed output */
+  write?: (line: string) => void;
+  /** how long each part may take to become ready */
+  readyTimeoutMs?: number;
+  /** extra environment for the agents */
+  agentEnv?: NodeJS.ProcessEnv;
+}
+
+export interface Mesh {
+  natsUrl: string;
+  coordinatorUrl: string;
+  client: MeshClient;
+  supervisor: Supervisor;
+  agentNames: string[];
+  /** resolves with a description when a child dies while the mesh is up */
+  died: Promise<string>;
+  stop(): Promise<void>;
+}
+
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, died?: () => string | null): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    const d = died?.();
+    if (d) throw new Error(`${what}: ${d}`);
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} not ready within ${timeoutMs} ms${last ? ` (${last})` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function tcpOpen(host: string, port: number): Promise<true | undefined> {
+  return new Promise((resolve) => {
+    const s = netConnect({ host, port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(undefined));
+  });
+}
+
+const tsNode = (script: string) => ['-r', '@swc-node/register', join(REPO_ROOT, script)];
+
+export async function startMesh(opts: MeshOptions): Promise<Mesh> {
+  const host = opts.host ?? '127.0.0.1';
+  const readyMs = opts.readyTimeoutMs ?? 60_000;
+  const supervisor = new Supervisor(opts.write);
+  let deathReason: string | null = null;
+  let onDeath: (why: string) => void = () => undefined;
+  const died = new Promise<string>((r) => (onDeath = r));
+  supervisor.onUnexpectedExit((c, code, signal) => {
+    deathReason = `${c.name} (pid ${c.proc.pid}) exited with ${signal ?? `code ${code}`}`;
+    onDeath(deathReason);
+  });
+  let storeDir: string | null = null;
+  const env = { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(REPO_ROOT, 'tsconfig.json'), NO_COLOR: '1' };
+  const stop = async () => {
+    await supervisor.stopAll();
+    if (storeDir) rmSync(storeDir, { recursive: true, force: true });
+    storeDir = null;
+  };
+  try {
+    let natsUrl = opts.natsUrl;
+    if (!natsUrl) {
+      const port = opts.natsPort || (await freePort(host));
+      storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
+      supervisor.start({ name: 'nats', stage: 0, command: 'nats-server', args: ['-js', '-a', host, '-p', String(port), '-sd', storeDir] });
+      await until('nats-server', readyMs, () => tcpOpen(host, port), () => deathReason);
+      natsUrl = `nats://${host}:${port}`;
+    }
+    const httpPort = opts.port || (await freePort(host));
+    const coordinatorUrl = `http://${host}:${httpPort}`;
+    supervisor.start({
+      name: 'coordinator',
+      stage: 1,
+      command: process.execPath,
+      args: tsNode('apps/coordinator/src/main.ts'),
+      cwd: REPO_ROOT,
+      env: { ...env, NATS_URL: natsUrl, HTTP_PORT: String(httpPort), HTTP_HOST: host },
+    });
+    const client = new MeshClient(coordinatorUrl);
+    await until('coordinator', readyMs, async () => ((await client.get('/health')) ? true : undefined), () => deathReason);
+    const agentNames = Array.from({ length: opts.agents }, (_, i) => `agent-${i}`);
+    agentNames.forEach((name, i) =>
+      supervisor.start({
+        name,
+        stage: 2,
+        command: process.execPath,
+        args: tsNode('apps/rank-agent/src/main.ts'),
+        cwd: REPO_ROOT,
+        env: { ...env, ...opts.agentEnv, NATS_URL: natsUrl, CMESH_AGENT_NAME: name, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: host },
+      }),
+    );
+    await until(
+      `${opts.agents} agents`,
+      readyMs,
+      async () => {
+        const alive = (await listAgents(client)).filter((a) => a.alive && agentNames.includes(a.name));
+        return alive.length === opts.agents ? true : undefined;
+      },
+      () => deathReason,
+    );
+    return { natsUrl, coordinatorUrl, client, supervisor, agentNames, died, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+export interface AgentRow {
+  agentId: string;
+  name: string;
+  alive: boolean;
+  state: string;
+  backends: string;
+  lastHeartbeat?: string;
+  host?: string;
+}
+
+/** The coordinator's agent list, normalised for the CLI. */
+export async function listAgents(client: MeshClient): Promise<AgentRow[]> {
+  const body = await client.get<unknown>('/agents');
+  const list = (Array.isArray(body) ? body : ((body as { agents?: unknown[] })?.agents ?? [])) as Record<string, unknown>[];
+  return list.map(normaliseAgent);
+}
+
+export function normaliseAgent(a: Record<string, unknown>): AgentRow {
+  const state = String(a.state ?? a.status ?? 'unknown');
+  const backends = a.backends;
+  let b = '';
+  if (Array.isArray(backends)) b = backends.map((x) => (typeof x === 'string' ? x : describeBackend(x as Record<string, unknown>))).join(', ');
+  else if (backends && typeof backends === 'object') {
+    b = Object.entries(backends as Record<string, unknown>)
+      .map(([k, v]) => describeBackend({ name: k, ...(typeof v === 'object' ? (v as object) : { ok: !!v }) }))
+      .join(', ');
+  }
+  return {
+    agentId: String(a.agentId ?? a.id ?? a.name),
+    name: String(a.name ?? a.agentId ?? a.id),
+    alive: a.alive !== undefined ? Boolean(a.alive) : !/lost|dead|gone|deregistered/i.test(state),
+    state,
+    backends: b,
+    lastHeartbeat: typeof a.lastHeartbeat === 'string' ? a.lastHeartbeat : typeof a.lastSeen === 'string' ? a.lastSeen : undefined,
+    host: typeof a.host === 'string' ? a.host : undefined,
+  };
+}
+
+function describeBackend(x: Record<string, unknown>): string {
+  const name = String(x.name ?? x.backend ?? '?');
+  const ok = x.ok ?? x.available;
+  return ok === false ? `${name} (unavailable${x.reason ? `: ${x.reason}` : ''})` : name;
+}

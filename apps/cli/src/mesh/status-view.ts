@@ -1,0 +1,63 @@
+// `cmesh status` as text: agents, groups and recent jobs as tables.
+import Table from 'cli-table3';
+import type { JobRecord } from '@cmesh/protocol';
+import type { AgentRow } from './launch';
+
+const table = (head: string[]) => new Table({ head, style: { head: [], border: [] } });
+
+function ago(iso: string | undefined, now: number): string {
+  if (!iso) return '-';
+  const ms = now - Date.parse(iso);
+  return Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s ago` : iso;
+}
+
+export function agentsTable(agents: AgentRow[], busy: Record<string, string>, now = Date.now()): string {
+  const t = table(['agent', 'state', 'backends', 'last heartbeat', 'job']);
+  for (const a of agents) t.push([a.name, a.state, clip(a.backends || '-', 60), ago(a.lastHeartbeat, now), busy[a.agentId] ?? '-']);
+  return `Agents (${agents.length})\n${t.toString()}`;
+}
+
+/** Long reasons (an unavailable backend's) are cut in the table; --json has them whole. */
+function clip(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
+}
+
+export interface GroupRow {
+  id: string;
+  name?: string;
+  members: string[];
+  createdAt?: string;
+}
+
+export function groupsTable(groups: GroupRow[]): string {
+  const t = table(['group', 'name', 'members', 'created']);
+  for (const g of groups) t.push([g.id, g.name ?? '-', g.members.join(', '), g.createdAt?.replace('T', ' ').slice(0, 19) ?? '-']);
+  return `Groups (${groups.length})\n${t.toString()}`;
+}
+
+export function jobsTable(jobs: JobRecord[]): string {
+  const t = table(['job', 'state', 'op', 'backend', 'agents', 'sizes', 'created', 'reason']);
+  for (const j of jobs) {
+    t.push([
+      j.id,
+      j.state,
+      `${j.sweep.op} ${j.sweep.dtype}`,
+      j.sweep.backend,
+      j.members.map((m) => m.name).join(', ') || '-',
+      `${j.progress.done}/${j.progress.total}`,
+      j.createdAt.replace('T', ' ').slice(0, 19),
+      (j.reason ?? '').slice(0, 60),
+    ]);
+  }
+  return `Recent jobs (${jobs.length})\n${t.toString()}`;
+}
+
+export function normaliseGroups(body: unknown): GroupRow[] {
+  const list = (Array.isArray(body) ? body : ((body as { groups?: unknown[] })?.groups ?? [])) as Record<string, unknown>[];
+  return list.map((g) => ({
+    id: String(g.groupId ?? g.id ?? g.name ?? '?'),
+    members: Array.isArray(g.members) ? g.members.map((m) => (typeof m === 'string' ? m : String((m as Record<string, unknown>).name ?? (m as Record<string, unknown>).agentId ?? JSON.stringify(m)))) : [],
+    name: typeof g.name === 'string' ? g.name : undefined,
+    createdAt: typeof g.createdAt === 'string' ? g.createdAt : undefined,
+  }));
+}

@@ -1,0 +1,55 @@
+// --rdzv-backend c10d: torchrun's c10d rendezvous on our TcpStore. The launcher that can bind the
+// endpoint (its host is local and the port is free) hosts the store; the others connect to it.
+import * as os from 'os';
+import { InvalidArgumentError, PrefixStore, TcpStore } from '@cmesh/collectives';
+import { registerRdzvBackend } from './rdzv';
+import { joinRound } from './rdzv-round';
+
+export { freePort, joinRound } from './rdzv-round';
+
+/** torchrun's C10D default port, used when --rdzv-endpoint names only a host. */
+export const DEFAULT_C10D_PORT = 29400;
+
+export function parseEndpoint(endpoint: string | undefined, defaultPort?: number): { host: string; port: number } {
+  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(endpoint ?? '');
+  if (!m && defaultPort !== undefined && endpoint && /^[A-Za-z0-9.-]+$/.test(endpoint)) return { host: endpoint, port: defaultPort };
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new InvalidArgumentError(`--rdzv-endpoint must be host:port, got ${JSON.stringify(endpoint)}`);
+  return { host: m[1], port: Number(m[2]) };
+}
+
+async function openStore(host: string, port: number, timeoutMs: number): Promise<TcpStore> {
+  try {
+    return await TcpStore.create({ host, port, isMaster: true, timeoutMs });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // another launcher hosts it already, or the endpoint is not an address of this machine
+    if (code !== 'EADDRINUSE' && code !== 'EADDRNOTAVAIL' && code !== 'ENOTFOUND') throw err;
+    return TcpStore.create({ host, port, isMaster: false, timeoutMs });
+  }
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.startsWith('127.') || host === '::1';
+}
+
+/** The address other nodes reach this one at: loopback for a loopback endpoint, else a real IPv4. */
+export function localAddressFor(endpointHost: string, hostsEndpoint: boolean): string {
+  if (isLoopback(endpointHost)) return '127.0.0.1';
+  if (process.env.CMESH_DATA_ADDR) return process.env.CMESH_DATA_ADDR;
+  if (hostsEndpoint) return endpointHost;
+  for (const addrs of Object.values(os.networkInterfaces())) {
+    for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+registerRdzvBackend('c10d', async (o) => {
+  const { host, port } = parseEndpoint(o.rdzvEndpoint, DEFAULT_C10D_PORT);
+  const base = await openStore(host, port, o.timeoutMs);
+  try {
+    return await joinRound(new PrefixStore(`rdzv/${o.rdzvId}`, base), o, localAddressFor(host, base.isMaster), base.isMaster, () => base.close());
+  } catch (err) {
+    await base.close();
+    throw err;
+  }
+});

@@ -1,0 +1,119 @@
+// `cmesh run`: torchrun's environment, rank-prefixed output, failure handling, and two launchers
+// acting as two nodes through the c10d rendezvous.
+import { spawn } from 'child_process';
+import * as net from 'net';
+import * as path from 'path';
+
+const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
+const FIX = path.join(__dirname, 'fixtures');
+
+function cmesh(args: string[], timeoutMs = 40000): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CMESH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out, err });
+    });
+  });
+}
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const p = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return p;
+}
+
+function envLines(out: string): Record<string, any>[] {
+  return out
+    .split('\n')
+    .filter((l) => /^\[rank\d+\]:env /.test(l))
+    .map((l) => ({ prefix: l.slice(0, l.indexOf(':')), ...JSON.parse(l.slice(l.indexOf('env ') + 4)) }));
+}
+
+describe('cmesh run', () => {
+  it('sets torchrun\'s environment per rank and prefixes every line with the rank', async () => {
+    const r = await cmesh(['run', '--nproc_per_node', '3', '--master-port', '0', path.join(FIX, 'env-allreduce.ts')]);
+    expect(r.code).toBe(0);
+    const envs = envLines(r.out).sort((a, b) => a.RANK - b.RANK);
+    expect(envs.map((e) => [e.prefix, e.RANK, e.LOCAL_RANK, e.WORLD_SIZE, e.LOCAL_WORLD_SIZE, e.GROUP_RANK, e.MASTER_ADDR])).toEqual([
+      ['[rank0]', 0, 0, 3, 3, 0, '127.0.0.1'],
+      ['[rank1]', 1, 1, 3, 3, 0, '127.0.0.1'],
+      ['[rank2]', 2, 2, 3, 3, 0, '127.0.0.1'],
+    ]);
+    expect(new Set(envs.map((e) => e.MASTER_PORT)).size).toBe(1);
+    for (const k of [0, 1, 2]) {
+      expect(r.out).toContain(`[rank${k}]:sum 3\n`);
+      expect(r.out).toContain(`[rank${k}]:partial line\n`);
+    }
+  });
+
+  it('runs .js scripts and passes script arguments through', async () => {
+    const r = await cmesh(['run', '--standalone', '--nproc-per-node', '2', path.join(FIX, 'plain.js'), '--lr', '0.1']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('[rank0]:js rank 0 local 0 world 2 args --lr 0.1');
+    expect(r.out).toContain('[rank1]:js rank 1 local 1 world 2 args --lr 0.1');
+  });
+
+  it('stops the others when one rank fails and exits non-zero naming it', async () => {
+    const started = Date.now();
+    const r = await cmesh(['run', '--standalone', '--nproc-per-node', '3', path.join(FIX, 'env-allreduce.ts'), 'fail', '1']);
+    expect(r.code).toBe(5);
+    expect(r.err).toMatch(/cmesh run: rank 1 \(local_rank 1\) failed with exit code 5\n/);
+    expect(Date.now() - started).toBeLessThan(20000);
+  });
+
+  it('rejects bad flags with a clear message', async () => {
+    const r = await cmesh(['run', '--nnodes', '3:2', path.join(FIX, 'plain.js')]);
+    expect(r.code).not.toBe(0);
+    expect(r.err).toMatch(/--nnodes 3:2/);
+  });
+
+  it('two launchers on this machine act as two nodes through the c10d rendezvous', async () => {
+    const endpoint = `127.0.0.1:${await freePort()}`;
+    const args = ['run', '--nnodes', '2', '--nproc-per-node', '2', '--rdzv-backend', 'c10d', '--rdzv-endpoint', endpoint, '--rdzv-id', 'job1', path.join(FIX, 'env-allreduce.ts')];
+    const [a, b] = await Promise.all([cmesh(args), cmesh(args)]);
+    expect([a.code, b.code]).toEqual([0, 0]);
+    const envs = [...envLines(a.out), ...envLines(b.out)];
+    expect(envs.map((e) => e.RANK).sort()).toEqual([0, 1, 2, 3]);
+    expect(envs.every((e) => e.WORLD_SIZE === 4 && e.LOCAL_WORLD_SIZE === 2 && e.CMESH_RUN_ID === 'job1')).toBe(true);
+    expect(new Set(envs.map((e) => e.GROUP_RANK))).toEqual(new Set([0, 1]));
+    expect((a.out + b.out).match(/sum 6/g)).toHaveLength(4);
+  });
+
+  it('a failure on one node stops the other node too', async () => {
+    const endpoint = `127.0.0.1:${await freePort()}`;
+    const args = ['run', '--nnodes', '2', '--nproc-per-node', '1', '--rdzv-endpoint', endpoint, path.join(FIX, 'env-allreduce.ts'), 'fail', '1'];
+    const [a, b] = await Promise.all([cmesh(args), cmesh(args)]);
+    expect(a.code).not.toBe(0);
+    expect(b.code).not.toBe(0);
+    expect(a.err + b.err).toMatch(/cmesh run: rank 1 \(local_rank 0\) failed with exit code 5 on node 1/);
+  });
+});
+
+describe('cmesh run --rdzv-backend nats', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { startNatsServer } = require('@cmesh/testing');
+  it('launches two nodes through JetStream KV, MIN:MAX admitting both within the last call', async () => {
+    const nats = await startNatsServer();
+    try {
+      const id = `job${Date.now()}`;
+      const args = ['run', '--nnodes', '1:2', '--nproc-per-node', '2', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, '--rdzv-id', id, '--rdzv-last-call', '5000', path.join(FIX, 'env-allreduce.ts')];
+      const first = cmesh(args);
+      await new Promise((r) => setTimeout(r, 500)); // the late joiner arrives inside the last-call window (which closes early at MAX)
+      const [a, b] = await Promise.all([first, cmesh(args)]);
+      expect([a.code, b.code]).toEqual([0, 0]);
+      const envs = [...envLines(a.out), ...envLines(b.out)];
+      expect(envs.map((e) => e.RANK).sort()).toEqual([0, 1, 2, 3]);
+      expect(envs.every((e) => e.WORLD_SIZE === 4)).toBe(true);
+    } finally {
+      await nats.stop();
+    }
+  });
+});

@@ -1,0 +1,84 @@
+// `cmesh up` as a user runs it: a child process with its own nats-server, the coordinator and
+// 2 agents; `cmesh status` and `cmesh bench --mesh` against it; Ctrl-C (SIGINT) stops it with
+// exit code 0 and leaves no process behind (every descendant carries a marker in its
+// environment, and none is left in /proc).
+import { ChildProcess, spawn, spawnSync } from 'child_process';
+import { join } from 'path';
+import { markedPids } from '../../rank-agent/test/support/proc';
+
+const CMESH = join(__dirname, '../bin/cmesh.js');
+
+describe('cmesh up / status / bench --mesh', () => {
+  const marker = `up-${process.pid}-${Date.now()}`;
+  let up: ChildProcess | undefined;
+
+  afterAll(() => {
+    for (const pid of markedPids(marker)) process.kill(pid, 'SIGKILL');
+  });
+
+  it('brings up a mesh, shows it, benches through it, and stops cleanly on SIGINT', async () => {
+    up = spawn(process.execPath, [CMESH, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], {
+      env: { ...process.env, CMESH_TEST_MARK: marker },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    up.stdout!.on('data', (d) => (out += d));
+    up.stderr!.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((r) => up!.once('exit', (code) => r(code)));
+    const deadline = Date.now() + 90_000;
+    let url: string | undefined;
+    while (!url && Date.now() < deadline && up.exitCode === null) {
+      url = /mesh up: nats \S+, coordinator (http:\/\/\S+),/.exec(out)?.[1];
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(url).toBeDefined();
+    const env = { ...process.env, CMESH_TEST_MARK: marker };
+
+    const status = spawnSync(process.execPath, [CMESH, 'status', '--coordinator', url!], { env, encoding: 'utf8', timeout: 30_000 });
+    expect(status.status).toBe(0);
+    expect(status.stdout).toMatch(/Agents \(2\)/);
+    for (const name of ['agent-0', 'agent-1']) expect(status.stdout).toMatch(new RegExp(`│ ${name} +│ ready +│ tcp, nccl \\(unavailable`));
+    expect(status.stdout).toMatch(/Groups \(0\)/);
+    expect(status.stdout).toMatch(/Recent jobs \(0\)/);
+
+    const bench = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '2K', '-f', '16', '-n', '2', '-w', '1', '--op', 'all_reduce,broadcast', '-r', '1'], {
+      env,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(bench.stderr).toBe('');
+    expect(bench.status).toBe(0);
+    const rows = bench.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l));
+    expect(rows.map((l) => l.trim().split(/\s+/).slice(0, 5))).toEqual([
+      ['8', '2', 'float', 'sum', '-1'],
+      ['128', '32', 'float', 'sum', '-1'],
+      ['2048', '512', 'float', 'sum', '-1'],
+      ['8', '2', 'float', 'none', '1'],
+      ['128', '32', 'float', 'none', '1'],
+      ['2048', '512', 'float', 'none', '1'],
+    ]);
+    for (const l of rows) expect([l.trim().split(/\s+/)[8], l.trim().split(/\s+/)[12]]).toEqual(['0', '0']); // #wrong
+    expect(bench.stdout).toMatch(/Rank {2}1 Group {2}0 Pid +\d+ on +127\.0\.0\.1 device tcp slot 1 \(agent-1\)/);
+
+    const g = await fetch(`${url}/groups`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }) });
+    expect(g.status).toBe(201);
+    const group = ((await g.json()) as { id: string }).id;
+    const viaGroup = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '--group', group, '-b', '64', '-e', '64', '-n', '1', '-w', '0', '--op', 'gather', '-r', '1', '--json'], { env, encoding: 'utf8', timeout: 60_000 });
+    expect(viaGroup.status).toBe(0);
+    const doc = JSON.parse(viaGroup.stdout) as { jobs: { state: string; members: { name: string }[]; rows: { root: number; outOfPlace: { wrong: number } }[] }[] };
+    expect(doc.jobs[0].members.map((m) => m.name)).toEqual(['agent-1', 'agent-0']);
+    expect(doc.jobs[0].rows).toEqual([expect.objectContaining({ root: 1, outOfPlace: expect.objectContaining({ wrong: 0 }) })]);
+    const after = spawnSync(process.execPath, [CMESH, 'status', '--coordinator', url!], { env, encoding: 'utf8', timeout: 30_000 });
+    expect(after.stdout).toMatch(/Groups \(1\)/);
+    expect(after.stdout).toMatch(/│ pair +│ agent-1, agent-0 +│/);
+    expect(after.stdout).toMatch(/Recent jobs \(3\)/);
+    expect(after.stdout.match(/succeeded/g)).toHaveLength(3);
+
+    const running = markedPids(marker);
+    expect(running.length).toBeGreaterThanOrEqual(5); // up, nats, coordinator, 2 agents (+ workers)
+    up.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(out).toMatch(/SIGINT received; stopping/);
+    expect(markedPids(marker)).toEqual([]);
+  }, 150_000);
+});

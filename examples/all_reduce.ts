@@ -1,0 +1,19 @@
+// Port of all_reduce.py from "Parameter Server and All-Reduce" (seed 003, Korean).
+// Run: cmesh run --nproc-per-node 4 examples/all_reduce.ts
+// The seed uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
+// ('tcp'), so tensors print without device='cuda:N'.
+import * as dist from '@cmesh/collectives';
+import { runMain } from './_lib/main';
+import { itemStr } from './_lib/torch-format';
+
+runMain(async () => {
+  await dist.initProcessGroup({ backend: 'tcp' });
+  const rank = dist.getRank();
+
+  const tensor = new Float32Array(1).fill(1); // torch.ones(1)
+  // 각 rank의 tensor를 모두 합친 결과를 다시 모든 rank에 전송
+  await dist.allReduce(tensor, { op: dist.ReduceOp.SUM });
+
+  console.log(`[${rank}] data = ${itemStr(tensor, 0)}`);
+  await dist.destroyProcessGroup();
+});

@@ -1,0 +1,281 @@
+// Side-by-side comparison of cmesh with torch Gloo and Open MPI (shared memory and TCP) in one
+// run. Every backend's ranks stay up for the whole world size and are driven over a control
+// socket, so the backends take turns per (op, size) (order rotated each step) and see the same
+// machine load. Same method everywhere: barrier before each iteration, the slowest rank's time
+// per iteration, the median over iterations, every result checked.
+//
+//   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--markdown FILE] [--json FILE]
+import { BenchMeasurement, BenchOp, benchShape, measurementFromSamples } from '@cmesh/protocol';
+import { ChildProcess, spawn } from 'child_process';
+import { writeFileSync } from 'fs';
+import { AddressInfo, Server, Socket, createServer } from 'net';
+import { join } from 'path';
+import { createInterface } from 'readline';
+import { PeerCommand, PeerReply, peerVariant } from './peers/protocol';
+
+const ROOT = join(__dirname, '..');
+const PEERS = join(__dirname, 'peers');
+const PYTHON = '/usr/bin/python3'; // Debian's python3-torch lives here, not in pyenv's python3
+const BACKENDS = ['cmesh', 'gloo', 'mpi-shm', 'mpi-tcp'] as const;
+type Backend = (typeof BACKENDS)[number];
+
+const MiB = 1 << 20;
+const pow2 = (lo: number, hi: number) => Array.from({ length: Math.log2(hi / lo) + 1 }, (_, i) => lo * 2 ** i);
+const SUBSET = [8, 512, 4096, 64 * 1024, MiB, 8 * MiB, 64 * MiB];
+
+interface Plan {
+  op: BenchOp;
+  sizes: number[];
+}
+
+function plans(quick: boolean): Plan[] {
+  if (quick) return (['all_reduce', 'broadcast', 'all_gather', 'reduce_scatter'] as BenchOp[]).map((op) => ({ op, sizes: [8, 4096, MiB] }));
+  return [
+    { op: 'all_reduce', sizes: pow2(8, 256 * MiB) },
+    { op: 'broadcast', sizes: SUBSET },
+    { op: 'all_gather', sizes: SUBSET },
+    { op: 'reduce_scatter', sizes: SUBSET },
+  ];
+}
+
+/** More iterations for small sizes (noise), few for large ones (time): ~64 MiB moved per cell. */
+export function itersFor(bytes: number): { iters: number; warmup: number } {
+  const iters = Math.max(5, Math.min(100, Math.round((64 * MiB) / bytes)));
+  return { iters, warmup: Math.max(1, Math.round(iters / 10)) };
+}
+
+interface Rank {
+  rank: number;
+  send(cmd: object): void;
+  next(): Promise<PeerReply>;
+}
+
+/** Accepts ranks' control connections and sorts them by backend. */
+class ControlServer {
+  private server: Server = createServer((s) => this.accept(s));
+  private ranks = new Map<string, Rank[]>();
+  private waiters: (() => void)[] = [];
+
+  async listen(): Promise<number> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  private accept(sock: Socket): void {
+    sock.setNoDelay(true);
+    const lines = createInterface({ input: sock })[Symbol.asyncIterator]();
+    let hello = true;
+    void lines.next().then(({ value }) => {
+      if (!hello || value === undefined) return;
+      hello = false;
+      const h = JSON.parse(value as string) as { hello: string; rank: number; world: number };
+      const list = this.ranks.get(h.hello) ?? [];
+      list[h.rank] = {
+        rank: h.rank,
+        send: (cmd) => sock.write(JSON.stringify(cmd) + '\n'),
+        next: async () => {
+          const { value: line, done } = await lines.next();
+          if (done) throw new Error(`${h.hello} rank ${h.rank} closed its control connection`);
+          return JSON.parse(line as string) as PeerReply;
+        },
+      };
+      this.ranks.set(h.hello, list);
+      this.waiters.splice(0).forEach((w) => w());
+    });
+  }
+
+  async ranksOf(name: string, world: number, timeoutMs: number, alive: () => void): Promise<Rank[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const list = this.ranks.get(name) ?? [];
+      if (list.filter(Boolean).length === world) return list;
+      alive();
+      if (Date.now() > deadline) throw new Error(`${name}: only ${list.filter(Boolean).length} of ${world} ranks connected in ${timeoutMs} ms`);
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 500);
+      });
+    }
+  }
+
+  forget(name: string): void {
+    this.ranks.delete(name);
+  }
+
+  close(): void {
+    this.server.close();
+  }
+}
+
+function launch(backend: Backend, world: number, control: string, masterPort: number): ChildProcess[] {
+  const quiet: { stdio: ['ignore', 'inherit', 'inherit'] } = { stdio: ['ignore', 'inherit', 'inherit'] };
+  const rankEnv = (rank: number) => ({
+    ...process.env,
+    RANK: String(rank),
+    WORLD_SIZE: String(world),
+    MASTER_ADDR: '127.0.0.1',
+    MASTER_PORT: String(masterPort),
+    TS_NODE_PROJECT: join(ROOT, 'tsconfig.json'),
+  });
+  switch (backend) {
+    case 'cmesh':
+      return Array.from({ length: world }, (_, r) =>
+        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control], { ...quiet, cwd: ROOT, env: rankEnv(r) }),
+      );
+    case 'gloo':
+      return Array.from({ length: world }, (_, r) =>
+        spawn(PYTHON, [join(PEERS, 'gloo_peer.py'), '--control', control], { ...quiet, env: { ...rankEnv(r), OMP_NUM_THREADS: '1' } }),
+      );
+    case 'mpi-shm':
+    case 'mpi-tcp': {
+      const btl = backend === 'mpi-shm' ? ['--mca', 'btl', 'self,vader'] : ['--mca', 'btl', 'self,tcp', '--mca', 'btl_tcp_if_include', 'lo'];
+      const args = ['--allow-run-as-root', '--oversubscribe', '-np', String(world), '--mca', 'pml', 'ob1', ...btl];
+      return [spawn('mpirun', [...args, PYTHON, join(PEERS, 'mpi_peer.py'), '--control', control, '--name', backend], quiet)];
+    }
+  }
+}
+
+export interface Cell {
+  backend: Backend;
+  world: number;
+  op: BenchOp;
+  bytes: number;
+  count: number;
+  m?: BenchMeasurement;
+  error?: string;
+}
+
+async function runCell(backend: Backend, ranks: Rank[], world: number, cmd: PeerCommand): Promise<Cell> {
+  ranks.forEach((r) => r.send(cmd));
+  const replies = await Promise.all(ranks.map((r) => r.next()));
+  const failed = replies.find((r): r is { error: string } => 'error' in r);
+  if (failed) {
+    const shape = benchShape(cmd.op, cmd.bytes, 4, world);
+    return { backend, world, op: cmd.op, bytes: shape.bytes, count: shape.count, error: failed.error.split('\n')[0].slice(0, 120) };
+  }
+  const ok = replies as Extract<PeerReply, { times: number[] }>[];
+  if (ok[0].count === 0) return { backend, world, op: cmd.op, bytes: 0, count: 0 };
+  const wrong = ok.reduce((a, r) => a + r.wrong, 0);
+  const m = measurementFromSamples(cmd.op, ok[0].bytes, world, ok.map((r) => r.times), wrong);
+  return { backend, world, op: cmd.op, bytes: ok[0].bytes, count: ok[0].count, m };
+}
+
+const fmtUs = (c?: Cell) => (!c ? '' : c.error ? 'n/a' : c.m ? (c.m.timeUs >= 1000 ? c.m.timeUs.toFixed(0) : c.m.timeUs.toFixed(1)) : '');
+const fmtBw = (c?: Cell) => (c?.m ? c.m.busBwGBs.toFixed(3) : c?.error ? 'n/a' : '');
+const ratio = (a?: Cell, b?: Cell) => (a?.m && b?.m ? (a.m.timeUs / b.m.timeUs).toFixed(2) : '');
+const human = (b: number) => (b >= MiB ? `${b / MiB}M` : b >= 1024 ? `${b / 1024}K` : `${b}`);
+
+/** The targets of DESIGN.md §10 for one (world, op, size), as "ok" or what is missed. */
+export function verdict(row: Partial<Record<Backend, Cell>>): string {
+  const c = row.cmesh?.m;
+  if (!c) return row.cmesh?.error ? 'cmesh failed' : '';
+  const misses: string[] = [];
+  if (c.wrong) misses.push(`${c.wrong} wrong`);
+  const gloo = row.gloo?.m;
+  const tcp = row['mpi-tcp']?.m;
+  if (gloo && c.timeUs >= gloo.timeUs) misses.push(`${(c.timeUs / gloo.timeUs).toFixed(2)}x Gloo`);
+  // Gloo has no reduce_scatter: compare with Open MPI over TCP instead
+  if (!gloo && tcp && c.timeUs >= tcp.timeUs) misses.push(`${(c.timeUs / tcp.timeUs).toFixed(2)}x MPI-TCP`);
+  const bytes = row.cmesh!.bytes;
+  if (tcp && bytes <= 4096 && c.timeUs > 3 * tcp.timeUs) misses.push(`${(c.timeUs / tcp.timeUs).toFixed(1)}x MPI-TCP time (>3x)`);
+  if (tcp && bytes >= 8 * MiB && c.busBwGBs < tcp.busBwGBs) misses.push(`busbw ${(c.busBwGBs / tcp.busBwGBs).toFixed(2)}x MPI-TCP`);
+  return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
+}
+
+export function table(cells: Cell[]): string {
+  const head = ['world', 'op', 'size (B)', 'count', 'cmesh us', 'gloo us', 'mpi-shm us', 'mpi-tcp us', 'cmesh/gloo', 'cmesh/mpi-tcp',
+    'cmesh busbw', 'gloo busbw', 'mpi-shm busbw', 'mpi-tcp busbw', '#wrong', 'targets'];
+  const rows = new Map<string, Partial<Record<Backend, Cell>>>();
+  for (const c of cells) {
+    if (c.count === 0) continue;
+    const k = `${c.world}|${c.op}|${c.bytes}`;
+    rows.set(k, { ...rows.get(k), [c.backend]: c });
+  }
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const r of rows.values()) {
+    const any = Object.values(r)[0]!;
+    const wrong = BACKENDS.map((b) => r[b]?.m?.wrong ?? 0).reduce((a, b) => a + b, 0);
+    lines.push(
+      `| ${[any.world, any.op, human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
+        ratio(r.cmesh, r.gloo), ratio(r.cmesh, r['mpi-tcp']), fmtBw(r.cmesh), fmtBw(r.gloo), fmtBw(r['mpi-shm']), fmtBw(r['mpi-tcp']),
+        wrong, verdict(r)].join(' | ')} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+async function runWorld(server: ControlServer, port: number, world: number, plan: Plan[], backends: readonly Backend[], log: (s: string) => void): Promise<Cell[]> {
+  const children: ChildProcess[] = [];
+  const cells: Cell[] = [];
+  const { freePort } = await import('../apps/cli/src/bench/local-runner');
+  try {
+    const ranks = new Map<Backend, Rank[]>();
+    for (const b of backends) {
+      const procs = launch(b, world, `127.0.0.1:${port}`, await freePort());
+      children.push(...procs);
+      const alive = () => {
+        const dead = procs.find((p) => p.exitCode !== null && p.exitCode !== 0);
+        if (dead) throw new Error(`${b} (world ${world}) exited with code ${dead.exitCode} before connecting`);
+      };
+      ranks.set(b, await server.ranksOf(b, world, 120_000, alive));
+      log(`# world ${world}: ${b} ready`);
+    }
+    let turn = 0;
+    for (const { op, sizes } of plan) {
+      for (const bytes of sizes) {
+        const cmd: PeerCommand = { op, bytes, ...itersFor(bytes), root: 0, check: true };
+        const order = backends.map((_, i) => backends[(i + turn) % backends.length]);
+        turn++;
+        const got: Cell[] = [];
+        for (const b of order) got.push(await runCell(b, ranks.get(b)!, world, cmd));
+        cells.push(...got);
+        const by = Object.fromEntries(got.map((c) => [c.backend, c])) as Partial<Record<Backend, Cell>>;
+        log(
+          `# world ${world} ${op} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
+            BACKENDS.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us`).join(', ') + `  ${verdict(by)}`,
+        );
+      }
+    }
+    for (const b of backends) ranks.get(b)!.forEach((r) => r.send({ quit: true }));
+    await Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r)))).map((p) => Promise.race([p, new Promise((r) => setTimeout(r, 10_000))])));
+  } finally {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const b of backends) server.forget(b);
+  }
+  return cells;
+}
+
+async function main(): Promise<void> {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(name);
+    return i >= 0 ? process.argv[i + 1] : undefined;
+  };
+  const worlds = (arg('--worlds') ?? '2,4').split(',').map(Number);
+  const backends = (arg('--backends')?.split(',') ?? [...BACKENDS]) as Backend[];
+  const plan = plans(process.argv.includes('--quick'));
+  const ops = arg('--ops')?.split(',');
+  const chosen = ops ? plan.filter((p) => ops.includes(p.op)) : plan;
+  const server = new ControlServer();
+  const port = await server.listen();
+  const started = Date.now();
+  const cells: Cell[] = [];
+  try {
+    for (const w of worlds) cells.push(...(await runWorld(server, port, w, chosen, backends, (s) => console.error(s))));
+  } finally {
+    server.close();
+  }
+  const secs = ((Date.now() - started) / 1000).toFixed(0);
+  const out = `${table(cells)}\n\nTimes in microseconds (median over iterations of the slowest rank); busbw in GB/s with nccl-tests' factors. Run took ${secs} s.\n`;
+  console.log(out);
+  const md = arg('--markdown');
+  if (md) writeFileSync(md, out);
+  const js = arg('--json');
+  if (js) writeFileSync(js, JSON.stringify(cells, null, 1));
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(`compare: ${(err as Error).stack ?? err}`);
+    process.exit(1);
+  });
+}

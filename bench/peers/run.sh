@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Side-by-side comparison: cmesh vs torch Gloo vs Open MPI (shared memory, TCP loopback), one run.
+# Installs the peers from Debian if missing, then runs bench/compare.ts. Arguments pass through:
+#   bench/peers/run.sh                      # full run: worlds 2 and 4 (see bench/RESULTS.md)
+#   bench/peers/run.sh --quick --worlds 2   # a few sizes, ~10 s
+#   bench/peers/run.sh --markdown bench/last-run.md --json bench/last-run.json
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+need=()
+/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || need+=(python3-torch)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
+/usr/bin/python3 -c 'import mpi4py' 2>/dev/null || need+=(python3-mpi4py)
+if ((${#need[@]})); then
+  flock /tmp/apt.lock apt-get install -y --no-install-recommends "${need[@]}"
+fi
+exec node -r @swc-node/register bench/compare.ts "$@"

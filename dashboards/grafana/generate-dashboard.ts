@@ -1,0 +1,224 @@
+// Generates dashboards/grafana/dashboards/cmesh-overview.json (run from the repo root:
+// `node -r @swc-node/register dashboards/grafana/generate-dashboard.ts`). The test in
+// test/observability checks the JSON is up to date and runs every expression against Prometheus.
+import { writeFileSync } from 'fs';
+import { join } from 'path';
+
+const DS = { type: 'prometheus', uid: 'cmesh-prometheus' };
+
+interface Target {
+  expr: string;
+  legend: string;
+}
+interface PanelSpec {
+  title: string;
+  description: string;
+  type: 'timeseries' | 'bargauge' | 'stat';
+  unit: string;
+  targets: Target[];
+}
+
+const rows: { title: string; panels: PanelSpec[] }[] = [
+  {
+    title: 'Bandwidth',
+    panels: [
+      {
+        title: 'Bus bandwidth by op and size (last sweep)',
+        description: "The coordinator's nccl-tests busbw of the last sweep: per iteration the slowest rank, median over iterations.",
+        type: 'bargauge',
+        unit: 'Bps',
+        targets: [{ expr: 'max by (op, size_bytes) (cmesh_collective_busbw_bytes_per_second{job="cmesh-coordinator", op=~"$op"})', legend: '{{op}} {{size_bytes}} B' }],
+      },
+      {
+        title: 'Algorithm bandwidth by op and size (last sweep)',
+        description: 'size / time of the last sweep, as nccl-tests reports algbw.',
+        type: 'bargauge',
+        unit: 'Bps',
+        targets: [{ expr: 'max by (op, size_bytes) (cmesh_collective_algbw_bytes_per_second{job="cmesh-coordinator", op=~"$op"})', legend: '{{op}} {{size_bytes}} B' }],
+      },
+      {
+        title: "Each rank's own busbw (last sweep)",
+        description: "Every agent's busbw from its own median time: the slow rank stands out.",
+        type: 'timeseries',
+        unit: 'Bps',
+        targets: [{ expr: 'max by (instance, op) (cmesh_collective_busbw_bytes_per_second{job="cmesh-agent", op=~"$op"})', legend: '{{instance}} {{op}}' }],
+      },
+    ],
+  },
+  {
+    title: 'Latency',
+    panels: [
+      {
+        title: 'Collective latency p50 / p90 / p99',
+        description: 'Quantiles of cmesh_collective_duration_seconds over every exporter (agents and library jobs), by op and size bucket.',
+        type: 'timeseries',
+        unit: 's',
+        targets: [0.5, 0.9, 0.99].map((q) => ({
+          expr: `histogram_quantile(${q}, sum by (le, op, size_bucket) (rate(cmesh_collective_duration_seconds_bucket{op=~"$op"}[$__rate_interval])))`,
+          legend: `p${q * 100} {{op}} <= {{size_bucket}} B`,
+        })),
+      },
+      {
+        title: 'Collective calls per second',
+        description: 'Timed collective calls (sweep iterations on agents, every call in library jobs).',
+        type: 'timeseries',
+        unit: 'ops',
+        targets: [{ expr: 'sum by (job, op) (rate(cmesh_collective_duration_seconds_count{op=~"$op"}[$__rate_interval]))', legend: '{{job}} {{op}}' }],
+      },
+      {
+        title: 'Rendezvous duration p50 / max',
+        description: 'From the first join to the close of a c10d rendezvous round at the coordinator.',
+        type: 'stat',
+        unit: 's',
+        targets: [
+          { expr: 'histogram_quantile(0.5, sum by (le) (cmesh_rendezvous_duration_seconds_bucket))', legend: 'p50' },
+          { expr: 'sum(cmesh_rendezvous_duration_seconds_sum) / sum(cmesh_rendezvous_duration_seconds_count)', legend: 'mean' },
+        ],
+      },
+    ],
+  },
+  {
+    title: 'Errors',
+    panels: [
+      {
+        title: 'Errors by op and reason',
+        description: 'Failed collectives (library jobs) and failed job runs (agents, coordinator).',
+        type: 'timeseries',
+        unit: 'ops',
+        targets: [{ expr: 'sum by (job, op, reason) (rate(cmesh_collective_errors_total[$__rate_interval]))', legend: '{{job}} {{op}} {{reason}}' }],
+      },
+      {
+        title: 'Wrong elements (verification)',
+        description: 'Elements that failed the nccl-tests style check, summed over sweeps.',
+        type: 'stat',
+        unit: 'short',
+        targets: [{ expr: 'sum by (op) (cmesh_collective_wrong_elements_total{job="cmesh-coordinator"})', legend: '{{op}}' }],
+      },
+      {
+        title: 'Jobs finished by state',
+        description: 'Sweeps run through the mesh, by their final state.',
+        type: 'stat',
+        unit: 'short',
+        targets: [{ expr: 'sum by (state) (cmesh_jobs_total)', legend: '{{state}}' }],
+      },
+    ],
+  },
+  {
+    title: 'Cluster',
+    panels: [
+      {
+        title: 'Agents by state',
+        description: 'Registered rank agents: ready, busy or lost.',
+        type: 'timeseries',
+        unit: 'short',
+        targets: [{ expr: 'sum by (state) (cmesh_agents)', legend: '{{state}}' }],
+      },
+      {
+        title: 'Heartbeat gaps',
+        description: 'Seconds since the coordinator last heard from each agent.',
+        type: 'timeseries',
+        unit: 's',
+        targets: [{ expr: 'max by (agent) (cmesh_agent_heartbeat_gap_seconds)', legend: '{{agent}}' }],
+      },
+      {
+        title: 'Process groups',
+        description: 'Groups allocated by the coordinator.',
+        type: 'stat',
+        unit: 'short',
+        targets: [{ expr: 'sum(cmesh_groups)', legend: 'groups' }],
+      },
+      {
+        title: 'Targets up',
+        description: 'Scrape health of every cmesh exporter.',
+        type: 'stat',
+        unit: 'short',
+        targets: [{ expr: 'sum by (job) (up{job=~"cmesh-.*"})', legend: '{{job}}' }],
+      },
+    ],
+  },
+  {
+    title: 'Per rank',
+    panels: [
+      {
+        title: 'Per-rank data-plane bytes (library jobs)',
+        description: 'Bytes each rank of a cmesh run job sent and received (CMESH_METRICS_PORT).',
+        type: 'timeseries',
+        unit: 'Bps',
+        targets: [{ expr: 'sum by (instance, direction) (rate(cmesh_collective_bytes_total{op=~"$op"}[$__rate_interval]))', legend: '{{instance}} {{direction}}' }],
+      },
+      {
+        title: 'Per-rank tensor bytes',
+        description: 'Bytes of the tensors each rank ran collectives on (agents and library jobs).',
+        type: 'timeseries',
+        unit: 'Bps',
+        targets: [{ expr: 'sum by (job, instance) (rate(cmesh_collective_payload_bytes_total{op=~"$op"}[$__rate_interval]))', legend: '{{job}} {{instance}}' }],
+      },
+      {
+        title: 'Resident memory',
+        description: 'Default process metrics of every cmesh process.',
+        type: 'timeseries',
+        unit: 'bytes',
+        targets: [{ expr: 'process_resident_memory_bytes{job=~"cmesh-(coordinator|agent)"}', legend: '{{job}} {{instance}}' }],
+      },
+    ],
+  },
+];
+
+function build(): object {
+  const panels: object[] = [];
+  let id = 1;
+  let y = 0;
+  for (const row of rows) {
+    panels.push({ id: id++, type: 'row', title: row.title, collapsed: false, gridPos: { h: 1, w: 24, x: 0, y: y++ }, panels: [] });
+    const w = Math.floor(24 / row.panels.length);
+    row.panels.forEach((p, i) => {
+      panels.push({
+        id: id++,
+        type: p.type,
+        title: p.title,
+        description: p.description,
+        datasource: DS,
+        gridPos: { h: 8, w, x: i * w, y },
+        fieldConfig: { defaults: { unit: p.unit }, overrides: [] },
+        options: p.type === 'bargauge' ? { orientation: 'horizontal', displayMode: 'gradient', reduceOptions: { calcs: ['lastNotNull'], values: false } } : {},
+        targets: p.targets.map((t, k) => ({ refId: String.fromCharCode(65 + k), datasource: DS, expr: t.expr, legendFormat: t.legend })),
+      });
+    });
+    y += 8;
+  }
+  return {
+    uid: 'cmesh-overview',
+    title: 'cmesh: collectives',
+    tags: ['cmesh'],
+    timezone: 'browser',
+    schemaVersion: 39,
+    version: 1,
+    editable: false,
+    refresh: '10s',
+    time: { from: 'now-30m', to: 'now' },
+    templating: {
+      list: [
+        {
+          name: 'op',
+          label: 'op',
+          type: 'query',
+          datasource: DS,
+          query: { query: 'label_values(cmesh_collective_duration_seconds_count, op)', refId: 'op' },
+          definition: 'label_values(cmesh_collective_duration_seconds_count, op)',
+          includeAll: true,
+          multi: true,
+          allValue: '.*',
+          current: { text: 'All', value: '$__all' },
+          refresh: 2,
+        },
+      ],
+    },
+    annotations: { list: [] },
+    panels,
+  };
+}
+
+export const DASHBOARD_PATH = join(__dirname, 'dashboards', 'cmesh-overview.json');
+export const dashboardJson = (): string => JSON.stringify(build(), null, 2) + '\n';
+
+if (require.main === module) writeFileSync(DASHBOARD_PATH, dashboardJson());

@@ -1,0 +1,86 @@
+// Renders a kustomization the way `kubectl kustomize` does for the features k8s/ uses:
+// resources (files and directories), namespace, and JSON 6902 patches with a target. Anything
+// else in a kustomization is refused, so the rendering can't silently differ from kustomize's.
+import { existsSync, readFileSync, statSync } from 'fs';
+import { join } from 'path';
+import { loadAll, load } from 'js-yaml';
+
+export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; [k: string]: unknown }; [k: string]: any };
+
+const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'CustomResourceDefinition', 'PriorityClass']);
+const KNOWN = new Set(['apiVersion', 'kind', 'namespace', 'resources', 'patches']);
+
+interface Target {
+  group?: string;
+  version?: string;
+  kind?: string;
+  name?: string;
+}
+type Op = { op: 'add' | 'replace' | 'remove'; path: string; value?: unknown };
+
+function kustomizationFile(dir: string): string {
+  for (const n of ['kustomization.yaml', 'kustomization.yml', 'Kustomization']) if (existsSync(join(dir, n))) return join(dir, n);
+  throw new Error(`no kustomization in ${dir}`);
+}
+
+function matches(o: K8sObject, t: Target): boolean {
+  const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
+  return (t.kind === undefined || t.kind === o.kind) && (t.name === undefined || t.name === o.metadata.name) && (t.group === undefined || t.group === group) && (t.version === undefined || t.version === version);
+}
+
+function pointer(path: string): string[] {
+  if (!path.startsWith('/')) throw new Error(`JSON pointer must start with /: ${path}`);
+  return path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+/** RFC 6902 add / replace / remove, in place. */
+export function applyJsonPatch(doc: any, ops: Op[]): void {
+  for (const { op, path, value } of ops) {
+    const keys = pointer(path);
+    const last = keys.pop()!;
+    let parent = doc;
+    for (const k of keys) {
+      parent = Array.isArray(parent) ? parent[Number(k)] : parent?.[k];
+      if (parent === undefined || parent === null) throw new Error(`${op} ${path}: ${k} does not exist`);
+    }
+    const copy = structuredClone(value);
+    if (Array.isArray(parent)) {
+      const i = last === '-' ? parent.length : Number(last);
+      if (!Number.isInteger(i) || i < 0 || i > parent.length || (op !== 'add' && i >= parent.length)) throw new Error(`${op} ${path}: index out of range`);
+      if (op === 'add') parent.splice(i, 0, copy);
+      else if (op === 'replace') parent[i] = copy;
+      else parent.splice(i, 1);
+    } else {
+      if (op !== 'add' && !(last in parent)) throw new Error(`${op} ${path}: ${last} does not exist`);
+      if (op === 'remove') delete parent[last];
+      else parent[last] = copy;
+    }
+  }
+}
+
+export function renderKustomization(dir: string): K8sObject[] {
+  const k = load(readFileSync(kustomizationFile(dir), 'utf8')) as Record<string, any>;
+  for (const key of Object.keys(k)) if (!KNOWN.has(key)) throw new Error(`${dir}: kustomization field ${key} is not supported by this renderer`);
+  const out: K8sObject[] = [];
+  for (const r of (k.resources ?? []) as string[]) {
+    const p = join(dir, r);
+    if (statSync(p).isDirectory()) out.push(...renderKustomization(p));
+    else out.push(...(loadAll(readFileSync(p, 'utf8')).filter((d) => d !== null && d !== undefined) as K8sObject[]));
+  }
+  if (k.namespace) for (const o of out) if (!CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = k.namespace;
+  for (const patch of (k.patches ?? []) as { path?: string; target?: Target; patch?: string }[]) {
+    const ops = load(patch.path ? readFileSync(join(dir, patch.path), 'utf8') : patch.patch!) as Op[];
+    if (!Array.isArray(ops) || !patch.target) throw new Error(`${dir}: only JSON 6902 patches with a target are supported`);
+    const hit = out.filter((o) => matches(o, patch.target!));
+    if (hit.length === 0) throw new Error(`${dir}: patch ${patch.path} matches no resource`);
+    for (const o of hit) applyJsonPatch(o, ops);
+  }
+  return out;
+}
+
+export const keyOf = (o: K8sObject) => `${o.kind}/${o.metadata.name}`;
+
+export function byKey(objs: K8sObject[]): Map<string, K8sObject> {
+  return new Map(objs.map((o) => [keyOf(o), o]));
+}
+

@@ -1,0 +1,236 @@
+// A real Prometheus (Debian binary) scrapes a real mesh (nats-server, the coordinator, 2 rank
+// agents) and a plain `cmesh run` job exporting its collectives (CMESH_METRICS_PORT). The busbw
+// and duration series read back through Prometheus' HTTP API must match what the coordinator
+// reported for the job; every PromQL expression of the Grafana dashboard and of the rules must
+// return data; the alerts (agent lost, heartbeat late, scrape down, busbw floor, errors) must go
+// active once an agent is killed mid-job.
+import { ChildProcess, spawn, spawnSync } from 'child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
+import { join, resolve } from 'path';
+import { connect } from 'nats';
+import { JobRecord, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { NatsServer, Prometheus, Sample, freePort, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
+import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { dashboardExpressions, ruleFileRules } from './support/expressions';
+
+const ROOT = resolve(__dirname, '../..');
+const CMESH = join(ROOT, 'apps/cli/bin/cmesh.js');
+const RULES = join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml');
+const SIZES = [1024, 1 << 20];
+const ITERS = 5;
+
+/** Two consecutive free ports (the job's ranks serve on base + LOCAL_RANK). */
+async function twoPorts(): Promise<number> {
+  for (let i = 0; i < 20; i++) {
+    const p = await freePort();
+    const ok = await new Promise<boolean>((r) => {
+      const s = require('net').createServer();
+      s.once('error', () => r(false));
+      s.listen(p + 1, '127.0.0.1', () => s.close(() => r(true)));
+    });
+    if (ok) return p;
+  }
+  throw new Error('no two consecutive free ports');
+}
+
+const finite = (s: Sample[]) => s.some((x) => Number.isFinite(sampleValue(x)));
+const hostPort = (url: string) => new URL(url).host;
+
+describe('Prometheus scraping the mesh and a cmesh run job', () => {
+  let nats: NatsServer;
+  let mesh: Mesh;
+  let prom: Prometheus;
+  let job: ChildProcess | undefined;
+  let jobExit: Promise<number | null>;
+  const jobOut: string[] = [];
+  const meshOut: string[] = [];
+  const tmp = mkdtempSync(join(tmpdir(), 'cmesh-obs-'));
+  const stopFile = join(tmp, 'stop');
+  let jobPorts: number;
+  let agentUrls: Record<string, string> = {};
+  let good: JobRecord;
+
+  beforeAll(async () => {
+    // the busbw floor is the operator's; raised here so the alert has to fire on this machine
+    const rules = readFileSync(RULES, 'utf8');
+    const raised = rules.replace(/< 1e9 # busbw-floor/, '< 1e18 # busbw-floor');
+    expect(raised).not.toBe(rules);
+    writeFileSync(join(tmp, 'cmesh.rules.yml'), raised);
+
+    nats = await startNatsServer();
+    jobPorts = await twoPorts();
+    job = spawn(process.execPath, [CMESH, 'run', '--standalone', '--nproc-per-node', '2', join(__dirname, 'fixtures/allreduce-loop.ts')], {
+      cwd: ROOT,
+      env: { ...process.env, CMESH_METRICS_PORT: String(jobPorts), CMESH_STOP_FILE: stopFile },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    job.stdout!.on('data', (d) => jobOut.push(String(d)));
+    job.stderr!.on('data', (d) => jobOut.push(String(d)));
+    jobExit = new Promise((r) => job!.once('exit', (code) => r(code)));
+    const [m, p] = await Promise.all([
+      startMesh({ agents: 2, natsUrl: nats.url, port: 0, write: (l) => meshOut.push(l), readyTimeoutMs: 90_000 }),
+      startPrometheus({ interval: '1s', ruleFiles: [join(tmp, 'cmesh.rules.yml')] }),
+    ]);
+    mesh = m;
+    prom = p;
+    const agents = (await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents;
+    agentUrls = Object.fromEntries(agents.map((a) => [a.name, a.httpUrl!]));
+    expect(Object.keys(agentUrls).sort()).toEqual(['agent-0', 'agent-1']);
+    await prom.setJobs([
+      { job: 'cmesh-coordinator', targets: [hostPort(mesh.coordinatorUrl)] },
+      { job: 'cmesh-agent', targets: Object.values(agentUrls).map(hostPort) },
+      { job: 'cmesh-job', targets: [`127.0.0.1:${jobPorts}`, `127.0.0.1:${jobPorts + 1}`] },
+    ]);
+  }, 150_000);
+
+  afterAll(async () => {
+    // clean up first, whatever happened; check afterwards
+    let code: number | null = 0;
+    writeFileSync(stopFile, '');
+    if (job && job.exitCode === null) {
+      // the ranks stop together on the file; else the launcher is told to stop them (SIGTERM), then killed
+      const term = setTimeout(() => job!.pid && isAlive(job!.pid) && process.kill(job!.pid, 'SIGTERM'), 10_000);
+      const kill = setTimeout(() => job!.pid && isAlive(job!.pid) && process.kill(job!.pid, 'SIGKILL'), 20_000);
+      code = await jobExit;
+      clearTimeout(term);
+      clearTimeout(kill);
+    }
+    const pids = mesh?.supervisor.pids() ?? [];
+    await mesh?.stop();
+    await prom?.stop();
+    await nats?.stop();
+    rmSync(tmp, { recursive: true, force: true });
+    expect(pids.filter(isAlive)).toEqual([]);
+    // the job ended on its own, promptly, though Prometheus kept scraping it
+    if (job) expect([code, jobOut.join('')]).toEqual([0, expect.stringMatching(/rank 0: \d+ iterations/)]);
+  }, 60_000);
+
+  it('scrapes the coordinator, both agents and both ranks of the job', async () => {
+    const up = await prom.waitFor('up == 1', 30_000, (s) => s.length === 5);
+    expect(up.map((s) => `${s.metric.job} ${s.metric.instance}`).sort()).toEqual(
+      [
+        `cmesh-agent ${hostPort(agentUrls['agent-0'])}`,
+        `cmesh-agent ${hostPort(agentUrls['agent-1'])}`,
+        `cmesh-coordinator ${hostPort(mesh.coordinatorUrl)}`,
+        `cmesh-job 127.0.0.1:${jobPorts}`,
+        `cmesh-job 127.0.0.1:${jobPorts + 1}`,
+      ].sort(),
+    );
+    // every endpoint's exposition passes promtool's lint for the cmesh_ metrics (prom-client's own
+    // nodejs_* defaults are not ours to rename)
+    for (const u of up) {
+      const text = await (await fetch(`http://${u.metric.instance}/metrics`)).text();
+      expect(text).toMatch(/^# HELP cmesh_/m);
+      const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      const ours = (lint.stdout + lint.stderr).split('\n').filter((l) => l.startsWith('cmesh_'));
+      expect([u.metric.job, ours]).toEqual([u.metric.job, []]);
+    }
+    // the default process metrics too
+    expect(await prom.waitFor('process_resident_memory_bytes{job=~"cmesh-(coordinator|agent)"} > 0', 10_000, (s) => s.length === 3)).toHaveLength(3);
+  }, 60_000);
+
+  it('reads back the busbw and duration series of a mesh job through the HTTP API', async () => {
+    good = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: SIZES, iters: ITERS, warmup: 1 })).id, undefined, { timeoutMs: 60_000 });
+    expect(good.state).toBe('succeeded');
+    expect(good.rows.map((r) => r.bytes)).toEqual(SIZES);
+    for (const row of good.rows) {
+      const m = row.outOfPlace!;
+      const sel = `{job="cmesh-coordinator",op="all_reduce",backend="tcp",dtype="float",size_bytes="${row.bytes}"}`;
+      const busbw = await prom.waitFor(`cmesh_collective_busbw_bytes_per_second${sel}`, 15_000);
+      expect(busbw).toHaveLength(1);
+      // the coordinator exports the out-of-place measurement of each row, in bytes per second
+      expect(sampleValue(busbw[0])).toBeCloseTo(m.busBwGBs * 1e9, -1);
+      const algbw = await prom.query(`cmesh_collective_algbw_bytes_per_second${sel}`);
+      expect(sampleValue(algbw[0])).toBeCloseTo(m.algBwGBs * 1e9, -1);
+      expect(sampleValue(busbw[0]) / sampleValue(algbw[0])).toBeCloseTo(1, 9); // 2(n-1)/n at n = 2
+    }
+    // the coordinator observed one duration per row; each agent one per timed iteration
+    const coord = await prom.waitFor('sum(cmesh_collective_duration_seconds_count{job="cmesh-coordinator",op="all_reduce"})', 15_000, (s) => sampleValue(s[0] ?? { metric: {}, value: [0, '0'] }) === SIZES.length);
+    expect(sampleValue(coord[0])).toBe(SIZES.length);
+    const perAgent = await prom.waitFor('sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-agent",op="all_reduce",backend="tcp"})', 15_000, (s) => s.length === 2 && s.every((x) => sampleValue(x) === ITERS * 2 * SIZES.length));
+    expect(perAgent.map(sampleValue)).toEqual([ITERS * 2 * SIZES.length, ITERS * 2 * SIZES.length]);
+    // size buckets are bounded powers of four: 1 KiB -> "1024", 1 MiB -> "1048576"
+    const buckets = await prom.query('count by (size_bucket) (cmesh_collective_duration_seconds_count{job="cmesh-agent"})');
+    expect(buckets.map((s) => s.metric.size_bucket).sort()).toEqual(['1024', '1048576']);
+    // each agent's own busbw for both sizes, and the tensor bytes it ran on
+    const agentBw = await prom.waitFor('cmesh_collective_busbw_bytes_per_second{job="cmesh-agent",op="all_reduce"} > 0', 15_000, (s) => s.length === 4);
+    expect(agentBw).toHaveLength(4);
+    const payload = await prom.waitFor('cmesh_collective_payload_bytes_total{job="cmesh-agent",op="all_reduce"}', 15_000, (s) => s.length === 2);
+    const expected = SIZES.reduce((a, b) => a + b, 0) * ITERS * 2;
+    expect(payload.map(sampleValue)).toEqual([expected, expected]);
+  }, 90_000);
+
+  it("exports every rank's collectives of the cmesh run job (library exporter)", async () => {
+    const calls = await prom.waitFor('sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-job",op="all_reduce"}) > 0', 30_000, (s) => s.length === 2);
+    expect(calls).toHaveLength(2);
+    const sent = await prom.waitFor('rate(cmesh_collective_bytes_total{job="cmesh-job",op="all_reduce",direction="sent"}[30s]) > 0', 30_000, (s) => s.length === 2);
+    expect(sent.map((s) => s.metric.instance).sort()).toEqual([`127.0.0.1:${jobPorts}`, `127.0.0.1:${jobPorts + 1}`].sort());
+    const p50 = await prom.waitFor('histogram_quantile(0.5, sum by (le) (rate(cmesh_collective_duration_seconds_bucket{job="cmesh-job",op="all_reduce"}[30s])))', 30_000, finite);
+    expect(sampleValue(p50[0])).toBeGreaterThan(0);
+    expect(sampleValue(p50[0])).toBeLessThan(1);
+  }, 60_000);
+
+  it('a rendezvous round and a failing job: the coordinator counts both, the alerts go active', async () => {
+    // a c10d round of two nodes through the coordinator
+    const nc = await connect({ servers: nats.url });
+    try {
+      const join = (nodeId: string) => nc.request(RDZV_SUBJECTS.join, JSON.stringify({ runId: 'obs', nodeId, minNodes: 2, maxNodes: 2, lastCallMs: 0 }), { timeout: 10_000 });
+      await Promise.all([join('n0'), join('n1')]);
+    } finally {
+      await nc.close();
+    }
+    await prom.waitFor('cmesh_rendezvous_duration_seconds_count{job="cmesh-coordinator"} >= 1', 15_000);
+
+    // kill agent-1 while a sweep runs: the job fails (an error on the coordinator and on agent-0)
+    const victim = mesh.supervisor.children.find((c) => c.name === 'agent-1')!;
+    const sizes = Array.from({ length: 10 }, (_, i) => 4096 << i);
+    const running = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 20, warmup: 1 });
+    for (let j = running, end = Date.now() + 30_000; j.progress.done < 1 && j.state === 'running' && Date.now() < end; ) {
+      await new Promise((r) => setTimeout(r, 20));
+      j = await mesh.client.job(running.id);
+    }
+    process.kill(victim.proc.pid!, 'SIGKILL');
+    const failed = await mesh.client.waitJob(running.id, undefined, { timeoutMs: 15_000 });
+    expect(failed.state).toBe('failed');
+    const errs = await prom.waitFor('sum by (job, reason) (cmesh_collective_errors_total{op="all_reduce"})', 20_000, (s) => s.some((x) => x.metric.job === 'cmesh-coordinator'));
+    expect(errs.find((x) => x.metric.job === 'cmesh-coordinator')!.metric.reason).toBe('agent_lost');
+    expect(await prom.waitFor('cmesh_agents{state="lost"} == 1', 20_000)).toHaveLength(1);
+
+    const want = ['CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors'];
+    const end = Date.now() + 30_000;
+    let alerts: Awaited<ReturnType<Prometheus['rules']>> = [];
+    for (;;) {
+      alerts = (await prom.rules()).filter((r) => r.type === 'alerting');
+      const active = alerts.filter((a) => a.state === 'pending' || a.state === 'firing').map((a) => a.name);
+      if (want.every((w) => active.includes(w)) || Date.now() > end) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(alerts.map((a) => [a.name, a.health, a.state === 'pending' || a.state === 'firing'])).toEqual(want.map((w) => [w, 'ok', true]));
+  }, 120_000);
+
+  it('every rule is healthy and every recording rule and alert expression returns data', async () => {
+    const loaded = await prom.rules();
+    const inFile = ruleFileRules(readFileSync(RULES, 'utf8'));
+    expect(loaded.map((r) => r.name).sort()).toEqual(inFile.map((r) => r.name).sort());
+    for (const r of loaded) expect([r.name, r.health, r.lastError ?? '']).toEqual([r.name, 'ok', '']);
+    for (const r of inFile) {
+      const expr = r.expr.replace('< 1e9', '< 1e18');
+      const s = await prom.waitFor(expr, 20_000, r.kind === 'record' ? finite : (x) => x.length > 0).catch((e: Error) => {
+        throw new Error(`${r.name}: ${e.message}`);
+      });
+      expect([r.name, s.length > 0]).toEqual([r.name, true]);
+    }
+  }, 120_000);
+
+  it('every PromQL expression of the Grafana dashboard returns data', async () => {
+    const exprs = dashboardExpressions(JSON.parse(readFileSync(join(ROOT, 'dashboards/grafana/dashboards/cmesh-overview.json'), 'utf8')));
+    expect(exprs.length).toBeGreaterThanOrEqual(15);
+    const empty: string[] = [];
+    for (const { title, expr } of exprs) {
+      const s = await prom.waitFor(expr, 10_000, finite).catch(() => null);
+      if (!s) empty.push(`${title}: ${expr}`);
+    }
+    expect(empty).toEqual([]);
+  }, 240_000);
+});

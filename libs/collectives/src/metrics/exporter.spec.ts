@@ -89,8 +89,9 @@ it('CMESH_METRICS_PORT: off unless set; each local rank on base + LOCAL_RANK', a
 it("a scraper's keep-alive connection does not keep a finished program alive", async () => {
   const { spawn } = await import('child_process');
   const http = await import('http');
-  const script = `require(${JSON.stringify(require.resolve('./exporter'))}).startMetricsExporter({ port: 0 }).then((e) => console.log(e.port));`;
-  const child = spawn(process.execPath, ['-r', '@swc-node/register', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // The child's "work" lasts until its stdin closes, so the scrape cannot race its exit.
+  const script = `require(${JSON.stringify(require.resolve('./exporter'))}).startMetricsExporter({ port: 0 }).then((e) => { console.log(e.port); process.stdin.resume(); });`;
+  const child = spawn(process.execPath, ['-r', '@swc-node/register', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
   const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
   const agent = new http.Agent({ keepAlive: true });
   try {
@@ -98,6 +99,7 @@ it("a scraper's keep-alive connection does not keep a finished program alive", a
     const status = await new Promise<number>((r) => http.get({ host: '127.0.0.1', port, path: '/metrics', agent }, (res) => (res.resume(), r(res.statusCode!))));
     expect(status).toBe(200);
     // the connection stays open on our side; the child must still end at once (not after keepAliveTimeout)
+    child.stdin!.end();
     const t0 = Date.now();
     expect(await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 4000))])).toBe(0);
     expect(Date.now() - t0).toBeLessThan(4000);

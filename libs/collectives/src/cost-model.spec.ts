@@ -30,7 +30,7 @@ describe('cost model', () => {
   it('calibrate changes the choice; bad values are rejected', () => {
     calibrate(1, 1e-12, 0); // huge latency: fewest messages wins
     expect(getCostParams().alpha).toBe(1);
-    expect(chooseAlgorithm('allreduce', 1 << 20, 8, { env: {} })).toBe('halving-doubling');
+    expect(chooseAlgorithm('allreduce', 1 << 20, 8, { env: {} })).toBe('recursive-doubling');
     expect(() => calibrate(-1, 0, 0)).toThrow(InvalidArgumentError);
     expect(() => calibrate(1, NaN, 0)).toThrow(/beta/);
   });

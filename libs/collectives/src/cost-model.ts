@@ -51,8 +51,12 @@ export const COST_FORMULAS: Record<CollectiveKind, Record<string, CostFormula>> 
   allreduce: {
     // the root receives and reduces P-1 buffers one after another, then sends P-1 copies
     direct: (N, P, { alpha, beta, gamma }) => 2 * (P - 1) * (alpha + N * beta) + (P - 1) * N * gamma,
-    ring: (N, P, { alpha, beta, gamma, chunkBytes }) =>
-      2 * (P - 1) * (alpha * chunks(N / P, chunkBytes) + (N / P) * beta) + (P - 1) * (N / P) * gamma,
+    // pipelined per chunk: latencies add up along the ring, the reductions hide behind the transfers
+    // except for one chunk per step
+    ring: (N, P, { alpha, beta, gamma, chunkBytes }) => {
+      const k = chunks(N / P, chunkBytes);
+      return (2 * (P - 1) + k - 1) * alpha + 2 * ((P - 1) / P) * N * beta + (P - 1) * Math.min(N / P, chunkBytes) * gamma;
+    },
     tree: (N, P, { alpha, beta, gamma, chunkBytes }) => {
       if (P === 1) return 0;
       const depth = Math.floor(Math.log2(P));
@@ -66,6 +70,11 @@ export const COST_FORMULAS: Record<CollectiveKind, Record<string, CostFormula>> 
       const frac = (p2 - 1) / p2;
       const extra = P > p2 ? 2 * (alpha + N * beta) + N * gamma : 0;
       return 2 * Math.log2(p2) * alpha + 2 * frac * N * beta + frac * N * gamma + extra;
+    },
+    'recursive-doubling': (N, P, { alpha, beta, gamma }) => {
+      const p2 = floorPow2(P);
+      const extra = P > p2 ? 2 * (alpha + N * beta) + N * gamma : 0;
+      return Math.log2(p2) * (alpha + N * beta + N * gamma) + extra;
     },
   },
   broadcast: {

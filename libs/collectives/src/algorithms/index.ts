@@ -8,6 +8,7 @@ import { allGatherBruck } from './allgather/bruck';
 import { allGatherRing } from './allgather/ring';
 import { allReduceDirect } from './allreduce/direct';
 import { allReduceHalvingDoubling } from './allreduce/halving-doubling';
+import { allReduceRecursiveDoubling } from './allreduce/recursive-doubling';
 import { allReduceRing } from './allreduce/ring';
 import { allReduceTree, treeChildren } from './allreduce/tree';
 import type { AllReduceFn } from './allreduce/types';
@@ -34,6 +35,7 @@ export {
   allReduceRing,
   allReduceTree,
   allReduceHalvingDoubling,
+  allReduceRecursiveDoubling,
   broadcastBinomial,
   broadcastChain,
   reduceBinomial,
@@ -128,6 +130,11 @@ export const allReduceAlgorithms: Record<string, AlgorithmEntry<AllReduceFn>> = 
     name: 'halving-doubling',
     run: (comm, data, op, scratch) => allReduceHalvingDoubling(comm, data, op, scratch),
     description: 'Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather',
+  },
+  'recursive-doubling': {
+    name: 'recursive-doubling',
+    run: (comm, data, op, scratch) => allReduceRecursiveDoubling(comm, data, op, scratch),
+    description: 'whole-vector exchange with rank ^ 2^k, log2 P rounds; latency-optimal for small N',
   },
 };
 

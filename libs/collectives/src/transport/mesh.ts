@@ -52,17 +52,18 @@ export class Mesh {
     const mesh = new Mesh(opts.rank, opts.size);
     if (opts.size === 1) return mesh;
     const host = dataPlaneHost(opts.masterAddr);
-    const accepted = new Map<number, net.Socket>();
+    const accepted = new Set<number>();
     let onAccept: () => void = () => {};
-    mesh.server = net.createServer((socket) => {
-      // the dialer's first 4 bytes say which rank it is
-      socket.once('readable', function read() {
-        const b = socket.read(4) as Buffer | null;
-        if (!b) return socket.once('readable', read);
-        accepted.set(b.readUInt32LE(0), socket);
+    // paused, so that no byte is read before the socket is re-wrapped with our own read buffers
+    mesh.server = net.createServer({ pauseOnConnect: true }, (raw) => {
+      const conn = mesh.connectionFor(-1, (c) => {
+        // the dialer's first 4 bytes said which rank it is
+        mesh.peers[c.peer] = c;
+        accepted.add(c.peer);
         onAccept();
       });
-      socket.on('error', () => {});
+      conn.attach(adoptAccepted(raw, conn));
+      mesh.watch(conn);
     });
     await new Promise<void>((resolve, reject) => {
       mesh.server!.once('error', reject);
@@ -72,13 +73,15 @@ export class Mesh {
     await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
     const lower = [...Array(opts.rank).keys()];
     const deadline = Date.now() + opts.timeoutMs;
-    const dialed = await Promise.all(
+    await Promise.all(
       lower.map(async (peer) => {
         const [h, p] = (await opts.store.get(`mesh/addr/${peer}`, opts.timeoutMs)).toString().split(':');
-        return { peer, socket: await dial(h, Number(p), opts.rank, deadline) };
+        const conn = mesh.connectionFor(peer);
+        conn.attach(await dial(h, Number(p), opts.rank, deadline, conn));
+        mesh.peers[peer] = conn;
+        mesh.watch(conn);
       }),
     );
-    for (const { peer, socket } of dialed) mesh.attach(peer, socket);
     const expected = opts.size - 1 - opts.rank;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -93,24 +96,28 @@ export class Mesh {
       };
       onAccept();
     });
-    for (const [peer, socket] of accepted) {
-      socket.removeAllListeners('error');
-      mesh.attach(peer, socket);
-    }
     // no one else may connect once the mesh is complete
     mesh.server.close();
     return mesh;
   }
 
-  private attach(peer: number, socket: net.Socket): void {
-    const conn = new PeerConnection(peer, socket, {
-      onControl: (p, h, payload) => this.onControl(p, h, payload),
-      takeAnySource: (h) => this.takeAnySource(h),
-      onUnexpectedP2P: (p) => this.matchAnySource(p),
+  private connectionFor(peer: number, onHello?: (conn: PeerConnection) => void): PeerConnection {
+    return new PeerConnection(
+      peer,
+      {
+        onControl: (p, h, payload) => this.onControl(p, h, payload),
+        takeAnySource: (h) => this.takeAnySource(h),
+        onUnexpectedP2P: (p) => this.matchAnySource(p),
+      },
+      onHello,
+    );
+  }
+
+  private watch(conn: PeerConnection): void {
+    conn.socket.on('error', () => {}); // 'close' follows and says it all
+    conn.socket.on('close', () => {
+      if (conn.peer >= 0 && this.peers[conn.peer] === conn) this.onPeerClosed(conn);
     });
-    this.peers[peer] = conn;
-    socket.on('error', () => {}); // 'close' follows and says it all
-    socket.on('close', () => this.onPeerClosed(conn));
   }
 
   private onPeerClosed(conn: PeerConnection): void {
@@ -275,12 +282,12 @@ export function abortError(notice: AbortNotice, via: number | undefined, rank: n
     : new PeerFailureError(`${notice.message}${by}`, ctx);
 }
 
-async function dial(host: string, port: number, rank: number, deadline: number): Promise<net.Socket> {
+async function dial(host: string, port: number, rank: number, deadline: number, conn: PeerConnection): Promise<net.Socket> {
   let last: Error | undefined;
   while (Date.now() < deadline) {
     try {
       const s = await new Promise<net.Socket>((resolve, reject) => {
-        const sock = net.connect({ host, port }, () => resolve(sock));
+        const sock = net.connect({ host, port, onread: conn.onread }, () => resolve(sock));
         sock.once('error', reject);
       });
       s.removeAllListeners('error');
@@ -294,4 +301,19 @@ async function dial(host: string, port: number, rank: number, deadline: number):
     }
   }
   throw new DistTimeoutError(`data plane: could not connect to ${host}:${port} (${last?.message ?? 'timeout'})`, { rank });
+}
+
+/**
+ * net.Server has no `onread` option, so an accepted socket (created paused) is re-wrapped around
+ * its libuv handle with the connection's read buffers, as net.Server builds its own sockets.
+ * Without a handle to adopt, the connection is fed from 'data' events instead.
+ */
+function adoptAccepted(raw: net.Socket, conn: PeerConnection): net.Socket {
+  const handle = (raw as unknown as { _handle?: object })._handle;
+  if (!handle) {
+    raw.on('data', (chunk: Buffer) => conn.feed(chunk));
+    raw.resume();
+    return raw;
+  }
+  return new net.Socket({ handle, onread: conn.onread, readable: true, writable: true } as net.SocketConstructorOpts);
 }

@@ -23,20 +23,22 @@ export class OpComm implements Comm {
 
   send(peer: number, data: Uint8Array): Promise<void> {
     this.bytesSent += data.byteLength;
-    return this.mesh.send(this.worldRanks[peer], FrameKind.Collective, this.groupId, this.tag, this.sig, data);
+    return handled(this.mesh.send(this.worldRanks[peer], FrameKind.Collective, this.groupId, this.tag, this.sig, data));
   }
 
   recv(peer: number, into: Uint8Array): Promise<void> {
     this.outstanding.set(peer, (this.outstanding.get(peer) ?? 0) + 1);
     const { done, cancel } = this.mesh.recv(this.worldRanks[peer], FrameKind.Collective, this.groupId, this.tag, this.sig, into);
     this.cancels.add(cancel);
-    return done.then(() => {
-      this.cancels.delete(cancel);
-      this.bytesReceived += into.byteLength;
-      const n = this.outstanding.get(peer)! - 1;
-      if (n) this.outstanding.set(peer, n);
-      else this.outstanding.delete(peer);
-    });
+    return handled(
+      done.then(() => {
+        this.cancels.delete(cancel);
+        this.bytesReceived += into.byteLength;
+        const n = this.outstanding.get(peer)! - 1;
+        if (n) this.outstanding.set(peer, n);
+        else this.outstanding.delete(peer);
+      }),
+    );
   }
 
   /** World ranks this op is still waiting to hear from. */
@@ -49,4 +51,14 @@ export class OpComm implements Comm {
     for (const c of this.cancels) c();
     this.cancels.clear();
   }
+}
+
+/**
+ * Marks a transfer's failure as handled: algorithms post many transfers ahead and stop awaiting
+ * them at the first failure (which the op reports), so the rest must not crash the process as
+ * unhandled rejections. Awaiting the promise still throws.
+ */
+function handled(p: Promise<void>): Promise<void> {
+  p.catch(() => {});
+  return p;
 }

@@ -1,6 +1,8 @@
 // One TCP connection to one peer: parses incoming frames and matches them, FIFO per
-// (kind, group, tag), against posted receives. A payload whose receive is already posted is copied
-// straight from the socket chunks into the destination view; others are buffered until claimed.
+// (kind, group, tag), against posted receives. The socket reads into memory this class chooses
+// (net's `onread`): a payload whose receive is already posted is read by the kernel straight into
+// the destination view, with no copy and no allocation; headers and small or unexpected payloads
+// go through one reused staging buffer. Unexpected payloads are buffered until claimed.
 import type * as net from 'net';
 import { FrameHeader, FrameKind, HEADER_BYTES, OpSignature, matchKey, readHeader, signaturesMatch } from './frame';
 
@@ -42,6 +44,11 @@ export interface ConnectionEvents {
   onUnexpectedP2P(peer: number): void;
 }
 
+/** Staging buffer for headers and small payloads; one read never returns more than this. */
+const STAGING_BYTES = 64 * 1024;
+/** Payload remainders at least this large are read straight into their destination. */
+const DIRECT_READ_BYTES = 16 * 1024;
+
 export class PeerConnection {
   readonly posted = new Map<string, PostedRecv[]>();
   readonly unexpected = new Map<string, Unexpected[]>();
@@ -57,14 +64,50 @@ export class PeerConnection {
   private target?: Uint8Array; // where the current payload goes
   private targetFilled = 0;
   private onDone?: () => void;
+  private readonly staging = Buffer.allocUnsafe(STAGING_BYTES);
+  /** Where the last read went: the staging buffer, or (direct) the current payload's target. */
+  private direct = false;
+  /** The socket; set by attach() once connected. */
+  socket!: net.Socket;
+  /** Rank of the peer; -1 on an accepted connection until the dialer's hello arrives. */
+  peer: number;
+
+  /** Pass as the socket's `onread` option: reads land where nextBuffer() says. */
+  readonly onread = {
+    buffer: () => this.nextBuffer(),
+    callback: (n: number) => this.onRead(n),
+  };
 
   constructor(
-    readonly peer: number,
-    readonly socket: net.Socket,
+    peer: number,
     private readonly events: ConnectionEvents,
+    /** Accepted side: called once the dialer's 4-byte rank has arrived. */
+    private readonly onHello?: (conn: PeerConnection) => void,
   ) {
+    this.peer = peer;
+  }
+
+  attach(socket: net.Socket): void {
+    this.socket = socket;
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+  }
+
+  private nextBuffer(): Uint8Array {
+    const t = this.target;
+    if (t && this.cur && this.cur.length - this.targetFilled >= DIRECT_READ_BYTES) {
+      this.direct = true;
+      return t.subarray(this.targetFilled, this.cur.length);
+    }
+    this.direct = false;
+    return this.staging;
+  }
+
+  private onRead(n: number): boolean {
+    if (this.direct) {
+      this.targetFilled += n;
+      if (this.targetFilled === this.cur!.length) this.end();
+    } else this.feed(this.staging.subarray(0, n));
+    return true;
   }
 
   send(header: Buffer, data: Uint8Array): Promise<void> {
@@ -82,8 +125,20 @@ export class PeerConnection {
     });
   }
 
-  private onData(chunk: Buffer): void {
+  /** Parses bytes read into a buffer of ours (the staging buffer, or a 'data' chunk). */
+  feed(chunk: Buffer): void {
     let off = 0;
+    if (this.peer < 0) {
+      // accepted connection: the dialer's first 4 bytes are its rank (sent alone, before any frame)
+      const n = Math.min(4 - this.hdrFilled, chunk.length);
+      chunk.copy(this.hdr, this.hdrFilled, 0, n);
+      this.hdrFilled += n;
+      off = n;
+      if (this.hdrFilled < 4) return;
+      this.hdrFilled = 0;
+      this.peer = this.hdr.readUInt32LE(0);
+      this.onHello?.(this);
+    }
     while (off < chunk.length) {
       if (!this.cur) {
         const n = Math.min(HEADER_BYTES - this.hdrFilled, chunk.length - off);

@@ -1,7 +1,12 @@
 // Ring all-reduce (Gloo's allreduce_ring / Baidu's ring): a reduce-scatter around the ring, after
 // which rank r owns the fully reduced block (r+1) mod P, then an all-gather around the ring.
-// Blocks are as even as possible; each rank sends about 2·(N/P)·(P-1) bytes. Large blocks move in
-// chunks so the receive of chunk k+1 overlaps the reduction of chunk k.
+// Blocks are as even as possible; each rank sends about 2·(N/P)·(P-1) bytes.
+//
+// Blocks move in chunks and the ring is pipelined per chunk: chunk k of a block is forwarded as
+// soon as it has been reduced (or received), so sending, receiving and reducing overlap across
+// steps. Receives are posted a step ahead (reduce-scatter, into scratch) or all at once
+// (all-gather, straight into the output), so peers' data lands in place instead of being
+// buffered by the transport.
 import type { Comm } from '../../transport/comm';
 import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
@@ -22,44 +27,58 @@ export async function allReduceRing(
   if (P > 1 && n > 0) {
     const next = mod(r + 1, P);
     const prev = mod(r - 1, P);
-    const chunk = Math.min(chunkElements(opts, data.BYTES_PER_ELEMENT), Math.ceil(n / P));
-    const bufs = scratch.tensors(dtypeOf(data), chunk, chunk);
+    const maxBlock = Math.ceil(n / P);
+    const chunk = Math.min(chunkElements(opts, data.BYTES_PER_ELEMENT), maxBlock);
+    // two block-sized receive areas: step s receives into bufs[s % 2] while step s-1's is reduced
+    const bufs = scratch.tensors(dtypeOf(data), maxBlock, P > 2 ? maxBlock : 0);
+    const start = (b: number) => blockStart(n, P, b);
+    const end = (b: number) => blockStart(n, P, b + 1);
 
-    // Reduce-scatter: at step s send block r-s, receive block r-s-1 and reduce it into place.
-    for (let s = 0; s < P - 1; s++) {
-      const sb = mod(r - s, P);
-      const rb = mod(r - s - 1, P);
-      const sends = sendBlockChunks(comm, next, data, blockStart(n, P, sb), blockStart(n, P, sb + 1), chunk);
-      const rStart = blockStart(n, P, rb);
-      const rEnd = blockStart(n, P, rb + 1);
-      let k = 0;
-      let pending = rStart < rEnd ? comm.recv(prev, byteRange(bufs[0], 0, Math.min(chunk, rEnd - rStart))) : null;
-      for (let off = rStart; off < rEnd; off += chunk, k++) {
-        await pending;
-        const len = Math.min(chunk, rEnd - off);
-        const nextOff = off + chunk;
-        pending = nextOff < rEnd ? comm.recv(prev, byteRange(bufs[(k + 1) % 2], 0, Math.min(chunk, rEnd - nextOff))) : null;
-        reduceInto(data.subarray(off, off + len) as Tensor, bufs[k % 2].subarray(0, len) as Tensor, op);
-      }
-      await sends;
-    }
-    // All-gather: rank r owns block r+1; at step s send block r+1-s, receive block r-s in place.
-    for (let s = 0; s < P - 1; s++) {
-      const sb = mod(r + 1 - s, P);
-      const rb = mod(r - s, P);
-      const sends = sendBlockChunks(comm, next, data, blockStart(n, P, sb), blockStart(n, P, sb + 1), chunk);
+    /** Receives of every chunk of block b, into `into` (a scratch area, or the data itself at `base`). */
+    const postBlock = (b: number, into: Tensor, base: number): Promise<void>[] => {
       const recvs: Promise<void>[] = [];
-      for (let off = blockStart(n, P, rb), end = blockStart(n, P, rb + 1); off < end; off += chunk) {
-        recvs.push(recvIfAny(comm, prev, byteRange(data, off, Math.min(end, off + chunk))));
+      for (let off = start(b); off < end(b); off += chunk) {
+        recvs.push(recvIfAny(comm, prev, byteRange(into, off - base, Math.min(end(b), off + chunk) - base)));
       }
-      await Promise.all([sends, ...recvs]);
+      return recvs;
+    };
+    const sendChunk = (off: number, b: number): Promise<void> => sendIfAny(comm, next, byteRange(data, off, Math.min(end(b), off + chunk)));
+
+    const sends: Promise<void>[] = [];
+    // Reduce-scatter step s: receive block r-s-1 and reduce it in; step 0 sends our own block r.
+    for (let off = start(r); off < end(r); off += chunk) sends.push(sendChunk(off, r));
+    let posted = postBlock(mod(r - 1, P), bufs[0], start(mod(r - 1, P)));
+    let gather: Promise<void>[][] = [];
+    for (let s = 0; s < P - 1; s++) {
+      const rb = mod(r - s - 1, P);
+      const recvs = posted;
+      const buf = bufs[s % 2];
+      if (s + 1 < P - 1) posted = postBlock(mod(r - s - 2, P), bufs[(s + 1) % 2], start(mod(r - s - 2, P)));
+      else gather = postGather(P, r, (b) => postBlock(b, data, 0));
+      for (let off = start(rb), k = 0; off < end(rb); off += chunk, k++) {
+        await recvs[k];
+        const len = Math.min(chunk, end(rb) - off);
+        reduceInto(data.subarray(off, off + len) as Tensor, buf.subarray(off - start(rb), off - start(rb) + len) as Tensor, op);
+        // the reduced chunk moves on at once: as step s+1's send, or (last step) as the all-gather's first
+        sends.push(sendChunk(off, rb));
+      }
     }
+    // All-gather step s: block r-s arrives (into place) and, except at the last step, moves on.
+    for (let s = 0; s < P - 2; s++) {
+      const b = mod(r - s, P);
+      for (let off = start(b), k = 0; off < end(b); off += chunk, k++) {
+        await gather[s][k];
+        sends.push(sendChunk(off, b));
+      }
+    }
+    await Promise.all([...sends, ...gather.flat()]);
   }
   if (op === 'avg' && n > 0) finishAvg(data, P);
 }
 
-function sendBlockChunks(comm: Comm, peer: number, data: Tensor, start: number, end: number, chunk: number): Promise<unknown> {
-  const sends: Promise<void>[] = [];
-  for (let off = start; off < end; off += chunk) sends.push(sendIfAny(comm, peer, byteRange(data, off, Math.min(end, off + chunk))));
-  return Promise.all(sends);
+/** Posts the all-gather's receives, step order (FIFO matching): step s receives block r-s. */
+function postGather(P: number, r: number, post: (block: number) => Promise<void>[]): Promise<void>[][] {
+  const out: Promise<void>[][] = [];
+  for (let s = 0; s < P - 1; s++) out.push(post(mod(r - s, P)));
+  return out;
 }

@@ -97,9 +97,10 @@ describe('jobs on a mesh of 4 rank agents', () => {
   }, 60_000);
 
   it('runs two jobs on disjoint agents at once; a third on busy agents is refused or waits', async () => {
-    const sizes = [256, 8192, 131072];
-    const j1 = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 5, warmup: 1, agents: ['agent-0', 'agent-1'] });
-    const j2 = await mesh.client.submitJob({ op: 'all_to_all', sizes, iters: 5, warmup: 1, agents: ['agent-2', 'agent-3'] });
+    // long enough (a second or more) to still be running when the third job comes
+    const sizes = [256, 8192, 131072, 1048576];
+    const j1 = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 200, warmup: 1, agents: ['agent-0', 'agent-1'] });
+    const j2 = await mesh.client.submitJob({ op: 'all_to_all', sizes, iters: 200, warmup: 1, agents: ['agent-2', 'agent-3'] });
     expect([j1.state, j2.state]).toEqual(['running', 'running']);
     await expect(mesh.client.submitJob({ op: 'all_reduce', sizes: [8], agents: ['agent-1', 'agent-2'], onBusy: 'refuse' })).rejects.toThrow(/409 agents busy: agent-1 \(job j\w+\), agent-2/);
     const j3 = await mesh.client.submitJob({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['agent-1', 'agent-2'] });

@@ -230,6 +230,10 @@ async function runWorld(server: ControlServer, port: number, world: number, plan
         for (const b of order) got.push(await runCell(b, ranks.get(b)!, world, cmd));
         cells.push(...got);
         const by = Object.fromEntries(got.map((c) => [c.backend, c])) as Partial<Record<Backend, Cell>>;
+        if (got.every((c) => c.count === 0)) {
+          log(`# world ${world} ${op} ${human(bytes)}: skipped, 0 elements per rank`);
+          continue;
+        }
         log(
           `# world ${world} ${op} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
             BACKENDS.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us`).join(', ') + `  ${verdict(by)}`,

@@ -1,13 +1,12 @@
 // cmesh rank for the side-by-side comparison (bench/compare.ts): joins the process group with
 // env:// and serves steps over the driver's control socket, with the same sweep code as
-// `cmesh bench` (apps/cli/src/bench). Usage: RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=..
+// `cmesh bench` (@cmesh/bench). Usage: RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=..
 //   node -r @swc-node/register bench/peers/cmesh_peer.ts --control 127.0.0.1:PORT
 import * as dist from '@cmesh/collectives';
 import { BenchSweepSchema } from '@cmesh/protocol';
 import { connect } from 'net';
 import { createInterface } from 'readline';
-import { prepareStep } from '../../apps/cli/src/bench/step';
-import { timeStep } from '../../apps/cli/src/bench/rank-sweep';
+import { prepareStep, timeStep } from '@cmesh/bench';
 import { PeerCommand, peerVariant } from './protocol';
 
 async function main(): Promise<void> {

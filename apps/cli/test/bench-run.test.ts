@@ -4,7 +4,7 @@ import { BENCH_OPS, BenchRow, BenchSweepSchema } from '@cmesh/protocol';
 import { runLocalBench } from '../src/bench/local-runner';
 import { runBench } from '../src/commands/bench';
 import { formatRow } from '../src/bench/table';
-import { countWrong, encodeTable, fillPeriodic, inputTable, reducedTable } from '../src/bench/pattern';
+import { countWrong, encodeTable, fillPeriodic, inputTable, reducedTable } from '@cmesh/bench';
 
 describe('bench patterns', () => {
   it('counts exactly the corrupted elements', () => {

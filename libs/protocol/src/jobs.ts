@@ -121,7 +121,7 @@ export type JobAssignment = z.infer<typeof JobAssignmentSchema>;
 export const JobCancelSchema = z.object({ jobId: id, reason: z.string() });
 export type JobCancel = z.infer<typeof JobCancelSchema>;
 
-/** One rank's raw samples of one size (apps/cli/src/bench/rank-sweep.ts SizeSamples). */
+/** One rank's raw samples of one size (@cmesh/bench's SizeSamples). */
 export const SizeSamplesSchema = z.object({
   requestedBytes: z.number().int().positive(),
   bytes: z.number().int().nonnegative(),

@@ -1,8 +1,7 @@
 // Turns every rank's samples of one size into one nccl-tests row: per iteration the slowest
 // rank, the median over iterations, wrong elements summed over ranks.
 import { BenchMeasurement, BenchRow, BenchSweep, hasRoot, isReduction, measurementFromSamples } from '@cmesh/protocol';
-import type { SizeSamples } from './rank-sweep';
-import type { BenchMode } from './step';
+import type { BenchMode, SizeSamples } from '@cmesh/bench';
 
 export function rowFromRanks(backend: string, sweep: BenchSweep, perRank: readonly SizeSamples[]): BenchRow {
   const first = perRank[0];

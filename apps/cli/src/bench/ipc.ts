@@ -1,7 +1,7 @@
 // Messages between `cmesh bench` and its local rank processes (child_process IPC).
 import type { BenchSweep } from '@cmesh/protocol';
 import type { BenchRankInfo } from './table';
-import type { SizeSamples } from './rank-sweep';
+import type { SizeSamples } from '@cmesh/bench';
 
 export type ParentMessage = { type: 'sweep'; sweep: BenchSweep; backend: string };
 

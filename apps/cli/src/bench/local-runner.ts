@@ -7,7 +7,7 @@ import { createServer } from 'net';
 import { join } from 'path';
 import { rowFromRanks } from './aggregate';
 import type { ParentMessage, RankMessage } from './ipc';
-import type { SizeSamples } from './rank-sweep';
+import type { SizeSamples } from '@cmesh/bench';
 import type { BenchRankInfo } from './table';
 
 export interface LocalBenchOptions {

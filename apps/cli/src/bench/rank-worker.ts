@@ -3,7 +3,7 @@
 import * as dist from '@cmesh/collectives';
 import { hostname } from 'os';
 import type { ParentMessage, RankMessage } from './ipc';
-import { runRankSweep } from './rank-sweep';
+import { runRankSweep } from '@cmesh/bench';
 
 function send(msg: RankMessage): Promise<void> {
   return new Promise((resolve, reject) => process.send!(msg, undefined, {}, (err) => (err ? reject(err) : resolve())));

@@ -4,7 +4,7 @@
 // group destroyed) the agent may reuse the process for its next job. The process group
 // bootstraps through the coordinator's store (nats://host:port/<job prefix>).
 import * as dist from '@cmesh/collectives';
-import { runRankSweep } from '@cmesh/cli/src/bench/rank-sweep';
+import { runRankSweep } from '@cmesh/bench';
 import { BenchSweepSchema } from '@cmesh/protocol';
 import type { FromWorker, ToWorker } from './worker-ipc';
 import { errorToJobError } from '../../execution/job-error';

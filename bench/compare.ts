@@ -6,6 +6,7 @@
 //
 //   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--markdown FILE] [--json FILE]
 import { BenchMeasurement, BenchOp, benchShape, measurementFromSamples } from '@cmesh/protocol';
+import { freePort } from '@cmesh/testing';
 import { ChildProcess, spawn } from 'child_process';
 import { writeFileSync } from 'fs';
 import { AddressInfo, Server, Socket, createServer } from 'net';
@@ -207,7 +208,6 @@ export function table(cells: Cell[]): string {
 async function runWorld(server: ControlServer, port: number, world: number, plan: Plan[], backends: readonly Backend[], log: (s: string) => void): Promise<Cell[]> {
   const children: ChildProcess[] = [];
   const cells: Cell[] = [];
-  const { freePort } = await import('../apps/cli/src/bench/local-runner');
   try {
     const ranks = new Map<Backend, Rank[]>();
     for (const b of backends) {

@@ -114,6 +114,8 @@ function launch(backend: Backend, world: number, control: string, masterPort: nu
     ...process.env,
     RANK: String(rank),
     WORLD_SIZE: String(world),
+    LOCAL_RANK: String(rank),
+    LOCAL_WORLD_SIZE: String(world),
     MASTER_ADDR: '127.0.0.1',
     MASTER_PORT: String(masterPort),
     TS_NODE_PROJECT: join(ROOT, 'tsconfig.json'),

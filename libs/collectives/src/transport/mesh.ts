@@ -7,6 +7,7 @@ import { CmeshError, DistTimeoutError, PeerFailureError } from '../errors';
 import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
+import { Spinner } from './spinner';
 
 export interface AbortNotice {
   failedRank: number;
@@ -39,6 +40,7 @@ export class Mesh {
   private readonly aborts = new Map<string, AbortNotice>();
   private closing = false;
   private readonly headerPool: Buffer[] = [];
+  private readonly spinner = Spinner.fromEnv();
 
   private constructor(
     readonly rank: number,
@@ -191,6 +193,7 @@ export class Mesh {
       return Promise.reject(new PeerFailureError(`rank ${peer} died or closed its connection`, { rank: this.rank, peers: [peer] }));
     }
     const h = this.header(kind, group, tag, sig, data.byteLength);
+    this.spinner.kick(data.byteLength);
     return c.send(h, data).then(
       () => void this.headerPool.push(h),
       (err: Error) => {
@@ -203,6 +206,7 @@ export class Mesh {
   recv(peer: number, kind: FrameKind, group: number, tag: number, sig: OpSignature, into: Uint8Array): { done: Promise<number>; cancel: () => boolean } {
     const c = this.connection(peer);
     const key = matchKey(kind, group, tag);
+    this.spinner.kick(into.byteLength);
     let recv!: PostedRecv;
     const done = new Promise<number>((resolve, reject) => {
       recv = { into, sig, resolve, reject };
@@ -218,6 +222,7 @@ export class Mesh {
   /** Receives a P2P message from whichever peer sends first on (group, tag). */
   recvAny(group: number, tag: number, into: Uint8Array, candidates: number[]): { done: Promise<number>; cancel: () => boolean } {
     const key = matchKey(FrameKind.P2P, group, tag);
+    this.spinner.kick(into.byteLength);
     let recv!: AnySourceRecv;
     const done = new Promise<number>((resolve, reject) => {
       recv = { into, sig: NO_SIGNATURE, resolve, reject, key };

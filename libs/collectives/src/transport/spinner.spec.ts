@@ -1,0 +1,28 @@
+import { DEFAULT_SPIN_US, Spinner } from './spinner';
+
+describe('Spinner.fromEnv', () => {
+  it('spins by default only when the local ranks fit on the cores', () => {
+    expect(Spinner.fromEnv({ LOCAL_WORLD_SIZE: '2' }, 2).budgetUs).toBe(DEFAULT_SPIN_US);
+    expect(Spinner.fromEnv({ LOCAL_WORLD_SIZE: '4' }, 2).budgetUs).toBe(0);
+    expect(Spinner.fromEnv({}, 2).budgetUs).toBe(0);
+  });
+
+  it('CMESH_SPIN_US wins; 0 turns spinning off', () => {
+    expect(Spinner.fromEnv({ CMESH_SPIN_US: '500', LOCAL_WORLD_SIZE: '8' }, 2).budgetUs).toBe(500);
+    expect(Spinner.fromEnv({ CMESH_SPIN_US: '0', LOCAL_WORLD_SIZE: '1' }, 2).budgetUs).toBe(0);
+  });
+
+  it('spins for about the budget after a small transfer and then stops by itself; large transfers do not spin', async () => {
+    const active = (sp: Spinner) => (sp as unknown as { active: boolean }).active;
+    const s = new Spinner(5); // 5 ms
+    s.kick(8);
+    expect(active(s)).toBe(true);
+    await new Promise((r) => setTimeout(r, 2));
+    expect(active(s)).toBe(true);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(active(s)).toBe(false);
+    const big = new Spinner(5);
+    big.kick(1 << 20);
+    expect(active(big)).toBe(false);
+  });
+});

@@ -39,6 +39,12 @@ function plans(quick: boolean): Plan[] {
   ];
 }
 
+/** Unrecorded warm-up per op and backend: [bytes, iterations]. */
+const WARMUP: [number, number][] = [
+  [4096, 1000],
+  [MiB, 20],
+];
+
 /** More iterations for small sizes (noise), few for large ones (time): ~64 MiB moved per cell. */
 export function itersFor(bytes: number): { iters: number; warmup: number } {
   const iters = Math.max(5, Math.min(100, Math.round((64 * MiB) / bytes)));
@@ -222,6 +228,16 @@ async function runWorld(server: ControlServer, port: number, world: number, plan
       ranks.set(b, await server.ranksOf(b, world, 120_000, alive));
       log(`# world ${world}: ${b} ready`);
     }
+    // Warm-up, the same for every backend and not recorded: each op many times at a small and a
+    // large size, so a JIT (V8) has compiled the hot paths before the first measured cell, as in a
+    // long-running job. Compiled peers simply run it too.
+    const t0 = Date.now();
+    for (const { op } of plan) {
+      for (const b of backends) {
+        for (const [bytes, iters] of WARMUP) await runCell(b, ranks.get(b)!, world, { op, bytes, iters, warmup: 0, root: 0, check: false });
+      }
+    }
+    log(`# world ${world}: warm-up done (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     let turn = 0;
     for (const { op, sizes } of plan) {
       for (const bytes of sizes) {

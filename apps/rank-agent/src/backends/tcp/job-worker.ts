@@ -6,6 +6,7 @@
 import * as dist from '@cmesh/collectives';
 import { runRankSweep } from '@cmesh/bench';
 import { BenchSweepSchema } from '@cmesh/protocol';
+import { localRanks } from './local-ranks';
 import type { FromWorker, ToWorker } from './worker-ipc';
 import { errorToJobError } from '../../execution/job-error';
 
@@ -22,6 +23,14 @@ export function natsInitMethod(natsUrl: string, prefix: string): string {
 async function run(m: ToWorker): Promise<void> {
   const { assignment, rank } = m;
   const worldSize = assignment.members.length;
+  const local = localRanks(assignment.members, rank);
+  if (local) {
+    process.env.LOCAL_RANK = String(local.localRank);
+    process.env.LOCAL_WORLD_SIZE = String(local.localWorldSize);
+  } else {
+    delete process.env.LOCAL_RANK;
+    delete process.env.LOCAL_WORLD_SIZE;
+  }
   const sweep = BenchSweepSchema.parse(assignment.sweep);
   await dist.initProcessGroup({
     backend: 'tcp',

@@ -3,4 +3,4 @@
 const path = require('path');
 process.env.TS_NODE_PROJECT ??= path.join(__dirname, '../../../tsconfig.json');
 require('@swc-node/register');
-require('../src/main.ts');
+require('../src/main.ts').main();

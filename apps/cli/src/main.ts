@@ -1,29 +1,29 @@
 // `cmesh`: one commander program; each subcommand lives in commands/<name>.ts and exports
 // `register(program)`.
 import { Command } from 'commander';
-import { existsSync } from 'fs';
-import { join } from 'path';
-
-const COMMANDS = ['run', 'up', 'status', 'bench', 'demo'];
+import * as bench from './commands/bench';
+import * as demo from './commands/demo';
+import * as run from './commands/run';
+import * as status from './commands/status';
+import * as up from './commands/up';
 
 export function buildProgram(): Command {
   const program = new Command('cmesh')
     .description('collective communication as a service: launcher, local cluster, benchmarks')
     .showHelpAfterError()
     .enablePositionalOptions();
-  for (const name of COMMANDS) {
-    const file = join(__dirname, 'commands', `${name}.ts`);
-    // TODO(integration): import every command explicitly once all exist
-    if (existsSync(file)) require(file).register(program);
-  }
+  for (const command of [run, up, status, bench, demo]) command.register(program);
   return program;
 }
 
-if (require.main === module || process.argv[1]?.endsWith('cmesh.js')) {
+/** Runs the command line (bin/cmesh.js, `npx cmesh`, or this file run directly). */
+export function main(argv: string[] = process.argv): void {
   buildProgram()
-    .parseAsync(require('./commands/run').normaliseFlags(process.argv))
+    .parseAsync(run.normaliseFlags(argv))
     .catch((err: Error) => {
       console.error(`cmesh: ${err.message}`);
       process.exit(1);
     });
 }
+
+if (require.main === module) main();

@@ -38,6 +38,22 @@ function envLines(out: string): Record<string, any>[] {
 }
 
 describe('cmesh run', () => {
+  it('works as `npx cmesh` (the bin symlink in node_modules/.bin): the seed all-reduce prints the seed\'s tensors', async () => {
+    const root = path.resolve(__dirname, '../../..');
+    const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn('npx', ['--no-install', 'cmesh', 'run', '--nproc-per-node', '4', 'examples/allreduce_sum.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, out });
+      });
+    });
+    expect(r.code).toBe(0);
+    for (const k of [0, 1, 2, 3]) expect(r.out).toContain(`[rank${k}]:rank ${k}: tensor([[6., 6.],\n[rank${k}]:        [6., 6.]])`);
+  });
+
   it('sets torchrun\'s environment per rank and prefixes every line with the rank', async () => {
     const r = await cmesh(['run', '--nproc_per_node', '3', '--master-port', '0', path.join(FIX, 'env-allreduce.ts')]);
     expect(r.code).toBe(0);

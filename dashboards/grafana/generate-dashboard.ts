@@ -50,12 +50,13 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
     panels: [
       {
         title: 'Collective latency p50 / p90 / p99',
-        description: 'Quantiles of cmesh_collective_duration_seconds over every exporter (agents and library jobs), by op and size bucket.',
+        description:
+          'Quantiles of cmesh_collective_duration_seconds by source, op and size bucket: agents observe every timed iteration, library jobs every call, the coordinator one median per row, so sources are kept apart.',
         type: 'timeseries',
         unit: 's',
         targets: [0.5, 0.9, 0.99].map((q) => ({
-          expr: `histogram_quantile(${q}, sum by (le, op, size_bucket) (rate(cmesh_collective_duration_seconds_bucket{op=~"$op"}[$__rate_interval])))`,
-          legend: `p${q * 100} {{op}} <= {{size_bucket}} B`,
+          expr: `histogram_quantile(${q}, sum by (le, job, op, size_bucket) (rate(cmesh_collective_duration_seconds_bucket{op=~"$op"}[$__rate_interval])))`,
+          legend: `p${q * 100} {{job}} {{op}} <= {{size_bucket}} B`,
         })),
       },
       {
@@ -66,7 +67,7 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         targets: [{ expr: 'sum by (job, op) (rate(cmesh_collective_duration_seconds_count{op=~"$op"}[$__rate_interval]))', legend: '{{job}} {{op}}' }],
       },
       {
-        title: 'Rendezvous duration p50 / max',
+        title: 'Rendezvous duration p50 / mean (since start)',
         description: 'From the first join to the close of a c10d rendezvous round at the coordinator.',
         type: 'stat',
         unit: 's',
@@ -111,7 +112,7 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         description: 'Registered rank agents: ready, busy or lost.',
         type: 'timeseries',
         unit: 'short',
-        targets: [{ expr: 'sum by (state) (cmesh_agents)', legend: '{{state}}' }],
+        targets: [{ expr: 'max by (state) (cmesh_agents)', legend: '{{state}}' }],
       },
       {
         title: 'Heartbeat gaps',
@@ -122,10 +123,10 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
       },
       {
         title: 'Process groups',
-        description: 'Groups allocated by the coordinator.',
+        description: 'Groups allocated by the coordinator (max over replicas: each exports the shared KV state).',
         type: 'stat',
         unit: 'short',
-        targets: [{ expr: 'sum(cmesh_groups)', legend: 'groups' }],
+        targets: [{ expr: 'max(cmesh_groups)', legend: 'groups' }],
       },
       {
         title: 'Targets up',

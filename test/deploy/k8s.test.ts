@@ -30,6 +30,7 @@ it('renders the same objects as kubectl kustomize (where kubectl is installed)',
     'Service/nats-headless',
     'StatefulSet/nats',
     'Service/coordinator',
+    'Service/coordinator-pods',
     'Deployment/coordinator',
     'Service/rank-agent',
     'StatefulSet/rank-agent',
@@ -155,8 +156,11 @@ describe.each([
   it('the in-cluster Prometheus config scrapes the Services these manifests define', () => {
     const cfg = load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus-k8s.yml'), 'utf8')) as any;
     const jobs = Object.fromEntries(cfg.scrape_configs.map((j: any) => [j.job_name, j]));
-    const coordPort = by.get('Service/coordinator')!.spec.ports[0].port;
-    expect(jobs['cmesh-coordinator'].static_configs[0].targets).toEqual([`coordinator.cmesh.svc.cluster.local:${coordPort}`]);
+    // every replica, through the headless Service that selects the coordinator pods
+    const pods = by.get('Service/coordinator-pods')!;
+    expect(pods.spec.clusterIP).toBe('None');
+    expect(pods.spec.selector).toEqual(by.get('Deployment/coordinator')!.spec.selector.matchLabels);
+    expect(jobs['cmesh-coordinator'].dns_sd_configs[0]).toMatchObject({ names: ['coordinator-pods.cmesh.svc.cluster.local'], type: 'A', port: pods.spec.ports[0].port });
     const agentCfg = by.get('ConfigMap/cmesh-agent')!.data;
     expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], type: 'A', port: Number(agentCfg.CMESH_HTTP_PORT) });
     expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], port: Number(agentCfg.CMESH_METRICS_PORT) });

@@ -182,10 +182,11 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     }
     await prom.waitFor('cmesh_rendezvous_duration_seconds_count{job="cmesh-coordinator"} >= 1', 15_000);
 
-    // kill agent-1 while a sweep runs: the job fails (an error on the coordinator and on agent-0)
+    // kill agent-1 while a sweep runs: the job fails (an error on the coordinator and on agent-0).
+    // Another op than the good sweep's, whose busbw series (the last all_reduce sweep) stay.
     const victim = mesh.supervisor.children.find((c) => c.name === 'agent-1')!;
     const sizes = Array.from({ length: 10 }, (_, i) => 4096 << i);
-    const running = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 20, warmup: 1 });
+    const running = await mesh.client.submitJob({ op: 'all_gather', sizes, iters: 20, warmup: 1 });
     for (let j = running, end = Date.now() + 30_000; j.progress.done < 1 && j.state === 'running' && Date.now() < end; ) {
       await new Promise((r) => setTimeout(r, 20));
       j = await mesh.client.job(running.id);
@@ -193,7 +194,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     process.kill(victim.proc.pid!, 'SIGKILL');
     const failed = await mesh.client.waitJob(running.id, undefined, { timeoutMs: 15_000 });
     expect(failed.state).toBe('failed');
-    const errs = await prom.waitFor('sum by (job, reason) (cmesh_collective_errors_total{op="all_reduce"})', 20_000, (s) => s.some((x) => x.metric.job === 'cmesh-coordinator'));
+    const errs = await prom.waitFor('sum by (job, reason) (cmesh_collective_errors_total{op="all_gather"})', 20_000, (s) => s.some((x) => x.metric.job === 'cmesh-coordinator'));
     expect(errs.find((x) => x.metric.job === 'cmesh-coordinator')!.metric.reason).toBe('agent_lost');
     expect(await prom.waitFor('cmesh_agents{state="lost"} == 1', 20_000)).toHaveLength(1);
 

@@ -4,5 +4,6 @@ export * from './rendezvous';
 export * from './groups';
 export * from './kv';
 export * from './metrics';
+export * from './last-sweep';
 export * from './bench';
 export * from './jobs';

@@ -3,7 +3,7 @@
 // errors), plus the default process metrics.
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { AGENT_STATES, BenchRow, DURATION_BUCKETS, JobRecord, METRICS, sizeBucket } from '@cmesh/protocol';
+import { AGENT_STATES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, sizeBucket } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { GroupsService } from '../groups/groups.service';
 import type { JobResultSink } from '../jobs/tokens';
@@ -19,6 +19,7 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
   private readonly wrong: Counter;
   private readonly jobs: Counter;
   private readonly rendezvous: Histogram;
+  private readonly lastSweep = new LastSweepSeries();
 
   constructor(
     private readonly agents: AgentsService,
@@ -77,6 +78,10 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     const algorithm = job.sweep.algorithm ?? 'auto';
     this.duration.observe({ op: row.op, backend: row.backend, algorithm, dtype: row.type, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
     const labels = { op: row.op, backend: row.backend, dtype: row.type, size_bytes: String(row.bytes) };
+    for (const old of this.lastSweep.record(job.id, labels)) {
+      this.busbw.remove(old);
+      this.algbw.remove(old);
+    }
     this.busbw.set(labels, m.busBwGBs * 1e9);
     this.algbw.set(labels, m.algBwGBs * 1e9);
     const wrong = (row.outOfPlace?.wrong ?? 0) + (row.inPlace?.wrong ?? 0);

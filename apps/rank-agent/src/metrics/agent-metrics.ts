@@ -4,7 +4,7 @@
 // and errors; plus the default process metrics.
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { DURATION_BUCKETS, JobAssignment, METRICS, SizeSamplesMsg, bandwidths, median, opLabel, sizeBucket } from '@cmesh/protocol';
+import { DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, bandwidths, median, opLabel, sizeBucket } from '@cmesh/protocol';
 import type { JobObserver } from '../execution/tokens';
 
 @Injectable()
@@ -16,6 +16,7 @@ export class AgentMetrics implements JobObserver {
   private readonly algbw: Gauge;
   private readonly wrong: Counter;
   private readonly errors: Counter;
+  private readonly lastSweep = new LastSweepSeries();
 
   constructor() {
     const registers = [this.registry];
@@ -45,6 +46,10 @@ export class AgentMetrics implements JobObserver {
     this.wrong.inc({ op }, wrong);
     const bw = bandwidths(sweep.op, s.bytes, median(times) * 1e6, a.members.length);
     const labels = { op, backend: sweep.backend, dtype: sweep.dtype, size_bytes: String(s.bytes) };
+    for (const old of this.lastSweep.record(a.jobId, labels)) {
+      this.busbw.remove(old);
+      this.algbw.remove(old);
+    }
     this.busbw.set(labels, bw.busBwGBs * 1e9);
     this.algbw.set(labels, bw.algBwGBs * 1e9);
   }

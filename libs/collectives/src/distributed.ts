@@ -1,5 +1,6 @@
 // The module-level torch.distributed API: a default (world) process group per process, groups
 // created with newGroup, and the option-object forms of every call (asyncOp returns a Work).
+import { timeoutArg } from './ops/validate';
 import { InvalidArgumentError, NotInitializedError } from './errors';
 import { DEFAULT_TIMEOUT_MS, ProcessGroup } from './process-group';
 import { ReduceOp } from './reduce-op';
@@ -126,6 +127,7 @@ export async function newGroup(ranks?: number[], opts: { timeout?: number } = {}
   }
   if (new Set(members).size !== members.length) throw new InvalidArgumentError(`newGroup: ranks contain duplicates: [${ranks!.join(', ')}]`);
   if (!members.length) throw new InvalidArgumentError('newGroup: ranks must not be empty');
+  timeoutArg(opts.timeout, 'newGroup');
   const id = w.nextGroupId++; // same order on every rank, so the same id everywhere
   if (!members.includes(w.pg.rank)) return GroupMember.NON_GROUP_MEMBER;
   const pg = new ProcessGroup(id, members, w.mesh, opts.timeout ?? w.pg.timeoutMs);

@@ -39,7 +39,7 @@ export class PeerFailureError extends CmeshError {
   override readonly code = 'PEER_FAILURE';
 }
 
-/** Ranks called different collectives (op, dtype, count, root). */
+/** Ranks disagree on a call: different collectives (op, dtype, count, root), or a send whose size is not the matching recv's. */
 export class CollectiveMismatchError extends CmeshError {
   override readonly code = 'COLLECTIVE_MISMATCH';
 }

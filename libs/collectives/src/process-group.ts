@@ -373,6 +373,10 @@ export class ProcessGroup {
       (raw: unknown) => {
         clearTimeout(timer);
         if (raw instanceof PeerFailureError) throw new PeerFailureError(`${raw.message} (${describeContext({ ...ctx, peers: raw.context.peers })})`, { ...ctx, peers: raw.context.peers });
+        if (raw instanceof FrameMismatch) {
+          const full = { ...ctx, peers: [raw.peer] };
+          throw new CollectiveMismatchError(`${op}: rank ${raw.peer} sent ${raw.theirs.length} bytes where ${raw.expectedLength} were expected (${describeContext(full)})`, full);
+        }
         throw raw;
       },
     );

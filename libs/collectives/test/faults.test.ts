@@ -33,4 +33,25 @@ describe('faults', () => {
     expect(messages).toMatch(/broadcast\(float32, count=262144, root=0\)/);
     expect(messages).toMatch(/allReduce\(float32, count=262144\)/);
   }, 40000);
+
+  it('a mismatch is a CollectiveMismatchError on every rank, also on those told by an abort', async () => {
+    const results = await runRanks('faults', 3, { args: { mode: 'mismatch3' }, timeoutMs: 30000 });
+    for (const r of results) {
+      expect(r.result.name).toBe('CollectiveMismatchError');
+      expect(r.result.message).toMatch(/count=3/);
+    }
+  }, 40000);
+
+  it('a send whose size is not the recv\'s fails the recv with a typed error naming both sizes and the sender', async () => {
+    const results = await runRanks('faults', 2, { args: { mode: 'p2pSize' }, timeoutMs: 30000 });
+    expect(results[0].result).toMatchObject({ name: 'CollectiveMismatchError', context: { op: 'recv', rank: 0, peers: [1] } });
+    expect(results[0].result.message).toMatch(/rank 1 sent 4 bytes where 8 were expected/);
+  }, 40000);
+
+  it('an any-source recv in a group fails promptly when its only possible sender dies', async () => {
+    const results = await runRanks('faults', 3, { args: { mode: 'anyDead' }, timeoutMs: 30000 });
+    expect(results[1].signal).toBe('SIGKILL');
+    expect(results[0].result).toMatchObject({ name: 'PeerFailureError', context: { op: 'recv', rank: 0, peers: [1] } });
+    expect(results[0].result.afterMs).toBeLessThan(5000);
+  }, 40000);
 });

@@ -50,6 +50,7 @@ describe('bad input', () => {
       expect(o.sendToSelf).toMatch(/^InvalidArgumentError: .*yourself/);
       expect(o.badTimeout).toMatch(/^InvalidArgumentError: .*timeout/);
       expect(o.badGroup).toMatch(/^InvalidArgumentError: .*rank 2 is out of range/);
+      expect(o.badGroupTimeout).toMatch(/^InvalidArgumentError: newGroup: timeout must be a positive number/);
       expect(o.asyncBadInputThrows).toMatch(/^InvalidArgumentError/);
       expect(o.after).toEqual([3]);
       expect(o.afterDestroy).toMatch(/^NotInitializedError/);

@@ -3,7 +3,7 @@
 // groups share it and tell their traffic apart by group id in the frame header.
 import * as net from 'net';
 import * as os from 'os';
-import { CmeshError, DistTimeoutError, PeerFailureError } from '../errors';
+import { CmeshError, CollectiveMismatchError, DistTimeoutError, PeerFailureError } from '../errors';
 import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
@@ -17,6 +17,8 @@ export interface AbortNotice {
 
 interface AnySourceRecv extends PostedRecv {
   key: string;
+  /** the ranks that may send it (the group's other members) */
+  candidates: number[];
 }
 
 const MAX_ABORTS = 4096;
@@ -130,11 +132,13 @@ export class Mesh {
       : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
     conn.rejectPosted(err);
     for (const [key, q] of [...this.anySource]) {
-      // an any-source receive only fails when no live peer could still satisfy it
-      if (this.peers.every((p, r) => r === this.rank || !p || p.closed)) {
-        this.anySource.delete(key);
-        for (const r of q) r.reject(err);
-      }
+      // an any-source receive only fails when none of its possible senders is left
+      const dead = q.filter((r) => r.candidates.every((p) => !this.peers[p] || this.peers[p]!.closed));
+      if (!dead.length) continue;
+      const alive = q.filter((r) => !dead.includes(r));
+      if (alive.length) this.anySource.set(key, alive);
+      else this.anySource.delete(key);
+      for (const r of dead) r.reject(new PeerFailureError(`every possible sender has closed its connection (last: rank ${conn.peer})`, { rank: this.rank, peers: r.candidates }));
     }
   }
 
@@ -225,7 +229,7 @@ export class Mesh {
     this.spinner.kick(into.byteLength);
     let recv!: AnySourceRecv;
     const done = new Promise<number>((resolve, reject) => {
-      recv = { into, sig: NO_SIGNATURE, resolve, reject, key };
+      recv = { into, sig: NO_SIGNATURE, resolve, reject, key, candidates };
     });
     for (const peer of candidates) {
       const u = this.peers[peer]?.takeUnexpected(key);
@@ -282,9 +286,17 @@ export class Mesh {
 export function abortError(notice: AbortNotice, via: number | undefined, rank: number): CmeshError {
   const by = via === undefined ? '' : ` (reported by rank ${via})`;
   const ctx = { rank, peers: [notice.failedRank] };
-  return notice.reason === 'timeout'
-    ? new DistTimeoutError(`${notice.message}${by}`, ctx)
-    : new PeerFailureError(`${notice.message}${by}`, ctx);
+  const message = `${notice.message}${by}`;
+  switch (notice.reason) {
+    case 'timeout':
+      return new DistTimeoutError(message, ctx);
+    case 'mismatch':
+      return new CollectiveMismatchError(message, ctx);
+    case 'peer':
+      return new PeerFailureError(message, ctx);
+    default:
+      return new CmeshError(message, ctx);
+  }
 }
 
 async function dial(host: string, port: number, rank: number, deadline: number, conn: PeerConnection): Promise<net.Socket> {

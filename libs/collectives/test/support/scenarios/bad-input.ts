@@ -32,6 +32,7 @@ export async function run(): Promise<Record<string, string | number[]>> {
   out.sendToSelf = await error(() => dist.send(new Float32Array(1), { dst: dist.getRank() }));
   out.badTimeout = await error(() => dist.barrier({ timeout: -5 }));
   out.badGroup = await error(() => dist.newGroup([0, P]));
+  out.badGroupTimeout = await error(() => dist.newGroup([0, 1], { timeout: -5 }));
   out.asyncBadInputThrows = await error(() => dist.allReduce(new Float32Array(1), { asyncOp: true, op: 'nope' as never }));
   // state unchanged: the same sequence of collectives still works everywhere
   const t = new Float32Array([dist.getRank() + 1]);

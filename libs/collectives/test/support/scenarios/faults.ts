@@ -1,8 +1,10 @@
 // Failures that must not hang: a rank that dies mid-all-reduce, a rank that never calls (timeout),
-// and ranks calling different collectives (mismatch).
+// ranks calling different collectives (mismatch, mismatch3: seen by a third rank through an
+// abort), a send whose size is not the recv's (p2pSize), and an any-source recv in a group whose
+// only other member dies while a rank outside the group lives on (anyDead).
 import * as dist from '../../../src';
 
-export async function run(args: { mode: 'kill' | 'timeout' | 'mismatch' }): Promise<Record<string, unknown>> {
+export async function run(args: { mode: 'kill' | 'timeout' | 'mismatch' | 'mismatch3' | 'p2pSize' | 'anyDead' }): Promise<Record<string, unknown>> {
   await dist.initProcessGroup({ timeout: 30000 });
   const rank = dist.getRank();
   const t = new Float32Array(1 << 18).fill(1);
@@ -16,6 +18,16 @@ export async function run(args: { mode: 'kill' | 'timeout' | 'mismatch' }): Prom
     } else if (args.mode === 'timeout') {
       if (rank !== 1) await dist.allReduce(t, { timeout: 1000 });
       else await new Promise((r) => setTimeout(r, 3000));
+    } else if (args.mode === 'mismatch3') {
+      await dist.allReduce(new Float32Array(rank === 2 ? 3 : 2));
+    } else if (args.mode === 'p2pSize') {
+      if (rank === 0) await dist.recv(new Float32Array(2), { src: 1 });
+      else await dist.send(new Float32Array(1), { dst: 0 });
+    } else if (args.mode === 'anyDead') {
+      const g = await dist.newGroup([0, 1]);
+      if (rank === 1) process.kill(process.pid, 'SIGKILL');
+      if (rank === 0) await dist.recv(new Float32Array(1), { group: g });
+      else await new Promise((r) => setTimeout(r, 8000)); // rank 2 lives on, outside the group
     } else {
       if (rank === 0) await dist.broadcast(t, { src: 0 });
       else await dist.allReduce(t);

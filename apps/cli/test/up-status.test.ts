@@ -81,4 +81,23 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(out).toMatch(/SIGINT received; stopping/);
     expect(markedPids(marker)).toEqual([]);
   }, 150_000);
+
+  it('a SIGINT while the mesh is still starting stops what was started and leaves nothing behind', async () => {
+    const early = `${marker}-early`;
+    const child = spawn(process.execPath, [CMESH, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], {
+      env: { ...process.env, CMESH_TEST_MARK: early },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    try {
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      // wait for the first children (nats-server, the coordinator), not for the mesh
+      for (let end = Date.now() + 30_000; markedPids(early).length < 3 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+      expect(markedPids(early).length).toBeGreaterThanOrEqual(3);
+      child.kill('SIGINT');
+      expect(await exited).toBe(1);
+      expect(markedPids(early)).toEqual([]);
+    } finally {
+      for (const pid of markedPids(early)) process.kill(pid, 'SIGKILL');
+    }
+  }, 60_000);
 });

@@ -98,6 +98,15 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });
     storeDir = null;
   };
+  // Until the caller holds the mesh (holdMesh / withMesh), a signal aborts the start-up (the waits
+  // below see deathReason) and an exit kills what was started: no child outlives a Ctrl-C.
+  const lastResort = () => supervisor.killAllNow();
+  const onSignal = (signal: NodeJS.Signals) => {
+    deathReason = `${signal} received during start-up`;
+    onDeath(deathReason);
+  };
+  process.on('exit', lastResort);
+  for (const s of STARTUP_SIGNALS) process.on(s, onSignal);
   try {
     let natsUrl = opts.natsUrl;
     if (!natsUrl) {
@@ -143,8 +152,13 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
   } catch (e) {
     await stop();
     throw e;
+  } finally {
+    for (const s of STARTUP_SIGNALS) process.removeListener(s, onSignal);
+    process.removeListener('exit', lastResort);
   }
 }
+
+const STARTUP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 export interface AgentRow {
   agentId: string;

@@ -1,6 +1,7 @@
 // The rank agent: registration + heartbeats, the job runner with its backends (tcp: the CPU
 // data plane, a child process per job; nccl: the sidecar), /health and /metrics over HTTP.
 import { DynamicModule, Module } from '@nestjs/common';
+import { LoggerModule } from 'nestjs-pino';
 import { NcclBackend } from './backends/nccl';
 import { NcclJobBackend } from './backends/nccl-job-backend';
 import { TcpBackend } from './backends/tcp/tcp-backend';
@@ -19,7 +20,13 @@ export class AppModule {
   static forRoot(config: AgentConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [MetricsModule],
+      imports: [
+        MetricsModule,
+        // structured logs like the coordinator's: one JSON line per event, tagged with the agent
+        LoggerModule.forRoot({
+          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-agent', agent: config.name } },
+        }),
+      ],
       controllers: [JobsController, HealthController],
       providers: [
         { provide: AGENT_CONFIG, useValue: config },

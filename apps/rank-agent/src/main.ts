@@ -3,6 +3,7 @@
 // A NestJS app: HTTP for /health and /metrics, plus the NATS microservice for job subjects.
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
+import { Logger as PinoLogger } from 'nestjs-pino';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { AppModule } from './app.module';
@@ -11,7 +12,8 @@ import { RegistrationService } from './registration/registration.service';
 
 export async function bootstrap(argv = process.argv.slice(2)) {
   const config = loadConfig(argv);
-  const app = await NestFactory.create(AppModule.forRoot(config), { logger: ['error', 'warn', 'log'] });
+  const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true });
+  app.useLogger(app.get(PinoLogger));
   app.enableShutdownHooks();
   app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [config.natsUrl], name: `cmesh-agent-${config.name}-rx` } });
   await app.startAllMicroservices();

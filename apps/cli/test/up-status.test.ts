@@ -63,6 +63,17 @@ describe('cmesh up / status / bench --mesh', () => {
     const g = await fetch(`${url}/groups`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }) });
     expect(g.status).toBe(201);
     const group = ((await g.json()) as { id: string }).id;
+    // the coordinator notified the members: each agent's /health lists the group with its rank
+    const agents = (await (await fetch(`${url}/agents`)).json()) as { agents?: { name: string; httpUrl?: string }[] } | { name: string; httpUrl?: string }[];
+    const list = Array.isArray(agents) ? agents : (agents.agents ?? []);
+    for (const [name, rank] of [['agent-1', 0], ['agent-0', 1]] as const) {
+      const http = list.find((a) => a.name === name)!.httpUrl!;
+      let groups: { groupId: string; rank: number; size: number }[] = [];
+      for (let end = Date.now() + 10_000; !groups.some((x) => x.groupId === group) && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+        groups = ((await (await fetch(`${http}/health`)).json()) as { groups: typeof groups }).groups;
+      }
+      expect(groups).toContainEqual(expect.objectContaining({ groupId: group, rank, size: 2 }));
+    }
     const viaGroup = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '--group', group, '-b', '64', '-e', '64', '-n', '1', '-w', '0', '--op', 'gather', '-r', '1', '--json'], { env, encoding: 'utf8', timeout: 60_000 });
     expect(viaGroup.status).toBe(0);
     const doc = JSON.parse(viaGroup.stdout) as { jobs: { state: string; members: { name: string }[]; rows: { root: number; outOfPlace: { wrong: number } }[] }[] };

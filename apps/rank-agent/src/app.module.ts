@@ -13,6 +13,7 @@ import { HealthController } from './health/health.controller';
 import { MetricsModule } from './metrics/metrics.module';
 import { NatsService } from './nats/nats.service';
 import { openJobStore } from './nats/job-store';
+import { GroupMembership } from './registration/group-membership';
 import { RegistrationService } from './registration/registration.service';
 
 @Module({})
@@ -48,6 +49,7 @@ export class AppModule {
         },
         JobRunnerService,
         RegistrationService,
+        GroupMembership,
       ],
     };
   }

@@ -1,0 +1,53 @@
+// The groups this agent belongs to, as the coordinator notifies them (cmesh.agents.events.<id>,
+// AgentEvent 'group-joined'): group id, this agent's rank, size and the group's store prefix.
+// Shown by /health; malformed events are logged and dropped.
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { AGENT_SUBJECTS, AgentEvent, AgentEventSchema } from '@cmesh/protocol';
+import type { Subscription } from 'nats';
+import { AGENT_CONFIG, AgentConfig } from '../config';
+import { NatsService } from '../nats/nats.service';
+
+export type Membership = Omit<AgentEvent, 'type'>;
+
+@Injectable()
+export class GroupMembership implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly log = new Logger('Groups');
+  private readonly groups = new Map<string, Membership>();
+  private sub: Subscription | null = null;
+
+  constructor(
+    @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
+    private readonly nats: NatsService,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const nc = await this.nats.connection();
+    this.sub = nc.subscribe(AGENT_SUBJECTS.events(this.config.agentId), {
+      callback: (err, msg) => {
+        if (err) return;
+        let body: unknown;
+        try {
+          body = JSON.parse(new TextDecoder().decode(msg.data));
+        } catch {
+          body = undefined;
+        }
+        const ev = AgentEventSchema.safeParse(body);
+        if (!ev.success) {
+          this.log.warn(`dropped a malformed agent event: ${ev.error.issues.map((i) => i.message).join('; ')}`);
+          return;
+        }
+        const { type: _type, ...m } = ev.data;
+        this.groups.set(m.groupId, m);
+        this.log.log(`joined group ${m.groupId} as rank ${m.rank} of ${m.size} (store prefix ${m.storePrefix})`);
+      },
+    });
+  }
+
+  list(): Membership[] {
+    return [...this.groups.values()];
+  }
+
+  onApplicationShutdown(): void {
+    this.sub?.unsubscribe();
+  }
+}

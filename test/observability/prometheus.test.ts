@@ -136,7 +136,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(good.rows.map((r) => r.bytes)).toEqual(SIZES);
     for (const row of good.rows) {
       const m = row.outOfPlace!;
-      const sel = `{job="cmesh-coordinator",op="all_reduce",backend="tcp",dtype="float",size_bytes="${row.bytes}"}`;
+      const sel = `{job="cmesh-coordinator",op="all_reduce",backend="tcp",dtype="float32",size_bytes="${row.bytes}"}`;
       const busbw = await prom.waitFor(`cmesh_collective_busbw_bytes_per_second${sel}`, 15_000);
       expect(busbw).toHaveLength(1);
       // the coordinator exports the out-of-place measurement of each row, in bytes per second

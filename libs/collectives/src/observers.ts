@@ -12,7 +12,8 @@ export interface CollectiveEvent {
   worldSize: number;
   rank: number;
   group: string;
-  error?: { name: string; message: string };
+  /** code: the CmeshError code (TIMEOUT, PEER_FAILURE, ...), or the error's name for others */
+  error?: { name: string; message: string; code: string };
 }
 
 export type CollectiveObserver = (e: CollectiveEvent) => void;

@@ -323,7 +323,7 @@ export class ProcessGroup {
         worldSize: this.size,
         rank: this.rank,
         group: this.name,
-        error: error && { name: error.name, message: error.message },
+        error: error && { name: error.name, message: error.message, code: (error as { code?: string }).code ?? error.name },
       });
     };
     let timer: NodeJS.Timeout | undefined;

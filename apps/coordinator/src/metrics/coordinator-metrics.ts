@@ -3,7 +3,7 @@
 // errors), plus the default process metrics.
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { AGENT_STATES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, sizeBucket } from '@cmesh/protocol';
+import { AGENT_STATES, BENCH_DTYPES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, sizeBucket } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { GroupsService } from '../groups/groups.service';
 import type { JobResultSink } from '../jobs/tokens';
@@ -76,8 +76,9 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     const m = row.outOfPlace ?? row.inPlace;
     if (!m) return;
     const algorithm = job.sweep.algorithm ?? 'auto';
-    this.duration.observe({ op: row.op, backend: row.backend, algorithm, dtype: row.type, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
-    const labels = { op: row.op, backend: row.backend, dtype: row.type, size_bytes: String(row.bytes) };
+    const dtype = BENCH_DTYPES[row.type].name; // the library's dtype names, as its own exporter uses
+    this.duration.observe({ op: row.op, backend: row.backend, algorithm, dtype, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
+    const labels = { op: row.op, backend: row.backend, dtype, size_bytes: String(row.bytes) };
     for (const old of this.lastSweep.record(job.id, labels)) {
       this.busbw.remove(old);
       this.algbw.remove(old);

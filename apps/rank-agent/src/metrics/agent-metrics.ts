@@ -4,7 +4,7 @@
 // and errors; plus the default process metrics.
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, bandwidths, median, opLabel, sizeBucket } from '@cmesh/protocol';
+import { BENCH_DTYPES, DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, bandwidths, median, opLabel, sizeBucket } from '@cmesh/protocol';
 import type { JobObserver } from '../execution/tokens';
 
 @Injectable()
@@ -33,7 +33,8 @@ export class AgentMetrics implements JobObserver {
   onSize(a: JobAssignment, _rank: number, s: SizeSamplesMsg): void {
     const { sweep } = a;
     const op = opLabel(sweep.op);
-    const hist = { op, backend: sweep.backend, algorithm: sweep.algorithm ?? 'auto', dtype: sweep.dtype, size_bucket: sizeBucket(s.bytes) };
+    const dtype = BENCH_DTYPES[sweep.dtype].name; // the library's dtype names, as its own exporter uses
+    const hist = { op, backend: sweep.backend, algorithm: sweep.algorithm ?? 'auto', dtype, size_bucket: sizeBucket(s.bytes) };
     const times: number[] = [];
     let wrong = 0;
     for (const v of s.variants) {
@@ -45,7 +46,7 @@ export class AgentMetrics implements JobObserver {
     this.payload.inc({ op, backend: sweep.backend }, s.bytes * times.length);
     this.wrong.inc({ op }, wrong);
     const bw = bandwidths(sweep.op, s.bytes, median(times) * 1e6, a.members.length);
-    const labels = { op, backend: sweep.backend, dtype: sweep.dtype, size_bytes: String(s.bytes) };
+    const labels = { op, backend: sweep.backend, dtype, size_bytes: String(s.bytes) };
     for (const old of this.lastSweep.record(a.jobId, labels)) {
       this.busbw.remove(old);
       this.algbw.remove(old);

@@ -35,7 +35,7 @@ it('renders cumulative histograms, counters and escaped labels that promtool acc
   const m = new CollectiveMetrics();
   m.record(event());
   m.record(event({ durationSeconds: 5e-3, bytes: 8 }));
-  m.record(event({ op: 'broadcast', error: { name: 'DistTimeoutError', message: 'x' } }));
+  m.record(event({ op: 'broadcast', error: { name: 'DistTimeoutError', message: 'x', code: 'TIMEOUT' } }));
   const text = m.render();
   const h = 'algorithm="ring",backend="tcp",dtype="float32",op="all_reduce",size_bucket="4096"';
   expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="0.0001"}`)).toBe(0);
@@ -45,7 +45,7 @@ it('renders cumulative histograms, counters and escaped labels that promtool acc
   expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",direction="sent",op="all_reduce"}')).toBe(6144);
   expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",direction="received",op="all_reduce"}')).toBe(4096);
   expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",op="all_reduce"}')).toBe(4104);
-  expect(sample(text, 'cmesh_collective_errors_total{op="broadcast",reason="DistTimeoutError"}')).toBe(1);
+  expect(sample(text, 'cmesh_collective_errors_total{op="broadcast",reason="TIMEOUT"}')).toBe(1);
   expect(execFileSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })).toBe('');
 
   const c = new CounterVec('x_total', 'h');

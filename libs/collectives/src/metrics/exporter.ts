@@ -25,7 +25,7 @@ export class CollectiveMetrics {
     this.bytes.inc({ op, backend: e.backend, direction: 'sent' }, e.bytesSent);
     this.bytes.inc({ op, backend: e.backend, direction: 'received' }, e.bytesReceived);
     this.payload.inc({ op, backend: e.backend }, e.bytes);
-    if (e.error) this.errors.inc({ op, reason: e.error.name });
+    if (e.error) this.errors.inc({ op, reason: e.error.code }); // the same codes the agents report
   }
 
   render(): string {

@@ -6,7 +6,7 @@ import 'reflect-metadata';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { connect, JSONCodec, NatsConnection } from 'nats';
-import { JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobEvent, JobRecord, busBwFactor } from '@cmesh/protocol';
+import { ErrorReplySchema, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobEvent, JobRecord, busBwFactor } from '@cmesh/protocol';
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
 import { JobsModule } from '../src/jobs/jobs.module';
 import { JobStore } from '../src/jobs/job-store';
@@ -26,7 +26,7 @@ class FixedDirectory extends AgentDirectory {
   }
 }
 
-type Behaviour = { dieAtSize?: number; failAtSize?: { peers?: number[]; code?: string; message: string } };
+type Behaviour = { dieAtSize?: number; skipSize?: number; failAtSize?: { peers?: number[]; code?: string; message: string } };
 
 /** A scripted member: accepts, pings, sends one sample per size (time = bytes ns), then done. */
 function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Behaviour) {
@@ -54,6 +54,11 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
           return emit({ type: 'failed', error: { name: 'PeerFailureError', code: b.failAtSize.code ?? 'PEER_FAILURE', message: b.failAtSize.message, peers: b.failAtSize.peers } });
         }
         const t = (bytes * (1 + me.rank)) / 1e9; // rank r is (1+r)x slower
+        if (b.skipSize === i) {
+          // its samples never reach the coordinator (a refused publish), yet it carries on
+          i++;
+          return setTimeout(step, 20);
+        }
         emit({ type: 'size', samples: { requestedBytes: bytes, bytes, count: bytes / 4, variants: [{ mode: 'out-of-place', times: [t, 3 * t, 2 * t], wrong: me.rank === 1 && bytes === 64 ? 2 : 0 }] } });
         i++;
         setTimeout(step, 20);
@@ -90,7 +95,7 @@ describe('coordinator jobs (real nats-server)', () => {
 
   const post = async (body: unknown) => {
     const r = await fetch(`${base}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    return { status: r.status, body: (await r.json()) as JobRecord & { error?: string } };
+    return { status: r.status, body: (await r.json()) as JobRecord & { code?: string; message?: string; issues?: string[] } };
   };
   const wait = async (id: string, ms = 10_000): Promise<JobRecord> => {
     const end = Date.now() + ms;
@@ -135,20 +140,68 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(job.members.map((m) => m.name)).toEqual(['a1', 'a3']);
     const g = json.decode((await nc.request(JOB_SUBJECTS.get, json.encode({ id: job.id }), { timeout: 5000 })).data) as { job: JobRecord };
     expect(g.job.rows[0].root).toBe(1);
-    const bad = json.decode((await nc.request(JOB_SUBJECTS.submit, json.encode({ op: 'nope' }), { timeout: 5000 })).data) as { ok: boolean; status: number; error: string };
-    expect(bad).toMatchObject({ ok: false, status: 400 });
-    expect(bad.error).toMatch(/op/);
+    const bad = json.decode((await nc.request(JOB_SUBJECTS.submit, json.encode({ op: 'nope' }), { timeout: 5000 })).data);
+    expect(ErrorReplySchema.parse(bad).error).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^op: /)] });
+  });
+
+  it('validates every NATS job request and answers errors like the other coordinator endpoints', async () => {
+    const req = async (subject: string, body: unknown) => {
+      const data = typeof body === 'string' ? new TextEncoder().encode(body) : json.encode(body);
+      return json.decode((await nc.request(subject, data, { timeout: 5000 })).data) as Record<string, unknown>;
+    };
+    const err = async (subject: string, body: unknown) => ErrorReplySchema.parse(await req(subject, body)).error;
+    for (const s of [JOB_SUBJECTS.submit, JOB_SUBJECTS.get, JOB_SUBJECTS.list]) {
+      expect(await err(s, '{not json')).toEqual({ code: 'BAD_REQUEST', message: `${s}: body is not valid JSON` });
+    }
+    expect(await err(JOB_SUBJECTS.get, {})).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^id: /)] });
+    expect(await err(JOB_SUBJECTS.get, { id: 'nope' })).toEqual({ code: 'NOT_FOUND', message: 'no job "nope"' });
+    expect(await err(JOB_SUBJECTS.list, { limit: 'x' })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^limit: /)] });
+    expect(await err(JOB_SUBJECTS.submit, { op: 'all_reduce', sizes: [8], iters: 40_000 })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^iters: at most 10000/)] });
+    expect(await err(JOB_SUBJECTS.submit, { op: 'all_reduce', sizes: [8], agents: ['zz'] })).toEqual({ code: 'NOT_FOUND', message: 'no agent "zz" is registered' });
+    const list = await req(JOB_SUBJECTS.list, { limit: 1 });
+    expect(list).toMatchObject({ ok: true, jobs: [expect.objectContaining({ id: expect.any(String) })] });
+    expect(list.jobs).toHaveLength(1);
+    // REST: the same validation, in the error body every controller uses
+    const limit = await fetch(`${base}/jobs?limit=x`);
+    expect([limit.status, await limit.json()]).toEqual([400, expect.objectContaining({ statusCode: 400, code: 'BAD_REQUEST', issues: [expect.stringMatching(/^limit: /)] })]);
+    const none = await fetch(`${base}/jobs/nope`);
+    expect([none.status, await none.json()]).toEqual([404, { statusCode: 404, code: 'NOT_FOUND', message: 'no job "nope"' }]);
+  });
+
+  it('refuses more iterations than one NATS message can carry', async () => {
+    const r = await post({ op: 'all_reduce', agents: ['a0'], sizes: [8], iters: 40_000, warmup: 0 });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ code: 'BAD_REQUEST', issues: [`iters: at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`] });
+    expect((await post({ op: 'all_reduce', agents: ['a0'], sizes: [8], iters: 1, warmup: 20_000 })).body.issues).toEqual([expect.stringMatching(/^warmup: at most/)]);
+  });
+
+  it('fails a job whose members end without results for every size, naming the sizes', async () => {
+    behaviours.a1 = { skipSize: 1 };
+    const job = await wait((await post({ op: 'all_reduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
+    delete behaviours.a1;
+    expect(job.state).toBe('failed');
+    expect(job.reason).toBe('members ended without results for 1 of 3 sizes: 16 bytes; no samples from agent a1 (rank 1)');
+    expect(job.failedAgent).toBe('a1');
+    expect(job.rows.map((r) => r.bytes)).toEqual([8, 32]);
+    expect(job.progress).toEqual({ done: 2, total: 3 }); // what was aggregated, not forced to the total
+    // no member sent anything: every size is named, nobody in particular blamed
+    behaviours.a0 = { skipSize: 0 };
+    behaviours.a1 = { skipSize: 0 };
+    const none = await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
+    delete behaviours.a0;
+    delete behaviours.a1;
+    expect([none.state, none.reason, none.failedAgent, none.rows.length, none.progress.done]).toEqual(['failed', 'members ended without results for 1 of 1 sizes: 8 bytes', undefined, 0, 0]);
   });
 
   it('refuses bad requests, unknown agents and groups with a clear reason', async () => {
     expect((await post({ op: 'all_reduce', sizes: [] })).status).toBe(400);
     const avg = await post({ op: 'all_reduce', redop: 'avg', dtype: 'int32', sizes: [8] });
-    expect([avg.status, avg.body.error]).toEqual([400, 'invalid job: redop avg needs a floating-point dtype, got int32']);
+    expect([avg.status, avg.body]).toEqual([400, { statusCode: 400, code: 'BAD_REQUEST', message: 'invalid job: redop avg needs a floating-point dtype, got int32' }]);
     const unknown = await post({ op: 'all_reduce', sizes: [8], agents: ['a0', 'zz'] });
     expect(unknown.status).toBe(404);
-    expect(unknown.body.error).toMatch(/no agent "zz"/);
-    expect((await post({ op: 'all_reduce', sizes: [8], group: 'nope' })).body.error).toMatch(/no group "nope"/);
-    expect((await post({ op: 'broadcast', sizes: [8], agents: ['a0', 'a1'], root: 2 })).body.error).toMatch(/root 2/);
+    expect(unknown.body.message).toMatch(/no agent "zz"/);
+    expect((await post({ op: 'all_reduce', sizes: [8], group: 'nope' })).body.message).toMatch(/no group "nope"/);
+    expect((await post({ op: 'broadcast', sizes: [8], agents: ['a0', 'a1'], root: 2 })).body.message).toMatch(/root 2/);
     const grp = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, group: 'g1' });
     expect((await wait(grp.body.id)).members.map((m) => m.name)).toEqual(['a2', 'a0']);
   });
@@ -160,7 +213,7 @@ describe('coordinator jobs (real nats-server)', () => {
     expect([j1.body.state, j2.body.state]).toEqual(['running', 'running']);
     const refused = await post({ op: 'all_reduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
     expect(refused.status).toBe(409);
-    expect(refused.body.error).toMatch(/busy: a1 \(job j.*\), a2 \(job j/);
+    expect(refused.body.message).toMatch(/busy: a1 \(job j.*\), a2 \(job j/);
     const queued = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a2'] });
     expect(queued.body.state).toBe('queued');
     const [r1, r2, r3] = await Promise.all([wait(j1.body.id), wait(j2.body.id), wait(queued.body.id)]);

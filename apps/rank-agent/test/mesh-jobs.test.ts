@@ -2,9 +2,13 @@
 // processes. A job over 4 agents returns nccl-tests rows checked element by element by the
 // ranks; killing one agent mid-job fails the job within 5 s naming it, its job worker does not
 // outlive it, and the next job on the remaining agents succeeds; a job asking for nccl on a
-// machine without a GPU fails with the sidecar's reason.
-import { execFileSync } from 'child_process';
-import { NatsServer, startNatsServer } from '@cmesh/testing';
+// machine without a GPU fails with the sidecar's reason. Against a nats-server with a small
+// max_payload, an agent that cannot report a size's samples fails the job with that reason.
+import { execFileSync, spawn } from 'child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { NatsServer, freePort, startNatsServer, waitForPort } from '@cmesh/testing';
 import { JobRecord, busBwFactor } from '@cmesh/protocol';
 import { Mesh, listAgents, startMesh } from '../../cli/src/mesh/launch';
 
@@ -157,4 +161,54 @@ describe('jobs on a mesh of 4 rank agents', () => {
     expect((await listAgents(mesh.client)).map((a) => a.name)).not.toContain('agent-3');
     expect(w3.filter(alive)).toEqual([]);
   }, 90_000);
+});
+
+/** nats-server (JetStream on) refusing messages over maxPayload bytes; stopped by pid. */
+async function startNatsServerWithMaxPayload(maxPayload: number): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'cmesh-nats-small-'));
+  const conf = join(dir, 'nats.conf');
+  writeFileSync(conf, `listen: "127.0.0.1:${port}"\nmax_payload: ${maxPayload}\njetstream { store_dir: "${join(dir, 'js')}" }\n`);
+  const proc = spawn('nats-server', ['-c', conf], { stdio: 'ignore' });
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null && proc.pid) process.kill(proc.pid, 'SIGTERM');
+    const killer = setTimeout(() => proc.exitCode === null && proc.pid && process.kill(proc.pid, 'SIGKILL'), 3000);
+    await exited;
+    clearTimeout(killer);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  if (!(await waitForPort(port, 10_000, '127.0.0.1', () => proc.exitCode === null))) {
+    await stop();
+    throw new Error(`nats-server -c ${conf} did not start`);
+  }
+  return { url: `nats://127.0.0.1:${port}`, stop };
+}
+
+describe('an agent that cannot report its samples (nats-server max_payload 32 KiB)', () => {
+  let nats: { url: string; stop(): Promise<void> };
+  let mesh: Mesh;
+
+  beforeAll(async () => {
+    nats = await startNatsServerWithMaxPayload(32 * 1024);
+    mesh = await startMesh({ agents: 1, natsUrl: nats.url, port: 0, write: () => undefined, readyTimeoutMs: 90_000 });
+  }, 120_000);
+
+  afterAll(async () => {
+    const pids = mesh?.supervisor.pids() ?? [];
+    await mesh?.stop();
+    await nats?.stop();
+    expect(pids.filter(alive)).toEqual([]);
+  });
+
+  it('fails the job with the publish error instead of succeeding without rows; the agent runs the next job', async () => {
+    // 2 modes x 2000 times of one size is ~80 KiB of JSON: more than this server takes
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', agents: ['agent-0'], sizes: [8, 16], iters: 2000, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
+    expect(job.state).toBe('failed');
+    expect(job.failedAgent).toBe('agent-0');
+    expect(job.reason).toMatch(/^agent agent-0 \(rank 0\) failed: JobReportError: cannot report the samples of size 8 to the coordinator: .*MAX_PAYLOAD_EXCEEDED/);
+    expect([job.rows.length, job.progress]).toEqual([0, { done: 0, total: 2 }]);
+    const next = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', agents: ['agent-0'], sizes: [8, 16], iters: 3, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
+    expectCorrect(next, [8, 16], 1);
+  }, 60_000);
 });

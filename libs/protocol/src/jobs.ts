@@ -3,13 +3,14 @@
 // JobAssignment, and aggregates the agents' per-size samples into nccl-tests rows (BenchRow).
 import { z } from 'zod';
 import { BenchDtypeSchema, BenchOpSchema, BenchRedopSchema, BenchRowSchema, benchSizes } from './bench';
+import type { ErrorReply } from './reply';
 
 export const JOB_SUBJECTS = {
   /** request/reply to the coordinator: JobRequest -> JobReply */
   submit: 'cmesh.jobs.submit',
-  /** request/reply: { id } -> JobReply */
+  /** request/reply: JobGet -> JobReply */
   get: 'cmesh.jobs.get',
-  /** request/reply: { limit? } -> { jobs: JobRecord[] } */
+  /** request/reply: JobList -> JobListReply */
   list: 'cmesh.jobs.list',
   /** coordinator -> agents (broadcast event): JobAssignment; members find their rank in it */
   start: 'cmesh.jobs.start',
@@ -40,6 +41,17 @@ export function isFinished(state: JobState): boolean {
   return state === 'succeeded' || state === 'failed' || state === 'cancelled';
 }
 
+/**
+ * Upper bounds on iterations. A member reports each size's samples (one time per iteration and
+ * mode) in one NATS message; at 10k iterations two modes of worst-case JSON numbers stay under
+ * half of nats-server's default 1 MiB max_payload, so a sweep cannot run and then be unable to
+ * report. Warm-up is bounded alike so a request cannot hold its agents for hours unmeasured.
+ */
+export const JOB_MAX_ITERS = 10_000;
+export const JOB_MAX_WARMUP = 10_000;
+const iters = z.number().int().positive().max(JOB_MAX_ITERS, `at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`);
+const warmup = z.number().int().min(0).max(JOB_MAX_WARMUP, `at most ${JOB_MAX_WARMUP}`);
+
 const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
 
 /** What a client asks for. Sizes are either listed or given as nccl-tests' -b/-e/-f/-i. */
@@ -54,8 +66,8 @@ export const JobRequestSchema = z
     maxBytes: z.number().int().positive().default(1 << 20),
     stepFactor: z.number().gt(1).default(2),
     stepBytes: z.number().int().nonnegative().default(0),
-    iters: z.number().int().positive().default(20),
-    warmup: z.number().int().min(0).default(5),
+    iters: iters.default(20),
+    warmup: warmup.default(5),
     check: z.boolean().default(true),
     modes: z.array(z.enum(['out-of-place', 'in-place'])).min(1).default(['out-of-place', 'in-place']),
     /** force an all-reduce algorithm (CMESH_ALGO) instead of the cost model */
@@ -76,6 +88,15 @@ export const JobRequestSchema = z
 export type JobRequest = z.infer<typeof JobRequestSchema>;
 export type JobRequestInput = z.input<typeof JobRequestSchema>;
 
+/** `cmesh.jobs.get` (REST: GET /jobs/:id). */
+export const JobGetSchema = z.object({ id });
+export type JobGet = z.infer<typeof JobGetSchema>;
+
+/** `cmesh.jobs.list` (REST: GET /jobs?limit=): the newest jobs first. */
+export const JOB_LIST_MAX = 200;
+export const JobListSchema = z.object({ limit: z.number().int().positive().max(JOB_LIST_MAX).default(20) });
+export type JobList = z.infer<typeof JobListSchema>;
+
 /** The sizes a request names, in order. */
 export function jobSizes(r: JobRequest): number[] {
   return r.sizes ?? benchSizes(r.minBytes, r.maxBytes, r.stepFactor, r.stepBytes);
@@ -88,8 +109,8 @@ export const JobSweepSchema = z.object({
   redop: BenchRedopSchema,
   root: z.number().int().min(0),
   sizes: z.array(z.number().int().positive()).min(1),
-  iters: z.number().int().positive(),
-  warmup: z.number().int().min(0),
+  iters,
+  warmup,
   check: z.boolean(),
   modes: z.array(z.enum(['out-of-place', 'in-place'])).min(1),
   timeoutMs: z.number().int().positive(),
@@ -129,7 +150,7 @@ export const SizeSamplesSchema = z.object({
   variants: z.array(
     z.object({
       mode: z.enum(['out-of-place', 'in-place']),
-      times: z.array(z.number().nonnegative()).min(1),
+      times: z.array(z.number().nonnegative()).min(1).max(JOB_MAX_ITERS),
       wrong: z.number().int().nonnegative().nullable(),
     }),
   ),
@@ -173,5 +194,6 @@ export const JobRecordSchema = z.object({
 });
 export type JobRecord = z.infer<typeof JobRecordSchema>;
 
-/** Replies over NATS: the record, or an error with an HTTP-like status. */
-export type JobReply = { ok: true; job: JobRecord } | { ok: false; status: number; error: string };
+/** Replies over NATS: the record(s), or the protocol's error reply (like every coordinator endpoint). */
+export type JobReply = { ok: true; job: JobRecord } | ErrorReply;
+export type JobListReply = { ok: true; jobs: JobRecord[] } | ErrorReply;

@@ -1,18 +1,11 @@
 // REST: POST /jobs, GET /jobs, GET /jobs/:id, DELETE /jobs/:id (cancel). The same operations
-// are on NATS (JOB_SUBJECTS.submit/get/list), served by JobsService.
-import { Body, Controller, Delete, Get, HttpException, HttpStatus, Param, Post, Query } from '@nestjs/common';
-import type { JobRecord } from '@cmesh/protocol';
-import { JobRejectedError } from './job-errors';
+// are on NATS (JOB_SUBJECTS.submit/get/list), served by JobsService. Bodies are validated with
+// the protocol's schemas and errors have the shape of every other controller's (parseBody, rest).
+import { Body, Controller, Delete, Get, Param, Post, Query } from '@nestjs/common';
+import { JobGetSchema, JobListSchema, JobRecord, JobRequestSchema } from '@cmesh/protocol';
+import { parseBody } from '../nats/parse-body';
+import { rest } from '../nats/reply-error';
 import { JobsService } from './jobs.service';
-
-async function http<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (e) {
-    if (e instanceof JobRejectedError) throw new HttpException({ statusCode: e.status, error: e.message }, e.status);
-    throw e;
-  }
-}
 
 @Controller('jobs')
 export class JobsController {
@@ -20,23 +13,23 @@ export class JobsController {
 
   @Post()
   submit(@Body() body: unknown): Promise<JobRecord> {
-    return http(this.jobs.submit(body));
+    return rest(this.jobs.submit(parseBody(JobRequestSchema, body)));
   }
 
   @Get()
   async list(@Query('limit') limit?: string): Promise<{ jobs: JobRecord[] }> {
-    return { jobs: await this.jobs.list(limit ? Number(limit) : 20) };
+    // a query string is text: a non-number becomes NaN, which the schema refuses
+    const q = parseBody(JobListSchema, limit === undefined ? {} : { limit: Number(limit) });
+    return { jobs: await this.jobs.list(q.limit) };
   }
 
   @Get(':id')
-  async get(@Param('id') id: string): Promise<JobRecord> {
-    const job = await this.jobs.get(id);
-    if (!job) throw new HttpException({ statusCode: 404, error: `no job ${JSON.stringify(id)}` }, HttpStatus.NOT_FOUND);
-    return job;
+  get(@Param('id') id: string): Promise<JobRecord> {
+    return rest(this.jobs.find(parseBody(JobGetSchema, { id }).id));
   }
 
   @Delete(':id')
   cancel(@Param('id') id: string): Promise<JobRecord> {
-    return http(this.jobs.cancel(id));
+    return rest(this.jobs.cancel(parseBody(JobGetSchema, { id }).id));
   }
 }

@@ -16,11 +16,14 @@ import {
   JobAssignment,
   JobEvent,
   JobEventSchema,
+  JobGetSchema,
+  JobListSchema,
   JobMember,
   JobRecord,
   JobRequest,
   JobRequestSchema,
   JobSweep,
+  JOB_LIST_MAX,
   SizeSamplesMsg,
   isFinished,
   isReduction,
@@ -29,7 +32,8 @@ import {
 import { jobBucket } from '@cmesh/collectives';
 import { AgentDirectory, AgentView } from './agent-directory';
 import { rowFromSamples } from './aggregate';
-import { JobRejectedError } from './job-errors';
+import { respond } from '../nats/responder';
+import { ReplyError } from '../nats/reply-error';
 import { JobStore } from './job-store';
 import { JOBS_NATS, JOB_RESULT_SINK, JobResultSink } from './tokens';
 
@@ -55,6 +59,8 @@ interface Active {
   /** agent ids, once chosen */
   members: MemberState[];
   samples: Map<number, SizeSamplesMsg[]>;
+  /** requested sizes that have their row */
+  reported: Set<number>;
   startedAt: number;
   queuedAt: number;
   failures: { at: number; rank: number; message: string; peers: number[] }[];
@@ -91,28 +97,13 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
         else this.log.warn(`dropped malformed job event on ${msg.subject}`);
       },
     });
-    const reply = (subject: string, fn: (body: unknown) => Promise<unknown>) =>
-      this.nc.subscribe(subject, {
-        queue: 'cmesh-coordinator',
-        callback: (err, msg) => {
-          if (err) return;
-          fn(safeJson(msg.data)).then(
-            (job) => msg.respond(json.encode(job)),
-            (e: Error) =>
-              msg.respond(json.encode({ ok: false, status: e instanceof JobRejectedError ? e.status : 500, error: e.message })),
-          );
-        },
-      });
+    // The shared responder: zod-validated bodies and the protocol's error replies, like every
+    // other coordinator endpoint.
     this.subs = [
       events,
-      reply(JOB_SUBJECTS.submit, async (b) => ({ ok: true, job: await this.submit(b) })),
-      reply(JOB_SUBJECTS.get, async (b) => {
-        const id = String((b as { id?: unknown })?.id ?? '');
-        const job = await this.get(id);
-        if (!job) throw new JobRejectedError(404, `no job ${JSON.stringify(id)}`);
-        return { ok: true, job };
-      }),
-      reply(JOB_SUBJECTS.list, async (b) => ({ ok: true, jobs: await this.list(Number((b as { limit?: unknown })?.limit ?? 20)) })),
+      respond(this.nc, JOB_SUBJECTS.submit, JobRequestSchema, async (req) => ({ ok: true, job: await this.submit(req) })),
+      respond(this.nc, JOB_SUBJECTS.get, JobGetSchema, async ({ id }) => ({ ok: true, job: await this.find(id) })),
+      respond(this.nc, JOB_SUBJECTS.list, JobListSchema, async ({ limit }) => ({ ok: true, jobs: await this.list(limit) })),
     ];
     this.timer = setInterval(() => this.tick(), 100);
     this.timer.unref();
@@ -128,21 +119,16 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
 
   // ---- API ------------------------------------------------------------------------------
 
-  async submit(body: unknown): Promise<JobRecord> {
-    const parsed = JobRequestSchema.safeParse(body);
-    if (!parsed.success) {
-      const i = parsed.error.issues[0];
-      throw new JobRejectedError(400, `invalid job: ${i.path.join('.') || 'body'}: ${i.message}`);
-    }
-    const req = parsed.data;
+  /** A request already validated with JobRequestSchema (REST parseBody, NATS respond). */
+  async submit(req: JobRequest): Promise<JobRecord> {
     if (isReduction(req.op) && req.redop === 'avg' && !['float', 'double', 'half', 'bfloat16'].includes(req.dtype)) {
-      throw new JobRejectedError(400, `invalid job: redop avg needs a floating-point dtype, got ${req.dtype}`);
+      throw new ReplyError('BAD_REQUEST', `invalid job: redop avg needs a floating-point dtype, got ${req.dtype}`);
     }
     let sizes: number[];
     try {
       sizes = jobSizes(req);
     } catch (e) {
-      throw new JobRejectedError(400, `invalid job: ${(e as Error).message}`);
+      throw new ReplyError('BAD_REQUEST', `invalid job: ${(e as Error).message}`);
     }
     const sweep: JobSweep = {
       op: req.op,
@@ -160,22 +146,22 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     };
     // Fixed member lists are checked now, so a bad name is refused rather than queued.
     const fixed = await this.fixedMembers(req);
-    if (fixed && req.root >= fixed.length) throw new JobRejectedError(400, `root ${req.root} is not a rank of ${fixed.length} agents`);
+    if (fixed && req.root >= fixed.length) throw new ReplyError('BAD_REQUEST', `root ${req.root} is not a rank of ${fixed.length} agents`);
     const id = `j${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
     const rec: JobRecord = {
       id,
       state: 'queued',
-      request: body as Record<string, unknown>,
+      request: req as unknown as Record<string, unknown>,
       sweep,
       members: [],
       rows: [],
       progress: { done: 0, total: sizes.length },
       createdAt: new Date().toISOString(),
     };
-    const a: Active = { rec, req, members: [], samples: new Map(), startedAt: 0, queuedAt: Date.now(), failures: [] };
+    const a: Active = { rec, req, members: [], samples: new Map(), reported: new Set(), startedAt: 0, queuedAt: Date.now(), failures: [] };
     const picked = await this.pick(a);
     if (typeof picked === 'string') {
-      if (req.onBusy === 'refuse' || picked.startsWith('!')) throw new JobRejectedError(409, picked.replace(/^!/, ''));
+      if (req.onBusy === 'refuse' || picked.startsWith('!')) throw new ReplyError('CONFLICT', picked.replace(/^!/, ''));
       rec.reason = `waiting: ${picked}`;
       this.active.set(id, a);
       this.queue.push(id);
@@ -192,8 +178,15 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     return this.active.get(id)?.rec ?? (await this.store.read(id));
   }
 
+  /** The job, or NOT_FOUND. */
+  async find(id: string): Promise<JobRecord> {
+    const job = await this.get(id);
+    if (!job) throw new ReplyError('NOT_FOUND', `no job ${JSON.stringify(id)}`);
+    return job;
+  }
+
   async list(limit = 20): Promise<JobRecord[]> {
-    const n = Number.isInteger(limit) && limit > 0 ? Math.min(limit, 200) : 20;
+    const n = Number.isInteger(limit) && limit > 0 ? Math.min(limit, JOB_LIST_MAX) : 20;
     const recs = await Promise.all(this.store.recentIds(n).map((id) => this.get(id)));
     return recs.filter((r): r is JobRecord => !!r);
   }
@@ -202,7 +195,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     const a = this.active.get(id);
     if (!a) {
       const rec = await this.store.read(id);
-      if (!rec) throw new JobRejectedError(404, `no job ${JSON.stringify(id)}`);
+      if (!rec) throw new ReplyError('NOT_FOUND', `no job ${JSON.stringify(id)}`);
       return rec;
     }
     await this.finish(a, 'cancelled', reason);
@@ -222,14 +215,14 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     let wanted = req.agents;
     if (req.group) {
       const ids = await this.directory.groupMembers(req.group);
-      if (!ids) throw new JobRejectedError(404, `no group ${JSON.stringify(req.group)}`);
+      if (!ids) throw new ReplyError('NOT_FOUND', `no group ${JSON.stringify(req.group)}`);
       wanted = ids;
     }
     const out: AgentView[] = [];
     for (const w of wanted!) {
       const v = all.find((x) => x.agentId === w) ?? all.find((x) => x.name === w);
-      if (!v) throw new JobRejectedError(404, `no agent ${JSON.stringify(w)} is registered`);
-      if (out.some((o) => o.agentId === v.agentId)) throw new JobRejectedError(400, `agent ${v.name} is listed twice`);
+      if (!v) throw new ReplyError('NOT_FOUND', `no agent ${JSON.stringify(w)} is registered`);
+      if (out.some((o) => o.agentId === v.agentId)) throw new ReplyError('BAD_REQUEST', `agent ${v.name} is listed twice`);
       out.push(v);
     }
     return out;
@@ -299,7 +292,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
         return this.onSize(a, ev.rank, ev.samples);
       case 'done':
         m.done = true;
-        if (a.members.every((x) => x.done)) void this.finish(a, 'succeeded');
+        if (a.members.every((x) => x.done)) this.onAllDone(a);
         break;
       case 'failed':
         a.failures.push({ at: Date.now(), rank: ev.rank, message: `${ev.error.name}: ${ev.error.message}`, peers: ev.error.peers ?? [] });
@@ -320,12 +313,27 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     try {
       const row = rowFromSamples(a.rec.sweep, list);
       a.rec.rows.push(row);
+      a.reported.add(s.requestedBytes);
       a.rec.progress.done = Math.min(a.rec.progress.done + 1, a.rec.progress.total);
       this.sink?.onRow(a.rec, row);
       void this.save(a);
     } catch (e) {
       void this.finish(a, 'failed', `ranks disagree: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * Every member said done: the job succeeded only if every requested size has its row. A member
+   * whose samples were lost (a failed publish, a dropped message) must not make an empty
+   * "success"; the members that sent nothing for a missing size are named.
+   */
+  private onAllDone(a: Active): void {
+    const missing = [...new Set(a.rec.sweep.sizes.filter((s) => !a.reported.has(s)))];
+    if (!missing.length) return void this.finish(a, 'succeeded');
+    const silent = a.members.filter((m) => missing.some((s) => !a.samples.get(s)?.[m.rank]));
+    const who = silent.length && silent.length < a.members.length ? `; no samples from ${silent.map((m) => `agent ${m.name} (rank ${m.rank})`).join(', ')}` : '';
+    const reason = `members ended without results for ${missing.length} of ${a.rec.progress.total} sizes: ${missing.join(', ')} bytes${who}`;
+    void this.finish(a, 'failed', reason, who ? silent[0].name : undefined);
   }
 
   private tick(): void {
@@ -410,10 +418,8 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     a.rec.finishedAt = new Date().toISOString();
     if (reason) a.rec.reason = reason;
     if (agent) a.rec.failedAgent = agent;
-    if (state === 'succeeded') {
-      a.rec.rows.sort((x, y) => x.bytes - y.bytes);
-      a.rec.progress.done = a.rec.progress.total;
-    }
+    // progress stays what was really aggregated (success already means every size has a row)
+    if (state === 'succeeded') a.rec.rows.sort((x, y) => x.bytes - y.bytes);
     for (const m of a.members) if (this.busy.get(m.agentId) === a.rec.id) this.busy.delete(m.agentId);
     if (wasRunning && state !== 'succeeded') this.publish(JOB_SUBJECTS.cancel, { jobId: a.rec.id, reason: reason ?? state });
     this.active.delete(a.rec.id);

@@ -1,6 +1,7 @@
 // Runs the jobs assigned to this agent, one at a time: answers the assignment with `accepted`,
 // pings while the sweep runs (the coordinator's liveness check), streams per-size samples and
-// ends with `done` or `failed`. The coordinator is the authority on who is busy: an assignment
+// ends with `done` or `failed`. Samples that cannot be reported (a publish refused, e.g. over the
+// server's max_payload) end the sweep with `failed` naming why, never `done`. The coordinator is the authority on who is busy: an assignment
 // for a new job ends whatever this agent was still running.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobCancel, JobEvent } from '@cmesh/protocol';
@@ -65,11 +66,14 @@ export class JobRunnerService implements BeforeApplicationShutdown {
     await this.end(c.jobId, c.reason);
   }
 
-  private emit(ev: JobEvent): void {
+  /** Publishes a job event; the error when it could not be sent. */
+  private emit(ev: JobEvent): Error | null {
     try {
       this.nats.publish(JOB_SUBJECTS.events(ev.jobId), ev);
+      return null;
     } catch (err) {
       this.log.error(`job ${ev.jobId}: cannot report ${ev.type}: ${(err as Error).message}`);
+      return err as Error;
     }
   }
 
@@ -79,6 +83,13 @@ export class JobRunnerService implements BeforeApplicationShutdown {
     const t0 = Date.now();
     this.emit({ ...base, type: 'accepted', pid: process.pid, host: this.config.host, device: `${a.sweep.backend} slot ${this.config.deviceIndex}` });
     const ping = setInterval(() => this.emit({ ...base, type: 'ping' }), JOB_PING_INTERVAL_MS);
+    // A size whose samples did not reach the coordinator ends the sweep here (through the
+    // backend's abort) and is what this rank reports, instead of a `done` with rows missing.
+    let lost: Error | null = null;
+    const stop = new AbortController();
+    const onAbort = () => stop.abort(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
     try {
       const avail = backend?.available() ?? { ok: false, reason: `unknown backend ${a.sweep.backend}` };
       if (!backend || !avail.ok) throw Object.assign(new Error(`backend ${a.sweep.backend} unavailable on agent ${this.config.name}: ${avail.reason}`), { name: 'BackendUnavailableError', code: 'BACKEND_UNAVAILABLE' });
@@ -88,12 +99,22 @@ export class JobRunnerService implements BeforeApplicationShutdown {
         {
           onJoined: () => undefined,
           onSize: (samples) => {
-            this.emit({ ...base, type: 'size', samples });
+            if (lost) return;
+            const err = this.emit({ ...base, type: 'size', samples });
+            if (err) {
+              lost = Object.assign(new Error(`cannot report the samples of size ${samples.requestedBytes} to the coordinator: ${err.message}`), {
+                name: 'JobReportError',
+                code: 'REPORT_FAILED',
+              });
+              stop.abort(lost.message);
+              return;
+            }
             this.observer?.onSize(a, rank, samples);
           },
         },
-        signal,
+        stop.signal,
       );
+      if (lost) throw lost;
       clearInterval(ping);
       this.emit({ ...base, type: 'done' });
       this.lastJob = { jobId: a.jobId, state: 'succeeded', at: new Date().toISOString() };
@@ -101,14 +122,16 @@ export class JobRunnerService implements BeforeApplicationShutdown {
     } catch (err) {
       clearInterval(ping);
       this.lastJob = { jobId: a.jobId, state: 'failed', at: new Date().toISOString() };
-      if (err instanceof JobAbortedError) {
+      if (err instanceof JobAbortedError && !lost) {
         this.log.warn(`job ${a.jobId} rank ${rank}: ended (${err.message})`);
         return;
       }
-      const error = errorToJobError(err);
+      const error = errorToJobError(lost ?? err);
       this.observer?.onError(a, error.code ?? error.name);
       this.emit({ ...base, type: 'failed', error });
       this.log.error(`job ${a.jobId} rank ${rank}: ${error.name}: ${error.message}`);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
     }
   }
 

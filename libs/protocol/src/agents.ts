@@ -16,7 +16,13 @@ export const AGENT_STATES = ['ready', 'busy', 'lost'] as const;
 export const AgentStateSchema = z.enum(AGENT_STATES);
 export type AgentState = z.infer<typeof AgentStateSchema>;
 
-export const AgentIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
+/**
+ * An id that becomes a KV key segment (agents, groups, runs): checked before any KV access, since a
+ * key with other characters is refused by the server (a 500 instead of a 400). The message names it.
+ */
+export const KvIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits, _ and - only (1..64)` });
+
+export const AgentIdSchema = KvIdSchema;
 
 export const BackendInfoSchema = z.object({
   name: z.enum(['tcp', 'nccl']),

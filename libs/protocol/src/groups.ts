@@ -1,7 +1,7 @@
 // Process groups the coordinator allocates for a member list: an id, a store prefix for the
 // members' bootstrap keys, membership kept in KV and told to each member.
 import { z } from 'zod';
-import { AgentIdSchema } from './agents';
+import { AgentIdSchema, KvIdSchema } from './agents';
 
 export const GROUP_SUBJECTS = {
   create: 'cmesh.groups.create',
@@ -16,7 +16,9 @@ export const GroupCreateSchema = z.object({
 });
 export type GroupCreate = z.infer<typeof GroupCreateSchema>;
 
-export const GroupGetSchema = z.object({ id: z.string().min(1) });
+export const GroupIdSchema = KvIdSchema;
+
+export const GroupGetSchema = z.object({ id: GroupIdSchema });
 
 export const GroupRecordSchema = z.object({
   id: z.string(),

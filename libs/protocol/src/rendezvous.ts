@@ -2,6 +2,7 @@
 // have joined, numbered rounds, deterministic ranks (sorted node ids), closed rounds, and a new
 // round when a member is lost.
 import { z } from 'zod';
+import { KvIdSchema } from './agents';
 
 export const RDZV_SUBJECTS = {
   join: 'cmesh.rdzv.join',
@@ -10,12 +11,15 @@ export const RDZV_SUBJECTS = {
   leave: 'cmesh.rdzv.leave',
 } as const;
 
-const RunIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
+/** the run id is a KV key segment (rdzv.<runId>) */
+export const RunIdSchema = KvIdSchema;
+/** node ids are stored in the record only, so they may also hold . and : (host:port, fqdn) */
+export const NodeIdSchema = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits, _ . : and - only (1..128)` });
 
 export const RdzvJoinSchema = z
   .object({
     runId: RunIdSchema,
-    nodeId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/),
+    nodeId: NodeIdSchema,
     minNodes: z.number().int().positive(),
     maxNodes: z.number().int().positive(),
     lastCallMs: z.number().int().min(0).max(3_600_000).default(1000),
@@ -24,7 +28,7 @@ export const RdzvJoinSchema = z
 export type RdzvJoin = z.infer<typeof RdzvJoinSchema>;
 
 export const RdzvGetSchema = z.object({ runId: RunIdSchema });
-export const RdzvLeaveSchema = z.object({ runId: RunIdSchema, nodeId: z.string().min(1), reason: z.string().default('left') });
+export const RdzvLeaveSchema = z.object({ runId: RunIdSchema, nodeId: NodeIdSchema, reason: z.string().default('left') });
 
 export const RdzvRecordSchema = z.object({
   runId: z.string(),

@@ -1,9 +1,14 @@
 import { Body, Controller, Delete, Get, Param, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { AgentHeartbeatSchema, AgentRecord, AgentRegisterSchema } from '@cmesh/protocol';
+import { AgentDeregisterSchema, AgentHeartbeatSchema, AgentRecord, AgentRegisterSchema } from '@cmesh/protocol';
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { AgentsService } from './agents.service';
+
+/** The id in the URL, checked like the NATS body's (a bad one is a 400 naming it, before any KV access). */
+function agentId(id: string): string {
+  return parseBody(AgentDeregisterSchema, { agentId: id }).agentId;
+}
 
 @ApiTags('agents')
 @Controller('agents')
@@ -19,7 +24,7 @@ export class AgentsController {
   @Get(':id')
   @ApiOperation({ summary: 'one agent' })
   get(@Param('id') id: string): Promise<AgentRecord> {
-    return rest(this.agents.get(id));
+    return rest(this.agents.get(agentId(id)));
   }
 
   @Post()
@@ -37,6 +42,6 @@ export class AgentsController {
   @Delete(':id')
   @ApiOperation({ summary: 'deregister an agent' })
   deregister(@Param('id') id: string): Promise<AgentRecord> {
-    return rest(this.agents.deregister(id));
+    return rest(this.agents.deregister(agentId(id)));
   }
 }

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { GroupCreateSchema, GroupRecord } from '@cmesh/protocol';
+import { GroupCreateSchema, GroupGetSchema, GroupRecord } from '@cmesh/protocol';
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { GroupsService } from './groups.service';
@@ -18,7 +18,7 @@ export class GroupsController {
 
   @Get(':id')
   get(@Param('id') id: string): Promise<GroupRecord> {
-    return rest(this.groups.get(id));
+    return rest(this.groups.get(parseBody(GroupGetSchema, { id }).id));
   }
 
   @Post()

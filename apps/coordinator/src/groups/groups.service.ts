@@ -2,7 +2,7 @@
 // membership in KV, and a notification to every member.
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { JSONCodec, NatsConnection, Subscription } from 'nats';
-import { AGENT_SUBJECTS, AgentEvent, GROUP_SUBJECTS, GroupCreate, GroupCreateSchema, GroupGetSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
+import { AGENT_SUBJECTS, AgentEvent, GROUP_SUBJECTS, GroupCreate, GroupCreateSchema, GroupGetSchema, GroupIdSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AgentsService } from '../agents/agents.service';
 import { NATS_CONNECTION } from '../nats/nats.module';
@@ -58,6 +58,7 @@ export class GroupsService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async find(id: string): Promise<GroupRecord | undefined> {
+    if (!GroupIdSchema.safeParse(id).success) return undefined; // no such group, and not a KV key either
     return this.state.get<GroupRecord>(KV_KEYS.group(id));
   }
 

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { RdzvJoinSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { RdzvGetSchema, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { RendezvousService } from './rendezvous.service';
@@ -19,7 +19,7 @@ export class RendezvousController {
   @Get(':runId')
   @ApiOperation({ summary: 'a rendezvous (closes it when its last call is over)' })
   get(@Param('runId') runId: string): Promise<RdzvReply> {
-    return rest(this.rdzv.get(runId));
+    return rest(this.rdzv.get(parseBody(RdzvGetSchema, { runId }).runId));
   }
 
   @Post(':runId/join')
@@ -29,8 +29,9 @@ export class RendezvousController {
   }
 
   @Post(':runId/leave')
-  @ApiOperation({ summary: 'a node leaves (or is reported lost): the next round opens' })
-  leave(@Param('runId') runId: string, @Body() body: { nodeId?: string }): Promise<RdzvReply> {
-    return rest(this.rdzv.leave(runId, String(body?.nodeId ?? '')));
+  @ApiOperation({ summary: 'a node leaves (or is reported lost): the next round opens (a waiting node just stops waiting); 404 if not in the run' })
+  leave(@Param('runId') runId: string, @Body() body: unknown): Promise<RdzvReply> {
+    const b = parseBody(RdzvLeaveSchema, { ...(body as object), runId });
+    return rest(this.rdzv.leave(b.runId, b.nodeId));
   }
 }

@@ -3,7 +3,7 @@
 // restarted or leaderless coordinator never leaves a rendezvous stuck.
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { NatsConnection, Subscription } from 'nats';
-import { KV_KEYS, RDZV_SUBJECTS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { KV_KEYS, RDZV_SUBJECTS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, NodeIdSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { LeaderService } from '../leader/leader.service';
 import { NATS_CONNECTION } from '../nats/nats.module';
@@ -30,13 +30,15 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
   onModuleInit(): void {
     this.subs = [
       respond(this.nc, RDZV_SUBJECTS.join, RdzvJoinSchema, (b) => this.join(b)),
-      respond(this.nc, RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: RdzvLeaveSchema.shape.nodeId.optional() }), (b) => this.get(b.runId, b.nodeId)),
+      respond(this.nc, RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: NodeIdSchema.optional() }), (b) => this.get(b.runId, b.nodeId)),
       respond(this.nc, RDZV_SUBJECTS.leave, RdzvLeaveSchema, (b) => this.leave(b.runId, b.nodeId)),
     ];
     this.leader.whileLeading(() => this.closeOverdue());
     // an agent that is lost leaves every rendezvous it is in (node ids of agents are agent ids)
     this.agents.onAgentLost(async (a) => {
-      for (const r of await this.state.list<RdzvRecord>(PREFIX)) await this.leave(r.runId, a.agentId).catch(() => undefined);
+      for (const r of await this.state.list<RdzvRecord>(PREFIX)) {
+        if (rounds.isMember(r, a.agentId)) await this.leave(r.runId, a.agentId).catch(() => undefined);
+      }
     });
   }
 
@@ -72,8 +74,13 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async leave(runId: string, nodeId: string): Promise<RdzvReply> {
-    const record = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => (cur ? rounds.reopen(cur, nodeId, Date.now()) : undefined));
+    let member = false; // set by the update's last attempt: a stranger must not pass for a leave
+    const record = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => {
+      member = !!cur && rounds.isMember(cur, nodeId);
+      return member ? rounds.leave(cur!, nodeId, Date.now()) : undefined;
+    });
     if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
+    if (!member) throw new ReplyError('NOT_FOUND', `node ${nodeId} is not in run ${runId}`);
     return this.reply(record);
   }
 

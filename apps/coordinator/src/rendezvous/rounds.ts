@@ -1,4 +1,4 @@
-// The c10d round rules as pure functions over a record: join, close, reopen.
+// The c10d round rules as pure functions over a record: join, close, leave.
 import type { RdzvJoin, RdzvRecord } from '@cmesh/protocol';
 
 export function newRecord(j: RdzvJoin): RdzvRecord {
@@ -35,12 +35,25 @@ export function join(cur: RdzvRecord | undefined, j: RdzvJoin, now: number): Rdz
   return maybeClose(next, now) ?? next;
 }
 
-/** A member is gone: open the next round with the others and whoever waited. */
-export function reopen(r: RdzvRecord, gone: string, now: number): RdzvRecord | undefined {
-  const isMember = r.participants.some((p) => p.nodeId === gone) || r.waiting.includes(gone);
-  if (!isMember) return undefined;
+/** Whether a node takes part in the run: in the current round, or waiting for the next one. */
+export function isMember(r: RdzvRecord, nodeId: string): boolean {
+  return r.participants.some((p) => p.nodeId === nodeId) || r.waiting.includes(nodeId);
+}
+
+/**
+ * A node leaves (or is lost). A node that only waits holds no rank, so it just stops waiting and the
+ * round stands; a participant's loss opens the next round. Undefined when it is not in the run.
+ */
+export function leave(r: RdzvRecord, gone: string, now: number): RdzvRecord | undefined {
+  if (r.participants.some((p) => p.nodeId === gone)) return reopen(r, gone, now);
+  if (r.waiting.includes(gone)) return { ...r, waiting: r.waiting.filter((w) => w !== gone) };
+  return undefined;
+}
+
+/** A participant is gone: open the next round with the others and whoever waited. */
+function reopen(r: RdzvRecord, gone: string, now: number): RdzvRecord {
   const stay = r.participants.filter((p) => p.nodeId !== gone);
-  const waiting = r.waiting.filter((w) => w !== gone).map((nodeId) => ({ nodeId, joinedAt: new Date(now).toISOString() }));
+  const waiting = r.waiting.map((nodeId) => ({ nodeId, joinedAt: new Date(now).toISOString() }));
   const participants = [...stay, ...waiting];
   const next: RdzvRecord = {
     ...r,

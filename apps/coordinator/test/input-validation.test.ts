@@ -1,0 +1,115 @@
+// Requests the coordinator must refuse without changing anything, against a real nats-server and a
+// real coordinator process: leaves by nodes that are not in the run, a waiting node leaving, and ids
+// that cannot be KV keys (REST and NATS alike).
+import { JSONCodec, NatsConnection, connect } from 'nats';
+import { GROUP_SUBJECTS, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
+
+const json = JSONCodec();
+let nats: NatsServer;
+let nc: NatsConnection;
+let coord: CoordinatorProcess | undefined;
+
+async function req(subject: string, body: unknown): Promise<any> {
+  const m = await nc.request(subject, json.encode(body), { timeout: 5000 });
+  return json.decode(m.data);
+}
+
+async function http(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${coord!.url}${path}`, {
+    method,
+    ...(body !== undefined ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {}),
+  });
+  return { status: res.status, body: await res.json().catch(() => undefined) };
+}
+
+/** The stored record, read without closing anything (the get path may close overdue rounds). */
+async function record(runId: string): Promise<any> {
+  return (await req(RDZV_SUBJECTS.get, { runId })).record;
+}
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  nc = await connect({ servers: nats.url });
+  coord = await startCoordinatorProcess(nats.url);
+}, 40000);
+
+afterAll(async () => {
+  await nc?.close();
+  await coord?.stop();
+  await nats?.stop();
+});
+
+describe('rendezvous leave by a node that is not in the run', () => {
+  beforeAll(async () => {
+    for (const nodeId of ['n1', 'n2']) await req(RDZV_SUBJECTS.join, { runId: 'r1', nodeId, minNodes: 2, maxNodes: 2, lastCallMs: 0 });
+  });
+
+  it('REST: no nodeId is a 400 naming the field; nothing changes', async () => {
+    const before = await record('r1');
+    const r = await http('POST', '/rendezvous/r1/leave', {});
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^nodeId: /)] });
+    expect(await record('r1')).toEqual(before);
+  });
+
+  it('REST: a stranger is a 404 "node stranger is not in run r1"; nothing changes', async () => {
+    const before = await record('r1');
+    const r = await http('POST', '/rendezvous/r1/leave', { nodeId: 'stranger' });
+    expect(r.status).toBe(404);
+    expect(r.body).toMatchObject({ code: 'NOT_FOUND', message: 'node stranger is not in run r1' });
+    expect(await record('r1')).toEqual(before);
+  });
+
+  it('NATS: a stranger is NOT_FOUND; nothing changes', async () => {
+    const before = await record('r1');
+    const r = await req(RDZV_SUBJECTS.leave, { runId: 'r1', nodeId: 'stranger' });
+    expect(r).toEqual({ ok: false, error: { code: 'NOT_FOUND', message: 'node stranger is not in run r1' } });
+    expect(await record('r1')).toEqual(before);
+  });
+
+  it('a member still leaves and opens the next round', async () => {
+    const r = await http('POST', '/rendezvous/r1/leave', { nodeId: 'n2' });
+    expect(r.status).toBe(201);
+    expect(r.body.record).toMatchObject({ round: 1, state: 'open', participants: [expect.objectContaining({ nodeId: 'n1' })] });
+  });
+});
+
+describe('rendezvous leave by a node that only waits', () => {
+  it('removes it from the waiting list and keeps the closed round', async () => {
+    for (const nodeId of ['n1', 'n2']) await req(RDZV_SUBJECTS.join, { runId: 'w1', nodeId, minNodes: 2, maxNodes: 2, lastCallMs: 0 });
+    const closed = await req(RDZV_SUBJECTS.join, { runId: 'w1', nodeId: 'n3', minNodes: 2, maxNodes: 2, lastCallMs: 0 });
+    expect(closed.record).toMatchObject({ round: 0, state: 'closed', ranks: { n1: 0, n2: 1 }, waiting: ['n3'] });
+    const left = await req(RDZV_SUBJECTS.leave, { runId: 'w1', nodeId: 'n3' });
+    expect(left).toMatchObject({ ok: true });
+    expect(left.record).toEqual({ ...closed.record, waiting: [] });
+    expect(await record('w1')).toEqual({ ...closed.record, waiting: [] });
+  });
+});
+
+describe('ids that cannot be KV keys are a BAD_REQUEST naming the id', () => {
+  it.each([
+    ['GET', '/agents/a*b', 'a*b'],
+    ['DELETE', '/agents/a*b', 'a*b'],
+    ['GET', '/groups/a*b', 'a*b'],
+    ['GET', '/rendezvous/a%20b', 'a b'],
+    ['POST', '/rendezvous/a%20b/leave', 'a b'],
+  ])('REST %s %s is a 400', async (method, path, id) => {
+    const r = await http(method, path, method === 'POST' ? { nodeId: 'n1' } : undefined);
+    expect(r.status).toBe(400);
+    expect(r.body.code).toBe('BAD_REQUEST');
+    expect(JSON.stringify(r.body)).toContain(id);
+  });
+
+  it('NATS cmesh.groups.get {"id":"a*b"} is BAD_REQUEST, not INTERNAL', async () => {
+    const r = await req(GROUP_SUBJECTS.get, { id: 'a*b' });
+    expect(r).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', issues: [expect.stringMatching(/^id: "a\*b": /)] } });
+  });
+
+  it('valid ids that do not exist are still 404', async () => {
+    expect((await http('GET', '/agents/nobody')).status).toBe(404);
+    expect((await http('GET', '/groups/999')).status).toBe(404);
+    expect((await http('GET', '/rendezvous/none')).status).toBe(404);
+  });
+});

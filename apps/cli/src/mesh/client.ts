@@ -41,8 +41,10 @@ export class MeshClient {
       data = text;
     }
     if (!res.ok) {
-      const d = data as { error?: unknown; message?: unknown } | undefined;
-      const msg = typeof d?.error === 'string' && d.error !== 'Not Found' ? d.error : typeof d?.message === 'string' ? d.message : text;
+      const d = data as { error?: unknown; message?: unknown; issues?: unknown } | undefined;
+      let msg = typeof d?.error === 'string' && d.error !== 'Not Found' ? d.error : typeof d?.message === 'string' ? d.message : text;
+      // validation errors name the offending fields: show them
+      if (Array.isArray(d?.issues) && d.issues.length) msg += ` (${d.issues.join('; ')})`;
       throw new MeshApiError(res.status, `${method} ${path}: ${res.status} ${msg}`);
     }
     return data as T;

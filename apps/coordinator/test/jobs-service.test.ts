@@ -221,6 +221,34 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(Date.parse(r3.startedAt!)).toBeGreaterThanOrEqual(Math.max(Date.parse(r1.finishedAt!), Date.parse(r2.finishedAt!)) - 5);
   });
 
+  it('a second coordinator replica sees the first one\'s jobs holding agents (claims in KV)', async () => {
+    const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
+    await other.listen(0, '127.0.0.1');
+    const otherBase = await other.getUrl();
+    try {
+      const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
+      const j1 = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+      expect(j1.body.state).toBe('running');
+      const viaOther = (body: unknown) => fetch(`${otherBase}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const refused = await viaOther({ op: 'all_reduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
+      expect(refused.status).toBe(409);
+      expect(((await refused.json()) as { message: string }).message).toMatch(new RegExp(`busy: a1 \\(job ${j1.body.id}\\)`));
+      // an nranks pick on the other replica leaves the held agents out
+      const picked = (await (await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, nranks: 2 })).json()) as JobRecord;
+      expect(picked.members.map((m) => m.name)).toEqual(['a2', 'a3']);
+      // and once the first job ends, the other replica may use its agents
+      expect((await wait(j1.body.id)).state).toBe('succeeded');
+      const after = await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' });
+      expect(after.status).toBe(201);
+      for (let end = Date.now() + 10_000; Date.now() < end; await new Promise((r) => setTimeout(r, 25))) {
+        const j = (await (await fetch(`${otherBase}/jobs/${((await after.clone().json()) as JobRecord).id}`)).json()) as JobRecord;
+        if (j.state === 'succeeded') break;
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
   it('cancels a queued and a running job (DELETE /jobs/:id)', async () => {
     const sizes = Array.from({ length: 40 }, (_, i) => 8 * (i + 1));
     const run = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });

@@ -34,6 +34,7 @@ import { AgentDirectory, AgentView } from './agent-directory';
 import { rowFromSamples } from './aggregate';
 import { respond } from '../nats/responder';
 import { ReplyError } from '../nats/reply-error';
+import { AgentClaims, CLAIM_RENEW_MS, Claim } from './agent-claims';
 import { JobStore } from './job-store';
 import { JOBS_NATS, JOB_RESULT_SINK, JobResultSink } from './tokens';
 
@@ -77,6 +78,9 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   /** agents blamed for a lost job, until they are heard from again */
   private readonly suspects = new Map<string, string>();
   private timer: NodeJS.Timeout | null = null;
+  /** which job holds which agent, in KV: shared with the other coordinator replicas */
+  private readonly claims: AgentClaims;
+  private lastRenew = 0;
   private subs: { unsubscribe(): void }[] = [];
 
   constructor(
@@ -85,10 +89,12 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
   ) {
     this.store = new JobStore(nc);
+    this.claims = new AgentClaims(nc, randomBytes(4).toString('hex'));
   }
 
   async onModuleInit(): Promise<void> {
     await this.store.open();
+    await this.claims.open();
     const events = this.nc.subscribe(JOB_SUBJECTS.eventsWildcard, {
       callback: (err, msg) => {
         if (err) return;
@@ -237,7 +243,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       if (lost.length) return `!agent ${lost.map((v) => v.name).join(', ')} ${lost.length > 1 ? 'are' : 'is'} not alive (no heartbeat)`;
       const busy = fixed.filter((v) => this.busy.has(v.agentId));
       if (busy.length) return `agents busy: ${busy.map((v) => `${v.name} (job ${this.busy.get(v.agentId)})`).join(', ')}`;
-      return fixed;
+      return this.claim(a, fixed);
     }
     const alive = (await this.directory.agents()).filter((v) => v.alive && !this.suspects.has(v.agentId));
     alive.sort((x, y) => x.name.localeCompare(y.name, 'en', { numeric: true }));
@@ -245,9 +251,33 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     if (n === 0) return '!no agent is registered and alive';
     if (alive.length < n) return `!${n} agents asked for, ${alive.length} alive`;
     if (req.root >= n) return `!root ${req.root} is not a rank of ${n} agents`;
-    const idle = alive.filter((v) => !this.busy.has(v.agentId));
-    if (idle.length < n) return `${n} agents asked for, ${idle.length} idle (busy: ${alive.filter((v) => this.busy.has(v.agentId)).map((v) => v.name).join(', ')})`;
-    return idle.slice(0, n);
+    const idle: AgentView[] = [];
+    for (const v of alive) if (!this.busy.has(v.agentId) && !(await this.claims.holder(v.agentId))) idle.push(v);
+    if (idle.length < n) return `${n} agents asked for, ${idle.length} idle (busy: ${alive.filter((v) => !idle.includes(v)).map((v) => v.name).join(', ')})`;
+    return this.claim(a, idle.slice(0, n));
+  }
+
+  /** Claims the agents in KV for the job (another replica's job may hold one), or says who holds it. */
+  private async claim(a: Active, agents: AgentView[]): Promise<AgentView[] | string> {
+    const r = await this.claims.claimAll(
+      agents.map((v) => v.agentId),
+      a.rec.id,
+    );
+    if (!r.ok) return `agents busy: ${agents.find((v) => v.agentId === r.agentId)!.name} (job ${r.holder.jobId})`;
+    for (const c of r.takenOver) void this.closeOrphan(c);
+    return agents;
+  }
+
+  /** A job whose replica stopped renewing its claims (it died): its record must not stay running. */
+  private async closeOrphan(c: Claim): Promise<void> {
+    if (this.active.has(c.jobId)) return;
+    const rec = await this.store.read(c.jobId);
+    if (!rec || isFinished(rec.state)) return;
+    rec.state = 'failed';
+    rec.finishedAt = new Date().toISOString();
+    rec.reason = `the coordinator replica running it (${c.replica}) stopped; its agents were taken over`;
+    await this.store.write(rec).catch(() => undefined);
+    this.log.warn(`job ${rec.id} failed: ${rec.reason}`);
   }
 
   private async dispatch(a: Active, agents: AgentView[]): Promise<void> {
@@ -357,6 +387,12 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       }
       if (a.failures.length) this.blame(a, now);
     }
+    if (now - this.lastRenew > CLAIM_RENEW_MS) {
+      this.lastRenew = now;
+      for (const a of this.active.values()) {
+        if (a.rec.state === 'running') void this.claims.renew(a.members.map((m) => m.agentId), a.rec.id).catch(() => undefined);
+      }
+    }
     // queued jobs: start what can start, in order; fail what waited too long
     if (this.queue.length) void this.drainQueue();
   }
@@ -421,6 +457,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     // progress stays what was really aggregated (success already means every size has a row)
     if (state === 'succeeded') a.rec.rows.sort((x, y) => x.bytes - y.bytes);
     for (const m of a.members) if (this.busy.get(m.agentId) === a.rec.id) this.busy.delete(m.agentId);
+
     if (wasRunning && state !== 'succeeded') this.publish(JOB_SUBJECTS.cancel, { jobId: a.rec.id, reason: reason ?? state });
     this.active.delete(a.rec.id);
     const qi = this.queue.indexOf(a.rec.id);
@@ -430,6 +467,11 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     const took = a.startedAt ? `${Date.now() - a.startedAt} ms` : 'not started';
     (state === 'succeeded' ? this.log.log.bind(this.log) : this.log.warn.bind(this.log))(`job ${a.rec.id} ${state} (${took})${reason ? `: ${reason}` : ''}`);
     await this.save(a);
+    // after the record is final in KV: then other replicas may take the agents
+    await this.claims.release(
+      a.members.map((m) => m.agentId),
+      a.rec.id,
+    ).catch(() => undefined);
     if (this.queue.length) void this.drainQueue();
   }
 

@@ -1,0 +1,105 @@
+// Which job holds which agent, in JetStream KV (bucket `cmesh_job_claims`, one key per agent),
+// shared by every coordinator replica: a claim is created with compare-and-set, so two replicas
+// never put two jobs on one agent. The replica running a job renews its claims; a claim not
+// renewed for CLAIM_STALE_MS belongs to a replica that stopped, and may be taken over.
+import { JSONCodec, KV, NatsConnection } from 'nats';
+
+export const CLAIMS_BUCKET = 'cmesh_job_claims';
+export const CLAIM_RENEW_MS = 2_000;
+export const CLAIM_STALE_MS = 10_000;
+
+export interface Claim {
+  jobId: string;
+  replica: string;
+  renewedAt: number;
+}
+
+const json = JSONCodec<Claim>();
+
+export class AgentClaims {
+  private kv: KV | null = null;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    /** this replica: claims it made are renewed and released by it */
+    readonly replica: string,
+  ) {}
+
+  async open(): Promise<void> {
+    this.kv = await this.nc.jetstream().views.kv(CLAIMS_BUCKET, { history: 1 });
+  }
+
+  private get store(): KV {
+    if (!this.kv) throw new Error('agent claims are not open');
+    return this.kv;
+  }
+
+  /** The live claim on an agent (null when none, or stale). */
+  async holder(agentId: string): Promise<(Claim & { revision: number }) | null> {
+    const e = await this.store.get(agentId);
+    if (!e || e.operation !== 'PUT' || !e.value.length) return null;
+    const c = json.decode(e.value);
+    return Date.now() - c.renewedAt > CLAIM_STALE_MS ? null : { ...c, revision: e.revision };
+  }
+
+  /**
+   * Claims every agent for the job, or none: on the first agent held by another live job, the
+   * claims made so far are released and that holder is returned. Stale claims are taken over
+   * (reported in `takenOver`, so the caller can close the orphaned jobs).
+   */
+  async claimAll(agentIds: string[], jobId: string): Promise<{ ok: true; takenOver: Claim[] } | { ok: false; agentId: string; holder: Claim }> {
+    const mine: string[] = [];
+    const takenOver: Claim[] = [];
+    const value = () => json.encode({ jobId, replica: this.replica, renewedAt: Date.now() });
+    for (const agentId of agentIds) {
+      const taken = await this.take(agentId, jobId, value);
+      if (taken.ok) {
+        mine.push(agentId);
+        if (taken.stale) takenOver.push(taken.stale);
+        continue;
+      }
+      await this.release(mine, jobId);
+      return { ok: false, agentId, holder: taken.holder };
+    }
+    return { ok: true, takenOver };
+  }
+
+  private async take(agentId: string, jobId: string, value: () => Uint8Array): Promise<{ ok: true; stale?: Claim } | { ok: false; holder: Claim }> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const e = await this.store.get(agentId);
+      if (!e || e.operation !== 'PUT' || !e.value.length) {
+        // absent or deleted: create (or update the tombstone's revision), failing if someone was quicker
+        const ok = await (e ? this.store.update(agentId, value(), e.revision) : this.store.create(agentId, value())).then(
+          () => true,
+          () => false,
+        );
+        if (ok) return { ok: true };
+        continue;
+      }
+      const c = json.decode(e.value);
+      if (c.jobId === jobId) return { ok: true };
+      if (Date.now() - c.renewedAt <= CLAIM_STALE_MS) return { ok: false, holder: c };
+      if (await this.store.update(agentId, value(), e.revision).then(() => true, () => false)) return { ok: true, stale: c };
+    }
+    const h = await this.holder(agentId);
+    return { ok: false, holder: h ?? { jobId: '?', replica: '?', renewedAt: 0 } };
+  }
+
+  /** Refreshes this job's claims (a replica that stops renewing loses them after CLAIM_STALE_MS). */
+  async renew(agentIds: string[], jobId: string): Promise<void> {
+    for (const agentId of agentIds) {
+      const e = await this.store.get(agentId);
+      if (!e || e.operation !== 'PUT' || !e.value.length || json.decode(e.value).jobId !== jobId) continue;
+      await this.store.update(agentId, json.encode({ jobId, replica: this.replica, renewedAt: Date.now() }), e.revision).catch(() => undefined);
+    }
+  }
+
+  /** Drops this job's claims (leaves other jobs' claims alone). */
+  async release(agentIds: string[], jobId: string): Promise<void> {
+    for (const agentId of agentIds) {
+      const e = await this.store.get(agentId);
+      if (!e || e.operation !== 'PUT' || !e.value.length || json.decode(e.value).jobId !== jobId) continue;
+      await this.store.delete(agentId, { previousSeq: e.revision }).catch(() => undefined);
+    }
+  }
+}

@@ -127,7 +127,10 @@ describe('coordinator jobs (real nats-server)', () => {
     // kept in KV: a fresh reader sees the finished record
     const store = new JobStore(nc);
     await store.open();
-    expect((await store.read(job.id))!.state).toBe('succeeded');
+    // the record is written to KV just after the state changes in memory
+    let stored = await store.read(job.id);
+    for (let end = Date.now() + 2000; stored?.state !== 'succeeded' && Date.now() < end; stored = await store.read(job.id)) await new Promise((r) => setTimeout(r, 20));
+    expect(stored!.state).toBe('succeeded');
     const list = (await (await fetch(`${base}/jobs`)).json()) as { jobs: JobRecord[] };
     expect(list.jobs[0].id).toBe(job.id);
   });

@@ -239,14 +239,17 @@ describe('coordinator jobs (real nats-server)', () => {
       // an nranks pick on the other replica leaves the held agents out
       const picked = (await (await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, nranks: 2 })).json()) as JobRecord;
       expect(picked.members.map((m) => m.name)).toEqual(['a2', 'a3']);
-      // and once the first job ends, the other replica may use its agents
-      expect((await wait(j1.body.id)).state).toBe('succeeded');
-      const after = await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' });
+      // a job there that waits for those agents starts once the first job has released them
+      const after = await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] });
       expect(after.status).toBe(201);
-      for (let end = Date.now() + 10_000; Date.now() < end; await new Promise((r) => setTimeout(r, 25))) {
-        const j = (await (await fetch(`${otherBase}/jobs/${((await after.clone().json()) as JobRecord).id}`)).json()) as JobRecord;
-        if (j.state === 'succeeded') break;
+      const id = ((await after.json()) as JobRecord).id;
+      let j: JobRecord | undefined;
+      for (let end = Date.now() + 10_000; j?.state !== 'succeeded' && Date.now() < end; await new Promise((r) => setTimeout(r, 25))) {
+        j = (await (await fetch(`${otherBase}/jobs/${id}`)).json()) as JobRecord;
       }
+      expect(j!.state).toBe('succeeded');
+      const first = await wait(j1.body.id);
+      expect(Date.parse(j!.startedAt!)).toBeGreaterThanOrEqual(Date.parse(first.finishedAt!) - 5);
     } finally {
       await other.close();
     }

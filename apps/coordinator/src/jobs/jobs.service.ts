@@ -65,6 +65,8 @@ interface Active {
   startedAt: number;
   queuedAt: number;
   failures: { at: number; rank: number; message: string; peers: number[] }[];
+  /** finish() has begun (it awaits before the state changes) */
+  finishing?: boolean;
 }
 
 @Injectable()
@@ -448,16 +450,22 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   // ---- end ------------------------------------------------------------------------------
 
   private async finish(a: Active, state: 'succeeded' | 'failed' | 'cancelled', reason?: string, agent?: string): Promise<void> {
-    if (isFinished(a.rec.state)) return;
+    if (a.finishing || isFinished(a.rec.state)) return;
+    a.finishing = true;
     const wasRunning = a.rec.state === 'running';
+    for (const m of a.members) if (this.busy.get(m.agentId) === a.rec.id) this.busy.delete(m.agentId);
+    // the agents are free before anyone can see the job finished: a job submitted right after
+    // (on any replica) may use them at once
+    await this.claims.release(
+      a.members.map((m) => m.agentId),
+      a.rec.id,
+    ).catch(() => undefined);
     a.rec.state = state;
     a.rec.finishedAt = new Date().toISOString();
     if (reason) a.rec.reason = reason;
     if (agent) a.rec.failedAgent = agent;
     // progress stays what was really aggregated (success already means every size has a row)
     if (state === 'succeeded') a.rec.rows.sort((x, y) => x.bytes - y.bytes);
-    for (const m of a.members) if (this.busy.get(m.agentId) === a.rec.id) this.busy.delete(m.agentId);
-
     if (wasRunning && state !== 'succeeded') this.publish(JOB_SUBJECTS.cancel, { jobId: a.rec.id, reason: reason ?? state });
     this.active.delete(a.rec.id);
     const qi = this.queue.indexOf(a.rec.id);
@@ -467,11 +475,6 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     const took = a.startedAt ? `${Date.now() - a.startedAt} ms` : 'not started';
     (state === 'succeeded' ? this.log.log.bind(this.log) : this.log.warn.bind(this.log))(`job ${a.rec.id} ${state} (${took})${reason ? `: ${reason}` : ''}`);
     await this.save(a);
-    // after the record is final in KV: then other replicas may take the agents
-    await this.claims.release(
-      a.members.map((m) => m.agentId),
-      a.rec.id,
-    ).catch(() => undefined);
     if (this.queue.length) void this.drainQueue();
   }
 

@@ -113,3 +113,17 @@ describe('ids that cannot be KV keys are a BAD_REQUEST naming the id', () => {
     expect((await http('GET', '/rendezvous/none')).status).toBe(404);
   });
 });
+
+describe('OpenAPI', () => {
+  it('documents the request bodies with the protocol schemas (path fields left out)', async () => {
+    const doc = (await (await fetch(`${coord!.url}/docs-json`)).json()) as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown>; required?: string[] } }> } }>> };
+    const body = (path: string) => doc.paths[path]?.post?.requestBody?.content['application/json']?.schema;
+    expect(body('/jobs')).toMatchObject({ required: ['op'] });
+    expect(Object.keys(body('/jobs')!.properties!)).toEqual(expect.arrayContaining(['op', 'sizes', 'iters', 'agents', 'onBusy']));
+    expect(body('/groups')).toMatchObject({ required: ['members'] });
+    expect(body('/agents')!.required).toEqual(expect.arrayContaining(['protocolVersion', 'agentId', 'host', 'backends']));
+    const join = body('/rendezvous/{runId}/join')!;
+    expect(join.required).toEqual(['nodeId', 'minNodes', 'maxNodes']);
+    expect(join.properties).not.toHaveProperty('runId');
+  });
+});

@@ -4,6 +4,7 @@ import { AgentDeregisterSchema, AgentHeartbeatSchema, AgentRecord, AgentRegister
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { AgentsService } from './agents.service';
+import { ApiZodBody } from '../nats/openapi-body';
 
 /** The id in the URL, checked like the NATS body's (a bad one is a 400 naming it, before any KV access). */
 function agentId(id: string): string {
@@ -29,12 +30,14 @@ export class AgentsController {
 
   @Post()
   @ApiOperation({ summary: 'register an agent (same body as NATS cmesh.agents.register)' })
+  @ApiZodBody(AgentRegisterSchema)
   register(@Body() body: unknown): Promise<AgentRecord> {
     return rest(this.agents.register(parseBody(AgentRegisterSchema, body)));
   }
 
   @Post(':id/heartbeat')
   @ApiOperation({ summary: 'heartbeat' })
+  @ApiZodBody(AgentHeartbeatSchema, 'agentId')
   heartbeat(@Param('id') id: string, @Body() body: unknown): Promise<AgentRecord> {
     return rest(this.agents.heartbeat(parseBody(AgentHeartbeatSchema, { ...(body as object), agentId: id })));
   }

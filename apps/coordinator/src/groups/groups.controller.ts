@@ -4,6 +4,7 @@ import { GroupCreateSchema, GroupGetSchema, GroupRecord } from '@cmesh/protocol'
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { GroupsService } from './groups.service';
+import { ApiZodBody } from '../nats/openapi-body';
 
 @ApiTags('groups')
 @Controller('groups')
@@ -23,6 +24,7 @@ export class GroupsController {
 
   @Post()
   @ApiOperation({ summary: 'create a group from agent ids in rank order: {members, name?}' })
+  @ApiZodBody(GroupCreateSchema)
   create(@Body() body: unknown): Promise<GroupRecord> {
     return rest(this.groups.create(parseBody(GroupCreateSchema, body)));
   }

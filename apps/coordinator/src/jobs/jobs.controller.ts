@@ -2,21 +2,28 @@
 // are on NATS (JOB_SUBJECTS.submit/get/list), served by JobsService. Bodies are validated with
 // the protocol's schemas and errors have the shape of every other controller's (parseBody, rest).
 import { Body, Controller, Delete, Get, Param, Post, Query } from '@nestjs/common';
+import { ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { JobGetSchema, JobListSchema, JobRecord, JobRequestSchema } from '@cmesh/protocol';
+import { ApiZodBody } from '../nats/openapi-body';
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { JobsService } from './jobs.service';
 
+@ApiTags('jobs')
 @Controller('jobs')
 export class JobsController {
   constructor(private readonly jobs: JobsService) {}
 
   @Post()
+  @ApiOperation({ summary: 'submit a collective sweep to agents (by name, a group, or nranks idle ones); 409 when they are busy and onBusy is refuse' })
+  @ApiZodBody(JobRequestSchema)
   submit(@Body() body: unknown): Promise<JobRecord> {
     return rest(this.jobs.submit(parseBody(JobRequestSchema, body)));
   }
 
   @Get()
+  @ApiOperation({ summary: 'recent jobs, newest first' })
+  @ApiQuery({ name: 'limit', required: false, type: Number })
   async list(@Query('limit') limit?: string): Promise<{ jobs: JobRecord[] }> {
     // a query string is text: a non-number becomes NaN, which the schema refuses
     const q = parseBody(JobListSchema, limit === undefined ? {} : { limit: Number(limit) });
@@ -24,11 +31,13 @@ export class JobsController {
   }
 
   @Get(':id')
+  @ApiOperation({ summary: 'one job: state, members, nccl-tests rows' })
   get(@Param('id') id: string): Promise<JobRecord> {
     return rest(this.jobs.find(parseBody(JobGetSchema, { id }).id));
   }
 
   @Delete(':id')
+  @ApiOperation({ summary: 'cancel a queued or running job' })
   cancel(@Param('id') id: string): Promise<JobRecord> {
     return rest(this.jobs.cancel(parseBody(JobGetSchema, { id }).id));
   }

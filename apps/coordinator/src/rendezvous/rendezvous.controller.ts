@@ -4,6 +4,7 @@ import { RdzvGetSchema, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply }
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { RendezvousService } from './rendezvous.service';
+import { ApiZodBody } from '../nats/openapi-body';
 
 @ApiTags('rendezvous')
 @Controller('rendezvous')
@@ -24,12 +25,14 @@ export class RendezvousController {
 
   @Post(':runId/join')
   @ApiOperation({ summary: 'join: {nodeId, minNodes, maxNodes, lastCallMs}; rank once the round closes' })
+  @ApiZodBody(RdzvJoinSchema, 'runId')
   join(@Param('runId') runId: string, @Body() body: unknown): Promise<RdzvReply> {
     return rest(this.rdzv.join(parseBody(RdzvJoinSchema, { ...(body as object), runId })));
   }
 
   @Post(':runId/leave')
   @ApiOperation({ summary: 'a node leaves (or is reported lost): the next round opens (a waiting node just stops waiting); 404 if not in the run' })
+  @ApiZodBody(RdzvLeaveSchema, 'runId')
   leave(@Param('runId') runId: string, @Body() body: unknown): Promise<RdzvReply> {
     const b = parseBody(RdzvLeaveSchema, { ...(body as object), runId });
     return rest(this.rdzv.leave(b.runId, b.nodeId));

@@ -2,7 +2,7 @@
 // real coordinator process: leaves by nodes that are not in the run, a waiting node leaving, and ids
 // that cannot be KV keys (REST and NATS alike).
 import { JSONCodec, NatsConnection, connect } from 'nats';
-import { GROUP_SUBJECTS, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
 
@@ -125,5 +125,16 @@ describe('OpenAPI', () => {
     const join = body('/rendezvous/{runId}/join')!;
     expect(join.required).toEqual(['nodeId', 'minNodes', 'maxNodes']);
     expect(join.properties).not.toHaveProperty('runId');
+  });
+});
+
+describe('protocol version', () => {
+  it('an agent speaking another protocol version gets UNSUPPORTED_VERSION and is not registered', async () => {
+    const agent = { agentId: 'future-1', name: 'future-1', host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
+    const r = await req(AGENT_SUBJECTS.register, { ...agent, protocolVersion: PROTOCOL_VERSION + 1 });
+    expect(r).toMatchObject({ ok: false, error: { code: 'UNSUPPORTED_VERSION' } });
+    expect(r.error.message).toMatch(new RegExp(`version ${PROTOCOL_VERSION + 1} is not supported.*speaks ${PROTOCOL_VERSION}`));
+    expect((await http('GET', '/agents/future-1')).status).toBe(404);
+    expect((await req(AGENT_SUBJECTS.register, { ...agent, protocolVersion: PROTOCOL_VERSION })).ok).toBe(true);
   });
 });

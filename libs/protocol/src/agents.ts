@@ -32,7 +32,8 @@ export const BackendInfoSchema = z.object({
 });
 
 export const AgentRegisterSchema = z.object({
-  protocolVersion: z.literal(PROTOCOL_VERSION),
+  /** checked by the coordinator, which answers UNSUPPORTED_VERSION to another version */
+  protocolVersion: z.number().int().positive(),
   agentId: AgentIdSchema,
   name: z.string().min(1).max(128),
   host: z.string().min(1),

@@ -11,6 +11,7 @@ import {
   AgentRegister,
   AgentRegisterSchema,
   KV_KEYS,
+  PROTOCOL_VERSION,
 } from '@cmesh/protocol';
 import { z } from 'zod';
 import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
@@ -57,6 +58,9 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async register(body: AgentRegister): Promise<AgentRecord> {
+    if (body.protocolVersion !== PROTOCOL_VERSION) {
+      throw new ReplyError('UNSUPPORTED_VERSION', `protocol version ${body.protocolVersion} is not supported; this coordinator speaks ${PROTOCOL_VERSION}`);
+    }
     const now = new Date().toISOString();
     const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => ({
       ...body,

@@ -122,7 +122,7 @@ it('an agent that stops heartbeating becomes lost; heartbeats keep another ready
 it('malformed and out-of-order messages get an error reply that names the problem and change nothing', async () => {
   const before = (await req(AGENT_SUBJECTS.list, {})).agents.length;
   expect(await req(AGENT_SUBJECTS.register, '{not json')).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringMatching(/not valid JSON/) } });
-  const bad = await req(AGENT_SUBJECTS.register, { ...registration('x'), protocolVersion: 99, agentId: 'bad id!' });
+  const bad = await req(AGENT_SUBJECTS.register, { ...registration('x'), protocolVersion: 'one', agentId: 'bad id!' });
   expect(bad.ok).toBe(false);
   expect(bad.error.issues.join('\n')).toMatch(/protocolVersion/);
   expect(bad.error.issues.join('\n')).toMatch(/agentId/);

@@ -4,7 +4,8 @@
 // machine load. Same method everywhere: barrier before each iteration, the slowest rank's time
 // per iteration, the median over iterations, every result checked.
 //
-//   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--markdown FILE] [--json FILE]
+//   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--ops all_reduce,...]
+//     [--sizes 8,4K,1M] [--backends cmesh,gloo,...] [--markdown FILE] [--json FILE]
 import { BenchMeasurement, BenchOp, benchShape, measurementFromSamples } from '@cmesh/protocol';
 import { freePort } from '@cmesh/testing';
 import { ChildProcess, spawn } from 'child_process';
@@ -13,6 +14,7 @@ import { AddressInfo, Server, Socket, createServer } from 'net';
 import { join } from 'path';
 import { createInterface } from 'readline';
 import { PeerCommand, PeerReply, peerVariant } from './peers/protocol';
+import { parseSize } from '../apps/cli/src/bench/options';
 
 const ROOT = join(__dirname, '..');
 const PEERS = join(__dirname, 'peers');
@@ -41,6 +43,7 @@ function plans(quick: boolean): Plan[] {
 
 /** Unrecorded warm-up per op and backend: [bytes, iterations]. */
 const WARMUP: [number, number][] = [
+  [8, 5000],
   [4096, 1000],
   [MiB, 20],
 ];
@@ -276,7 +279,8 @@ async function main(): Promise<void> {
   const backends = (arg('--backends')?.split(',') ?? [...BACKENDS]) as Backend[];
   const plan = plans(process.argv.includes('--quick'));
   const ops = arg('--ops')?.split(',');
-  const chosen = ops ? plan.filter((p) => ops.includes(p.op)) : plan;
+  const sizes = arg('--sizes')?.split(',').map(parseSize);
+  const chosen = (ops ? plan.filter((p) => ops.includes(p.op)) : plan).map((p) => (sizes ? { ...p, sizes } : p));
   const server = new ControlServer();
   const port = await server.listen();
   const started = Date.now();

@@ -1,4 +1,5 @@
 import { ALGORITHMS } from './algorithms';
+import { availableParallelism } from 'os';
 import { COST_FORMULAS, MEASURED_DEFAULTS, algorithmFromEnv, calibrate, chooseAlgorithm, estimateCost, getCostParams } from './cost-model';
 import { InvalidArgumentError } from './errors';
 
@@ -25,6 +26,10 @@ describe('cost model', () => {
     expect(chooseAlgorithm('allgather', 8, 8, { env })).toBe('bruck');
     // bandwidth-bound, many ranks: the pipelined chain wins over the binomial tree
     expect(chooseAlgorithm('broadcast', 256 << 20, 8, { env })).toBe('chain');
+    // unless the ranks take turns on the cores
+    expect(chooseAlgorithm('broadcast', 256 << 20, 8, { env: { LOCAL_WORLD_SIZE: '8' } })).toBe(availableParallelism() >= 8 ? 'chain' : 'binomial');
+    expect(chooseAlgorithm('broadcast', 256 << 20, 8, { env, oversubscribed: true })).toBe('binomial');
+    expect(chooseAlgorithm('broadcast', 256 << 20, 8, { env: { CMESH_ALGO: 'chain' }, oversubscribed: true })).toBe('chain');
   });
 
   it('calibrate changes the choice; bad values are rejected', () => {

@@ -4,6 +4,7 @@
 import { ALGORITHMS, CollectiveKind, DEFAULT_CHUNK_BYTES, algorithmNames } from './algorithms';
 import { ceilLog2, floorPow2 } from './algorithms/common';
 import { InvalidArgumentError } from './errors';
+import { isOversubscribed } from './oversubscription';
 
 export interface CostParams {
   /** seconds per message (latency) */
@@ -36,6 +37,7 @@ export function calibrate(alpha: number, beta: number, gamma: number): void {
     }
   }
   current = { ...current, alpha, beta, gamma };
+  memo.clear();
 }
 
 export function getCostParams(): CostParams {
@@ -165,7 +167,16 @@ export interface ChooseOptions extends Partial<CostParams> {
   algorithm?: string;
   /** environment to read CMESH_ALGO from (default process.env) */
   env?: Record<string, string | undefined>;
+  /** more local ranks than cores (default: from LOCAL_WORLD_SIZE in env) */
+  oversubscribed?: boolean;
 }
+
+/**
+ * Algorithms the model leaves out when ranks take turns on the cores: a pipelined chain only
+ * pays off while every forwarding rank runs at once (broadcast at world 4 on 2 cores: chain
+ * 1.2-1.6x slower than the binomial tree, bench/peers).
+ */
+const NEEDS_A_CORE_PER_RANK: Partial<Record<CollectiveKind, readonly string[]>> = { broadcast: ['chain'] };
 
 /** Estimated seconds for one algorithm. */
 export function estimateCost(kind: CollectiveKind, name: string, bytes: number, worldSize: number, params: Partial<CostParams> = {}): number {
@@ -176,15 +187,43 @@ export function estimateCost(kind: CollectiveKind, name: string, bytes: number, 
 
 /** Picks the algorithm for a collective: explicit option, else CMESH_ALGO, else the cheapest by the model. */
 export function chooseAlgorithm(kind: CollectiveKind, bytes: number, worldSize: number, opts: ChooseOptions = {}): string {
+  if (opts.algorithm !== undefined) {
+    checkKind(kind);
+    return checkName(kind, opts.algorithm, 'algorithm option');
+  }
+  // the common call (current parameters) is remembered: it runs before every collective
+  const plain = opts.oversubscribed === undefined && opts.alpha === undefined && opts.beta === undefined && opts.gamma === undefined && opts.chunkBytes === undefined;
+  if (!plain) return choose(kind, bytes, worldSize, opts);
+  const env = opts.env ?? process.env;
+  const envKey = `${env.CMESH_ALGO}|${env.LOCAL_WORLD_SIZE}`;
+  if (envKey !== memoEnv) {
+    memo.clear();
+    memoEnv = envKey;
+  }
+  const key = `${kind}/${bytes}/${worldSize}`;
+  let name = memo.get(key);
+  if (name === undefined) {
+    name = choose(kind, bytes, worldSize, opts);
+    if (memo.size > 4096) memo.clear();
+    memo.set(key, name);
+  }
+  return name;
+}
+
+const memo = new Map<string, string>();
+let memoEnv = '';
+
+function choose(kind: CollectiveKind, bytes: number, worldSize: number, opts: ChooseOptions): string {
   checkKind(kind);
-  if (opts.algorithm !== undefined) return checkName(kind, opts.algorithm, 'algorithm option');
   const forced = algorithmFromEnv(kind, (opts.env ?? process.env).CMESH_ALGO);
   if (forced !== undefined) return forced;
   const params: CostParams = { ...current };
   for (const key of ['alpha', 'beta', 'gamma', 'chunkBytes'] as const) if (opts[key] !== undefined) params[key] = opts[key]!;
+  const skip = (opts.oversubscribed ?? isOversubscribed(opts.env ?? process.env)) ? (NEEDS_A_CORE_PER_RANK[kind] ?? []) : [];
   let best = '';
   let bestCost = Infinity;
   for (const [name, f] of Object.entries(COST_FORMULAS[kind])) {
+    if (skip.includes(name)) continue;
     const cost = f(bytes, worldSize, params);
     if (cost < bestCost) {
       best = name;

@@ -62,6 +62,9 @@ export class ProcessGroup {
     this.size = worldRanks.length;
   }
 
+  /** CMESH_ALGO and LOCAL_WORLD_SIZE as they were when the group was made (read once, like torch's env). */
+  private readonly env = { CMESH_ALGO: process.env.CMESH_ALGO, LOCAL_WORLD_SIZE: process.env.LOCAL_WORLD_SIZE };
+
   get name(): string {
     return String(this.id);
   }
@@ -301,7 +304,7 @@ export class ProcessGroup {
   ): Promise<void> {
     this.checkAlive(op);
     timeoutArg(opts.timeout, op);
-    const algorithm = chooseAlgorithm(kind, bytes, this.size, { algorithm: opts.algorithm });
+    const algorithm = chooseAlgorithm(kind, bytes, this.size, { algorithm: opts.algorithm, env: this.env });
     const seq = this.seq++;
     const comm = new OpComm(this.mesh, this.rank, this.size, this.worldRanks, this.id, seq, sig);
     const ctx: ErrorContext = { op, group: this.name, seq, rank: this.mesh.rank };

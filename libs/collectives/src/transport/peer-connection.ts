@@ -46,6 +46,8 @@ export interface ConnectionEvents {
 
 /** Staging buffer for headers and small payloads; one read never returns more than this. */
 const STAGING_BYTES = 64 * 1024;
+/** Payloads up to this size are copied behind their header and sent with one write. */
+const COALESCE_BYTES = 4096;
 /** Payload remainders at least this large are read straight into their destination. */
 const DIRECT_READ_BYTES = 16 * 1024;
 
@@ -116,6 +118,14 @@ export class PeerConnection {
       const done = (err?: Error | null) => (err ? reject(err) : resolve());
       if (data.byteLength === 0) {
         this.socket.write(header, done);
+        return;
+      }
+      if (data.byteLength <= COALESCE_BYTES) {
+        // one write() instead of a corked writev of two buffers: cheaper for small frames
+        const frame = Buffer.allocUnsafe(header.length + data.byteLength);
+        frame.set(header, 0);
+        frame.set(data, header.length);
+        this.socket.write(frame, done);
         return;
       }
       this.socket.cork();

@@ -10,6 +10,7 @@
 // slower). CMESH_SPIN_US sets the budget explicitly (0 turns it off).
 import * as os from 'os';
 import { performance } from 'perf_hooks';
+import { isOversubscribed, localRanks } from '../oversubscription';
 
 export const DEFAULT_SPIN_US = 200;
 /** Transfers larger than this do not spin. */
@@ -26,8 +27,7 @@ export class Spinner {
     const raw = env.CMESH_SPIN_US;
     let us = Number(raw);
     if (raw === undefined || raw === '' || !Number.isFinite(us)) {
-      const local = Number(env.LOCAL_WORLD_SIZE);
-      us = Number.isInteger(local) && local > 0 && local <= cores ? DEFAULT_SPIN_US : 0;
+      us = localRanks(env) !== undefined && !isOversubscribed(env, cores) ? DEFAULT_SPIN_US : 0;
     }
     return new Spinner(us > 0 ? us / 1000 : 0);
   }

@@ -15,9 +15,9 @@ export async function broadcastBinomial(comm: Comm, data: Uint8Array, root: numb
     }
     mask <<= 1;
   }
-  const sends: Promise<void>[] = [];
+  // One send at a time, farthest subtree first (as MPICH does): the first child starts
+  // forwarding while this rank serves the next, instead of all children sharing the link.
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (vr + mask < P) sends.push(sendIfAny(comm, mod(vr + mask + root, P), data));
+    if (vr + mask < P) await sendIfAny(comm, mod(vr + mask + root, P), data);
   }
-  await Promise.all(sends);
 }

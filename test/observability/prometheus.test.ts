@@ -159,6 +159,12 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     const payload = await prom.waitFor('cmesh_collective_payload_bytes_total{job="cmesh-agent",op="all_reduce"}', 15_000, (s) => s.length === 2);
     const expected = SIZES.reduce((a, b) => a + b, 0) * ITERS * 2;
     expect(payload.map(sampleValue)).toEqual([expected, expected]);
+    // and the bytes it put on the wire: at world 2 every all-reduce algorithm sends and receives
+    // at least the tensor per call (warm-up and checks come on top)
+    for (const direction of ['sent', 'received']) {
+      const wire = await prom.waitFor(`cmesh_collective_bytes_total{job="cmesh-agent",op="all_reduce",direction="${direction}"}`, 15_000, (s) => s.length === 2);
+      for (const w of wire) expect(sampleValue(w)).toBeGreaterThanOrEqual(expected);
+    }
   }, 90_000);
 
   it("exports every rank's collectives of the cmesh run job (library exporter)", async () => {

@@ -154,6 +154,8 @@ export const SizeSamplesSchema = z.object({
       wrong: z.number().int().nonnegative().nullable(),
     }),
   ),
+  /** Data-plane bytes this rank sent and received for this size (warm-up and checks included). */
+  wire: z.object({ sent: z.number().nonnegative(), received: z.number().nonnegative() }).optional(),
 });
 export type SizeSamplesMsg = z.infer<typeof SizeSamplesSchema>;
 
@@ -188,6 +190,8 @@ export const JobRecordSchema = z.object({
   /** why it failed, was refused or cancelled; names the agent where one is to blame */
   reason: z.string().optional(),
   failedAgent: z.string().optional(),
+  /** the coordinator replica that queued and runs it */
+  replica: z.string().optional(),
   createdAt: z.string(),
   startedAt: z.string().optional(),
   finishedAt: z.string().optional(),

@@ -17,9 +17,9 @@ function value(text: string, series: string): number {
   return Number(line.slice(series.length + 1));
 }
 
-it('turns size samples into the duration histogram, payload bytes, this rank\'s busbw/algbw and #wrong', async () => {
+it('turns size samples into the duration histogram, payload and wire bytes, this rank\'s busbw/algbw and #wrong', async () => {
   const m = new AgentMetrics();
-  m.onSize(assignment('all_reduce'), 0, { requestedBytes: 1024, bytes: 1024, count: 256, variants: [{ mode: 'out-of-place', times: [2e-6, 4e-6, 1e-3], wrong: 1 }] });
+  m.onSize(assignment('all_reduce'), 0, { requestedBytes: 1024, bytes: 1024, count: 256, variants: [{ mode: 'out-of-place', times: [2e-6, 4e-6, 1e-3], wrong: 1 }], wire: { sent: 3 * 1024, received: 3 * 1024 + 8 } });
   m.onError(assignment('all_reduce'), 'PEER_FAILED');
   const text = await m.registry.metrics();
   const h = 'op="all_reduce",backend="tcp",algorithm="auto",dtype="float32",size_bucket="1024"';
@@ -28,6 +28,8 @@ it('turns size samples into the duration histogram, payload bytes, this rank\'s 
   expect(value(text, `cmesh_collective_duration_seconds_bucket{le="0.001",${h}}`)).toBe(3);
   expect(value(text, `cmesh_collective_duration_seconds_sum{${h}}`)).toBeCloseTo(1.006e-3, 12);
   expect(value(text, 'cmesh_collective_payload_bytes_total{op="all_reduce",backend="tcp"}')).toBe(3 * 1024);
+  expect(value(text, 'cmesh_collective_bytes_total{op="all_reduce",backend="tcp",direction="sent"}')).toBe(3 * 1024);
+  expect(value(text, 'cmesh_collective_bytes_total{op="all_reduce",backend="tcp",direction="received"}')).toBe(3 * 1024 + 8);
   // median 4 µs: algbw = 1024 B / 4 µs, busbw = algbw * 2(n-1)/n = algbw at n = 2
   const bw = 'op="all_reduce",backend="tcp",dtype="float32",size_bytes="1024"';
   expect(value(text, `cmesh_collective_algbw_bytes_per_second{${bw}}`)).toBeCloseTo(1024 / 4e-6, 0);

@@ -1,5 +1,5 @@
 // The agent's Prometheus metrics (DESIGN §7), fed by the job runner (JOB_OBSERVER): every timed
-// iteration into the duration histogram, tensor bytes, this rank's own algbw/busbw of the last
+// iteration into the duration histogram, tensor and wire bytes, this rank's own algbw/busbw of the last
 // sweep per op and size (its median time; the coordinator's series use the slowest rank), #wrong
 // and errors; plus the default process metrics.
 import { Injectable } from '@nestjs/common';
@@ -12,6 +12,7 @@ export class AgentMetrics implements JobObserver {
   readonly registry = new Registry();
   private readonly duration: Histogram;
   private readonly payload: Counter;
+  private readonly bytes: Counter;
   private readonly busbw: Gauge;
   private readonly algbw: Gauge;
   private readonly wrong: Counter;
@@ -23,6 +24,7 @@ export class AgentMetrics implements JobObserver {
     const m = METRICS;
     collectDefaultMetrics({ register: this.registry });
     this.duration = new Histogram({ name: m.collectiveDuration.name, help: m.collectiveDuration.help, labelNames: m.collectiveDuration.labels, buckets: DURATION_BUCKETS, registers });
+    this.bytes = new Counter({ name: m.collectiveBytes.name, help: m.collectiveBytes.help, labelNames: m.collectiveBytes.labels, registers });
     this.payload = new Counter({ name: m.collectivePayloadBytes.name, help: m.collectivePayloadBytes.help, labelNames: m.collectivePayloadBytes.labels, registers });
     this.busbw = new Gauge({ name: m.collectiveBusbw.name, help: m.collectiveBusbw.help, labelNames: m.collectiveBusbw.labels, registers });
     this.algbw = new Gauge({ name: m.collectiveAlgbw.name, help: m.collectiveAlgbw.help, labelNames: m.collectiveAlgbw.labels, registers });
@@ -41,6 +43,10 @@ export class AgentMetrics implements JobObserver {
       for (const t of v.times) this.duration.observe(hist, t);
       times.push(...v.times);
       wrong += v.wrong ?? 0;
+    }
+    if (s.wire) {
+      this.bytes.inc({ op, backend: sweep.backend, direction: 'sent' }, s.wire.sent);
+      this.bytes.inc({ op, backend: sweep.backend, direction: 'received' }, s.wire.received);
     }
     if (times.length === 0) return;
     this.payload.inc({ op, backend: sweep.backend }, s.bytes * times.length);

@@ -5,7 +5,7 @@
 // bootstraps through the coordinator's store (nats://host:port/<job prefix>).
 import * as dist from '@cmesh/collectives';
 import { runRankSweep } from '@cmesh/bench';
-import { BenchSweepSchema } from '@cmesh/protocol';
+import { BenchSweepSchema, SizeSamplesMsg } from '@cmesh/protocol';
 import { localRanks } from './local-ranks';
 import type { FromWorker, ToWorker } from './worker-ipc';
 import { errorToJobError } from '../../execution/job-error';
@@ -41,7 +41,14 @@ async function run(m: ToWorker): Promise<void> {
   });
   await send({ type: 'joined', device: 'cpu [tcp]' });
   const pending: Promise<void>[] = [];
-  await runRankSweep({ dist, sweep, onSize: (samples) => pending.push(send({ type: 'size', samples })) });
+  let seen = dist.getTrafficCounters();
+  const onSize = (samples: SizeSamplesMsg) => {
+    const now = dist.getTrafficCounters();
+    const wire = { sent: now.bytesSent - seen.bytesSent, received: now.bytesReceived - seen.bytesReceived };
+    seen = now;
+    pending.push(send({ type: 'size', samples: { ...samples, wire } }));
+  };
+  await runRankSweep({ dist, sweep, onSize });
   await Promise.all(pending);
   await dist.destroyProcessGroup();
   await send({ type: 'done' });

@@ -2,7 +2,8 @@
 // real coordinator process: leaves by nodes that are not in the run, a waiting node leaving, and ids
 // that cannot be KV keys (REST and NATS alike).
 import { JSONCodec, NatsConnection, connect } from 'nats';
-import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { AGENT_SUBJECTS, AgentRecordSchema, GROUP_SUBJECTS, HttpErrorSchema, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { z } from 'zod';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
 
@@ -125,6 +126,27 @@ describe('OpenAPI', () => {
     const join = body('/rendezvous/{runId}/join')!;
     expect(join.required).toEqual(['nodeId', 'minNodes', 'maxNodes']);
     expect(join.properties).not.toHaveProperty('runId');
+  });
+
+  it('documents the response bodies (success and errors) with the protocol schemas, and real responses match them', async () => {
+    type Op = { responses: Record<string, { content?: Record<string, { schema: { properties?: Record<string, unknown>; required?: string[] } }> }> };
+    const doc = (await (await fetch(`${coord!.url}/docs-json`)).json()) as { paths: Record<string, Record<string, Op>> };
+    const res = (path: string, method: string, status: number) => doc.paths[path]?.[method]?.responses[String(status)]?.content?.['application/json']?.schema;
+    expect(res('/jobs', 'post', 201)!.required).toEqual(expect.arrayContaining(['id', 'state', 'sweep', 'members', 'rows']));
+    expect(res('/jobs', 'post', 409)!.required).toEqual(expect.arrayContaining(['statusCode', 'code', 'message']));
+    expect(Object.keys(res('/jobs/{id}', 'get', 200)!.properties!)).toContain('replica');
+    expect(res('/agents', 'get', 200)!.properties).toHaveProperty('agents');
+    expect(res('/groups/{id}', 'get', 404)!.required).toEqual(expect.arrayContaining(['code', 'message']));
+    expect(res('/rendezvous/{runId}/join', 'post', 201)!.required).toEqual(expect.arrayContaining(['ok', 'record']));
+    // what the coordinator sends is what the document says
+    const agents = await (await fetch(`${coord!.url}/agents`)).json();
+    expect(z.object({ agents: z.array(AgentRecordSchema) }).strict().safeParse(agents).success).toBe(true);
+    const bad = await fetch(`${coord!.url}/groups/no-such-group`);
+    expect(bad.status).toBe(404);
+    expect(HttpErrorSchema.strict().safeParse(await bad.json()).success).toBe(true);
+    const invalid = await fetch(`${coord!.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'nope' }) });
+    expect(invalid.status).toBe(400);
+    expect(HttpErrorSchema.strict().safeParse(await invalid.json()).success).toBe(true);
   });
 });
 

@@ -10,6 +10,8 @@ import { ErrorReplySchema, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, Jo
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
 import { JobsModule } from '../src/jobs/jobs.module';
 import { JobStore } from '../src/jobs/job-store';
+import { JobsService } from '../src/jobs/jobs.service';
+import { CLAIM_RENEW_MS, CLAIM_STALE_MS } from '../src/jobs/agent-claims';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 
 const json = JSONCodec();
@@ -31,6 +33,8 @@ type Behaviour = { dieAtSize?: number; skipSize?: number; failAtSize?: { peers?:
 /** A scripted member: accepts, pings, sends one sample per size (time = bytes ns), then done. */
 function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Behaviour) {
   const seen: JobAssignment[] = [];
+  const cancelled = new Set<string>(); // like a real agent, a cancelled job's sweep stops
+  nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, msg) => cancelled.add((json.decode(msg.data) as { jobId: string }).jobId) });
   nc.subscribe(JOB_SUBJECTS.start, {
     callback: (_e, msg) => {
       const a = json.decode(msg.data) as JobAssignment;
@@ -43,6 +47,7 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
       const ping = setInterval(() => emit({ type: 'ping' }), JOB_PING_INTERVAL_MS);
       let i = 0;
       const step = () => {
+        if (cancelled.has(a.jobId)) return clearInterval(ping);
         if (i === a.sweep.sizes.length) {
           clearInterval(ping);
           return emit({ type: 'done' });
@@ -239,6 +244,11 @@ describe('coordinator jobs (real nats-server)', () => {
       // an nranks pick on the other replica leaves the held agents out
       const picked = (await (await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, nranks: 2 })).json()) as JobRecord;
       expect(picked.members.map((m) => m.name)).toEqual(['a2', 'a3']);
+      // (finished before the next test, which needs a2 and a3 idle)
+      for (let end = Date.now() + 10_000; picked.state !== 'succeeded' && Date.now() < end; await new Promise((r) => setTimeout(r, 25))) {
+        Object.assign(picked, await (await fetch(`${otherBase}/jobs/${picked.id}`)).json());
+      }
+      expect(picked.state).toBe('succeeded');
       // a job there that waits for those agents starts once the first job has released them
       const after = await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] });
       expect(after.status).toBe(201);
@@ -254,6 +264,59 @@ describe('coordinator jobs (real nats-server)', () => {
       await other.close();
     }
   });
+
+  it('a replica that dies mid-job: its claims go stale, another replica frees the agents and fails the job', async () => {
+    const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
+    await other.listen(0, '127.0.0.1');
+    try {
+      const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
+      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const started = (await r.json()) as JobRecord;
+      expect(started.state).toBe('running'); // (a queued job is the next test's case)
+      const id = started.id;
+      // "kill" it: no more ticks (claim renewals) and no more events, its job left running
+      const svc = other.get(JobsService) as unknown as { timer: NodeJS.Timeout; subs: { unsubscribe(): void }[] };
+      clearInterval(svc.timer);
+      for (const sub of svc.subs) sub.unsubscribe();
+      const t0 = Date.now();
+      let j = await wait(id, 20_000);
+      expect(j.state).toBe('failed');
+      expect(j.reason).toMatch(/replica running it .* stopped/);
+      expect(Date.now() - t0).toBeLessThan(CLAIM_STALE_MS + 2 * CLAIM_RENEW_MS + 2000);
+      // and its agents are free again
+      j = await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'], onBusy: 'refuse' })).body.id);
+      expect(j.state).toBe('succeeded');
+    } finally {
+      await other.close();
+    }
+  }, 40_000);
+
+  it('a replica that dies with a queued job: another replica fails it once the replica\'s lease is stale', async () => {
+    const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
+    await other.listen(0, '127.0.0.1');
+    // a long job here holds a2 and a3 (20 ms per size), so the other replica's job for them queues
+    const hold = await post({ op: 'all_reduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
+    expect(hold.body.state).toBe('running');
+    try {
+      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const queued = (await r.json()) as JobRecord;
+      expect(queued.state).toBe('queued');
+      expect(queued.replica).toMatch(/^[0-9a-f]{8}$/);
+      // "kill" the other replica: no more ticks (lease renewals, queue draining) and no more events
+      const svc = other.get(JobsService) as unknown as { timer: NodeJS.Timeout; subs: { unsubscribe(): void }[] };
+      clearInterval(svc.timer);
+      for (const sub of svc.subs) sub.unsubscribe();
+      const t0 = Date.now();
+      const j = await wait(queued.id, 3 * CLAIM_STALE_MS);
+      expect(j.state).toBe('failed');
+      expect(j.reason).toBe(`the coordinator replica that queued it (${queued.replica}) stopped before it could start`);
+      expect(Date.now() - t0).toBeLessThan(2 * CLAIM_STALE_MS + 2 * CLAIM_RENEW_MS + 2000);
+    } finally {
+      await fetch(`${base}/jobs/${hold.body.id}`, { method: 'DELETE' });
+      await wait(hold.body.id);
+      await other.close();
+    }
+  }, 60_000);
 
   it('cancels a queued and a running job (DELETE /jobs/:id)', async () => {
     const sizes = Array.from({ length: 40 }, (_, i) => 8 * (i + 1));

@@ -44,6 +44,14 @@ function expectCorrect(job: JobRecord, sizes: number[], nranks: number) {
   }
 }
 
+/** Stops the mesh and its nats-server, and checks that none of the mesh's processes is left. */
+async function stopAll(mesh: Mesh | undefined, nats: { stop(): Promise<void> } | undefined): Promise<void> {
+  const pids = mesh?.supervisor.pids() ?? [];
+  await mesh?.stop();
+  await nats?.stop();
+  expect(pids.filter(alive)).toEqual([]);
+}
+
 describe('jobs on a mesh of 4 rank agents', () => {
   let nats: NatsServer;
   let mesh: Mesh;
@@ -54,12 +62,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
     mesh = await startMesh({ agents: 4, natsUrl: nats.url, port: 0, write: (l) => lines.push(l), readyTimeoutMs: 90_000 });
   }, 120_000);
 
-  afterAll(async () => {
-    const pids = mesh?.supervisor.pids() ?? [];
-    await mesh?.stop();
-    await nats?.stop();
-    expect(pids.filter(alive)).toEqual([]);
-  });
+  afterAll(() => stopAll(mesh, nats));
 
   afterEach(() => {
     // the mesh's output helps when a test fails; keep it bounded
@@ -194,12 +197,7 @@ describe('an agent that cannot report its samples (nats-server max_payload 32 Ki
     mesh = await startMesh({ agents: 1, natsUrl: nats.url, port: 0, write: () => undefined, readyTimeoutMs: 90_000 });
   }, 120_000);
 
-  afterAll(async () => {
-    const pids = mesh?.supervisor.pids() ?? [];
-    await mesh?.stop();
-    await nats?.stop();
-    expect(pids.filter(alive)).toEqual([]);
-  });
+  afterAll(() => stopAll(mesh, nats));
 
   it('fails the job with the publish error instead of succeeding without rows; the agent runs the next job', async () => {
     // 2 modes x 2000 times of one size is ~80 KiB of JSON: more than this server takes

@@ -10,6 +10,14 @@ export const ErrorReplySchema = z.object({
 });
 export type ErrorReply = z.infer<typeof ErrorReplySchema>;
 
+/** The same refusal over REST: the HTTP status, the code and message, and the offending fields. */
+export const HttpErrorSchema = z.object({
+  statusCode: z.number().int(),
+  code: z.enum(ERROR_CODES),
+  message: z.string(),
+  issues: z.array(z.string()).optional(),
+});
+
 export function errorReply(code: ErrorReply['error']['code'], message: string, issues?: string[]): ErrorReply {
   return { ok: false, error: { code, message, ...(issues ? { issues } : {}) } };
 }

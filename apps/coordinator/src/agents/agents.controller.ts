@@ -1,10 +1,11 @@
 import { Body, Controller, Delete, Get, Param, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { AgentDeregisterSchema, AgentHeartbeatSchema, AgentRecord, AgentRegisterSchema } from '@cmesh/protocol';
+import { AgentDeregisterSchema, AgentHeartbeatSchema, AgentRecord, AgentRecordSchema, AgentRegisterSchema } from '@cmesh/protocol';
+import { z } from 'zod';
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { AgentsService } from './agents.service';
-import { ApiZodBody } from '../nats/openapi-body';
+import { ApiZodBody, ApiZodResponse } from '../nats/openapi-body';
 
 /** The id in the URL, checked like the NATS body's (a bad one is a 400 naming it, before any KV access). */
 function agentId(id: string): string {
@@ -18,12 +19,14 @@ export class AgentsController {
 
   @Get()
   @ApiOperation({ summary: 'every registered agent with its state (ready, busy, lost)' })
+  @ApiZodResponse(z.object({ agents: z.array(AgentRecordSchema) }))
   async list(): Promise<{ agents: AgentRecord[] }> {
     return { agents: await this.agents.list() };
   }
 
   @Get(':id')
   @ApiOperation({ summary: 'one agent' })
+  @ApiZodResponse(AgentRecordSchema, { errors: [400, 404] })
   get(@Param('id') id: string): Promise<AgentRecord> {
     return rest(this.agents.get(agentId(id)));
   }
@@ -31,6 +34,7 @@ export class AgentsController {
   @Post()
   @ApiOperation({ summary: 'register an agent (same body as NATS cmesh.agents.register)' })
   @ApiZodBody(AgentRegisterSchema)
+  @ApiZodResponse(AgentRecordSchema, { status: 201 })
   register(@Body() body: unknown): Promise<AgentRecord> {
     return rest(this.agents.register(parseBody(AgentRegisterSchema, body)));
   }
@@ -38,12 +42,14 @@ export class AgentsController {
   @Post(':id/heartbeat')
   @ApiOperation({ summary: 'heartbeat' })
   @ApiZodBody(AgentHeartbeatSchema, 'agentId')
+  @ApiZodResponse(AgentRecordSchema, { status: 201, errors: [400, 404] })
   heartbeat(@Param('id') id: string, @Body() body: unknown): Promise<AgentRecord> {
     return rest(this.agents.heartbeat(parseBody(AgentHeartbeatSchema, { ...(body as object), agentId: id })));
   }
 
   @Delete(':id')
   @ApiOperation({ summary: 'deregister an agent' })
+  @ApiZodResponse(AgentRecordSchema, { errors: [400, 404] })
   deregister(@Param('id') id: string): Promise<AgentRecord> {
     return rest(this.agents.deregister(agentId(id)));
   }

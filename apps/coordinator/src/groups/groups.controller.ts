@@ -1,10 +1,11 @@
 import { Body, Controller, Get, Param, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { GroupCreateSchema, GroupGetSchema, GroupRecord } from '@cmesh/protocol';
+import { GroupCreateSchema, GroupGetSchema, GroupRecord, GroupRecordSchema } from '@cmesh/protocol';
+import { z } from 'zod';
 import { parseBody } from '../nats/parse-body';
 import { rest } from '../nats/reply-error';
 import { GroupsService } from './groups.service';
-import { ApiZodBody } from '../nats/openapi-body';
+import { ApiZodBody, ApiZodResponse } from '../nats/openapi-body';
 
 @ApiTags('groups')
 @Controller('groups')
@@ -13,11 +14,14 @@ export class GroupsController {
 
   @Get()
   @ApiOperation({ summary: 'every process group' })
+  @ApiZodResponse(z.object({ groups: z.array(GroupRecordSchema) }))
   async list(): Promise<{ groups: GroupRecord[] }> {
     return { groups: await this.groups.list() };
   }
 
   @Get(':id')
+  @ApiOperation({ summary: 'one process group: members in rank order and its store prefix' })
+  @ApiZodResponse(GroupRecordSchema, { errors: [400, 404] })
   get(@Param('id') id: string): Promise<GroupRecord> {
     return rest(this.groups.get(parseBody(GroupGetSchema, { id }).id));
   }
@@ -25,6 +29,7 @@ export class GroupsController {
   @Post()
   @ApiOperation({ summary: 'create a group from agent ids in rank order: {members, name?}' })
   @ApiZodBody(GroupCreateSchema)
+  @ApiZodResponse(GroupRecordSchema, { status: 201, errors: [400, 409] })
   create(@Body() body: unknown): Promise<GroupRecord> {
     return rest(this.groups.create(parseBody(GroupCreateSchema, body)));
   }

@@ -34,12 +34,16 @@ export class AgentClaims {
     return this.kv;
   }
 
-  /** The live claim on an agent (null when none, or stale). */
-  async holder(agentId: string): Promise<(Claim & { revision: number }) | null> {
+  /** The claim on an agent with its KV revision, live or stale (null when none). */
+  private async read(agentId: string): Promise<{ claim: Claim; revision: number } | null> {
     const e = await this.store.get(agentId);
-    if (!e || e.operation !== 'PUT' || !e.value.length) return null;
-    const c = json.decode(e.value);
-    return Date.now() - c.renewedAt > CLAIM_STALE_MS ? null : { ...c, revision: e.revision };
+    return e && e.operation === 'PUT' && e.value.length ? { claim: json.decode(e.value), revision: e.revision } : null;
+  }
+
+  /** The live claim on an agent (null when none, or stale). */
+  async holder(agentId: string): Promise<Claim | null> {
+    const r = await this.read(agentId);
+    return r && !isStale(r.claim.renewedAt) ? r.claim : null;
   }
 
   /**
@@ -69,17 +73,13 @@ export class AgentClaims {
       const e = await this.store.get(agentId);
       if (!e || e.operation !== 'PUT' || !e.value.length) {
         // absent or deleted: create (or update the tombstone's revision), failing if someone was quicker
-        const ok = await (e ? this.store.update(agentId, value(), e.revision) : this.store.create(agentId, value())).then(
-          () => true,
-          () => false,
-        );
-        if (ok) return { ok: true };
+        if (await succeeds(e ? this.store.update(agentId, value(), e.revision) : this.store.create(agentId, value()))) return { ok: true };
         continue;
       }
       const c = json.decode(e.value);
       if (c.jobId === jobId) return { ok: true };
-      if (Date.now() - c.renewedAt <= CLAIM_STALE_MS) return { ok: false, holder: c };
-      if (await this.store.update(agentId, value(), e.revision).then(() => true, () => false)) return { ok: true, stale: c };
+      if (!isStale(c.renewedAt)) return { ok: false, holder: c };
+      if (await succeeds(this.store.update(agentId, value(), e.revision))) return { ok: true, stale: c };
     }
     const h = await this.holder(agentId);
     return { ok: false, holder: h ?? { jobId: '?', replica: '?', renewedAt: 0 } };
@@ -87,19 +87,44 @@ export class AgentClaims {
 
   /** Refreshes this job's claims (a replica that stops renewing loses them after CLAIM_STALE_MS). */
   async renew(agentIds: string[], jobId: string): Promise<void> {
-    for (const agentId of agentIds) {
-      const e = await this.store.get(agentId);
-      if (!e || e.operation !== 'PUT' || !e.value.length || json.decode(e.value).jobId !== jobId) continue;
-      await this.store.update(agentId, json.encode({ jobId, replica: this.replica, renewedAt: Date.now() }), e.revision).catch(() => undefined);
-    }
+    await this.eachOwn(agentIds, jobId, (agentId, revision) => this.store.update(agentId, json.encode({ jobId, replica: this.replica, renewedAt: Date.now() }), revision));
   }
 
   /** Drops this job's claims (leaves other jobs' claims alone). */
   async release(agentIds: string[], jobId: string): Promise<void> {
+    await this.eachOwn(agentIds, jobId, (agentId, revision) => this.store.delete(agentId, { previousSeq: revision }));
+  }
+
+  /** Removes the claims nobody renewed for CLAIM_STALE_MS (their replica died) and returns them. */
+  async sweepStale(): Promise<Claim[]> {
+    const out: Claim[] = [];
+    for await (const agentId of await this.store.keys()) {
+      const r = await this.read(agentId);
+      if (!r || !isStale(r.claim.renewedAt)) continue;
+      // compare-and-delete: a replica that just took the agent over keeps it
+      if (await succeeds(this.store.delete(agentId, { previousSeq: r.revision }))) out.push(r.claim);
+    }
+    return out;
+  }
+
+  /** Applies a compare-and-set write to each of these agents that this job still holds. */
+  private async eachOwn(agentIds: string[], jobId: string, write: (agentId: string, revision: number) => Promise<unknown>): Promise<void> {
     for (const agentId of agentIds) {
-      const e = await this.store.get(agentId);
-      if (!e || e.operation !== 'PUT' || !e.value.length || json.decode(e.value).jobId !== jobId) continue;
-      await this.store.delete(agentId, { previousSeq: e.revision }).catch(() => undefined);
+      const r = await this.read(agentId);
+      if (r?.claim.jobId === jobId) await succeeds(write(agentId, r.revision));
     }
   }
+}
+
+/** A claim or lease not renewed for CLAIM_STALE_MS: its replica stopped. */
+export function isStale(renewedAt: number): boolean {
+  return Date.now() - renewedAt > CLAIM_STALE_MS;
+}
+
+/** Whether a compare-and-set KV write went through (false when another writer was first). */
+function succeeds(write: Promise<unknown>): Promise<boolean> {
+  return write.then(
+    () => true,
+    () => false,
+  );
 }

@@ -53,6 +53,13 @@ export class JobStore {
     return next;
   }
 
+  /** Every job id in KV, this replica's and the others'. */
+  async keys(): Promise<string[]> {
+    const out: string[] = [];
+    if (this.kv) for await (const k of await this.kv.keys()) out.push(k);
+    return out;
+  }
+
   /** Most recent first. */
   recentIds(limit: number): string[] {
     return this.order.slice(-limit).reverse();

@@ -34,7 +34,8 @@ import { AgentDirectory, AgentView } from './agent-directory';
 import { rowFromSamples } from './aggregate';
 import { respond } from '../nats/responder';
 import { ReplyError } from '../nats/reply-error';
-import { AgentClaims, CLAIM_RENEW_MS, Claim } from './agent-claims';
+import { ReplicaLeases } from './replica-leases';
+import { AgentClaims, CLAIM_RENEW_MS, CLAIM_STALE_MS, Claim } from './agent-claims';
 import { JobStore } from './job-store';
 import { JOBS_NATS, JOB_RESULT_SINK, JobResultSink } from './tokens';
 
@@ -82,7 +83,10 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
   /** which job holds which agent, in KV: shared with the other coordinator replicas */
   private readonly claims: AgentClaims;
+  /** which replicas are alive: a dead one's queued jobs are failed by the others */
+  private readonly leases: ReplicaLeases;
   private lastRenew = 0;
+  private lastQueuedSweep = 0;
   private subs: { unsubscribe(): void }[] = [];
 
   constructor(
@@ -91,12 +95,15 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
   ) {
     this.store = new JobStore(nc);
-    this.claims = new AgentClaims(nc, randomBytes(4).toString('hex'));
+    const replica = randomBytes(4).toString('hex');
+    this.claims = new AgentClaims(nc, replica);
+    this.leases = new ReplicaLeases(nc, replica);
   }
 
   async onModuleInit(): Promise<void> {
     await this.store.open();
     await this.claims.open();
+    await this.leases.open();
     const events = this.nc.subscribe(JOB_SUBJECTS.eventsWildcard, {
       callback: (err, msg) => {
         if (err) return;
@@ -123,6 +130,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     for (const a of [...this.active.values()]) {
       if (!isFinished(a.rec.state)) await this.finish(a, 'cancelled', 'coordinator shutting down');
     }
+    await this.leases.release();
   }
 
   // ---- API ------------------------------------------------------------------------------
@@ -164,6 +172,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       members: [],
       rows: [],
       progress: { done: 0, total: sizes.length },
+      replica: this.leases.replica,
       createdAt: new Date().toISOString(),
     };
     const a: Active = { rec, req, members: [], samples: new Map(), reported: new Set(), startedAt: 0, queuedAt: Date.now(), failures: [] };
@@ -275,11 +284,27 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     if (this.active.has(c.jobId)) return;
     const rec = await this.store.read(c.jobId);
     if (!rec || isFinished(rec.state)) return;
+    await this.failStored(rec, `the coordinator replica running it (${c.replica}) stopped; its agents were taken over`).catch(() => undefined);
+  }
+
+  /** Jobs queued in the memory of a replica that died would stay queued forever: fail them. */
+  private async failQueuedOfDeadReplicas(): Promise<void> {
+    for (const id of await this.store.keys()) {
+      if (this.active.has(id)) continue;
+      const rec = await this.store.read(id);
+      if (!rec || rec.state !== 'queued' || !rec.replica || rec.replica === this.leases.replica) continue;
+      if (await this.leases.alive(rec.replica)) continue;
+      await this.failStored(rec, `the coordinator replica that queued it (${rec.replica}) stopped before it could start`);
+    }
+  }
+
+  /** Fails a job record another (dead) replica left unfinished in KV. */
+  private async failStored(rec: JobRecord, reason: string): Promise<void> {
     rec.state = 'failed';
     rec.finishedAt = new Date().toISOString();
-    rec.reason = `the coordinator replica running it (${c.replica}) stopped; its agents were taken over`;
-    await this.store.write(rec).catch(() => undefined);
-    this.log.warn(`job ${rec.id} failed: ${rec.reason}`);
+    rec.reason = reason;
+    await this.store.write(rec);
+    this.log.warn(`job ${rec.id} failed: ${reason}`);
   }
 
   private async dispatch(a: Active, agents: AgentView[]): Promise<void> {
@@ -391,9 +416,19 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     }
     if (now - this.lastRenew > CLAIM_RENEW_MS) {
       this.lastRenew = now;
+      void this.leases.renew().catch(() => undefined);
       for (const a of this.active.values()) {
         if (a.rec.state === 'running') void this.claims.renew(a.members.map((m) => m.agentId), a.rec.id).catch(() => undefined);
       }
+      // jobs of a replica that died: free their agents and close their records
+      void this.claims
+        .sweepStale()
+        .then((stale) => Promise.all([...new Map(stale.map((c) => [c.jobId, c])).values()].map((c) => this.closeOrphan(c))))
+        .catch(() => undefined);
+    }
+    if (now - this.lastQueuedSweep > CLAIM_STALE_MS) {
+      this.lastQueuedSweep = now;
+      void this.failQueuedOfDeadReplicas().catch(() => undefined);
     }
     // queued jobs: start what can start, in order; fail what waited too long
     if (this.queue.length) void this.drainQueue();

@@ -1,8 +1,8 @@
 // Runs the jobs assigned to this agent, one at a time: answers the assignment with `accepted`,
 // pings while the sweep runs (the coordinator's liveness check), streams per-size samples and
 // ends with `done` or `failed`. Samples that cannot be reported (a publish refused, e.g. over the
-// server's max_payload) end the sweep with `failed` naming why, never `done`. The coordinator is the authority on who is busy: an assignment
-// for a new job ends whatever this agent was still running.
+// server's max_payload) end the sweep with `failed` naming why, never `done`. The coordinator is
+// the authority on who is busy: an assignment for a new job ends whatever this agent still runs.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobCancel, JobEvent } from '@cmesh/protocol';
 import { AGENT_CONFIG, AgentConfig } from '../config';
@@ -87,9 +87,6 @@ export class JobRunnerService implements BeforeApplicationShutdown {
     // backend's abort) and is what this rank reports, instead of a `done` with rows missing.
     let lost: Error | null = null;
     const stop = new AbortController();
-    const onAbort = () => stop.abort(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
     try {
       const avail = backend?.available() ?? { ok: false, reason: `unknown backend ${a.sweep.backend}` };
       if (!backend || !avail.ok) throw Object.assign(new Error(`backend ${a.sweep.backend} unavailable on agent ${this.config.name}: ${avail.reason}`), { name: 'BackendUnavailableError', code: 'BACKEND_UNAVAILABLE' });
@@ -112,7 +109,7 @@ export class JobRunnerService implements BeforeApplicationShutdown {
             this.observer?.onSize(a, rank, samples);
           },
         },
-        stop.signal,
+        AbortSignal.any([signal, stop.signal]),
       );
       if (lost) throw lost;
       clearInterval(ping);
@@ -130,8 +127,6 @@ export class JobRunnerService implements BeforeApplicationShutdown {
       this.observer?.onError(a, error.code ?? error.name);
       this.emit({ ...base, type: 'failed', error });
       this.log.error(`job ${a.jobId} rank ${rank}: ${error.name}: ${error.message}`);
-    } finally {
-      signal.removeEventListener('abort', onAbort);
     }
   }
 

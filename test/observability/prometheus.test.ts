@@ -192,7 +192,8 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     // Another op than the good sweep's, whose busbw series (the last all_reduce sweep) stay.
     const victim = mesh.supervisor.children.find((c) => c.name === 'agent-1')!;
     const sizes = Array.from({ length: 10 }, (_, i) => 4096 << i);
-    const running = await mesh.client.submitJob({ op: 'all_gather', sizes, iters: 20, warmup: 1 });
+    // (500 iterations: seconds of work, so the kill lands mid-sweep however fast the data plane is)
+    const running = await mesh.client.submitJob({ op: 'all_gather', sizes, iters: 500, warmup: 1 });
     for (let j = running, end = Date.now() + 30_000; j.progress.done < 1 && j.state === 'running' && Date.now() < end; ) {
       await new Promise((r) => setTimeout(r, 20));
       j = await mesh.client.job(running.id);

@@ -128,7 +128,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
   it('killing an agent mid-job fails the job within 5 s naming it; the others run the next job', async () => {
     const victim = mesh.supervisor.children.find((c) => c.name === 'agent-2')!;
     const sizes = Array.from({ length: 12 }, (_, i) => 1024 << i); // up to 2 MiB, many iterations
-    const job = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 20, warmup: 2 });
+    const job = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 500, warmup: 2 }); // seconds of work: the kill lands mid-sweep
     // wait until it is under way (a row aggregated), then kill the agent by pid
     const deadline = Date.now() + 30_000;
     for (let j = job; ; ) {

@@ -9,6 +9,7 @@ export async function run(args: { mode: 'kill' | 'timeout' | 'mismatch' | 'misma
   const rank = dist.getRank();
   const t = new Float32Array(1 << 18).fill(1);
   const started = Date.now();
+  const report = (err: dist.CmeshError) => ({ name: err.name, message: err.message, context: err.context, afterMs: Date.now() - started });
   try {
     if (args.mode === 'kill') {
       for (let i = 0; i < 200; i++) {
@@ -16,8 +17,14 @@ export async function run(args: { mode: 'kill' | 'timeout' | 'mismatch' | 'misma
         await dist.allReduce(t);
       }
     } else if (args.mode === 'timeout') {
-      if (rank !== 1) await dist.allReduce(t, { timeout: 1000 });
-      else await new Promise((r) => setTimeout(r, 3000));
+      // Ranks stay up well past the 1 s timeout, so that no rank's exit (a peer failure) can reach
+      // another before its own timeout does, however late a loaded machine schedules it.
+      if (rank === 1) await new Promise((r) => setTimeout(r, 6000));
+      else {
+        const failed = await dist.allReduce(t, { timeout: 1000 }).then(() => null, (e: dist.CmeshError) => report(e));
+        await new Promise((r) => setTimeout(r, 4000));
+        if (failed) return failed;
+      }
     } else if (args.mode === 'mismatch3') {
       await dist.allReduce(new Float32Array(rank === 2 ? 3 : 2));
     } else if (args.mode === 'p2pSize') {
@@ -34,7 +41,6 @@ export async function run(args: { mode: 'kill' | 'timeout' | 'mismatch' | 'misma
     }
     return { ok: true };
   } catch (e) {
-    const err = e as dist.CmeshError;
-    return { name: err.name, message: err.message, context: err.context, afterMs: Date.now() - started };
+    return report(e as dist.CmeshError);
   }
 }

@@ -305,7 +305,9 @@ describe('collectives with before/after (seed 002, 3 ranks)', () => {
     expectPerRank(r, 3, (k) => [`Rank ${k} sleeps ${k} seconds.`, new RegExp(`^Rank ${k} after barrier time delta: \\d+\\.\\d{4}$`)]);
     for (const k of ranks(3)) {
       const delta = Number(rankLines(r, k)[1].split(': ')[1]);
-      expect(delta).toBeGreaterThanOrEqual(1.9);
+      // rank 2 sleeps 2 s itself; the others' clocks start when their own init returns, which on a
+      // loaded machine may be a little after rank 2's (without the barrier they would leave at 0 s and 1 s)
+      expect(delta).toBeGreaterThanOrEqual(k === 2 ? 1.99 : 1.5);
       expect(delta).toBeLessThan(5);
     }
   });

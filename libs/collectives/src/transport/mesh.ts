@@ -8,6 +8,7 @@ import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
 import { Spinner } from './spinner';
+import { bindMainThread } from './core-binding';
 
 export interface AbortNotice {
   failedRank: number;
@@ -55,6 +56,7 @@ export class Mesh {
   static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string }): Promise<Mesh> {
     const mesh = new Mesh(opts.rank, opts.size);
     if (opts.size === 1) return mesh;
+    bindMainThread(mesh.spinner.budgetUs > 0);
     const host = dataPlaneHost(opts.masterAddr);
     const accepted = new Set<number>();
     let onAccept: () => void = () => {};

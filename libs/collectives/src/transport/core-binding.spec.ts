@@ -1,0 +1,48 @@
+import { execFileSync } from 'child_process';
+import { readFileSync } from 'fs';
+import { coreFor, parseCpuList, planBinding } from './core-binding';
+
+describe('core binding', () => {
+  it('parses kernel CPU lists', () => {
+    expect(parseCpuList('0-1')).toEqual([0, 1]);
+    expect(parseCpuList('0-3,8,10-11\n')).toEqual([0, 1, 2, 3, 8, 10, 11]);
+    expect(parseCpuList('5')).toEqual([5]);
+    expect(() => parseCpuList('3-1')).toThrow(/bad CPU list/);
+  });
+
+  it('gives local ranks the allowed cores in turn', () => {
+    expect([0, 1, 2, 3].map((r) => coreFor(r, [2, 5, 7]))).toEqual([2, 5, 7, 2]);
+  });
+
+  it('binds busy-polling ranks that share a node, and nothing else unless asked', () => {
+    const cores = [0, 1, 2, 3];
+    expect(planBinding({ LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2' }, true, cores)).toEqual({ cpu: 1 });
+    expect(planBinding({ LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2' }, false, cores)).toEqual({ skipped: 'ranks do not busy-poll' });
+    expect(planBinding({ LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '1' }, true, cores)).toEqual({ skipped: 'the only rank on this node' });
+    expect(planBinding({ LOCAL_WORLD_SIZE: '2' }, true, cores)).toEqual({ skipped: 'LOCAL_RANK is not set' });
+    expect(planBinding({ LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2' }, true, [3])).toEqual({ skipped: 'one core allowed' });
+    expect(planBinding({ LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2', CMESH_BIND: 'none' }, true, cores)).toEqual({ skipped: 'CMESH_BIND=none' });
+    expect(planBinding({ LOCAL_RANK: '2', CMESH_BIND: 'core' }, false, cores)).toEqual({ cpu: 2 });
+    expect(planBinding({ LOCAL_RANK: '2', CMESH_BIND: 'socket' }, true, cores)).toEqual({ skipped: 'CMESH_BIND=socket is not core or none' });
+  });
+
+  it('binds the main thread only, once per process (Linux with taskset and two cores)', () => {
+    const allowed = parseCpuList(/^Cpus_allowed_list:\s*(.*)$/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+    if (process.platform !== 'linux' || allowed.length < 2) return; // nothing to choose from
+    // in a child process, so that this test process keeps its cores
+    const script = `
+      const { bindMainThread } = require(${JSON.stringify(require.resolve('./core-binding'))});
+      const b = bindMainThread(true, { LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2' });
+      const again = bindMainThread(true, { LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2' });
+      const fs = require('fs');
+      const list = (t) => /^Cpus_allowed_list:\\s*(.*)$/m.exec(fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8'))[1];
+      const threads = fs.readdirSync('/proc/self/task').filter((t) => t !== String(process.pid));
+      console.log(JSON.stringify({ b, again, main: list(process.pid), others: threads.map(list) }));`;
+    const out = JSON.parse(execFileSync(process.execPath, ['-r', '@swc-node/register', '-e', script], { encoding: 'utf8' }));
+    expect(out.b).toEqual({ cpu: allowed[1] });
+    expect(out.again).toEqual(out.b);
+    expect(out.main).toBe(String(allowed[1]));
+    expect(out.others.length).toBeGreaterThan(0);
+    for (const l of out.others) expect(parseCpuList(l)).toEqual(allowed);
+  });
+});

@@ -2,7 +2,7 @@
 // Linux wakes a task on its waker's CPU (wake-affine). A rank that sends and then spins keeps that
 // CPU, so its peer waits there until the spin ends: both ranks settle on one core, and each
 // message costs the rest of a spin. Measured at world 2 on 2 cores, 8 B allReduce: one op in 16
-// took about 500 µs instead of 20 µs; with the main threads bound, the mean fell by about 30%.
+// took about 500 µs instead of 20 µs; with the main threads bound, the mean fell by about 20%.
 // Only the main thread is bound (`taskset -p` on the pid, whose thread id it is): V8's helper
 // threads keep every allowed core, so a GC or a compile does not wait behind its own rank.
 // Bound: LOCAL_RANK to the allowed cores in turn, when LOCAL_WORLD_SIZE ranks share this node and

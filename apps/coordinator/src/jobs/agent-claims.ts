@@ -3,6 +3,7 @@
 // never put two jobs on one agent. The replica running a job renews its claims; a claim not
 // renewed for CLAIM_STALE_MS belongs to a replica that stopped, and may be taken over.
 import { JSONCodec, KV, NatsConnection } from 'nats';
+import { kvKeys } from '../state/kv-keys';
 
 export const CLAIMS_BUCKET = 'cmesh_job_claims';
 export const CLAIM_RENEW_MS = 2_000;
@@ -98,7 +99,7 @@ export class AgentClaims {
   /** Removes the claims nobody renewed for CLAIM_STALE_MS (their replica died) and returns them. */
   async sweepStale(): Promise<Claim[]> {
     const out: Claim[] = [];
-    for await (const agentId of await this.store.keys()) {
+    for (const agentId of await kvKeys(this.store)) {
       const r = await this.read(agentId);
       if (!r || !isStale(r.claim.renewedAt)) continue;
       // compare-and-delete: a replica that just took the agent over keeps it

@@ -2,6 +2,7 @@
 // coordinator process; a recent-first index in memory serves the list.
 import { JSONCodec, KV, NatsConnection } from 'nats';
 import { JobRecord } from '@cmesh/protocol';
+import { kvKeys } from '../state/kv-keys';
 
 const json = JSONCodec<JobRecord>();
 export const JOBS_BUCKET = 'cmesh_jobs';
@@ -19,8 +20,7 @@ export class JobStore {
 
   async open(): Promise<void> {
     this.kv = await this.nc.jetstream().views.kv(JOBS_BUCKET, { history: 1 });
-    const keys: string[] = [];
-    for await (const k of await this.kv.keys()) keys.push(k);
+    const keys = await kvKeys(this.kv);
     const recs = (await Promise.all(keys.map((k) => this.read(k)))).filter((r): r is JobRecord => !!r);
     this.order = recs.sort((a, b) => a.createdAt.localeCompare(b.createdAt)).map((r) => r.id);
   }
@@ -55,9 +55,7 @@ export class JobStore {
 
   /** Every job id in KV, this replica's and the others'. */
   async keys(): Promise<string[]> {
-    const out: string[] = [];
-    if (this.kv) for await (const k of await this.kv.keys()) out.push(k);
-    return out;
+    return this.kv ? kvKeys(this.kv) : [];
   }
 
   /** Most recent first. */

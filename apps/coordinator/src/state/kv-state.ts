@@ -2,6 +2,7 @@
 // compare-and-set on the revision read, so replicas (and a restarted coordinator) never lose or
 // overwrite each other's changes.
 import { JSONCodec, KV } from 'nats';
+import { kvKeys } from './kv-keys';
 
 const json = JSONCodec();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -48,9 +49,7 @@ export class KvState {
 
   async list<T>(prefix: string): Promise<T[]> {
     const out: T[] = [];
-    const keys: string[] = [];
-    for await (const k of await this.kv.keys(`${prefix}>`)) keys.push(k);
-    for (const k of keys.sort()) {
+    for (const k of (await kvKeys(this.kv, `${prefix}>`)).sort()) {
       const v = await this.get<T>(k);
       if (v !== undefined) out.push(v);
     }

@@ -1,0 +1,21 @@
+// The keys of a JetStream KV bucket, from the stream's per-subject counts: one answer from the
+// server. nats.js's kv.keys() walks an ordered consumer and stops when `pending` reaches 0; keys
+// rewritten while it lists (agents' heartbeats, claims' renewals) have been reported lost or
+// doubled that way (openobserve/openobserve#6249; nats.go fixed a like race in #1884).
+// Deleted keys keep their delete marker's subject: callers read each key and skip the missing.
+import type { JetStreamManager, KV } from 'nats';
+
+/** The fields of nats.js's Bucket (the class behind every KV) that this needs. */
+interface BucketInternals {
+  jsm: JetStreamManager;
+  stream: string;
+  prefixLen: number;
+  subjectForKey(key: string): string;
+  decodeKey(key: string): string;
+}
+
+export async function kvKeys(kv: KV, filter = '>'): Promise<string[]> {
+  const b = kv as unknown as BucketInternals;
+  const info = await b.jsm.streams.info(b.stream, { subjects_filter: b.subjectForKey(filter) });
+  return Object.keys(info.state.subjects ?? {}).map((s) => b.decodeKey(s.substring(b.prefixLen)));
+}

@@ -10,6 +10,8 @@ import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '..
 import type { FromWorker, ToWorker } from './worker-ipc';
 
 const ROOT = join(__dirname, '../../../../..');
+/** how long stop() waits for killed workers to be reaped */
+const STOP_REAP_MS = 3000;
 /** after a worker was killed, wait this long before forking its replacement */
 const RESPAWN_DELAY_MS = 1000;
 
@@ -97,11 +99,17 @@ export class TcpBackend implements JobBackend {
     });
   }
 
+  /** Kills the workers and reaps them (bounded), so none is left, not even as a zombie. */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const c of this.children) kill(c);
+    const running = [...this.children].filter((c) => c.exitCode === null && c.signalCode === null);
+    const exited = Promise.all(running.map((c) => new Promise((r) => c.once('exit', r))));
+    for (const c of running) kill(c);
     this.children.clear();
     this.spare = null;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, STOP_REAP_MS)))]);
+    clearTimeout(timer);
   }
 }
 

@@ -143,8 +143,8 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       `${opts.agents} agents`,
       readyMs,
       async () => {
-        const alive = (await listAgents(client)).filter((a) => a.alive && agentNames.includes(a.name));
-        return alive.length === opts.agents ? true : undefined;
+        const alive = new Set((await listAgents(client)).filter((a) => a.alive && agentNames.includes(a.name)).map((a) => a.name));
+        return alive.size === opts.agents ? true : undefined;
       },
       () => deathReason,
     );

@@ -1,8 +1,9 @@
 // The keys of a JetStream KV bucket, from the stream's per-subject counts: one answer from the
-// server. nats.js's kv.keys() walks an ordered consumer and stops when `pending` reaches 0; keys
-// rewritten while it lists (agents' heartbeats, claims' renewals) have been reported lost or
-// doubled that way (openobserve/openobserve#6249; nats.go fixed a like race in #1884).
-// Deleted keys keep their delete marker's subject: callers read each key and skip the missing.
+// server. nats.js's kv.keys() walks an ordered consumer until `pending` reaches 0, and a key
+// rewritten meanwhile comes twice: with 4 agents heartbeating as fast as they can, 369 of 2000
+// listings had a duplicate (agents listed twice, so "4 agents up" was seen with 3). nats.go fixed
+// the same race (nats-io/nats.go#1884). Deleted keys keep their delete marker's subject: callers
+// read each key and skip the missing ones.
 import type { JetStreamManager, KV } from 'nats';
 
 /** The fields of nats.js's Bucket (the class behind every KV) that this needs. */

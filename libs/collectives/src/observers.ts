@@ -25,6 +25,11 @@ export function addCollectiveObserver(fn: CollectiveObserver): () => void {
   return () => observers.delete(fn);
 }
 
+/** Whether anyone listens: the hot path builds no event for nobody. */
+export function hasCollectiveObservers(): boolean {
+  return observers.size > 0;
+}
+
 export function notifyCollective(e: CollectiveEvent): void {
   for (const fn of observers) {
     try {

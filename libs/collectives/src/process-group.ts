@@ -21,7 +21,7 @@ import {
   PeerFailureError,
   describeContext,
 } from './errors';
-import { notifyCollective } from './observers';
+import { hasCollectiveObservers, notifyCollective } from './observers';
 import { OpName, describeSignature, signature } from './ops/signature';
 import { sameDtype, sameLength, splitSizes, tensorArg, tensorList, timeoutArg } from './ops/validate';
 import { ReduceOp, validateReduceOp } from './reduce-op';
@@ -314,6 +314,7 @@ export class ProcessGroup {
     const dtype = sig.dtype ? DTYPES[sig.dtype - 1] : 'none';
     const finish = (error?: Error) => {
       this.traffic.record(op, algorithm, comm.bytesSent, comm.bytesReceived);
+      if (!hasCollectiveObservers()) return;
       notifyCollective({
         op,
         algorithm,
@@ -329,30 +330,40 @@ export class ProcessGroup {
         error: error && { name: error.name, message: error.message, code: (error as { code?: string }).code ?? error.name },
       });
     };
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const peers = comm.awaitedPeers();
-        reject(new DistTimeoutError(`${op} timed out after ${timeoutMs} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, { ...ctx, peers }));
-      }, timeoutMs);
-    });
-    const run = (async () => body(comm, scratch, algorithm))();
-    run.catch(() => {}); // a timed-out body may still fail later; the race already reported
-    return Promise.race([run, timeout]).then(
-      () => {
-        clearTimeout(timer);
-        this.scratchPool.push(scratch);
-        finish();
-      },
-      (raw: unknown) => {
+    // One promise settled by whichever comes first, the body or the timer (no Promise.race and
+    // no timer promise: this runs for every collective). A body that ends after the timeout
+    // changes nothing.
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const fail = (raw: unknown) => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
         comm.cancelAll();
         const err = this.explain(raw, ctx, comm);
         this.abortPeers(seq, err, ctx);
         finish(err);
-        throw err;
-      },
-    );
+        reject(err);
+      };
+      const timer = setTimeout(() => {
+        const peers = comm.awaitedPeers();
+        fail(new DistTimeoutError(`${op} timed out after ${timeoutMs} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, { ...ctx, peers }));
+      }, timeoutMs);
+      let run: Promise<void>;
+      try {
+        run = body(comm, scratch, algorithm);
+      } catch (e) {
+        run = Promise.reject(e);
+      }
+      run.then(() => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.scratchPool.push(scratch);
+        finish();
+        resolve();
+      }, fail);
+    });
   }
 
   /** Runs a P2P transfer with the group's timeout. */

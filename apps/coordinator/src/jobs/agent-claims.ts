@@ -108,11 +108,17 @@ export class AgentClaims {
     return out;
   }
 
-  /** Applies a compare-and-set write to each of these agents that this job still holds. */
+  /**
+   * Applies a compare-and-set write to each of these agents that this job still holds. A write
+   * that loses to another write of the same job (a renewal racing the release at the job's end)
+   * is read and tried again: otherwise the agent would stay held until the claim went stale.
+   */
   private async eachOwn(agentIds: string[], jobId: string, write: (agentId: string, revision: number) => Promise<unknown>): Promise<void> {
     for (const agentId of agentIds) {
-      const r = await this.read(agentId);
-      if (r?.claim.jobId === jobId) await succeeds(write(agentId, r.revision));
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const r = await this.read(agentId);
+        if (r?.claim.jobId !== jobId || (await succeeds(write(agentId, r.revision)))) break;
+      }
     }
   }
 }

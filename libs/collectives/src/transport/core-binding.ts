@@ -10,6 +10,7 @@
 // CMESH_BIND=core binds whenever LOCAL_RANK is set.
 import { execFileSync } from 'child_process';
 import { readFileSync } from 'fs';
+import { localRanks } from '../oversubscription';
 
 export type Binding = { cpu: number } | { skipped: string };
 
@@ -27,6 +28,11 @@ export function parseCpuList(list: string): number[] {
   return cpus;
 }
 
+/** The CPUs a /proc/<pid>/status (or task status) text allows. */
+export function cpusAllowed(status: string): number[] {
+  return parseCpuList(/^Cpus_allowed_list:\s*(.*)$/m.exec(status)?.[1] ?? '');
+}
+
 /** The core for a local rank: the allowed cores in turn (a cpuset may allow only some). */
 export function coreFor(localRank: number, allowed: readonly number[]): number {
   return allowed[localRank % allowed.length];
@@ -40,7 +46,7 @@ export function planBinding(env: Record<string, string | undefined>, spinning: b
   if (mode === '' && !spinning) return { skipped: 'ranks do not busy-poll' };
   // a node's only rank has no local peer to share a core with; binding it would put the only
   // ranks of separate jobs (or pods) on one host all on the first core
-  if (mode === '' && !(Number(env.LOCAL_WORLD_SIZE) >= 2)) return { skipped: 'the only rank on this node' };
+  if (mode === '' && (localRanks(env) ?? 0) < 2) return { skipped: 'the only rank on this node' };
   const localRank = Number(env.LOCAL_RANK);
   if (env.LOCAL_RANK === undefined || !Number.isInteger(localRank) || localRank < 0) return { skipped: 'LOCAL_RANK is not set' };
   if (allowed.length < 2) return { skipped: 'one core allowed' };
@@ -52,9 +58,7 @@ export function bindMainThread(spinning: boolean, env: Record<string, string | u
   if (done) return done;
   if (process.platform !== 'linux') return (done = { skipped: `${process.platform} is not linux` });
   try {
-    const status = readFileSync('/proc/self/status', 'utf8');
-    const allowed = parseCpuList(/^Cpus_allowed_list:\s*(.*)$/m.exec(status)?.[1] ?? '');
-    const plan = planBinding(env, spinning, allowed);
+    const plan = planBinding(env, spinning, cpusAllowed(readFileSync('/proc/self/status', 'utf8')));
     if ('cpu' in plan) execFileSync('taskset', ['-p', '-c', String(plan.cpu), String(process.pid)], { stdio: 'ignore', timeout: 2000 });
     done = plan;
   } catch (e) {

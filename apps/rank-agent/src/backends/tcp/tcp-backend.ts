@@ -8,6 +8,7 @@ import { join } from 'path';
 import type { JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../../execution/job-backend';
 import type { FromWorker, ToWorker } from './worker-ipc';
+import { setTimeout as delay } from 'timers/promises';
 
 const ROOT = join(__dirname, '../../../../..');
 /** how long stop() waits for killed workers to be reaped */
@@ -107,9 +108,7 @@ export class TcpBackend implements JobBackend {
     for (const c of running) kill(c);
     this.children.clear();
     this.spare = null;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, STOP_REAP_MS)))]);
-    clearTimeout(timer);
+    await Promise.race([exited, delay(STOP_REAP_MS, undefined, { ref: false })]);
   }
 }
 

@@ -85,6 +85,18 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(after.stdout).toMatch(/Recent jobs \(3\)/);
     expect(after.stdout.match(/succeeded/g)).toHaveLength(3);
 
+    // an agent that dies is restarted alone: the mesh stays up and the agent registers again
+    const pidOf = async (name: string) => ((await (await fetch(`${url}/agents`)).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
+    const victim = (await pidOf('agent-1')).pid;
+    const other = (await pidOf('agent-0')).pid;
+    process.kill(victim, 'SIGKILL');
+    let back = await pidOf('agent-1');
+    for (let end = Date.now() + 30_000; (back.pid === victim || back.state !== 'ready') && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) back = await pidOf('agent-1');
+    expect([back.pid === victim, back.state]).toEqual([false, 'ready']);
+    expect((await pidOf('agent-0')).pid).toBe(other);
+    expect(out).toMatch(/\[agent-1\] +exited with SIGKILL; restarting it in \d+ ms/);
+    expect(up.exitCode).toBeNull();
+
     const running = markedPids(marker);
     expect(running.length).toBeGreaterThanOrEqual(5); // up, nats, coordinator, 2 agents (+ workers)
     up.kill('SIGINT');

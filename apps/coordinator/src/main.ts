@@ -1,6 +1,7 @@
 // Starts the coordinator: `node -r @swc-node/register apps/coordinator/src/main.ts --nats URL --port N`.
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
+import { exitOnFatal } from '@cmesh/protocol';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
@@ -17,6 +18,7 @@ export async function startCoordinator(config: CoordinatorConfig) {
 }
 
 if (require.main === module) {
+  exitOnFatal('coordinator');
   let config: CoordinatorConfig;
   try {
     config = loadCoordinatorConfig();

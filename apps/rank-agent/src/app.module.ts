@@ -1,5 +1,6 @@
-// The rank agent: registration + heartbeats, the job runner with its backends (tcp: the CPU
-// data plane, a child process per job; nccl: the sidecar), /health and /metrics over HTTP.
+// The rank agent: registration + heartbeats, the job subjects on NATS, the job runner with its
+// backends (tcp: the CPU data plane, a child process per job; nccl: the sidecar), /health and
+// /metrics over HTTP.
 import { DynamicModule, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { NcclBackend } from './backends/nccl';
@@ -7,10 +8,11 @@ import { NcclJobBackend } from './backends/nccl-job-backend';
 import { TcpBackend } from './backends/tcp/tcp-backend';
 import { AGENT_CONFIG, AgentConfig } from './config';
 import { JobRunnerService } from './execution/job-runner.service';
-import { JobsController } from './execution/jobs.controller';
+import { JobSubjects } from './execution/job-subjects';
 import { JOB_BACKENDS } from './execution/tokens';
 import { HealthController } from './health/health.controller';
 import { MetricsModule } from './metrics/metrics.module';
+import { InboundMessages } from './nats/inbound-messages';
 import { NatsService } from './nats/nats.service';
 import { openJobStore } from './nats/job-store';
 import { GroupMembership } from './registration/group-membership';
@@ -28,10 +30,11 @@ export class AppModule {
           pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-agent', agent: config.name } },
         }),
       ],
-      controllers: [JobsController, HealthController],
+      controllers: [HealthController],
       providers: [
         { provide: AGENT_CONFIG, useValue: config },
         NatsService,
+        InboundMessages,
         {
           provide: JOB_BACKENDS,
           inject: [NatsService],
@@ -48,6 +51,7 @@ export class AppModule {
           },
         },
         JobRunnerService,
+        JobSubjects,
         RegistrationService,
         GroupMembership,
       ],

@@ -1,11 +1,11 @@
 // The rank agent process: `node -r @swc-node/register apps/rank-agent/src/main.ts [--name a0 ...]`
 // (or NATS_URL, CMESH_AGENT_NAME, CMESH_DEVICE_INDEX, CMESH_DATA_PORTS, CMESH_HTTP_PORT).
-// A NestJS app: HTTP for /health and /metrics, plus the NATS microservice for job subjects.
+// A NestJS app: HTTP for /health and /metrics; NATS subjects through its own connection.
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { Logger as PinoLogger } from 'nestjs-pino';
 import { NestFactory } from '@nestjs/core';
-import { MicroserviceOptions, Transport } from '@nestjs/microservices';
+import { exitOnFatal } from '@cmesh/protocol';
 import { AppModule } from './app.module';
 import { loadConfig } from './config';
 import { RegistrationService } from './registration/registration.service';
@@ -15,8 +15,6 @@ export async function bootstrap(argv = process.argv.slice(2)) {
   const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true });
   app.useLogger(app.get(PinoLogger));
   app.enableShutdownHooks();
-  app.connectMicroservice<MicroserviceOptions>({ transport: Transport.NATS, options: { servers: [config.natsUrl], name: `cmesh-agent-${config.name}-rx` } });
-  await app.startAllMicroservices();
   await app.listen(config.httpPort, config.bindHost);
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
   await app.get(RegistrationService).start(url);
@@ -25,6 +23,7 @@ export async function bootstrap(argv = process.argv.slice(2)) {
 }
 
 if (require.main === module) {
+  exitOnFatal(`rank-agent ${process.env.CMESH_AGENT_NAME ?? ''}`.trim());
   bootstrap().catch((err: Error) => {
     console.error(`rank-agent: ${err.message}`);
     process.exit(1);

@@ -7,3 +7,6 @@ export * from './metrics';
 export * from './last-sweep';
 export * from './bench';
 export * from './jobs';
+export * from './inbound';
+export * from './rate-limited-log';
+export * from './exit-on-fatal';

@@ -1,5 +1,6 @@
 // `cmesh up --agents N`: nats-server (embedded by default, or --nats URL), the coordinator and N
-// rank agents on this machine, until Ctrl-C; then every child is stopped by pid.
+// rank agents on this machine, until Ctrl-C; then every child is stopped by pid. A process that
+// dies is restarted alone (up to 5 times a minute, with backoff); --no-restart stops the mesh instead.
 import { Command } from 'commander';
 import { startMesh } from '../mesh/launch';
 import { holdMesh } from '../mesh/lifetime';
@@ -10,6 +11,7 @@ interface UpOpts {
   natsPort: string;
   port: string;
   host: string;
+  restart: boolean;
 }
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -27,6 +29,7 @@ export function register(program: Command): void {
     .option('--nats-port <port>', 'port of the embedded nats-server (0: any free port)', '4222')
     .option('--port <port>', 'coordinator HTTP port (0: any free port)', '7700')
     .option('--host <host>', 'address everything listens on', '127.0.0.1')
+    .option('--no-restart', 'stop the whole mesh when one process dies, instead of restarting that process')
     .action(async (o: UpOpts) => {
       const log = (s: string) => process.stdout.write(s + '\n');
       const mesh = await startMesh({
@@ -35,6 +38,7 @@ export function register(program: Command): void {
         natsPort: int('--nats-port', o.natsPort, 0, 65535),
         port: int('--port', o.port, 0, 65535),
         host: o.host,
+        restart: o.restart,
         write: log,
       });
       log(`cmesh: mesh up: nats ${mesh.natsUrl}, coordinator ${mesh.coordinatorUrl}, agents ${mesh.agentNames.join(' ')}`);

@@ -1,7 +1,8 @@
 // `cmesh up` as a function: nats-server (the Debian binary, JetStream on, unless a URL is
 // given), the coordinator and N rank agents as child processes of this one, each ready before
 // the next starts. Everything is stopped by pid on stop(), on a failure while starting, and when
-// any child dies while the mesh is up.
+// a child dies while the mesh is up (with `restart`, only when it keeps dying: a child that
+// dies is started again alone).
 import { mkdtempSync, rmSync } from 'fs';
 import { connect as netConnect, createServer } from 'net';
 import { tmpdir } from 'os';
@@ -26,6 +27,8 @@ export interface MeshOptions {
   readyTimeoutMs?: number;
   /** extra environment for the agents */
   agentEnv?: NodeJS.ProcessEnv;
+  /** restart a child that dies (see Supervisor) instead of stopping the mesh */
+  restart?: boolean;
 }
 
 export interface Mesh {
@@ -34,7 +37,7 @@ export interface Mesh {
   client: MeshClient;
   supervisor: Supervisor;
   agentNames: string[];
-  /** resolves with a description when a child dies while the mesh is up */
+  /** resolves with a description when a child dies (and is not restarted) while the mesh is up */
   died: Promise<string>;
   stop(): Promise<void>;
 }
@@ -112,7 +115,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     if (!natsUrl) {
       const port = opts.natsPort || (await freePort(host));
       storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
-      supervisor.start({ name: 'nats', stage: 0, command: 'nats-server', args: ['-js', '-a', host, '-p', String(port), '-sd', storeDir] });
+      supervisor.start({ name: 'nats', stage: 0, restart: opts.restart, command: 'nats-server', args: ['-js', '-a', host, '-p', String(port), '-sd', storeDir] });
       await until('nats-server', readyMs, () => tcpOpen(host, port), () => deathReason);
       natsUrl = `nats://${host}:${port}`;
     }
@@ -121,6 +124,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     supervisor.start({
       name: 'coordinator',
       stage: 1,
+      restart: opts.restart,
       command: process.execPath,
       args: tsNode('apps/coordinator/src/main.ts'),
       cwd: REPO_ROOT,
@@ -133,6 +137,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       supervisor.start({
         name,
         stage: 2,
+        restart: opts.restart,
         command: process.execPath,
         args: tsNode('apps/rank-agent/src/main.ts'),
         cwd: REPO_ROOT,

@@ -1,7 +1,7 @@
 // The agent registry: register, heartbeat, deregister; the leader marks agents lost after the
 // configured number of missed heartbeats. Records live in KV (agents.<id>).
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { NatsConnection, Subscription } from 'nats';
+import { Subscription } from 'nats';
 import {
   AGENT_SUBJECTS,
   AgentDeregisterSchema,
@@ -16,9 +16,8 @@ import {
 import { z } from 'zod';
 import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
-import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
-import { respond } from '../nats/responder';
+import { InboundMessages } from '../nats/inbound-messages';
 import { KvState } from '../state/kv-state';
 
 export type AgentLostListener = (agent: AgentRecord) => Promise<void>;
@@ -31,16 +30,16 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly state: KvState,
     private readonly leader: LeaderService,
-    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    private readonly inbound: InboundMessages,
     @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
   ) {}
 
   onModuleInit(): void {
     this.subs = [
-      respond(this.nc, AGENT_SUBJECTS.register, AgentRegisterSchema, async (b) => this.reply(await this.register(b))),
-      respond(this.nc, AGENT_SUBJECTS.heartbeat, AgentHeartbeatSchema, async (b) => this.reply(await this.heartbeat(b))),
-      respond(this.nc, AGENT_SUBJECTS.deregister, AgentDeregisterSchema, async (b) => this.reply(await this.deregister(b.agentId))),
-      respond(this.nc, AGENT_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, agents: await this.list() })),
+      this.inbound.respond(AGENT_SUBJECTS.register, AgentRegisterSchema, async (b) => this.reply(await this.register(b))),
+      this.inbound.respond(AGENT_SUBJECTS.heartbeat, AgentHeartbeatSchema, async (b) => this.reply(await this.heartbeat(b))),
+      this.inbound.respond(AGENT_SUBJECTS.deregister, AgentDeregisterSchema, async (b) => this.reply(await this.deregister(b.agentId))),
+      this.inbound.respond(AGENT_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, agents: await this.list() })),
     ];
     this.leader.whileLeading(() => this.markLost());
   }

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { AgentsService } from '../agents/agents.service';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
-import { respond } from '../nats/responder';
+import { InboundMessages } from '../nats/inbound-messages';
 import { KvState } from '../state/kv-state';
 
 const json = JSONCodec();
@@ -20,13 +20,14 @@ export class GroupsService implements OnModuleInit, OnApplicationShutdown {
     private readonly state: KvState,
     private readonly agents: AgentsService,
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    private readonly inbound: InboundMessages,
   ) {}
 
   onModuleInit(): void {
     this.subs = [
-      respond(this.nc, GROUP_SUBJECTS.create, GroupCreateSchema, async (b) => ({ ok: true, group: await this.create(b) })),
-      respond(this.nc, GROUP_SUBJECTS.get, GroupGetSchema, async (b) => ({ ok: true, group: await this.get(b.id) })),
-      respond(this.nc, GROUP_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, groups: await this.list() })),
+      this.inbound.respond(GROUP_SUBJECTS.create, GroupCreateSchema, async (b) => ({ ok: true, group: await this.create(b) })),
+      this.inbound.respond(GROUP_SUBJECTS.get, GroupGetSchema, async (b) => ({ ok: true, group: await this.get(b.id) })),
+      this.inbound.respond(GROUP_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, groups: await this.list() })),
     ];
   }
 

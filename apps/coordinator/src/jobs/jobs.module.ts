@@ -2,6 +2,7 @@
 // KV. forRoot takes where agents and groups come from and the NATS connection to use.
 import { DynamicModule, Inject, Injectable, Module, ModuleMetadata, OnApplicationShutdown, Provider } from '@nestjs/common';
 import { connect, NatsConnection } from 'nats';
+import { InboundMessages } from '../nats/inbound-messages';
 import { AgentDirectory } from './agent-directory';
 import { JobsController } from './jobs.controller';
 import { JobsService } from './jobs.service';
@@ -30,6 +31,7 @@ class OwnedNatsCloser implements OnApplicationShutdown {
 export function ownNatsConnection(url: string): Provider[] {
   return [
     { provide: JOBS_NATS, useFactory: () => connect({ servers: url, name: 'cmesh-coordinator-jobs', timeout: 5000 }) },
+    { provide: InboundMessages, inject: [JOBS_NATS], useFactory: (nc: NatsConnection) => new InboundMessages(nc) },
     OwnedNatsCloser,
   ];
 }

@@ -32,7 +32,7 @@ import {
 import { jobBucket } from '@cmesh/collectives';
 import { AgentDirectory, AgentView } from './agent-directory';
 import { rowFromSamples } from './aggregate';
-import { respond } from '../nats/responder';
+import { InboundMessages } from '../nats/inbound-messages';
 import { ReplyError } from '../nats/reply-error';
 import { ReplicaLeases } from './replica-leases';
 import { AgentClaims, CLAIM_RENEW_MS, CLAIM_STALE_MS, Claim } from './agent-claims';
@@ -92,6 +92,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   constructor(
     @Inject(JOBS_NATS) private readonly nc: NatsConnection,
     private readonly directory: AgentDirectory,
+    private readonly inbound: InboundMessages,
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
   ) {
     this.store = new JobStore(nc);
@@ -104,21 +105,11 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     await this.store.open();
     await this.claims.open();
     await this.leases.open();
-    const events = this.nc.subscribe(JOB_SUBJECTS.eventsWildcard, {
-      callback: (err, msg) => {
-        if (err) return;
-        const ev = JobEventSchema.safeParse(safeJson(msg.data));
-        if (ev.success) this.onEvent(ev.data);
-        else this.log.warn(`dropped malformed job event on ${msg.subject}`);
-      },
-    });
-    // The shared responder: zod-validated bodies and the protocol's error replies, like every
-    // other coordinator endpoint.
     this.subs = [
-      events,
-      respond(this.nc, JOB_SUBJECTS.submit, JobRequestSchema, async (req) => ({ ok: true, job: await this.submit(req) })),
-      respond(this.nc, JOB_SUBJECTS.get, JobGetSchema, async ({ id }) => ({ ok: true, job: await this.find(id) })),
-      respond(this.nc, JOB_SUBJECTS.list, JobListSchema, async ({ limit }) => ({ ok: true, jobs: await this.list(limit) })),
+      this.inbound.listen(JOB_SUBJECTS.eventsWildcard, JobEventSchema, (ev) => this.onEvent(ev)),
+      this.inbound.respond(JOB_SUBJECTS.submit, JobRequestSchema, async (req) => ({ ok: true, job: await this.submit(req) })),
+      this.inbound.respond(JOB_SUBJECTS.get, JobGetSchema, async ({ id }) => ({ ok: true, job: await this.find(id) })),
+      this.inbound.respond(JOB_SUBJECTS.list, JobListSchema, async ({ limit }) => ({ ok: true, jobs: await this.list(limit) })),
     ];
     this.timer = setInterval(() => this.tick(), 100);
     this.timer.unref();
@@ -561,12 +552,4 @@ export function jobStorePrefix(id: string): string {
 function publicMember(m: MemberState): JobMember {
   const { agentId, name, rank, host, pid, device } = m;
   return { agentId, name, rank, ...(host ? { host } : {}), ...(pid ? { pid } : {}), ...(device ? { device } : {}) };
-}
-
-function safeJson(data: Uint8Array): unknown {
-  try {
-    return JSON.parse(Buffer.from(data).toString('utf8'));
-  } catch {
-    return undefined;
-  }
 }

@@ -6,6 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { AGENT_STATES, BENCH_DTYPES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, sizeBucket } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { GroupsService } from '../groups/groups.service';
+import { InboundMessages } from '../nats/inbound-messages';
 import type { JobResultSink } from '../jobs/tokens';
 import { RendezvousService } from '../rendezvous/rendezvous.service';
 
@@ -25,9 +26,11 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     private readonly agents: AgentsService,
     private readonly groups: GroupsService,
     private readonly rdzv: RendezvousService,
+    inbound: InboundMessages,
   ) {
     const r = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    this.registry.registerMetric(inbound.rejected);
     const m = METRICS;
     this.duration = new Histogram({ name: m.collectiveDuration.name, help: m.collectiveDuration.help, labelNames: m.collectiveDuration.labels, buckets: DURATION_BUCKETS, registers: r });
     this.busbw = new Gauge({ name: m.collectiveBusbw.name, help: m.collectiveBusbw.help, labelNames: m.collectiveBusbw.labels, registers: r });

@@ -1,11 +1,13 @@
-// One NATS connection and the cluster's KV bucket for the whole coordinator.
+// One NATS connection, its inbound subscriptions and the cluster's KV bucket for the whole coordinator.
 import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
 import { connect, NatsConnection } from 'nats';
 import { clusterBucket } from '@cmesh/protocol';
 import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { KvState } from '../state/kv-state';
+import { InboundMessages } from './inbound-messages';
+import { NATS_CONNECTION } from './nats-connection';
 
-export const NATS_CONNECTION = Symbol('NATS_CONNECTION');
+export { NATS_CONNECTION };
 
 @Injectable()
 class NatsCloser implements OnApplicationShutdown {
@@ -28,8 +30,9 @@ class NatsCloser implements OnApplicationShutdown {
       inject: [NATS_CONNECTION, COORDINATOR_CONFIG],
       useFactory: async (nc: NatsConnection, c: CoordinatorConfig) => new KvState(await nc.jetstream().views.kv(clusterBucket(c.cluster), { history: 1 })),
     },
+    { provide: InboundMessages, inject: [NATS_CONNECTION], useFactory: (nc: NatsConnection) => new InboundMessages(nc) },
     NatsCloser,
   ],
-  exports: [NATS_CONNECTION, KvState],
+  exports: [NATS_CONNECTION, KvState, InboundMessages],
 })
 export class NatsModule {}

@@ -1,14 +1,13 @@
 // Rendezvous over KV (rdzv.<runId>): any replica can serve a join; the leader closes rounds whose
 // last call is over and reopens rounds that lost a member. Gets close overdue rounds too, so a
 // restarted or leaderless coordinator never leaves a rendezvous stuck.
-import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { NatsConnection, Subscription } from 'nats';
+import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Subscription } from 'nats';
 import { KV_KEYS, RDZV_SUBJECTS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, NodeIdSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { LeaderService } from '../leader/leader.service';
-import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
-import { respond } from '../nats/responder';
+import { InboundMessages } from '../nats/inbound-messages';
 import { KvState } from '../state/kv-state';
 import * as rounds from './rounds';
 
@@ -24,14 +23,14 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
     private readonly state: KvState,
     private readonly leader: LeaderService,
     private readonly agents: AgentsService,
-    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    private readonly inbound: InboundMessages,
   ) {}
 
   onModuleInit(): void {
     this.subs = [
-      respond(this.nc, RDZV_SUBJECTS.join, RdzvJoinSchema, (b) => this.join(b)),
-      respond(this.nc, RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: NodeIdSchema.optional() }), (b) => this.get(b.runId, b.nodeId)),
-      respond(this.nc, RDZV_SUBJECTS.leave, RdzvLeaveSchema, (b) => this.leave(b.runId, b.nodeId)),
+      this.inbound.respond(RDZV_SUBJECTS.join, RdzvJoinSchema, (b) => this.join(b)),
+      this.inbound.respond(RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: NodeIdSchema.optional() }), (b) => this.get(b.runId, b.nodeId)),
+      this.inbound.respond(RDZV_SUBJECTS.leave, RdzvLeaveSchema, (b) => this.leave(b.runId, b.nodeId)),
     ];
     this.leader.whileLeading(() => this.closeOverdue());
     // an agent that is lost leaves every rendezvous it is in (node ids of agents are agent ids)

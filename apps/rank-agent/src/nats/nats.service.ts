@@ -1,5 +1,5 @@
 // The agent's own NATS connection: publishes job events and registration messages, and opens
-// the coordinator's store. (Inbound broadcast subjects come through the Nest microservice.)
+// the coordinator's store. Inbound subjects are subscribed on it through InboundMessages.
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { connect, JSONCodec, NatsConnection } from 'nats';
 import { AGENT_CONFIG, AgentConfig } from '../config';

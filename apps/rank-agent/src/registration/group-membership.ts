@@ -5,7 +5,7 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdo
 import { AGENT_SUBJECTS, AgentEvent, AgentEventSchema } from '@cmesh/protocol';
 import type { Subscription } from 'nats';
 import { AGENT_CONFIG, AgentConfig } from '../config';
-import { NatsService } from '../nats/nats.service';
+import { InboundMessages } from '../nats/inbound-messages';
 
 export type Membership = Omit<AgentEvent, 'type'>;
 
@@ -17,29 +17,14 @@ export class GroupMembership implements OnApplicationBootstrap, OnApplicationShu
 
   constructor(
     @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
-    private readonly nats: NatsService,
+    private readonly inbound: InboundMessages,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    const nc = await this.nats.connection();
-    this.sub = nc.subscribe(AGENT_SUBJECTS.events(this.config.agentId), {
-      callback: (err, msg) => {
-        if (err) return;
-        let body: unknown;
-        try {
-          body = JSON.parse(new TextDecoder().decode(msg.data));
-        } catch {
-          body = undefined;
-        }
-        const ev = AgentEventSchema.safeParse(body);
-        if (!ev.success) {
-          this.log.warn(`dropped a malformed agent event: ${ev.error.issues.map((i) => i.message).join('; ')}`);
-          return;
-        }
-        const { type: _type, ...m } = ev.data;
-        this.groups.set(m.groupId, m);
-        this.log.log(`joined group ${m.groupId} as rank ${m.rank} of ${m.size} (store prefix ${m.storePrefix})`);
-      },
+    this.sub = await this.inbound.listen(AGENT_SUBJECTS.events(this.config.agentId), AgentEventSchema, (ev) => {
+      const { type: _type, ...m } = ev;
+      this.groups.set(m.groupId, m);
+      this.log.log(`joined group ${m.groupId} as rank ${m.rank} of ${m.size} (store prefix ${m.storePrefix})`);
     });
   }
 

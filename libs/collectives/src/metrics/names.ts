@@ -43,6 +43,11 @@ export const METRICS = {
     help: 'From the first join to the close of a rendezvous round',
     labels: [],
   },
+  rejectedMessages: {
+    name: 'cmesh_rejected_messages_total',
+    help: 'Inbound NATS messages dropped or answered with an error, by subscription subject and reason (not_json, too_large, invalid, handler_error)',
+    labels: ['subject', 'reason'],
+  },
   agents: { name: 'cmesh_agents', help: 'Registered agents by state', labels: ['state'] },
   groups: { name: 'cmesh_groups', help: 'Process groups allocated by the coordinator', labels: [] },
   heartbeatGap: {

@@ -1,0 +1,2 @@
+/** The coordinator's one NatsConnection (provided by NatsModule). */
+export const NATS_CONNECTION = Symbol('NATS_CONNECTION');

@@ -1,0 +1,57 @@
+// A warning per key at most once per interval, so a flood of bad messages cannot fill the disk:
+// the first occurrence is logged at once, later ones within the interval are counted and
+// summarised ("and N more") when the interval ends.
+export class RateLimitedLog {
+  private readonly keys = new Map<string, { last: number; suppressed: number; line: string }>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly write: (line: string) => void,
+    private readonly intervalMs: number,
+    /** keys remembered at once; the oldest is forgotten (its count summarised) past this */
+    private readonly maxKeys = 256,
+  ) {}
+
+  report(key: string, line: string): void {
+    const now = Date.now();
+    const k = this.keys.get(key);
+    if (k && now - k.last < this.intervalMs) {
+      k.suppressed++;
+      k.line = line;
+      this.schedule();
+      return;
+    }
+    if (k?.suppressed) this.write(summary(k.line, k.suppressed));
+    this.write(line);
+    this.keys.delete(key);
+    this.keys.set(key, { last: now, suppressed: 0, line });
+    while (this.keys.size > this.maxKeys) {
+      const [oldest, v] = this.keys.entries().next().value!;
+      if (v.suppressed) this.write(summary(v.line, v.suppressed));
+      this.keys.delete(oldest);
+    }
+  }
+
+  /** Writes the summaries of every interval that has ended. */
+  flush(now = Date.now()): void {
+    for (const [key, k] of this.keys) {
+      if (now - k.last < this.intervalMs) continue;
+      if (k.suppressed) this.write(summary(k.line, k.suppressed));
+      this.keys.delete(key);
+    }
+  }
+
+  private schedule(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.flush();
+      if ([...this.keys.values()].some((k) => k.suppressed)) this.schedule();
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+}
+
+function summary(line: string, n: number): string {
+  return `${line} (and ${n} more like it in the last interval)`;
+}

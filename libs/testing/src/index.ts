@@ -1,3 +1,4 @@
 export * from './free-port';
 export * from './nats-server';
 export * from './prometheus';
+export * from './inspector';

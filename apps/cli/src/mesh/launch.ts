@@ -27,6 +27,8 @@ export interface MeshOptions {
   readyTimeoutMs?: number;
   /** extra environment for the agents */
   agentEnv?: NodeJS.ProcessEnv;
+  /** extra environment for the coordinator and the agents */
+  env?: NodeJS.ProcessEnv;
   /** restart a child that dies (see Supervisor) instead of stopping the mesh */
   restart?: boolean;
 }
@@ -95,7 +97,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     onDeath(deathReason);
   });
   let storeDir: string | null = null;
-  const env = { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(REPO_ROOT, 'tsconfig.json'), NO_COLOR: '1' };
+  const env = { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(REPO_ROOT, 'tsconfig.json'), NO_COLOR: '1', ...opts.env };
   const stop = async () => {
     await supervisor.stopAll();
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });

@@ -11,6 +11,10 @@ export interface CoordinatorConfig {
   /** the leader lease lasts this long unless renewed */
   leaseMs: number;
   replicaId: string;
+  /** finished job records kept (GET /jobs, KV), newest first */
+  jobsKept: number;
+  /** a job record not written for this long is dropped, in memory and in KV */
+  jobsMaxAgeMs: number;
 }
 
 export const COORDINATOR_CONFIG = Symbol('COORDINATOR_CONFIG');
@@ -24,6 +28,8 @@ const FLAGS: Record<string, string> = {
   '--missed-heartbeats': 'CMESH_MISSED_HEARTBEATS',
   '--lease-ms': 'CMESH_LEASE_MS',
   '--replica-id': 'CMESH_REPLICA_ID',
+  '--jobs-kept': 'CMESH_JOBS_KEPT',
+  '--jobs-max-age-s': 'CMESH_JOBS_MAX_AGE_S',
 };
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -53,5 +59,7 @@ export function loadCoordinatorConfig(argv: string[] = process.argv.slice(2), en
     missedHeartbeats: int('CMESH_MISSED_HEARTBEATS', e.CMESH_MISSED_HEARTBEATS ?? '3', 1, 1000),
     leaseMs: int('CMESH_LEASE_MS', e.CMESH_LEASE_MS ?? '3000', 200, 600_000),
     replicaId: e.CMESH_REPLICA_ID ?? `${require('os').hostname()}-${process.pid}`,
+    jobsKept: int('CMESH_JOBS_KEPT', e.CMESH_JOBS_KEPT ?? '200', 1, 100_000),
+    jobsMaxAgeMs: 1000 * int('CMESH_JOBS_MAX_AGE_S', e.CMESH_JOBS_MAX_AGE_S ?? String(7 * 24 * 3600), 60, 365 * 24 * 3600),
   };
 }

@@ -1,28 +1,66 @@
 // Job records in JetStream KV (bucket `cmesh_jobs`, one key per job), so results outlive the
 // coordinator process; a recent-first index in memory serves the list.
-import { JSONCodec, KV, NatsConnection } from 'nats';
-import { JobRecord } from '@cmesh/protocol';
+//
+// Retention has two bounds, enforced in memory and in the bucket alike: the newest `kept`
+// records (older ones are purged as new ones arrive), and `maxAgeMs` since a record was last
+// written (the bucket's max_age, which the server enforces; the index forgets them too). A
+// record is removed by purging its subject, which leaves no delete marker behind: a marker per
+// finished job would grow the stream without bound, and every key listing would read it.
+import { JetStreamManager, JSONCodec, KV, NatsConnection, nanos } from 'nats';
+import { JobRecord, isFinished } from '@cmesh/protocol';
 import { kvKeys } from '../state/kv-keys';
 
 const json = JSONCodec<JobRecord>();
 export const JOBS_BUCKET = 'cmesh_jobs';
-/** Records kept; older ones are deleted from KV as new ones arrive. */
-export const JOBS_KEPT = 200;
+
+export interface JobRetention {
+  /** records kept, newest first */
+  kept: number;
+  /** a record not written for this long is dropped */
+  maxAgeMs: number;
+}
+export const DEFAULT_JOB_RETENTION: JobRetention = { kept: 200, maxAgeMs: 7 * 24 * 3600_000 };
+
+/** The fields of nats.js's Bucket this needs to purge a key without a marker. */
+interface BucketInternals {
+  jsm: JetStreamManager;
+  stream: string;
+  subjectForKey(key: string): string;
+}
 
 export class JobStore {
   private kv: KV | null = null;
-  private order: string[] = [];
+  /** id -> when it was last written (ms), in the order the jobs were created */
+  private readonly index = new Map<string, number>();
   /** latest record per id, written or not yet: reads never see an older state than the service */
   private readonly cache = new Map<string, JobRecord>();
   private chain: Promise<void> = Promise.resolve();
 
-  constructor(private readonly nc: NatsConnection) {}
+  constructor(
+    private readonly nc: NatsConnection,
+    readonly retention: JobRetention = DEFAULT_JOB_RETENTION,
+  ) {}
 
   async open(): Promise<void> {
-    this.kv = await this.nc.jetstream().views.kv(JOBS_BUCKET, { history: 1 });
-    const keys = await kvKeys(this.kv);
-    const recs = (await Promise.all(keys.map((k) => this.read(k)))).filter((r): r is JobRecord => !!r);
-    this.order = recs.sort((a, b) => a.createdAt.localeCompare(b.createdAt)).map((r) => r.id);
+    const kv = await this.nc.jetstream().views.kv(JOBS_BUCKET, { history: 1, ttl: this.retention.maxAgeMs });
+    this.kv = kv;
+    // a bucket made with another max_age (an earlier setting) takes this one
+    const b = kv as unknown as BucketInternals;
+    const info = await b.jsm.streams.info(b.stream);
+    const maxAge = nanos(this.retention.maxAgeMs);
+    if (info.config.max_age !== maxAge) {
+      // the server refuses a duplicates window longer than max_age
+      await b.jsm.streams.update(b.stream, { ...info.config, max_age: maxAge, duplicate_window: Math.min(info.config.duplicate_window, maxAge) });
+    }
+    const recs: JobRecord[] = [];
+    for (const key of await kvKeys(kv)) {
+      const rec = await this.read(key);
+      if (rec) recs.push(rec);
+      else await this.purge(key); // a delete marker an older version left
+    }
+    recs.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    for (const r of recs) this.index.set(r.id, Date.parse(r.finishedAt ?? r.startedAt ?? r.createdAt));
+    await Promise.all(this.evict().map((id) => this.purge(id)));
   }
 
   async read(id: string): Promise<JobRecord | null> {
@@ -39,14 +77,10 @@ export class JobStore {
     if (!kv) return Promise.reject(new Error('job store is not open'));
     const snapshot = json.encode(rec);
     this.cache.set(rec.id, rec);
-    const evicted: string[] = [];
-    if (!this.order.includes(rec.id)) {
-      this.order.push(rec.id);
-      while (this.order.length > JOBS_KEPT) evicted.push(this.order.shift()!);
-    }
-    for (const id of evicted) this.cache.delete(id);
+    this.index.set(rec.id, Date.now()); // a new id goes last; a known one keeps its place
+    const evicted = this.evict(rec.id);
     const next = this.chain.then(async () => {
-      for (const id of evicted) await kv.delete(id).catch(() => undefined);
+      for (const id of evicted) await this.purge(id).catch(() => undefined);
       await kv.put(rec.id, snapshot);
     });
     this.chain = next.catch(() => undefined);
@@ -58,8 +92,40 @@ export class JobStore {
     return this.kv ? kvKeys(this.kv) : [];
   }
 
-  /** Most recent first. */
+  /** Most recent first, within the retention bounds. */
   recentIds(limit: number): string[] {
-    return this.order.slice(-limit).reverse();
+    for (const id of this.evict()) void this.purge(id).catch(() => undefined);
+    return [...this.index.keys()].slice(-limit).reverse();
+  }
+
+  /** How many records the index holds (bounded by `kept`). */
+  size(): number {
+    return this.index.size;
+  }
+
+  /**
+   * Drops from memory what is past the bounds (over `kept`, oldest first; finished and older than
+   * maxAgeMs); returns the ids to purge from KV. `keep` is the record being written.
+   */
+  private evict(keep?: string): string[] {
+    const out: string[] = [];
+    const tooOld = Date.now() - this.retention.maxAgeMs;
+    for (const [id, at] of this.index) {
+      if (id === keep) continue;
+      const rec = this.cache.get(id);
+      const over = this.index.size > this.retention.kept;
+      if (!over && !(at < tooOld && (!rec || isFinished(rec.state)))) break;
+      this.index.delete(id);
+      this.cache.delete(id);
+      out.push(id);
+    }
+    return out;
+  }
+
+  /** Removes every message of the key: no delete marker is left. */
+  private async purge(id: string): Promise<void> {
+    if (!this.kv) return;
+    const b = this.kv as unknown as BucketInternals;
+    await b.jsm.streams.purge(b.stream, { filter: b.subjectForKey(id) });
   }
 }

@@ -6,7 +6,8 @@ import { InboundMessages } from '../nats/inbound-messages';
 import { AgentDirectory } from './agent-directory';
 import { JobsController } from './jobs.controller';
 import { JobsService } from './jobs.service';
-import { JOBS_NATS } from './tokens';
+import { JobRetention } from './job-store';
+import { JOBS_NATS, JOB_RETENTION } from './tokens';
 
 export interface JobsModuleOptions {
   imports?: ModuleMetadata['imports'];
@@ -15,6 +16,8 @@ export interface JobsModuleOptions {
   /** binds JOBS_NATS; default: a connection of its own to NATS_URL */
   nats?: Provider;
   natsUrl?: string;
+  /** records kept and for how long (default DEFAULT_JOB_RETENTION) */
+  retention?: JobRetention;
   extraProviders?: Provider[];
 }
 
@@ -44,7 +47,7 @@ export class JobsModule {
       module: JobsModule,
       imports: opts.imports ?? [],
       controllers: [JobsController],
-      providers: [...nats, opts.directory, JobsService, ...(opts.extraProviders ?? [])],
+      providers: [...nats, opts.directory, JobsService, ...(opts.retention ? [{ provide: JOB_RETENTION, useValue: opts.retention }] : []), ...(opts.extraProviders ?? [])],
       exports: [JobsService, AgentDirectory],
     };
   }

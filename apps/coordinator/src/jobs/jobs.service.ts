@@ -36,8 +36,8 @@ import { InboundMessages } from '../nats/inbound-messages';
 import { ReplyError } from '../nats/reply-error';
 import { ReplicaLeases } from './replica-leases';
 import { AgentClaims, CLAIM_RENEW_MS, CLAIM_STALE_MS, Claim } from './agent-claims';
-import { JobStore } from './job-store';
-import { JOBS_NATS, JOB_RESULT_SINK, JobResultSink } from './tokens';
+import { JobRetention, JobStore } from './job-store';
+import { JOBS_NATS, JOB_RESULT_SINK, JOB_RETENTION, JobResultSink } from './tokens';
 
 const json = JSONCodec();
 /** How long failure reports are gathered before blaming the named peers. */
@@ -48,6 +48,11 @@ const SUSPECT_SILENCE_MS = 1000;
 const BLAME_LIMIT_MS = 3000;
 /** A queued job that could not start within this time fails. */
 const QUEUE_LIMIT_MS = 10 * 60_000;
+/** How often job store buckets nobody needs any more are looked for. */
+const STORE_SWEEP_MS = 60_000;
+/** A job store bucket without a job record is left alone this long (its job may be starting). */
+const STORE_ORPHAN_MS = 10 * 60_000;
+const JOB_STORE_STREAM_PREFIX = `KV_${jobBucket(jobStorePrefix(''))}`;
 
 interface MemberState extends JobMember {
   accepted: boolean;
@@ -87,6 +92,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   private readonly leases: ReplicaLeases;
   private lastRenew = 0;
   private lastQueuedSweep = 0;
+  private lastStoreSweep = 0;
   private subs: { unsubscribe(): void }[] = [];
 
   constructor(
@@ -94,8 +100,9 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     private readonly directory: AgentDirectory,
     private readonly inbound: InboundMessages,
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
+    @Optional() @Inject(JOB_RETENTION) retention?: JobRetention,
   ) {
-    this.store = new JobStore(nc);
+    this.store = new JobStore(nc, retention);
     const replica = randomBytes(4).toString('hex');
     this.claims = new AgentClaims(nc, replica);
     this.leases = new ReplicaLeases(nc, replica);
@@ -295,7 +302,27 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     rec.finishedAt = new Date().toISOString();
     rec.reason = reason;
     await this.store.write(rec);
+    await this.dropJobStore(rec.id);
     this.log.warn(`job ${rec.id} failed: ${reason}`);
+  }
+
+  /**
+   * Job store buckets whose job has finished, or that have had no job record for a long time:
+   * a replica that died mid-job, or a member that recreated the bucket after the job ended,
+   * leaves them behind, and each is a stream the server keeps.
+   */
+  private async dropUnneededJobStores(): Promise<void> {
+    const jsm = await this.nc.jetstreamManager();
+    const now = Date.now();
+    for await (const si of jsm.streams.list()) {
+      const name = si.config.name;
+      if (!name.startsWith(JOB_STORE_STREAM_PREFIX)) continue;
+      const id = name.slice(JOB_STORE_STREAM_PREFIX.length);
+      if (!/^j[0-9a-z]+$/.test(id) || this.active.has(id)) continue;
+      const rec = await this.store.read(id);
+      const age = now - Date.parse(si.created);
+      if (rec ? isFinished(rec.state) && age > STORE_SWEEP_MS : age > STORE_ORPHAN_MS) await this.dropJobStore(id);
+    }
   }
 
   private async dispatch(a: Active, agents: AgentView[]): Promise<void> {
@@ -421,6 +448,10 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       this.lastQueuedSweep = now;
       void this.failQueuedOfDeadReplicas().catch(() => undefined);
     }
+    if (now - this.lastStoreSweep > STORE_SWEEP_MS) {
+      this.lastStoreSweep = now;
+      void this.dropUnneededJobStores().catch((e: Error) => this.log.warn(`cannot sweep job store buckets: ${e.message}`));
+    }
     // queued jobs: start what can start, in order; fail what waited too long
     if (this.queue.length) void this.drainQueue();
   }
@@ -520,7 +551,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   private async dropJobStore(id: string): Promise<void> {
     try {
       const jsm = await this.nc.jetstreamManager();
-      await jsm.streams.delete(`KV_${jobBucket(jobStorePrefix(id))}`);
+      await jsm.streams.delete(`${JOB_STORE_STREAM_PREFIX}${id}`);
     } catch {
       /* never created (a job that failed early) or already gone */
     }

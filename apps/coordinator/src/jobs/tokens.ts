@@ -10,3 +10,6 @@ export interface JobResultSink {
   onRow(job: JobRecord, row: BenchRow): void;
   onFinished(job: JobRecord): void;
 }
+
+/** How many finished job records are kept, and for how long (JobRetention; a default when absent). */
+export const JOB_RETENTION = Symbol('JOB_RETENTION');

@@ -2,6 +2,8 @@
 // the coordinator's store. Inbound subjects are subscribed on it through InboundMessages.
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { connect, JSONCodec, NatsConnection } from 'nats';
+import { decodeMessage } from '@cmesh/protocol';
+import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 
 const json = JSONCodec();
@@ -13,7 +15,8 @@ export class NatsService implements OnApplicationShutdown {
   constructor(@Inject(AGENT_CONFIG) private readonly config: AgentConfig) {}
 
   async connection(): Promise<NatsConnection> {
-    if (!this.nc) this.nc = await connect({ servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000 });
+    // reconnects for as long as the agent lives: a restarted nats-server must not orphan it
+    if (!this.nc) this.nc = await connect({ servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000, maxReconnectAttempts: -1 });
     return this.nc;
   }
 
@@ -23,10 +26,13 @@ export class NatsService implements OnApplicationShutdown {
     this.nc.publish(subject, json.encode(body));
   }
 
-  async request<T>(subject: string, body: unknown, timeoutMs = 5000): Promise<T> {
+  /** A request whose reply is validated like any inbound message: a malformed one is an error naming why. */
+  async request<S extends z.ZodTypeAny>(subject: string, body: unknown, reply: S, timeoutMs = 5000): Promise<z.infer<S>> {
     const nc = await this.connection();
     const msg = await nc.request(subject, json.encode(body), { timeout: timeoutMs });
-    return json.decode(msg.data) as T;
+    const d = decodeMessage(reply, msg.data);
+    if (!d.ok) throw new Error(`malformed reply on ${subject} (${d.reason}): ${d.message}${d.issues ? `: ${d.issues.join('; ')}` : ''}`);
+    return d.value;
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -3,14 +3,16 @@
 // (restart, failover), and deregistration on shutdown. The agent keeps trying while the
 // coordinator is not up yet.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
-import { AGENT_SUBJECTS, AgentRegister, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { AGENT_SUBJECTS, AgentRegister, ErrorReplySchema, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { JobBackend } from '../execution/job-backend';
 import { JobRunnerService } from '../execution/job-runner.service';
 import { JOB_BACKENDS } from '../execution/tokens';
 import { NatsService } from '../nats/nats.service';
 
-type Reply = { ok: true; heartbeatMs?: number } | { ok: false; error: { code: string; message: string } };
+/** The coordinator's answer to register and heartbeat: the interval it asks for, or its refusal. */
+const Reply = z.union([z.object({ ok: z.literal(true), heartbeatMs: z.number().int().min(10).max(600_000).optional() }), ErrorReplySchema]);
 
 @Injectable()
 export class RegistrationService implements BeforeApplicationShutdown {
@@ -68,13 +70,13 @@ export class RegistrationService implements BeforeApplicationShutdown {
   private async beat(): Promise<void> {
     try {
       if (!this.registered) {
-        const r = await this.nats.request<Reply>(AGENT_SUBJECTS.register, this.describe(), 3000);
+        const r = await this.nats.request(AGENT_SUBJECTS.register, this.describe(), Reply, 3000);
         if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
         this.registered = true;
         if (r.heartbeatMs) this.heartbeatMs = r.heartbeatMs;
         this.log.log(`registered as ${this.config.agentId} (heartbeat every ${this.heartbeatMs} ms)`);
       } else {
-        const r = await this.nats.request<Reply>(AGENT_SUBJECTS.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy' }, 3000);
+        const r = await this.nats.request(AGENT_SUBJECTS.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy' }, Reply, 3000);
         if (!r.ok && r.error.code === 'NOT_FOUND') {
           this.registered = false;
           this.log.warn('the coordinator does not know this agent any more: registering again');
@@ -95,7 +97,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.registered) {
-      await this.nats.request(AGENT_SUBJECTS.deregister, { agentId: this.config.agentId }, 1000).catch(() => undefined);
+      await this.nats.request(AGENT_SUBJECTS.deregister, { agentId: this.config.agentId }, z.unknown(), 1000).catch(() => undefined);
       this.registered = false;
     }
   }

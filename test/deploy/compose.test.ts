@@ -83,7 +83,7 @@ it('Prometheus gets the rules and a config whose targets are the services; Grafa
   expect(gm[provider.options.path]).toBe('./dashboards/grafana/dashboards');
   expect(existsSync(join(ROOT, 'dashboards/grafana/dashboards/cmesh-overview.json'))).toBe(true);
   const ds = yaml('dashboards/grafana/provisioning/datasources/prometheus.yml').datasources[0];
-  expect(ds.url).toBe(`http://prometheus:${prom.ports[0].split(':')[1]}`);
+  expect(ds.url).toBe(`http://prometheus:${prom.ports[0].split(':').pop()}`);
   expect(graf.depends_on.prometheus.condition).toBe('service_healthy');
 });
 
@@ -114,6 +114,14 @@ describe.each(['apps/coordinator/Dockerfile', 'apps/rank-agent/Dockerfile', 'app
       for (const src of args.slice(0, -1)) expect([file, src, existsSync(join(ROOT, src))]).toEqual([file, src, true]);
     }
   });
+});
+
+it('publishes on 127.0.0.1 by default, host ports overridable (empty: Docker picks one)', () => {
+  for (const [s, port] of [['nats', 4222], ['coordinator', 7700], ['prometheus', 9090], ['grafana', 3000]] as const) {
+    const v = s === 'nats' ? 'NATS' : s.toUpperCase();
+    expect(services[s].ports).toEqual([`\${CMESH_PUBLISH_ADDRESS:-127.0.0.1}:\${CMESH_${v}_PORT-${port}}:${port}`]);
+  }
+  expect(services['rank-agent'].ports).toBeUndefined();
 });
 
 it('.dockerignore keeps host node_modules and build outputs out of the build context', () => {

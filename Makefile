@@ -1,7 +1,7 @@
 # Two entry points (see README): `make demo` and `make test`. Both install what they need and are
 # safe to run twice.
 SHELL := /bin/bash
-APT_PACKAGES := nats-server prometheus cmake g++ python3
+APT_PACKAGES := nats-server prometheus cmake g++ python3 make docker.io docker-compose debootstrap kubectl
 NATIVE_BUILD := native/nccl-sidecar/build
 
 .PHONY: setup apt deps native demo test test-gpu clean
@@ -16,8 +16,8 @@ apt:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# npm install, not npm ci: npm 11 leaves other platforms' optional binaries (@swc/core-*) out of
-# the lock, which `npm ci` rejects; install still follows the lock exactly.
+# npm install, not npm ci: the lock holds only the optional native binaries (@swc/core-*) that
+# the registry these machines use serves, which `npm ci` rejects; install follows the lock exactly.
 deps:
 	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm install --no-audit --no-fund; fi
 

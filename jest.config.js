@@ -10,6 +10,12 @@ module.exports = {
   ),
   testMatch: ['**/*.spec.ts', '**/test/**/*.test.ts'],
   transform: { '^.+\\.ts$': ['@swc/jest', swcrc] },
+  // the workspace's packages from their sources, as tsconfig.base.json's paths map them
+  moduleNameMapper: {
+    '^@cmesh/collectives/metrics$': '<rootDir>/libs/collectives/src/metrics/names.ts',
+    '^@cmesh/(collectives|protocol|bench|testing)$': '<rootDir>/libs/$1/src/index.ts',
+  },
+  modulePathIgnorePatterns: ['<rootDir>/(apps|libs)/[^/]+/dist/'],
   moduleFileExtensions: ['ts', 'js', 'json'],
   testTimeout: 120000,
   maxWorkers: 2,

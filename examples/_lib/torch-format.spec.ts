@@ -27,8 +27,8 @@ describe('tensorRepr matches torch', () => {
   check('int32', () => tensorRepr(Int32Array.from([1, -20])), 'tensor([  1, -20], dtype=torch.int32)');
   check('uint8', () => tensorRepr(Uint8Array.from([1, 255])), 'tensor([  1, 255], dtype=torch.uint8)');
   check('int8', () => tensorRepr(Int8Array.from([-1, 5])), 'tensor([-1,  5], dtype=torch.int8)');
-  check('float16', () => tensorRepr(dist.Float16Array.from([0.1, 2.5])), 'tensor([0.1000, 2.5000], dtype=torch.float16)');
-  check('bfloat16', () => tensorRepr(dist.BFloat16Array.from([0.1, 2.5])), 'tensor([0.1001, 2.5000], dtype=torch.bfloat16)');
+  check('float16', () => tensorRepr(dist.Float16BitsArray.from([0.1, 2.5])), 'tensor([0.1000, 2.5000], dtype=torch.float16)');
+  check('bfloat16', () => tensorRepr(dist.BFloat16BitsArray.from([0.1, 2.5])), 'tensor([0.1001, 2.5000], dtype=torch.bfloat16)');
   check('scientific (small)', () => tensorRepr(f32([1e-5, 1])), 'tensor([1.0000e-05, 1.0000e+00])');
   check('scientific (ratio, integral)', () => tensorRepr(f32([1, 100000])), 'tensor([1.0000e+00, 1.0000e+05])');
   check('scientific (big)', () => tensorRepr(f32([1e9, 2e9])), 'tensor([1.0000e+09, 2.0000e+09])');

@@ -25,7 +25,7 @@ function isFloat(t: Tensor): boolean {
 /** Element values as JS numbers (bigints for int64); 16-bit floats decoded. */
 function valuesOf(t: Tensor): ArrayLike<Scalar> {
   const dtype = dist.dtypeOf(t);
-  if (dtype === 'float16' || dtype === 'bfloat16') return (t as dist.Float16Array).toFloat32();
+  if (dtype === 'float16' || dtype === 'bfloat16') return (t as dist.Float16BitsArray).toFloat32();
   return t as ArrayLike<Scalar>;
 }
 

@@ -7,6 +7,7 @@
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
+import { createServer } from 'net';
 import { join, resolve } from 'path';
 import { connect } from 'nats';
 import { JobRecord, RDZV_SUBJECTS } from '@cmesh/protocol';
@@ -25,7 +26,7 @@ async function twoPorts(): Promise<number> {
   for (let i = 0; i < 20; i++) {
     const p = await freePort();
     const ok = await new Promise<boolean>((r) => {
-      const s = require('net').createServer();
+      const s = createServer();
       s.once('error', () => r(false));
       s.listen(p + 1, '127.0.0.1', () => s.close(() => r(true)));
     });

@@ -113,12 +113,21 @@ describe('malformed messages on every subject the mesh listens on', () => {
 
     let sent = 0;
     for (let round = 0; round < 12; round++) {
-      for (const s of [...REQUEST_SUBJECTS, ...EVENT_SUBJECTS]) for (const p of small) (nc.publish(s, p), sent++);
-      for (const s of LIST_SUBJECTS) for (const p of listBad) (nc.publish(s, p), sent++);
+      for (const s of [...REQUEST_SUBJECTS, ...EVENT_SUBJECTS]) for (const p of small) {
+        nc.publish(s, p);
+        sent++;
+      }
+      for (const s of LIST_SUBJECTS) for (const p of listBad) {
+        nc.publish(s, p);
+        sent++;
+      }
       await nc.flush();
     }
     for (const s of [...REQUEST_SUBJECTS, ...EVENT_SUBJECTS, ...LIST_SUBJECTS]) {
-      for (const p of huge) (nc.publish(s, p), sent++);
+      for (const p of huge) {
+        nc.publish(s, p);
+        sent++;
+      }
       await nc.flush();
     }
     expect(sent).toBeGreaterThan(2500);

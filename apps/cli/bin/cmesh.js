@@ -1,6 +1,14 @@
 #!/usr/bin/env node
-// The `cmesh` command: runs the TypeScript sources through swc (no build step).
+// The `cmesh` command. Installed (or built), it runs the compiled dist/; in a checkout, where the
+// TypeScript sources are beside it, it runs them through swc so no build step is needed.
+const fs = require('fs');
 const path = require('path');
-process.env.TS_NODE_PROJECT ??= path.join(__dirname, '../../../tsconfig.json');
-require('@swc-node/register');
-require('../src/main.ts').main();
+
+const source = path.join(__dirname, '../src/main.ts');
+if (fs.existsSync(source)) {
+  process.env.TS_NODE_PROJECT ??= path.join(__dirname, '../../../tsconfig.json');
+  require('@swc-node/register');
+  require(source).main();
+} else {
+  require('../dist/main.js').main();
+}

@@ -6,7 +6,7 @@ import 'reflect-metadata';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { connect, JSONCodec, NatsConnection } from 'nats';
-import { ErrorReplySchema, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobEvent, JobRecord, busBwFactor } from '@cmesh/protocol';
+import { ErrorReplySchema, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord, busBwFactor } from '@cmesh/protocol';
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
 import { JobsModule } from '../src/jobs/jobs.module';
 import { JobStore } from '../src/jobs/job-store';

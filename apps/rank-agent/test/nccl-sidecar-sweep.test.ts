@@ -2,8 +2,8 @@
 // verification data checked against an independent simulation of each collective, spec
 // validation, and NcclBackend on a machine without NCCL (unavailable, with the reason; a sweep
 // fails with it; the sidecar is stopped by pid).
-import { InvalidArgumentError } from '@cmesh/collectives/src/errors';
-import { DType } from '@cmesh/collectives/src/tensor';
+import { InvalidArgumentError } from '@cmesh/collectives';
+import { DType } from '@cmesh/collectives';
 
 import {
   buildSidecar,

@@ -1,7 +1,7 @@
 // Deterministic buffer contents and their expected results. Every value is periodic in the
 // element index (period 15), so inputs are filled and outputs checked from 15-entry tables
 // without allocating an expected buffer as large as the data.
-import { BFloat16Array, Float16Array, Tensor } from '@cmesh/collectives';
+import { BFloat16BitsArray, Float16BitsArray, Tensor } from '@cmesh/collectives';
 import { BENCH_DTYPES, BenchDtype, BenchRedop } from '@cmesh/protocol';
 
 export const PERIOD = 15;
@@ -57,9 +57,9 @@ export function allocBench(dtype: DType, n: number): Tensor {
     case 'int64':
       return new BigInt64Array(n);
     case 'float16':
-      return new Float16Array(n);
+      return new Float16BitsArray(n);
     case 'bfloat16':
-      return new BFloat16Array(n);
+      return new BFloat16BitsArray(n);
   }
 }
 
@@ -67,7 +67,7 @@ export function allocBench(dtype: DType, n: number): Tensor {
 export function encodeTable(dtype: DType, table: readonly number[]): Tensor {
   const t = allocBench(dtype, table.length);
   for (let k = 0; k < table.length; k++) {
-    if (t instanceof Float16Array || t instanceof BFloat16Array) t.setFloat(k, table[k]);
+    if (t instanceof Float16BitsArray || t instanceof BFloat16BitsArray) t.setFloat(k, table[k]);
     else if (t instanceof BigInt64Array) t[k] = BigInt(Math.trunc(table[k]));
     else t[k] = table[k];
   }
@@ -100,10 +100,10 @@ export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], 
     }
     return wrong;
   }
-  const half = t instanceof Float16Array || t instanceof BFloat16Array;
+  const half = t instanceof Float16BitsArray || t instanceof BFloat16BitsArray;
   const tol = half ? 1e-2 : t instanceof Float32Array ? 1e-6 : 1e-12;
   for (let i = 0, p = 0; i < t.length; i++) {
-    const v = half ? (t as Float16Array).getFloat(i) : Number((t as Float64Array)[i]);
+    const v = half ? (t as Float16BitsArray).getFloat(i) : Number((t as Float64Array)[i]);
     if (!(Math.abs(v - expected[p]) <= tol * Math.max(1, Math.abs(expected[p])))) wrong++;
     if (++p === PERIOD) p = 0;
   }

@@ -341,7 +341,7 @@ export class ProcessGroup {
         clearTimeout(timer);
         comm.cancelAll();
         const err = this.explain(raw, ctx, comm);
-        this.abortPeers(seq, err, ctx);
+        this.abortPeers(seq, err);
         finish(err);
         reject(err);
       };
@@ -418,7 +418,7 @@ export class ProcessGroup {
   }
 
   /** Makes every other member fail this op at once instead of waiting on a rank that never sends. */
-  private abortPeers(seq: number, err: CmeshError, ctx: ErrorContext): void {
+  private abortPeers(seq: number, err: CmeshError): void {
     const failedRank = err.context.peers?.[0] ?? this.mesh.rank;
     const reason = err instanceof PeerFailureError ? 'peer' : err instanceof CollectiveMismatchError ? 'mismatch' : err instanceof DistTimeoutError ? 'timeout' : 'error';
     const message =

@@ -68,7 +68,6 @@ describe('TcpStore (torch constructor form)', () => {
     try {
       await s.set('k', '1');
       const before = await s.numKeys();
-      /* eslint-disable @typescript-eslint/no-explicit-any */
       await expect(s.set(5 as any, 'x')).rejects.toBeInstanceOf(InvalidArgumentError);
       await expect(s.set('k', 42 as any)).rejects.toThrow(/string or a Uint8Array/);
       await expect(s.add('k', '1' as any)).rejects.toThrow(/amount must be an integer, got 1/);
@@ -78,7 +77,6 @@ describe('TcpStore (torch constructor form)', () => {
       await expect(s.compareSet(null as any, '', 'x')).rejects.toBeInstanceOf(InvalidArgumentError);
       expect(() => new TcpStore({ port: 0 })).toThrow(/port must be an integer in \[1, 65535\]/);
       expect(() => new TcpStore({ port: 1, worldSize: 0 })).toThrow(/worldSize must be an integer >= 1/);
-      /* eslint-enable @typescript-eslint/no-explicit-any */
       expect(await s.numKeys()).toBe(before);
       expect((await s.get('k')).toString()).toBe('1');
       // a key that holds text is not a counter: a StoreError, and the value stays

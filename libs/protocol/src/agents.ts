@@ -1,7 +1,6 @@
 // Rank agents: registration, heartbeats and states. Agents talk to the coordinator by NATS
 // request/reply on these subjects; the coordinator keeps every record in JetStream KV.
 import { z } from 'zod';
-import { PROTOCOL_VERSION } from './reply';
 
 export const AGENT_SUBJECTS = {
   register: 'cmesh.agents.register',

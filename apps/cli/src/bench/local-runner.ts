@@ -4,7 +4,7 @@
 import { BenchRow, BenchSweep } from '@cmesh/protocol';
 import { ChildProcess, fork } from 'child_process';
 import { createServer } from 'net';
-import { join } from 'path';
+import { execArgvFor, programEnv, sibling } from '../programs';
 import { rowFromRanks } from './aggregate';
 import type { ParentMessage, RankMessage } from './ipc';
 import type { SizeSamples } from '@cmesh/bench';
@@ -33,8 +33,6 @@ export function freePort(): Promise<number> {
   });
 }
 
-const ROOT = join(__dirname, '../../../..');
-
 export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: BenchRankInfo[]; rows: BenchRow[] }> {
   const { np, sweep } = opts;
   if (!Number.isInteger(np) || np < 1) throw new RangeError(`-np must be a positive integer, got ${np}`);
@@ -59,13 +57,13 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
         reject(err);
       };
       for (let rank = 0; rank < np; rank++) {
-        const child = fork(join(__dirname, 'rank-worker.ts'), [], {
-          cwd: ROOT,
-          execArgv: ['-r', '@swc-node/register'],
+        const worker = sibling(__dirname, 'rank-worker');
+        const child = fork(worker, [], {
+          execArgv: execArgvFor(worker),
           env: {
             ...process.env,
             ...opts.env,
-            TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(ROOT, 'tsconfig.json'),
+            ...programEnv(),
             RANK: String(rank),
             LOCAL_RANK: String(rank),
             WORLD_SIZE: String(np),

@@ -7,10 +7,9 @@ import { mkdtempSync, rmSync } from 'fs';
 import { connect as netConnect, createServer } from 'net';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { nodeArgs, programEnv, programOf } from '../programs';
 import { MeshClient } from './client';
 import { Supervisor } from './supervisor';
-
-export const REPO_ROOT = join(__dirname, '../../../..');
 
 export interface MeshOptions {
   agents: number;
@@ -83,7 +82,6 @@ function tcpOpen(host: string, port: number): Promise<true | undefined> {
   });
 }
 
-const tsNode = (script: string) => ['-r', '@swc-node/register', join(REPO_ROOT, script)];
 
 export async function startMesh(opts: MeshOptions): Promise<Mesh> {
   const host = opts.host ?? '127.0.0.1';
@@ -97,7 +95,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     onDeath(deathReason);
   });
   let storeDir: string | null = null;
-  const env = { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(REPO_ROOT, 'tsconfig.json'), NO_COLOR: '1', ...opts.env };
+  const env = { ...programEnv(), NO_COLOR: '1', ...opts.env };
   const stop = async () => {
     await supervisor.stopAll();
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });
@@ -128,8 +126,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       stage: 1,
       restart: opts.restart,
       command: process.execPath,
-      args: tsNode('apps/coordinator/src/main.ts'),
-      cwd: REPO_ROOT,
+      args: nodeArgs(programOf('@cmesh/coordinator', 'main')),
       env: { ...env, NATS_URL: natsUrl, HTTP_PORT: String(httpPort), HTTP_HOST: host },
     });
     const client = new MeshClient(coordinatorUrl);
@@ -141,8 +138,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
         stage: 2,
         restart: opts.restart,
         command: process.execPath,
-        args: tsNode('apps/rank-agent/src/main.ts'),
-        cwd: REPO_ROOT,
+        args: nodeArgs(programOf('@cmesh/rank-agent', 'main')),
         env: { ...env, ...opts.agentEnv, NATS_URL: natsUrl, CMESH_AGENT_NAME: name, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: host },
       }),
     );

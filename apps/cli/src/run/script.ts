@@ -1,15 +1,18 @@
-// How to start a worker script: .ts through swc's require hook, .js with node, anything else as is.
+// How `cmesh run` starts a worker script, from any directory: .js, .cjs and .mjs with node as
+// they are; .ts, .cts and .mts through swc's require hook (@swc-node/register, a dependency of
+// the CLI, so it works on every supported Node: 20, 22, 24); anything else as an executable.
+// In a checkout, the checkout's tsconfig maps @cmesh/* to the sources; installed, swc reads the
+// script's own project tsconfig (TS_NODE_PROJECT, or ./tsconfig.json) if there is one.
 import * as path from 'path';
-
-const REPO_TSCONFIG = path.resolve(__dirname, '../../../../tsconfig.json');
+import { FROM_SOURCE, SOURCE_TSCONFIG, execArgvFor } from '../programs';
 
 export function workerCommand(script: string, args: string[]): { command: string; args: string[]; env: Record<string, string> } {
   const ext = path.extname(script);
   if (ext === '.ts' || ext === '.mts' || ext === '.cts') {
     return {
       command: process.execPath,
-      args: ['-r', require.resolve('@swc-node/register'), script, ...args],
-      env: { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? REPO_TSCONFIG },
+      args: [...execArgvFor('.ts'), script, ...args],
+      env: FROM_SOURCE && !process.env.TS_NODE_PROJECT ? { TS_NODE_PROJECT: SOURCE_TSCONFIG } : {},
     };
   }
   if (ext === '.js' || ext === '.cjs' || ext === '.mjs') return { command: process.execPath, args: [script, ...args], env: {} };

@@ -1,4 +1,5 @@
 // Coordinator configuration: environment first, flags override (`--nats URL --port N`).
+import { hostname } from 'os';
 export interface CoordinatorConfig {
   natsUrl: string;
   httpPort: number;
@@ -58,7 +59,7 @@ export function loadCoordinatorConfig(argv: string[] = process.argv.slice(2), en
     heartbeatMs: int('CMESH_HEARTBEAT_MS', e.CMESH_HEARTBEAT_MS ?? '1000', 50, 600_000),
     missedHeartbeats: int('CMESH_MISSED_HEARTBEATS', e.CMESH_MISSED_HEARTBEATS ?? '3', 1, 1000),
     leaseMs: int('CMESH_LEASE_MS', e.CMESH_LEASE_MS ?? '3000', 200, 600_000),
-    replicaId: e.CMESH_REPLICA_ID ?? `${require('os').hostname()}-${process.pid}`,
+    replicaId: e.CMESH_REPLICA_ID ?? `${hostname()}-${process.pid}`,
     jobsKept: int('CMESH_JOBS_KEPT', e.CMESH_JOBS_KEPT ?? '200', 1, 100_000),
     jobsMaxAgeMs: 1000 * int('CMESH_JOBS_MAX_AGE_S', e.CMESH_JOBS_MAX_AGE_S ?? String(7 * 24 * 3600), 60, 365 * 24 * 3600),
   };

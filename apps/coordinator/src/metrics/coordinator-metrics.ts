@@ -39,14 +39,15 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     this.wrong = new Counter({ name: m.collectiveWrong.name, help: m.collectiveWrong.help, labelNames: m.collectiveWrong.labels, registers: r });
     this.jobs = new Counter({ name: m.jobs.name, help: m.jobs.help, labelNames: m.jobs.labels, registers: r });
     this.rendezvous = new Histogram({ name: m.rendezvousDuration.name, help: m.rendezvousDuration.help, buckets: DURATION_BUCKETS, registers: r });
-    const self = this;
+    const agentsService = this.agents;
+    const groupsService = this.groups;
     new Gauge({
       name: m.agents.name,
       help: m.agents.help,
       labelNames: m.agents.labels,
       registers: r,
       async collect() {
-        const list = await self.agents.list().catch(() => []);
+        const list = await agentsService.list().catch(() => []);
         for (const s of AGENT_STATES) this.set({ state: s }, list.filter((a) => a.state === s).length);
       },
     });
@@ -55,7 +56,7 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
       help: m.groups.help,
       registers: r,
       async collect() {
-        this.set((await self.groups.list().catch(() => [])).length);
+        this.set((await groupsService.list().catch(() => [])).length);
       },
     });
     new Gauge({
@@ -66,7 +67,7 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
       async collect() {
         this.reset();
         const now = Date.now();
-        for (const a of await self.agents.list().catch(() => [])) this.set({ agent: a.agentId }, (now - Date.parse(a.lastHeartbeat)) / 1000);
+        for (const a of await agentsService.list().catch(() => [])) this.set({ agent: a.agentId }, (now - Date.parse(a.lastHeartbeat)) / 1000);
       },
     });
   }

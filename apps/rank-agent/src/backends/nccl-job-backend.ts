@@ -2,7 +2,7 @@
 // runs the sweep on this agent's GPU; its rows become per-size samples like the tcp backend's.
 // Without a GPU the sidecar says why at hello, and that reason is what a job asking for nccl
 // fails with.
-import type { Store } from '@cmesh/collectives/src/store/store';
+import type { Store } from '@cmesh/collectives';
 import { BENCH_DTYPES, BenchOp, BenchRedop, JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../execution/job-backend';
 import { NcclBackend, NcclReduceOp, NcclUnavailableError, SweepCollective } from './nccl';

@@ -12,7 +12,8 @@ import { ReduceOp } from '../reduce-op';
 import { DType, Tensor } from '../tensor/dtype';
 import { F16_TO_F32, f32BitsToF16Bits } from '../tensor/half';
 
-type Kernel = (d: any, s: any, n: number) => void;
+/** Compiled loops: an element-wise op over two tensors, or a tensor and a scalar (division). */
+type Kernel = (d: Tensor, s: Tensor | number, n: number) => void;
 
 // Loop bodies, written for element index `I` (the compiler substitutes it). MIN/MAX on floats
 // propagate NaN (like torch.minimum) so the result does not depend on the order in which ranks'

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from '../errors';
 import { ReduceOp, REDUCE_OPS, validateReduceOp } from '../reduce-op';
 import { DType, DTYPES, Tensor, allocTensor, isFloatDType } from '../tensor/dtype';
-import { Float16Array, bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../tensor/half';
+import { Float16BitsArray, bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../tensor/half';
 import { finishAvg, reduceInto, setKernelMode } from './kernels';
 import { loadNative } from './native';
 
@@ -167,8 +167,8 @@ describe.each(PATHS)('%s kernels', (path) => {
     });
 
     it('float16 sum rounds to nearest even and overflows to Inf', () => {
-      const d = Float16Array.from([2048, 65504, 1]);
-      reduceInto(d, Float16Array.from([1, 65504, 2 ** -11]), 'sum'); // 2049 -> 2048 (even), overflow, 1+2^-11 -> 1
+      const d = Float16BitsArray.from([2048, 65504, 1]);
+      reduceInto(d, Float16BitsArray.from([1, 65504, 2 ** -11]), 'sum'); // 2049 -> 2048 (even), overflow, 1+2^-11 -> 1
       expect(Array.from(d.toFloat32())).toEqual([2048, Infinity, 1]);
     });
 

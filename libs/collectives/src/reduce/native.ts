@@ -1,7 +1,9 @@
-// Loads the native reduction addon (native/reduce-addon, built by `make native`) on first use.
-// Missing addon or CMESH_NATIVE=0: callers fall back to the TypeScript kernels (js-kernels.ts).
+// Loads the native reduction addon (native/reduce-addon) on first use, from the first of: the
+// file CMESH_REDUCE_ADDON names; the prebuilt copy an installed package carries
+// (prebuilds/<platform>-<arch>/); the repository's `make native` output. Missing addon or
+// CMESH_NATIVE=0: callers fall back to the TypeScript kernels (js-kernels.ts).
 import { existsSync } from 'fs';
-import { resolve } from 'path';
+import { join, resolve } from 'path';
 import { DType } from '../tensor/dtype';
 
 export interface NativeReduce {
@@ -15,8 +17,23 @@ export interface NativeReduce {
   divide(t: ArrayBufferView, dtypeCode: number, divisor: number): void;
 }
 
-/** Where node-gyp puts the addon. */
-export const NATIVE_ADDON_PATH = resolve(__dirname, '../../../../native/reduce-addon/build/Release/cmesh_reduce.node');
+const ADDON = 'cmesh_reduce.node';
+/** The package's root: src/reduce or dist/reduce, two levels up. */
+const PACKAGE_ROOT = resolve(__dirname, '../..');
+
+/** Where the addon may be, in the order tried. */
+export function nativeAddonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  return [
+    ...(env.CMESH_REDUCE_ADDON ? [resolve(env.CMESH_REDUCE_ADDON)] : []),
+    join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON),
+    resolve(PACKAGE_ROOT, '../../native/reduce-addon/build/Release', ADDON),
+  ];
+}
+
+/** The addon file that will be loaded, or undefined when none is there. */
+export function nativeAddonPath(): string | undefined {
+  return nativeAddonCandidates().find((p) => existsSync(p));
+}
 
 // Codes shared with native/reduce-addon/src/dtypes.h.
 export const DTYPE_CODE: Readonly<Record<DType, number>> = {
@@ -50,9 +67,14 @@ export function loadNative(): NativeReduce | null {
   if (loaded !== undefined) return loaded;
   loaded = null;
   if (process.env.CMESH_NATIVE === '0') return loaded;
+  const file = nativeAddonPath();
+  if (!file) {
+    loadError = new Error(`the reduce addon is not built (looked in ${nativeAddonCandidates().join(', ')}); using the JavaScript kernels`);
+    return loaded;
+  }
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    loaded = require(NATIVE_ADDON_PATH) as NativeReduce;
+    loaded = require(file) as NativeReduce;
   } catch (e) {
     loadError = e as Error;
   }
@@ -64,7 +86,7 @@ export function nativeLoadError(): Error | undefined {
   return loadError;
 }
 
-/** True when the addon file exists, i.e. `make native` built it and loading is expected to work. */
+/** True when an addon file exists, i.e. loading is expected to work. */
 export function nativeAddonBuilt(): boolean {
-  return existsSync(NATIVE_ADDON_PATH);
+  return nativeAddonPath() !== undefined;
 }

@@ -18,8 +18,9 @@ function kvKey(key: string): string {
   return VALID.test(key) && !key.startsWith('.') && !key.endsWith('.') ? `k.${key}` : `x.${Buffer.from(key).toString('hex')}`;
 }
 
-function loadNats(): any {
+function loadNats(): typeof import('nats') {
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer dependency, loaded only for nats://
     return require('nats');
   } catch {
     throw new StoreError('the nats:// init method needs the `nats` package (npm install nats)');

@@ -1,6 +1,6 @@
 // Dtypes of the typed arrays the library accepts, and zero-copy byte views of them.
 import { InvalidArgumentError } from '../errors';
-import { BFloat16Array, Float16Array } from './half';
+import { BFloat16BitsArray, Float16BitsArray } from './half';
 
 export type DType = 'float32' | 'float64' | 'int8' | 'uint8' | 'int32' | 'int64' | 'float16' | 'bfloat16';
 
@@ -13,8 +13,8 @@ export type Tensor =
   | Uint8Array
   | Int32Array
   | BigInt64Array
-  | Float16Array
-  | BFloat16Array;
+  | Float16BitsArray
+  | BFloat16BitsArray;
 
 const ELEMENT_SIZE: Record<DType, number> = {
   float32: 4,
@@ -54,16 +54,16 @@ export function dtypeOf(t: unknown): DType {
   // order matters: the 16-bit float classes extend Uint16Array, which is itself unsupported
   if (t instanceof Float32Array) return 'float32';
   if (t instanceof Float64Array) return 'float64';
-  if (t instanceof Float16Array) return 'float16';
-  if (t instanceof BFloat16Array) return 'bfloat16';
+  if (t instanceof Float16BitsArray) return 'float16';
+  if (t instanceof BFloat16BitsArray) return 'bfloat16';
   if (t instanceof Int8Array) return 'int8';
   if (t instanceof Uint8Array && !(t instanceof Uint8ClampedArray)) return 'uint8';
   if (t instanceof Int32Array) return 'int32';
   if (t instanceof BigInt64Array) return 'int64';
   const hint =
-    t instanceof Uint16Array ? ' (for 16-bit floats use Float16Array or BFloat16Array)' : '';
+    t instanceof Uint16Array ? ' (for 16-bit floats use Float16BitsArray or BFloat16BitsArray)' : '';
   throw new InvalidArgumentError(
-    `unsupported tensor type ${describe(t)}${hint}; expected Float32Array, Float64Array, Int8Array, Uint8Array, Int32Array, BigInt64Array, Float16Array or BFloat16Array`,
+    `unsupported tensor type ${describe(t)}${hint}; expected Float32Array, Float64Array, Int8Array, Uint8Array, Int32Array, BigInt64Array, Float16BitsArray or BFloat16BitsArray`,
   );
 }
 
@@ -106,9 +106,9 @@ export function viewAs(bytes: Uint8Array, dtype: DType): Tensor {
     case 'int64':
       return new BigInt64Array(buffer, byteOffset, n);
     case 'float16':
-      return new Float16Array(buffer, byteOffset, n);
+      return new Float16BitsArray(buffer, byteOffset, n);
     case 'bfloat16':
-      return new BFloat16Array(buffer, byteOffset, n);
+      return new BFloat16BitsArray(buffer, byteOffset, n);
   }
 }
 

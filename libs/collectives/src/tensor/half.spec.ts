@@ -1,9 +1,9 @@
 import { InvalidArgumentError } from '../errors';
 import { bytesOf, dtypeOf, elementSize, viewAs } from './dtype';
 import {
-  BFloat16Array,
+  BFloat16BitsArray,
   F16_TO_F32,
-  Float16Array,
+  Float16BitsArray,
   bf16BitsToF32,
   f16BitsToF32,
   f32ToBf16Bits,
@@ -117,21 +117,21 @@ describe('bfloat16 conversion', () => {
   });
 });
 
-describe('Float16Array / BFloat16Array', () => {
+describe('Float16BitsArray / BFloat16BitsArray', () => {
   it('from() converts numbers, toFloat32() decodes, subarray/slice keep the class', () => {
-    const h = Float16Array.from([1, 0.5, -2, 65504, 1e6]);
-    expect(h).toBeInstanceOf(Float16Array);
+    const h = Float16BitsArray.from([1, 0.5, -2, 65504, 1e6]);
+    expect(h).toBeInstanceOf(Float16BitsArray);
     expect(h).toBeInstanceOf(Uint16Array);
     expect(Array.from(h.toFloat32())).toEqual([1, 0.5, -2, 65504, Infinity]);
-    expect(h.subarray(1, 3)).toBeInstanceOf(Float16Array);
-    expect(h.slice(1, 3)).toBeInstanceOf(Float16Array);
+    expect(h.subarray(1, 3)).toBeInstanceOf(Float16BitsArray);
+    expect(h.slice(1, 3)).toBeInstanceOf(Float16BitsArray);
     expect(Array.from(h.subarray(1, 3).toFloat32())).toEqual([0.5, -2]);
-    expect(Float16Array.of(3).getFloat(0)).toBe(3);
-    const b = BFloat16Array.from(new Set([1, 3.140625]));
-    expect(b).toBeInstanceOf(BFloat16Array);
+    expect(Float16BitsArray.of(3).getFloat(0)).toBe(3);
+    const b = BFloat16BitsArray.from(new Set([1, 3.140625]));
+    expect(b).toBeInstanceOf(BFloat16BitsArray);
     expect(Array.from(b.toFloat32())).toEqual([1, 3.140625]);
-    expect(b.slice(1)).toBeInstanceOf(BFloat16Array);
-    expect(Array.from(BFloat16Array.from([1, 2], (x) => x * 10).toFloat32())).toEqual([10, 20]);
+    expect(b.slice(1)).toBeInstanceOf(BFloat16BitsArray);
+    expect(Array.from(BFloat16BitsArray.from([1, 2], (x) => x * 10).toFloat32())).toEqual([10, 20]);
   });
 });
 
@@ -143,16 +143,16 @@ describe('dtype helpers', () => {
     expect(dtypeOf(new Uint8Array(1))).toBe('uint8');
     expect(dtypeOf(new Int32Array(1))).toBe('int32');
     expect(dtypeOf(new BigInt64Array(1))).toBe('int64');
-    expect(dtypeOf(new Float16Array(1))).toBe('float16');
-    expect(dtypeOf(new BFloat16Array(1))).toBe('bfloat16');
-    expect(dtypeOf(new Float16Array(4).subarray(1))).toBe('float16');
+    expect(dtypeOf(new Float16BitsArray(1))).toBe('float16');
+    expect(dtypeOf(new BFloat16BitsArray(1))).toBe('bfloat16');
+    expect(dtypeOf(new Float16BitsArray(4).subarray(1))).toBe('float16');
   });
 
   it('dtypeOf rejects unsupported arrays with a typed error naming the type', () => {
     for (const bad of [new Uint16Array(1), new Uint32Array(1), new Int16Array(1), new BigUint64Array(1), new Uint8ClampedArray(1), [1, 2], null, 3]) {
       expect(() => dtypeOf(bad)).toThrow(InvalidArgumentError);
     }
-    expect(() => dtypeOf(new Uint16Array(1))).toThrow(/Uint16Array.*Float16Array/);
+    expect(() => dtypeOf(new Uint16Array(1))).toThrow(/Uint16Array.*Float16BitsArray/);
     expect(() => dtypeOf(new Uint32Array(1))).toThrow(/Uint32Array/);
   });
 
@@ -164,7 +164,7 @@ describe('dtype helpers', () => {
     const back = viewAs(bytes, 'float32') as Float32Array;
     back[0] = 42;
     expect(f[0]).toBe(42);
-    expect(viewAs(bytes, 'float16')).toBeInstanceOf(Float16Array);
+    expect(viewAs(bytes, 'float16')).toBeInstanceOf(Float16BitsArray);
     expect(viewAs(bytesOf(new Float64Array(2)), 'int64')).toBeInstanceOf(BigInt64Array);
     expect(() => viewAs(bytes, 'int64')).toThrow(/offset/);
     expect(() => viewAs(new Uint8Array(8).subarray(1, 5), 'float32')).toThrow(InvalidArgumentError);

@@ -96,7 +96,7 @@ export function encodeBf16(srcBits: Uint32Array, dst: Uint16Array, n: number = d
 
 type NumberSource = ArrayLike<number> | Iterable<number>;
 
-function toNumbers(values: NumberSource, mapfn?: (v: any, k: number) => number, thisArg?: unknown): ArrayLike<number> {
+function toNumbers(values: NumberSource, mapfn?: (v: number, k: number) => number, thisArg?: unknown): ArrayLike<number> {
   const arr: ArrayLike<number> =
     typeof (values as Iterable<number>)[Symbol.iterator] === 'function' ? Array.from(values as Iterable<number>) : (values as ArrayLike<number>);
   if (!mapfn) return arr;
@@ -107,27 +107,28 @@ function toNumbers(values: NumberSource, mapfn?: (v: any, k: number) => number, 
 
 /**
  * IEEE binary16 tensor. Elements are raw bits (it is a Uint16Array); use `from`/`of` to convert
- * numbers and `toFloat32()` to read values. subarray/slice return Float16Array (species).
+ * numbers and `toFloat32()` to read values. subarray/slice return Float16BitsArray (species).
+ * Not the `Float16Array` built into Node 24, whose elements are numbers: the name says bits.
  */
-export class Float16Array extends Uint16Array {
-  static override from(values: NumberSource, mapfn?: (v: any, k: number) => number, thisArg?: unknown): Float16Array {
+export class Float16BitsArray extends Uint16Array {
+  static override from(values: NumberSource, mapfn?: (v: number, k: number) => number, thisArg?: unknown): Float16BitsArray {
     const nums = toNumbers(values, mapfn, thisArg);
-    const out = new Float16Array(nums.length);
+    const out = new Float16BitsArray(nums.length);
     for (let i = 0; i < nums.length; i++) out[i] = f32ToF16Bits(Number(nums[i]));
     return out;
   }
 
-  static override of(...values: number[]): Float16Array {
-    return Float16Array.from(values);
+  static override of(...values: number[]): Float16BitsArray {
+    return Float16BitsArray.from(values);
   }
 
-  // Species already makes these return Float16Array; the overrides only give them the right type.
-  override subarray(begin?: number, end?: number): Float16Array {
-    return super.subarray(begin, end) as Float16Array;
+  // Species already makes these return Float16BitsArray; the overrides only give them the right type.
+  override subarray(begin?: number, end?: number): Float16BitsArray {
+    return super.subarray(begin, end) as Float16BitsArray;
   }
 
-  override slice(start?: number, end?: number): Float16Array {
-    return super.slice(start, end) as Float16Array;
+  override slice(start?: number, end?: number): Float16BitsArray {
+    return super.slice(start, end) as Float16BitsArray;
   }
 
   toFloat32(): Float32Array {
@@ -147,26 +148,26 @@ export class Float16Array extends Uint16Array {
   }
 }
 
-/** bfloat16 tensor (raw bits in a Uint16Array), the counterpart of Float16Array. */
-export class BFloat16Array extends Uint16Array {
-  static override from(values: NumberSource, mapfn?: (v: any, k: number) => number, thisArg?: unknown): BFloat16Array {
+/** bfloat16 tensor (raw bits in a Uint16Array), the counterpart of Float16BitsArray. */
+export class BFloat16BitsArray extends Uint16Array {
+  static override from(values: NumberSource, mapfn?: (v: number, k: number) => number, thisArg?: unknown): BFloat16BitsArray {
     const nums = toNumbers(values, mapfn, thisArg);
-    const out = new BFloat16Array(nums.length);
+    const out = new BFloat16BitsArray(nums.length);
     for (let i = 0; i < nums.length; i++) out[i] = f32ToBf16Bits(Number(nums[i]));
     return out;
   }
 
-  static override of(...values: number[]): BFloat16Array {
-    return BFloat16Array.from(values);
+  static override of(...values: number[]): BFloat16BitsArray {
+    return BFloat16BitsArray.from(values);
   }
 
-  // Species already makes these return BFloat16Array; the overrides only give them the right type.
-  override subarray(begin?: number, end?: number): BFloat16Array {
-    return super.subarray(begin, end) as BFloat16Array;
+  // Species already makes these return BFloat16BitsArray; the overrides only give them the right type.
+  override subarray(begin?: number, end?: number): BFloat16BitsArray {
+    return super.subarray(begin, end) as BFloat16BitsArray;
   }
 
-  override slice(start?: number, end?: number): BFloat16Array {
-    return super.slice(start, end) as BFloat16Array;
+  override slice(start?: number, end?: number): BFloat16BitsArray {
+    return super.slice(start, end) as BFloat16BitsArray;
   }
 
   toFloat32(): Float32Array {

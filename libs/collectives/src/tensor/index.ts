@@ -1,7 +1,7 @@
 export * from './dtype';
 export {
-  Float16Array,
-  BFloat16Array,
+  Float16BitsArray,
+  BFloat16BitsArray,
   f32ToF16Bits,
   f32ToBf16Bits,
   f16BitsToF32,

@@ -1,7 +1,7 @@
 // Deterministic inputs per (rank, element) and the expected results of every collective, computed
 // independently of the library's kernels (plain JS arithmetic, then stored through a typed array of
 // the same dtype so integer wrap and 16-bit rounding match torch's fixed-width types).
-import { BFloat16Array, DType, Float16Array, ReduceOp, Tensor, allocTensor } from '../../src';
+import { BFloat16BitsArray, DType, Float16BitsArray, ReduceOp, Tensor, allocTensor } from '../../src';
 
 export const FLOAT_DTYPES: DType[] = ['float32', 'float64', 'float16', 'bfloat16'];
 export const INT_DTYPES: DType[] = ['int8', 'uint8', 'int32', 'int64'];
@@ -49,14 +49,14 @@ export function reducedValue(op: ReduceOp, ranks: number[], i: number): number {
 /** A tensor of `dtype` filled from numbers (wrapping / rounding like the dtype does). */
 export function tensorOf(dtype: DType, values: number[]): Tensor {
   const t = allocTensor(dtype, values.length);
-  if (t instanceof Float16Array || t instanceof BFloat16Array) values.forEach((v, i) => t.setFloat(i, v));
+  if (t instanceof Float16BitsArray || t instanceof BFloat16BitsArray) values.forEach((v, i) => t.setFloat(i, v));
   else if (t instanceof BigInt64Array) values.forEach((v, i) => (t[i] = BigInt(Math.trunc(v))));
   else values.forEach((v, i) => ((t as Float32Array)[i] = v));
   return t;
 }
 
 export function valuesOf(t: Tensor): number[] {
-  if (t instanceof Float16Array || t instanceof BFloat16Array) return Array.from(t.toFloat32());
+  if (t instanceof Float16BitsArray || t instanceof BFloat16BitsArray) return Array.from(t.toFloat32());
   if (t instanceof BigInt64Array) return Array.from(t, (x) => Number(x));
   return Array.from(t as Float32Array);
 }

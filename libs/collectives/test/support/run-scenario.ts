@@ -3,7 +3,7 @@ import * as path from 'path';
 
 (async () => {
   const [name, rawArgs] = process.argv.slice(2);
-  const mod = require(path.join(__dirname, 'scenarios', `${name}.ts`));
+  const mod = await import(path.join(__dirname, 'scenarios', `${name}.ts`));
   const result = await mod.run(JSON.parse(rawArgs));
   process.stdout.write(`\n${JSON.stringify(result ?? null)}\n`);
   process.exit(0);

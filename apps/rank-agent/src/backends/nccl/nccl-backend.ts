@@ -5,10 +5,10 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/src/errors';
-import { validateReduceOp } from '@cmesh/collectives/src/reduce-op';
-import type { Store } from '@cmesh/collectives/src/store/store';
-import { DType, elementSize, isDType, viewAs } from '@cmesh/collectives/src/tensor';
+import { DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives';
+import { validateReduceOp } from '@cmesh/collectives';
+import type { Store } from '@cmesh/collectives';
+import { DType, elementSize, isDType, viewAs } from '@cmesh/collectives';
 
 import { NcclUnavailableError } from './errors';
 import type { SidecarHello } from './protocol';

@@ -10,17 +10,21 @@ export const SIDECAR_SOURCE_DIR = path.resolve(__dirname, '../../../../../native
 export const SIDECAR_BUILD_DIR = path.join(SIDECAR_SOURCE_DIR, 'build');
 const BINARY_NAME = 'cmesh-nccl-sidecar';
 
-/** The sidecar binary: $CMESH_NCCL_SIDECAR, else the repository's CMake build output. */
+/** The sidecar binary: $CMESH_NCCL_SIDECAR, else the repository's CMake build output, else on PATH. */
 export function locateSidecarBinary(): string {
   const fromEnv = process.env.CMESH_NCCL_SIDECAR;
-  const candidate = fromEnv || path.join(SIDECAR_BUILD_DIR, BINARY_NAME);
-  if (!fs.existsSync(candidate)) {
+  if (fromEnv) {
+    if (!fs.existsSync(fromEnv)) throw new NcclUnavailableError(`sidecar binary not found at ${fromEnv} (from CMESH_NCCL_SIDECAR)`);
+    return fromEnv;
+  }
+  const candidates = [path.join(SIDECAR_BUILD_DIR, BINARY_NAME), ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, BINARY_NAME))];
+  const found = candidates.find((c) => fs.existsSync(c));
+  if (!found) {
     throw new NcclUnavailableError(
-      `sidecar binary not found at ${candidate}` +
-        (fromEnv ? ' (from CMESH_NCCL_SIDECAR)' : ' (build it with `make native`)'),
+      `${BINARY_NAME} not found (looked in ${SIDECAR_BUILD_DIR} and on PATH): build it from native/nccl-sidecar (\`make native\`) and set CMESH_NCCL_SIDECAR to its path, or put it on PATH`,
     );
   }
-  return candidate;
+  return found;
 }
 
 /**

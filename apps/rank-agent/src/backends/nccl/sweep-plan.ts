@@ -1,6 +1,6 @@
 // nccl-tests' conventions for one sweep point: how a "size" maps to an element count per rank,
 // how big the send and receive buffers are, and the bus-bandwidth factor for each collective.
-import { InvalidArgumentError } from '@cmesh/collectives/src/errors';
+import { InvalidArgumentError } from '@cmesh/collectives';
 
 export const SWEEP_COLLECTIVES = [
   'allReduce',

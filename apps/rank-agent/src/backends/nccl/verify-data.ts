@@ -2,9 +2,9 @@
 // pattern that depends on (rank, index), and checks its receive buffer element by element
 // against what the collective must produce. Patterns are small integers, exact in every dtype
 // (fp16/bf16 included), so only AVG needs a tolerance.
-import { InvalidArgumentError } from '@cmesh/collectives/src/errors';
-import { allocTensor, DType, isFloatDType, Tensor } from '@cmesh/collectives/src/tensor';
-import { BFloat16Array, Float16Array } from '@cmesh/collectives/src/tensor/half';
+import { InvalidArgumentError } from '@cmesh/collectives';
+import { allocTensor, DType, isFloatDType, Tensor } from '@cmesh/collectives';
+import { BFloat16BitsArray, Float16BitsArray } from '@cmesh/collectives';
 
 import { REDUCING, SweepCollective } from './sweep-plan';
 
@@ -23,13 +23,13 @@ export function inputValue(coll: SweepCollective, redOp: NcclReduceOp, rank: num
 
 export function writeElement(t: Tensor, i: number, v: number): void {
   if (t instanceof BigInt64Array) t[i] = BigInt(Math.trunc(v));
-  else if (t instanceof Float16Array || t instanceof BFloat16Array) t.setFloat(i, v);
+  else if (t instanceof Float16BitsArray || t instanceof BFloat16BitsArray) t.setFloat(i, v);
   else (t as Float32Array)[i] = v;
 }
 
 export function readElement(t: Tensor, i: number): number {
   if (t instanceof BigInt64Array) return Number(t[i]);
-  if (t instanceof Float16Array || t instanceof BFloat16Array) return t.getFloat(i);
+  if (t instanceof Float16BitsArray || t instanceof BFloat16BitsArray) return t.getFloat(i);
   return (t as Float32Array)[i];
 }
 

@@ -4,13 +4,14 @@
 // does not wait for a cold start; a replacement for a killed worker is forked a moment later,
 // so it does not compete with a sweep for the CPU.
 import { ChildProcess, fork } from 'child_process';
-import { join } from 'path';
+import { extname, join } from 'path';
 import type { JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../../execution/job-backend';
 import type { FromWorker, ToWorker } from './worker-ipc';
 import { setTimeout as delay } from 'timers/promises';
 
-const ROOT = join(__dirname, '../../../../..');
+/** The worker beside this file, in this file's form: job-worker.ts through swc in a checkout, .js when built. */
+const WORKER = join(__dirname, `job-worker${extname(__filename)}`);
 /** how long stop() waits for killed workers to be reaped */
 const STOP_REAP_MS = 3000;
 /** after a worker was killed, wait this long before forking its replacement */
@@ -40,15 +41,13 @@ export class TcpBackend implements JobBackend {
   }
 
   private forkWorker(): ChildProcess {
-    const child = fork(join(__dirname, 'job-worker.ts'), [], {
-      cwd: ROOT,
-      execArgv: ['-r', '@swc-node/register'],
+    const child = fork(WORKER, [], {
+      execArgv: WORKER.endsWith('.ts') ? ['-r', '@swc-node/register'] : [],
       env: {
         ...process.env,
         ...this.env,
         // the data plane listens on this agent's address
         MASTER_ADDR: this.host,
-        TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? join(ROOT, 'tsconfig.json'),
       },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });

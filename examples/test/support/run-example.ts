@@ -2,7 +2,7 @@
 // spawn-based ones), records every output line with its rank and arrival time, and kills the
 // whole process tree on timeout or when the suite ends.
 import { ChildProcess, spawn } from 'child_process';
-import { createServer } from 'net';
+import { freePort } from '@cmesh/testing';
 import { join } from 'path';
 
 export const ROOT = join(__dirname, '../../..');
@@ -45,17 +45,6 @@ export interface RunSpec {
 export function splitRankPrefix(line: string): { rank: number | null; text: string } {
   const m = /^\[(?:rank|default)(\d+)\]:(.*)$/.exec(line);
   return m ? { rank: Number(m[1]), text: m[2] } : { rank: null, text: line };
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 const live = new Set<ChildProcess>();

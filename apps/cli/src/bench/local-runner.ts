@@ -3,7 +3,7 @@
 // soon as every rank has reported a size.
 import { BenchRow, BenchSweep } from '@cmesh/protocol';
 import { ChildProcess, fork } from 'child_process';
-import { createServer } from 'net';
+import { freePort } from '../free-port';
 import { execArgvFor, programEnv, sibling } from '../programs';
 import { rowFromRanks } from './aggregate';
 import type { ParentMessage, RankMessage } from './ipc';
@@ -20,17 +20,6 @@ export interface LocalBenchOptions {
   onRow?: (row: BenchRow) => void;
   /** extra environment for the ranks (e.g. CMESH_ALGO) */
   env?: NodeJS.ProcessEnv;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: BenchRankInfo[]; rows: BenchRow[] }> {

@@ -4,9 +4,10 @@
 // a child dies while the mesh is up (with `restart`, only when it keeps dying: a child that
 // dies is started again alone).
 import { mkdtempSync, rmSync } from 'fs';
-import { connect as netConnect, createServer } from 'net';
+import { connect as netConnect } from 'net';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { freePort } from '../free-port';
 import { nodeArgs, programEnv, programOf } from '../programs';
 import { MeshClient } from './client';
 import { Supervisor } from './supervisor';
@@ -41,17 +42,6 @@ export interface Mesh {
   /** resolves with a description when a child dies (and is not restarted) while the mesh is up */
   died: Promise<string>;
   stop(): Promise<void>;
-}
-
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, died?: () => string | null): Promise<T> {

@@ -53,7 +53,7 @@ export function loadCoordinatorConfig(argv: string[] = process.argv.slice(2), en
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(cluster)) throw new RangeError(`CMESH_CLUSTER ${JSON.stringify(cluster)}: letters, digits, _ and - only`);
   return {
     natsUrl: e.NATS_URL ?? 'nats://127.0.0.1:4222',
-    httpPort: int('HTTP_PORT', e.HTTP_PORT ?? '8080', 0, 65535),
+    httpPort: int('HTTP_PORT', e.HTTP_PORT ?? '7700', 0, 65535),
     httpHost: e.HTTP_HOST ?? '127.0.0.1',
     cluster,
     heartbeatMs: int('CMESH_HEARTBEAT_MS', e.CMESH_HEARTBEAT_MS ?? '1000', 50, 600_000),

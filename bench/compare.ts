@@ -177,7 +177,7 @@ const fmtBw = (c?: Cell) => (c?.m ? c.m.busBwGBs.toFixed(3) : c?.error ? 'n/a' :
 const ratio = (a?: Cell, b?: Cell) => (a?.m && b?.m ? (a.m.timeUs / b.m.timeUs).toFixed(2) : '');
 const human = (b: number) => (b >= MiB ? `${b / MiB}M` : b >= 1024 ? `${b / 1024}K` : `${b}`);
 
-/** The targets of DESIGN.md §10 for one (world, op, size), as "ok" or what is missed. */
+/** The targets in bench/RESULTS.md for one (world, op, size), as "ok" or what is missed. */
 export function verdict(row: Partial<Record<Backend, Cell>>): string {
   const c = row.cmesh?.m;
   if (!c) return row.cmesh?.error ? 'cmesh failed' : '';

@@ -1,4 +1,4 @@
-// @cmesh/collectives: torch.distributed for Node. See ../API.md.
+// @cmesh/collectives: torch.distributed for Node. The API reference is docs/api.md in the repository.
 export * from './distributed';
 export * from './errors';
 export * from './tensor';

@@ -1,4 +1,4 @@
-// The coordinator's Prometheus metrics (DESIGN §7): agents by state, groups, heartbeat gaps,
+// The coordinator's Prometheus metrics: agents by state, groups, heartbeat gaps,
 // rendezvous durations, and every job row (duration, busbw/algbw of the last sweep, #wrong,
 // errors), plus the default process metrics.
 import { Injectable, OnModuleInit } from '@nestjs/common';

@@ -1,4 +1,4 @@
-// The agent's Prometheus metrics (DESIGN §7), fed by the job runner (JOB_OBSERVER): every timed
+// The agent's Prometheus metrics, fed by the job runner (JOB_OBSERVER): every timed
 // iteration into the duration histogram, tensor and wire bytes, this rank's own algbw/busbw of the last
 // sweep per op and size (its median time; the coordinator's series use the slowest rank), #wrong
 // and errors; plus the default process metrics.

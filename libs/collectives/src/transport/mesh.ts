@@ -9,6 +9,7 @@ import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchK
 import { PeerConnection, PostedRecv } from './peer-connection';
 import { Spinner } from './spinner';
 import { bindMainThread } from './core-binding';
+import { listenInRange } from './listen';
 
 export interface AbortNotice {
   failedRank: number;
@@ -71,11 +72,7 @@ export class Mesh {
       conn.attach(adoptAccepted(raw, conn));
       mesh.watch(conn);
     });
-    await new Promise<void>((resolve, reject) => {
-      mesh.server!.once('error', reject);
-      mesh.server!.listen(0, host, () => resolve());
-    });
-    const port = (mesh.server.address() as net.AddressInfo).port;
+    const port = await listenInRange(mesh.server, host);
     await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
     const lower = [...Array(opts.rank).keys()];
     const deadline = Date.now() + opts.timeoutMs;

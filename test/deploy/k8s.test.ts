@@ -1,12 +1,15 @@
-// k8s/ (kustomize base + GPU overlay), rendered and checked without a cluster: against the
-// upstream API schemas (kubernetes-models), strictly (no field the API lacks), against
-// `kubectl kustomize` where kubectl is installed, and for what the deployment needs to work:
-// selectors, ports, probes, ConfigMaps, the sidecar's GPU, socket and /dev/shm.
+// k8s/ (kustomize base + every overlay), rendered and checked without a cluster: by the real
+// `kubectl kustomize` (skipped, saying so, where kubectl is not installed) and by this test's own
+// renderer, the two compared object by object; against the upstream API schemas
+// (kubernetes-models), strictly (no field the API lacks); and for what the deployment needs to
+// work and operators expect: selectors, ports, probes, ConfigMaps, the sidecar's GPU, socket and
+// /dev/shm, seccomp, read-only root filesystems, no service account token, a
+// PodDisruptionBudget, NetworkPolicies that admit exactly the ports in use, an images: block.
 import { execFileSync, spawnSync } from 'child_process';
-import { readFileSync } from 'fs';
-import { join, resolve } from 'path';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { join, relative, resolve } from 'path';
 import { load, loadAll } from 'js-yaml';
-import { K8sObject, byKey, keyOf, renderKustomization } from './support/kustomize';
+import { K8sObject, applyImages, byKey, keyOf, renderKustomization, splitImage } from './support/kustomize';
 import { strictFieldErrors } from './support/strict-fields';
 
 const ROOT = resolve(__dirname, '../..');
@@ -14,13 +17,19 @@ const BASE = join(ROOT, 'k8s/base');
 const GPU = join(ROOT, 'k8s/overlays/gpu');
 const base = renderKustomization(BASE);
 const gpu = renderKustomization(GPU);
+const OVERLAYS = readdirSync(join(ROOT, 'k8s/overlays')).map((d) => join(ROOT, 'k8s/overlays', d));
+const hasKubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+if (!hasKubectl) console.warn('kubectl not installed (apt-get install kubectl): the kubectl kustomize tests are skipped');
+const itKubectl = hasKubectl ? it : it.skip;
+const validate = (objs: K8sObject[]) =>
+  JSON.parse(execFileSync(process.execPath, [join(__dirname, 'support/validate-k8s.mjs')], { cwd: ROOT, input: JSON.stringify(objs), encoding: 'utf8' })) as { key: string; error: string | null }[];
 
 const podSpec = (o: K8sObject) => o.spec.template.spec;
 const container = (o: K8sObject, name: string) => podSpec(o).containers.find((c: { name: string }) => c.name === name);
 const volume = (o: K8sObject, name: string) => podSpec(o).volumes.find((v: { name: string }) => v.name === name);
 const limitsOf = (c: any) => ({ ...(c.resources?.requests ?? {}), ...(c.resources?.limits ?? {}) });
 
-it('renders the same objects as kubectl kustomize (where kubectl is installed)', () => {
+it('renders the objects of the base and the GPU overlay', () => {
   expect(base.map(keyOf)).toEqual([
     'Namespace/cmesh',
     'ConfigMap/cmesh',
@@ -32,28 +41,55 @@ it('renders the same objects as kubectl kustomize (where kubectl is installed)',
     'Service/coordinator',
     'Service/coordinator-pods',
     'Deployment/coordinator',
+    'PodDisruptionBudget/coordinator',
     'Service/rank-agent',
     'StatefulSet/rank-agent',
+    'NetworkPolicy/nats',
+    'NetworkPolicy/coordinator',
+    'NetworkPolicy/rank-agent',
   ]);
   expect(gpu.map(keyOf)).toEqual(base.map(keyOf));
-  const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' });
-  if (kubectl.status !== 0) {
-    console.warn('kubectl not installed: the rendering is checked by this test alone');
-    return;
-  }
-  for (const [dir, mine] of [
-    [BASE, base],
-    [GPU, gpu],
-  ] as const) {
-    const theirs = byKey(loadAll(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })) as K8sObject[]);
-    expect([...theirs.keys()].sort()).toEqual(mine.map(keyOf).sort());
-    for (const o of mine) expect([keyOf(o), o]).toEqual([keyOf(o), theirs.get(keyOf(o))]);
-  }
-}, 30_000);
+  expect(OVERLAYS).toContain(GPU);
+});
+
+describe.each([BASE, ...OVERLAYS].map((d) => [d.slice(ROOT.length + 1), d]))('kubectl kustomize %s', (_name, dir) => {
+  const render = () => loadAll(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })) as K8sObject[];
+
+  itKubectl('renders the same objects as the test renderer, every one valid against the API schemas', () => {
+    const theirs = render();
+    const mine = renderKustomization(dir);
+    expect(theirs.map(keyOf).sort()).toEqual(mine.map(keyOf).sort());
+    const by = byKey(theirs);
+    for (const o of mine) expect([keyOf(o), o]).toEqual([keyOf(o), by.get(keyOf(o))]);
+    for (const r of validate(theirs)) expect(r).toEqual({ key: r.key, error: null });
+    expect(strictFieldErrors(theirs)).toEqual([]);
+  }, 60_000);
+
+  itKubectl('applies an image override the way the test renderer does', () => {
+    // kustomize edit set image, by hand: a registry with a port, a new tag, a digest
+    const rules = [
+      { name: 'cmesh/coordinator', newName: 'registry.example.com:5000/cmesh/coordinator', newTag: '9.9.9' },
+      { name: 'cmesh/rank-agent', digest: 'sha256:' + 'a'.repeat(64) },
+    ];
+    const mine = renderKustomization(dir);
+    applyImages(mine, rules);
+    const images = (objs: K8sObject[]) => objs.flatMap((o) => (o.spec?.template?.spec?.containers ?? []).map((c: any) => `${keyOf(o)} ${c.name} ${c.image}`)).sort();
+    expect(images(mine)).toContain('Deployment/coordinator coordinator registry.example.com:5000/cmesh/coordinator:9.9.9');
+    expect(images(mine)).toContain(`StatefulSet/rank-agent agent cmesh/rank-agent@sha256:${'a'.repeat(64)}`);
+    const tmp = mkdtempSync(join(ROOT, '.tmp', 'k8s-images-'));
+    try {
+      writeFileSync(join(tmp, 'kustomization.yaml'), JSON.stringify({ resources: [relative(tmp, dir)], images: rules }));
+      const theirs = loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as K8sObject[];
+      expect(images(theirs)).toEqual(images(mine));
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
 
 it('validates against the Kubernetes API schemas, strictly', () => {
   const all = [...base, ...gpu];
-  const results = JSON.parse(execFileSync(process.execPath, [join(__dirname, 'support/validate-k8s.mjs')], { cwd: ROOT, input: JSON.stringify(all), encoding: 'utf8' }));
+  const results = validate(all);
   expect(results).toHaveLength(all.length);
   for (const r of results) expect(r).toEqual({ key: r.key, error: null });
   // one tsc run: the manifests, plus a copy with a misspelt field that must be the only error
@@ -99,13 +135,75 @@ describe.each([
           if (p.httpGet) {
             expect((c.ports ?? []).map((x: any) => x.name)).toContain(p.httpGet.port);
             expect(p.httpGet.path).toMatch(/^\/(health|healthz)(\?.*)?$/);
-          } else expect(p.exec.command.length).toBeGreaterThan(0);
+          } else if (p.tcpSocket) expect((c.ports ?? []).map((x: any) => x.name)).toContain(p.tcpSocket.port);
+          else expect(p.exec.command.length).toBeGreaterThan(0);
         }
         for (const e of c.envFrom ?? []) expect([c.name, by.has(`ConfigMap/${e.configMapRef.name}`)]).toEqual([c.name, true]);
         expect(c.securityContext.allowPrivilegeEscalation).toBe(false);
       }
       expect(podSpec(w).securityContext.runAsNonRoot).toBe(true);
       for (const v of podSpec(w).volumes ?? []) if (v.configMap) expect(by.has(`ConfigMap/${v.configMap.name}`)).toBe(true);
+    }
+  });
+
+  it('hardened pods: RuntimeDefault seccomp, no service account token, read-only root filesystems, writable paths on volumes', () => {
+    for (const w of objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+      const spec = podSpec(w);
+      expect([keyOf(w), spec.automountServiceAccountToken, spec.securityContext.seccompProfile]).toEqual([keyOf(w), false, { type: 'RuntimeDefault' }]);
+      const claims = (w.spec.volumeClaimTemplates ?? []).map((v: any) => v.metadata.name);
+      for (const c of spec.containers) {
+        expect([keyOf(w), c.name, c.securityContext.readOnlyRootFilesystem, c.securityContext.capabilities.drop]).toEqual([keyOf(w), c.name, true, ['ALL']]);
+        // every mount is a volume of the pod or a claim of the StatefulSet
+        for (const m of c.volumeMounts ?? []) expect([keyOf(w), m.name, !!volume(w, m.name) || claims.includes(m.name)]).toEqual([keyOf(w), m.name, true]);
+      }
+    }
+    // the Node apps keep /tmp writable on an emptyDir
+    for (const [k, name] of [['Deployment/coordinator', 'coordinator'], ['StatefulSet/rank-agent', 'agent']]) {
+      const w = by.get(k)!;
+      const tmp = container(w, name).volumeMounts.find((m: any) => m.mountPath === '/tmp');
+      expect(volume(w, tmp.name).emptyDir).toBeDefined();
+    }
+  });
+
+  it('the coordinator: readiness on /health (NATS), liveness without NATS; a PodDisruptionBudget keeps one replica', () => {
+    const d = by.get('Deployment/coordinator')!;
+    const c = container(d, 'coordinator');
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
+    expect(c.livenessProbe.httpGet).toBeUndefined();
+    expect(c.livenessProbe.tcpSocket).toEqual({ port: 'http' });
+    const pdb = by.get('PodDisruptionBudget/coordinator')!;
+    expect(pdb.spec.selector.matchLabels).toEqual(d.spec.selector.matchLabels);
+    expect(pdb.spec.minAvailable).toBeGreaterThanOrEqual(1);
+    expect(pdb.spec.minAvailable).toBeLessThan(d.spec.replicas); // a drain can still evict one
+  });
+
+  it('NetworkPolicies admit every port a Service or the data plane uses, on the pods that listen', () => {
+    const policies = objs.filter((o) => o.kind === 'NetworkPolicy');
+    const workloads = objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
+    const selects = (sel: Record<string, string>, w: K8sObject) => Object.entries(sel).every(([k, v]) => w.spec.template.metadata.labels[k] === v);
+    for (const w of workloads) {
+      const mine = policies.filter((p) => selects(p.spec.podSelector.matchLabels, w));
+      expect([keyOf(w), mine.length]).toEqual([keyOf(w), 1]);
+      expect(mine[0].spec.policyTypes).toEqual(['Ingress']);
+      const allowed = mine[0].spec.ingress.flatMap((r: any) => r.ports.map((p: any) => p.port));
+      const portNames = podSpec(w).containers.flatMap((c: any) => (c.ports ?? []).map((p: any) => p.name)).filter((n: string) => n !== 'data');
+      // every named port but the data plane's is admitted by name (the data plane is a range)
+      expect([keyOf(w), allowed.filter((p: unknown) => typeof p === 'string').sort()]).toEqual([keyOf(w), portNames.sort()]);
+    }
+    const agentPolicy = by.get('NetworkPolicy/rank-agent')!;
+    const data = agentPolicy.spec.ingress.find((r: any) => r.ports.some((p: any) => p.endPort));
+    const [lo, hi] = by.get('ConfigMap/cmesh-agent')!.data.CMESH_DATA_PORTS.split('-').map(Number);
+    expect(data.ports).toEqual([{ protocol: 'TCP', port: lo, endPort: hi }]);
+    expect(data.from).toEqual([{ podSelector: { matchLabels: by.get('StatefulSet/rank-agent')!.spec.selector.matchLabels } }]);
+  });
+
+  it('every image is named in a kustomize images: block', () => {
+    const rules = [BASE, ...OVERLAYS].flatMap((d) => ((load(readFileSync(join(d, 'kustomization.yaml'), 'utf8')) as any).images ?? []) as { name: string; newTag: string }[]);
+    for (const w of objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+      for (const c of podSpec(w).containers) {
+        const { name, tag } = splitImage(c.image);
+        expect([c.name, rules.find((r) => r.name === name)?.newTag]).toEqual([c.name, tag]);
+      }
     }
   });
 

@@ -1,6 +1,7 @@
 // Renders a kustomization the way `kubectl kustomize` does for the features k8s/ uses:
-// resources (files and directories), namespace, and JSON 6902 patches with a target. Anything
-// else in a kustomization is refused, so the rendering can't silently differ from kustomize's.
+// resources (files and directories), namespace, JSON 6902 patches with a target, and images
+// (applied after the patches, as kustomize does). Anything else in a kustomization is refused,
+// so the rendering can't silently differ from kustomize's.
 import { existsSync, readFileSync, statSync } from 'fs';
 import { join } from 'path';
 import { loadAll, load } from 'js-yaml';
@@ -8,7 +9,14 @@ import { loadAll, load } from 'js-yaml';
 export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; [k: string]: unknown }; [k: string]: any };
 
 const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'CustomResourceDefinition', 'PriorityClass']);
-const KNOWN = new Set(['apiVersion', 'kind', 'namespace', 'resources', 'patches']);
+const KNOWN = new Set(['apiVersion', 'kind', 'namespace', 'resources', 'patches', 'images']);
+
+interface ImageRule {
+  name: string;
+  newName?: string;
+  newTag?: string;
+  digest?: string;
+}
 
 interface Target {
   group?: string;
@@ -58,6 +66,30 @@ export function applyJsonPatch(doc: any, ops: Op[]): void {
   }
 }
 
+/** name[:tag][@digest] split as kustomize does (a registry's port is part of the name). */
+export function splitImage(image: string): { name: string; tag?: string; digest?: string } {
+  const [rest, digest] = image.split('@');
+  const slash = rest.lastIndexOf('/');
+  const colon = rest.lastIndexOf(':');
+  return colon > slash ? { name: rest.slice(0, colon), tag: rest.slice(colon + 1), digest } : { name: rest, digest };
+}
+
+/** kustomize's images: every container and init container whose image name a rule names. */
+export function applyImages(objs: K8sObject[], rules: ImageRule[]): void {
+  for (const o of objs) {
+    const spec = o.spec?.template?.spec ?? (o.kind === 'Pod' ? o.spec : undefined);
+    for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
+      const cur = splitImage(c.image);
+      const rule = rules.find((r) => r.name === cur.name);
+      if (!rule) continue;
+      const name = rule.newName ?? cur.name;
+      if (rule.digest) c.image = `${name}@${rule.digest}`;
+      else if (rule.newTag) c.image = `${name}:${rule.newTag}`;
+      else c.image = `${name}${cur.tag ? `:${cur.tag}` : ''}${cur.digest ? `@${cur.digest}` : ''}`;
+    }
+  }
+}
+
 export function renderKustomization(dir: string): K8sObject[] {
   const k = load(readFileSync(kustomizationFile(dir), 'utf8')) as Record<string, any>;
   for (const key of Object.keys(k)) if (!KNOWN.has(key)) throw new Error(`${dir}: kustomization field ${key} is not supported by this renderer`);
@@ -75,6 +107,7 @@ export function renderKustomization(dir: string): K8sObject[] {
     if (hit.length === 0) throw new Error(`${dir}: patch ${patch.path} matches no resource`);
     for (const o of hit) applyJsonPatch(o, ops);
   }
+  if (k.images) applyImages(out, k.images as ImageRule[]);
   return out;
 }
 

@@ -82,10 +82,14 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
       }
     }
     run('bash', [join(ROOT, 'scripts/docker/standin-images.sh')], { timeout: 600_000 });
-    const before = ['cmesh/coordinator:dev', 'cmesh/rank-agent:dev', 'cmesh/cli:dev'].map((t) => run('docker', ['image', 'inspect', '-f', '{{.Id}}', t], { allowFail: true }).stdout.trim());
+    const tags = ['cmesh/coordinator:dev', 'cmesh/rank-agent:dev', 'cmesh/cli:dev'];
+    const imageIds = () => tags.map((t) => run('docker', ['image', 'inspect', '-f', '{{.Id}}', t], { allowFail: true }).stdout.trim());
+    const before = imageIds();
     compose(['--profile', 'tools', 'build', 'coordinator', 'rank-agent', 'cli'], 900_000);
-    // the images a rebuild replaced, unless something still uses them: no dangling image per run
-    for (const id of before.filter(Boolean)) run('docker', ['rmi', id], { allowFail: true });
+    // the images a rebuild replaced (not the ones the cache kept), unless something still uses
+    // them: no dangling image per run
+    const after = imageIds();
+    for (const id of before.filter((id, i) => id && id !== after[i])) run('docker', ['rmi', id], { allowFail: true });
     compose(['up', '-d', '--no-build', '--scale', 'rank-agent=3', 'nats', 'coordinator', 'rank-agent', 'prometheus'], 300_000);
     const port = (service: string, p: number) => compose(['port', service, String(p)]).stdout.trim();
     coordinator = `http://${port('coordinator', 7700)}`;

@@ -1,6 +1,6 @@
-// The sidecar's protocol against the real binary, on a machine without a GPU or NCCL: hello says
-// why NCCL is unavailable, bad frames get error frames while the sidecar keeps serving, unknown
-// ops and bad fields are typed errors, and timeouts are honoured.
+// The sidecar's protocol (2: binary headers) against the real binary, on a machine without a GPU
+// or NCCL: hello says why NCCL is unavailable, bad frames get error frames while the sidecar keeps
+// serving, unknown ops and bad fields are typed errors naming the field, and timeouts are honoured.
 import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
@@ -8,8 +8,11 @@ import * as path from 'path';
 
 import {
   buildSidecar,
+  encodeRequest,
   FrameDecoder,
   Frame,
+  RequestHeader,
+  REQUEST_HEADER_BYTES,
   NcclUnavailableError,
   SidecarClient,
   SidecarConnectionError,
@@ -103,18 +106,17 @@ class RawConnection {
   }
 }
 
-function rawFrame(headerText: string, payload = Buffer.alloc(0)): Buffer {
-  const h = Buffer.from(headerText, 'utf8');
-  const prefix = Buffer.alloc(8);
-  prefix.writeUInt32LE(4 + h.length + payload.length, 0);
-  prefix.writeUInt32LE(h.length, 4);
-  return Buffer.concat([prefix, h, payload]);
+/** A request frame; `patch` edits the header bytes (offsets: README "Request header"). */
+function rawFrame(header: RequestHeader, payload?: Buffer, patch?: (h: Buffer) => void): Buffer {
+  const bytes = encodeRequest(header, payload);
+  patch?.(bytes.subarray(0, REQUEST_HEADER_BYTES));
+  return bytes;
 }
 
 function errorOf(f: Frame | null): { code: string; message: string } {
   expect(f).not.toBeNull();
-  expect(f!.header.ok).toBe(false);
-  return f!.header.error as { code: string; message: string };
+  expect(f!.ok).toBe(false);
+  return f!.error!;
 }
 
 beforeAll(async () => {
@@ -143,7 +145,7 @@ afterAll(async () => {
 describe('hello', () => {
   it('reports NCCL unavailable with the reason, and the sidecar identity and limits', async () => {
     const hello = await client.hello();
-    expect(hello.protocol).toBe(1);
+    expect(hello.protocol).toBe(2);
     expect(hello.pid).toBe(sidecar.pid);
     expect(hello.available).toBe(false);
     expect(hello.nccl.available).toBe(false);
@@ -191,46 +193,61 @@ describe('malformed frames', () => {
   });
   afterEach(() => raw.destroy());
 
-  it('answers a header that is not JSON with BAD_FRAME and keeps the connection', async () => {
-    raw.write(rawFrame('{"id": 1, "op": "hello"'));
+  it('answers a frame that is not a request header (e.g. protocol 1 JSON) with BAD_FRAME and closes only that connection', async () => {
+    const json = Buffer.from('{"id": 1, "op": "hello"}'.padEnd(REQUEST_HEADER_BYTES, ' '), 'utf8');
+    const old = Buffer.alloc(8);
+    old.writeUInt32LE(4 + json.length, 0);
+    old.writeUInt32LE(json.length, 4);
+    raw.write(Buffer.concat([old, json]));
     const err = errorOf(await raw.next());
     expect(err.code).toBe('BAD_FRAME');
-    expect(err.message).toContain('not JSON');
-    raw.write(rawFrame('{"id": 2, "op": "hello"}'));
-    const ok = await raw.next();
-    expect(ok!.header).toMatchObject({ id: 2, ok: true, op: 'hello', protocol: 1 });
+    expect(err.message).toContain('bad magic');
+    await raw.waitClosed();
+    expect((await client.hello()).pid).toBe(sidecar.pid);
   });
 
-  it('answers a header that is not an object, or lacks id or op, with BAD_FRAME', async () => {
-    raw.write(rawFrame('[1,2,3]'));
-    expect(errorOf(await raw.next()).code).toBe('BAD_FRAME');
-    raw.write(rawFrame('{"op": "hello"}'));
-    const noId = errorOf(await raw.next());
-    expect(noId.code).toBe('BAD_FRAME');
-    expect(noId.message).toContain("'id'");
-    raw.write(rawFrame('{"id": 9}'));
-    const noOp = await raw.next();
-    expect(noOp!.header.id).toBe(9);
-    expect(errorOf(noOp).message).toContain("'op'");
-    raw.write(rawFrame('{"id": 10, "op": "ping"}'));
-    expect((await raw.next())!.header).toMatchObject({ id: 10, ok: true });
-  });
-
-  it('skips a frame whose headerLength exceeds the frame and keeps the connection', async () => {
-    const bad = Buffer.alloc(8 + 6);
-    bad.writeUInt32LE(4 + 6, 0);
-    bad.writeUInt32LE(1000, 4);
-    raw.write(Buffer.concat([bad, rawFrame('{"id": 3, "op": "ping"}')]));
+  it('answers another protocol version with BAD_FRAME naming the version, and closes', async () => {
+    raw.write(rawFrame({ id: 1, op: 'hello' }, undefined, (h) => h.writeUInt16LE(1, 4)));
     const err = errorOf(await raw.next());
     expect(err.code).toBe('BAD_FRAME');
-    expect(err.message).toContain('headerLength 1000');
-    expect((await raw.next())!.header).toMatchObject({ id: 3, ok: true, op: 'ping' });
+    expect(err.message).toContain("'version' = 1");
+    expect(err.message).toContain('protocol version 2');
+    await raw.waitClosed();
   });
 
-  it('answers an oversized frameLength and closes only that connection', async () => {
-    const huge = Buffer.alloc(8);
-    huge.writeUInt32LE(0xffffffff, 0);
-    raw.write(huge);
+  it('answers invalid headers with typed errors naming the field and keeps the connection', async () => {
+    raw.write(rawFrame({ id: 1, op: 'hello' }, undefined, (h) => h.writeUInt8(1, 14)));
+    const reserved = await raw.next();
+    expect(errorOf(reserved).code).toBe('BAD_FRAME');
+    expect(errorOf(reserved).message).toContain('reserved header byte 14');
+    expect(reserved!.id).toBe(null);
+    raw.write(rawFrame({ id: 8, op: 'hello' }, undefined, (h) => h.writeBigUInt64LE(2n ** 53n, 16)));
+    const bigId = await raw.next();
+    expect(errorOf(bigId).code).toBe('BAD_FRAME');
+    expect(errorOf(bigId).message).toContain("'id'");
+    raw.write(rawFrame({ id: 9, op: 'collective', comm: 1, iters: 1 }, undefined, (h) => h.writeUInt8(42, 10)));
+    const dtype = await raw.next();
+    expect(dtype!.id).toBe(9);
+    expect(dtype!.op).toBe('collective');
+    expect(errorOf(dtype).code).toBe('INVALID_ARGUMENT');
+    expect(errorOf(dtype).message).toContain("field 'dtype': unknown dtype code 42");
+    raw.write(rawFrame({ id: 10, op: 'ping' }));
+    expect(await raw.next()).toMatchObject({ id: 10, ok: true, op: 'ping' });
+  });
+
+  it("skips an invalid frame's payload and keeps the connection", async () => {
+    // copyIn of 4 float32 (16 bytes) with a 1000-byte payload: rejected, the payload swallowed.
+    const bad = rawFrame({ id: 3, op: 'copyIn', buf: 1, dtype: 'float32', count: 4 }, Buffer.alloc(1000, 7));
+    raw.write(Buffer.concat([bad, rawFrame({ id: 4, op: 'ping' })]));
+    const err = await raw.next();
+    expect(err!.id).toBe(3);
+    expect(errorOf(err).code).toBe('INVALID_ARGUMENT');
+    expect(errorOf(err).message).toContain("field 'payloadLength' = 1000 does not match count × element size = 16");
+    expect(await raw.next()).toMatchObject({ id: 4, ok: true, op: 'ping' });
+  });
+
+  it('answers an oversized frame and closes only that connection', async () => {
+    raw.write(rawFrame({ id: 5, op: 'copyIn', buf: 1, count: 1 }, undefined, (h) => h.writeUInt32LE(0xfffffff0, 28)));
     const err = errorOf(await raw.next());
     expect(err.code).toBe('BAD_FRAME');
     expect(err.message).toContain('exceeds the limit');
@@ -240,9 +257,7 @@ describe('malformed frames', () => {
   });
 
   it('times out a frame that stalls half-way and keeps serving others', async () => {
-    const partial = Buffer.alloc(8 + 3);
-    partial.writeUInt32LE(100, 0);
-    partial.writeUInt32LE(20, 4);
+    const partial = rawFrame({ id: 6, op: 'ping' }).subarray(0, 11);
     const t0 = Date.now();
     raw.write(partial);
     const err = errorOf(await raw.next(5000));
@@ -257,22 +272,41 @@ describe('malformed frames', () => {
 });
 
 describe('ops and arguments', () => {
-  it('rejects an unknown op with UNKNOWN_OP listing the known ones', async () => {
-    const err = await client.request('allreduce_please', {}).catch((e) => e);
+  it('rejects an unknown op code with UNKNOWN_OP listing the known ones', async () => {
+    const err = await client.request(999).catch((e) => e);
     expect(err).toBeInstanceOf(SidecarProtocolError);
     expect(err.sidecarCode).toBe('UNKNOWN_OP');
-    expect(err.message).toContain("unknown op 'allreduce_please'");
-    expect(err.message).toContain('collective');
+    expect(err.message).toContain('unknown op 999');
+    expect(err.message).toContain('11 collective');
     await expect(client.ping()).resolves.toBeUndefined();
   });
 
   it('rejects bad fields with INVALID_ARGUMENT naming the field', async () => {
-    const err = await client.request('ping', { delayMs: 'soon' }).catch((e) => e);
-    expect(err).toBeInstanceOf(SidecarInvalidArgumentError);
-    expect(err.message).toContain("'delayMs'");
+    const big = await client.request('ping', { delayMs: 4_000_000_000 }).catch((e) => e);
+    expect(big).toBeInstanceOf(SidecarInvalidArgumentError);
+    expect(big.message).toContain("'delayMs'");
+    expect(big.message).toContain('outside');
+    // a value the header cannot carry is refused before anything is sent
     const neg = await client.request('ping', { delayMs: -1 }).catch((e) => e);
     expect(neg).toBeInstanceOf(SidecarInvalidArgumentError);
-    expect(neg.message).toContain('outside');
+    expect(neg.message).toContain("'delayMs'");
+    // 2^61 float64 elements = 2^64 bytes: an overflow, not an empty copy
+    const overflow = await client
+      .request('collective', { comm: 1, collective: 'allReduce', dtype: 'float64', count: 2n ** 61n, iters: 1 })
+      .catch((e) => e);
+    expect(overflow).toBeInstanceOf(SidecarInvalidArgumentError);
+    expect(overflow.message).toContain("field 'count'");
+    const iters = await client.request('collective', { comm: 1, collective: 'allReduce', count: 4 }).catch((e) => e);
+    expect(iters).toBeInstanceOf(SidecarInvalidArgumentError);
+    expect(iters.message).toContain("field 'iters' = 0");
+    const uid = await client.commInitRank({ nranks: 2, rank: 0, uniqueId: 'abc', device: 0 }).catch((e) => e);
+    expect(uid).toBeInstanceOf(SidecarInvalidArgumentError);
+    expect(uid.message).toContain("'uniqueId'");
+    const rank = await client
+      .commInitRank({ nranks: 2, rank: 2, uniqueId: '0'.repeat(256), device: 0 })
+      .catch((e) => e);
+    expect(rank).toBeInstanceOf(SidecarInvalidArgumentError);
+    expect(rank.message).toContain("field 'rank' = 2 is outside [0, 1]");
   });
 });
 

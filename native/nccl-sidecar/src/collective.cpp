@@ -6,88 +6,42 @@
 
 namespace cmesh {
 
-namespace {
-
-struct DtypeInfo {
-  const char* name;
-  int nccl;
-  size_t bytes;
-};
-const DtypeInfo kDtypes[] = {
-    {"int8", kNcclInt8, 1},       {"uint8", kNcclUint8, 1},     {"int32", kNcclInt32, 4},
-    {"uint32", kNcclUint32, 4},   {"int64", kNcclInt64, 8},     {"uint64", kNcclUint64, 8},
-    {"float16", kNcclFloat16, 2}, {"float32", kNcclFloat32, 4}, {"float64", kNcclFloat64, 8},
-    {"bfloat16", kNcclBfloat16, 2},
-};
-
-struct RedOpInfo {
-  const char* name;
-  int nccl;
-};
-const RedOpInfo kRedOps[] = {{"sum", kNcclSum}, {"product", kNcclProd}, {"prod", kNcclProd}, {"max", kNcclMax}, {"min", kNcclMin}, {"avg", kNcclAvg}};
-
-struct KindInfo {
-  const char* name;
-  CollKind kind;
-  bool reduces;
-  bool rooted;
-};
-const KindInfo kKinds[] = {
-    {"allReduce", CollKind::AllReduce, true, false},   {"broadcast", CollKind::Broadcast, false, true},
-    {"reduce", CollKind::Reduce, true, true},          {"allGather", CollKind::AllGather, false, false},
-    {"reduceScatter", CollKind::ReduceScatter, true, false}, {"sendRecv", CollKind::SendRecv, false, false},
-    {"send", CollKind::Send, false, false},            {"recv", CollKind::Recv, false, false},
-    {"gather", CollKind::Gather, false, true},         {"scatter", CollKind::Scatter, false, true},
-    {"allToAll", CollKind::AllToAll, false, false},
-};
-
-std::string kindNames() {
-  std::string s;
-  for (const auto& k : kKinds) s += (s.empty() ? "" : ", ") + std::string(k.name);
-  return s;
-}
-
-}  // namespace
-
-CollectiveSpec parseCollective(const Json& req, int nranks, int rank) {
+CollectiveSpec parseCollective(const Request& req, int nranks, int rank) {
+  // decodeRequest has checked the codes and the header's own ranges.
   CollectiveSpec s;
-  s.name = requireString(req, "collective");
-  const KindInfo* kind = nullptr;
-  for (const auto& k : kKinds)
-    if (s.name == k.name) kind = &k;
-  if (!kind)
-    throw SidecarError(codes::kInvalidArgument, "unknown collective '" + s.name + "'; known: " + kindNames());
-  s.kind = kind->kind;
-
-  s.dtypeName = optionalString(req, "dtype", "float32");
-  const DtypeInfo* dt = nullptr;
-  for (const auto& d : kDtypes)
-    if (s.dtypeName == d.name) dt = &d;
-  if (!dt) throw SidecarError(codes::kInvalidArgument, "unknown dtype '" + s.dtypeName + "'");
-  s.dtype = dt->nccl;
+  const char* name = collectiveName(req.collective);
+  const DtypeInfo* dt = dtypeInfo(req.dtype);
+  const char* redOp = redOpName(req.redOp);
+  if (!name || !dt || !redOp) throw SidecarError(codes::kInvalidArgument, "collective, dtype or redOp code unknown");
+  s.kind = static_cast<CollKind>(req.collective);
+  s.name = name;
+  s.dtype = dt->code;
+  s.dtypeName = dt->name;
   s.elementBytes = dt->bytes;
+  s.redOp = req.redOp;
 
-  std::string op = optionalString(req, "redOp", "sum");
-  const RedOpInfo* ro = nullptr;
-  for (const auto& r : kRedOps)
-    if (op == r.name) ro = &r;
-  if (!ro) throw SidecarError(codes::kInvalidArgument, "unknown redOp '" + op + "' (sum, product, max, min, avg)");
-  s.redOp = ro->nccl;
-
-  const int64_t maxCount = std::numeric_limits<int64_t>::max() / 16 / (nranks > 0 ? nranks : 1);
-  s.count = static_cast<size_t>(requireInt(req, "count", 0, maxCount));
-  s.root = kind->rooted ? static_cast<int>(requireInt(req, "root", 0, nranks - 1))
-                        : static_cast<int>(optionalInt(req, "root", 0, 0, nranks - 1));
-  if (s.kind == CollKind::SendRecv || s.kind == CollKind::Send)
-    s.sendPeer = static_cast<int>(requireInt(req, "sendPeer", 0, nranks - 1));
-  if (s.kind == CollKind::SendRecv || s.kind == CollKind::Recv)
-    s.recvPeer = static_cast<int>(requireInt(req, "recvPeer", 0, nranks - 1));
-  s.sendBuf = optionalInt(req, "sendBuf", 0, 0, std::numeric_limits<int64_t>::max());
-  s.recvBuf = optionalInt(req, "recvBuf", 0, 0, std::numeric_limits<int64_t>::max());
-  s.sendOffset = static_cast<size_t>(optionalInt(req, "sendOffset", 0, 0, std::numeric_limits<int64_t>::max() / 2));
-  s.recvOffset = static_cast<size_t>(optionalInt(req, "recvOffset", 0, 0, std::numeric_limits<int64_t>::max() / 2));
-  s.warmup = static_cast<int>(optionalInt(req, "warmup", 0, 0, 1000000));
-  s.iters = static_cast<int>(optionalInt(req, "iters", 1, 1, 1000000));
+  // n·c bytes (the largest extent) must fit: count × element size × nranks <= kMaxBytes.
+  const int64_t maxCount = static_cast<int64_t>(kMaxBytes / dt->bytes / static_cast<uint64_t>(nranks > 0 ? nranks : 1));
+  checkField("count", static_cast<int64_t>(req.count), 0, maxCount);
+  s.count = static_cast<size_t>(req.count);
+  checkField("root", req.root, 0, nranks - 1);
+  s.root = static_cast<int>(req.root);
+  if (s.kind == CollKind::SendRecv || s.kind == CollKind::Send) {
+    if (req.sendPeer == kNoPeer) throw SidecarError(codes::kInvalidArgument, s.name + " needs field 'sendPeer'");
+    checkField("sendPeer", req.sendPeer, 0, nranks - 1);
+    s.sendPeer = req.sendPeer;
+  }
+  if (s.kind == CollKind::SendRecv || s.kind == CollKind::Recv) {
+    if (req.recvPeer == kNoPeer) throw SidecarError(codes::kInvalidArgument, s.name + " needs field 'recvPeer'");
+    checkField("recvPeer", req.recvPeer, 0, nranks - 1);
+    s.recvPeer = req.recvPeer;
+  }
+  s.sendBuf = static_cast<int64_t>(req.sendBuf);
+  s.recvBuf = static_cast<int64_t>(req.recvBuf);
+  s.sendOffset = static_cast<size_t>(req.offset);
+  s.recvOffset = static_cast<size_t>(req.recvOffset);
+  s.warmup = static_cast<int>(req.warmup);
+  s.iters = static_cast<int>(req.iters);
 
   if (sendExtentBytes(s, nranks, rank) > 0 && s.sendBuf == 0)
     throw SidecarError(codes::kInvalidArgument, s.name + " on rank " + std::to_string(rank) + " needs 'sendBuf'");

@@ -11,22 +11,6 @@
 
 namespace cmesh {
 
-namespace {
-
-uint32_t loadLe32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
-}
-
-void storeLe32(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-  p[2] = static_cast<uint8_t>(v >> 16);
-  p[3] = static_cast<uint8_t>(v >> 24);
-}
-
-}  // namespace
-
 ReadStatus FrameReader::readExact(uint8_t* dst, size_t n, bool started, std::string& error) {
   using Clock = std::chrono::steady_clock;
   auto stallDeadline = Clock::now() + std::chrono::milliseconds(stallTimeoutMs_);
@@ -63,48 +47,56 @@ ReadStatus FrameReader::readExact(uint8_t* dst, size_t n, bool started, std::str
   return ReadStatus::Ok;
 }
 
-ReadStatus FrameReader::read(Frame& out, std::string& error) {
-  uint8_t prefix[4];
-  ReadStatus st = readExact(prefix, 4, false, error);
-  if (st != ReadStatus::Ok) return st;
-  uint32_t frameLen = loadLe32(prefix);
-  if (frameLen < 4) {
-    error = "frameLength " + std::to_string(frameLen) + " is below the 4-byte minimum";
-    return ReadStatus::Fatal;
-  }
-  if (frameLen > maxFrameBytes_) {
-    error = "frameLength " + std::to_string(frameLen) + " exceeds the limit of " + std::to_string(maxFrameBytes_) +
-            " bytes";
-    return ReadStatus::Fatal;
-  }
-  uint8_t hl[4];
-  st = readExact(hl, 4, true, error);
-  if (st != ReadStatus::Ok) return st;
-  uint32_t headerLen = loadLe32(hl);
-  size_t rest = frameLen - 4;
-  if (headerLen > rest) {
-    // The frame's extent is still known: swallow it so the next frame parses.
-    std::vector<uint8_t> sink(rest);
-    st = readExact(sink.data(), rest, true, error);
+ReadStatus FrameReader::skip(size_t n, std::string& error) {
+  uint8_t sink[64 * 1024];
+  while (n > 0) {
+    size_t chunk = n < sizeof sink ? n : sizeof sink;
+    ReadStatus st = readExact(sink, chunk, true, error);
     if (st != ReadStatus::Ok) return st;
-    error = "headerLength " + std::to_string(headerLen) + " exceeds frameLength - 4 = " + std::to_string(rest);
-    return ReadStatus::Malformed;
+    n -= chunk;
   }
-  out.header.resize(headerLen);
-  st = readExact(reinterpret_cast<uint8_t*>(&out.header[0]), headerLen, true, error);
-  if (st != ReadStatus::Ok) return st;
-  out.payload.resize(rest - headerLen);
-  return readExact(out.payload.data(), out.payload.size(), true, error);
+  return ReadStatus::Ok;
 }
 
-bool writeFrame(int fd, const std::string& header, const uint8_t* payload, size_t payloadLen) {
-  uint8_t prefix[8];
-  storeLe32(prefix, static_cast<uint32_t>(4 + header.size() + payloadLen));
-  storeLe32(prefix + 4, static_cast<uint32_t>(header.size()));
-  iovec iov[3] = {{prefix, 8}, {const_cast<char*>(header.data()), header.size()},
+ReadStatus FrameReader::read(Frame& out, DecodeResult& error) {
+  uint8_t header[kRequestHeaderBytes];
+  // The first bytes decide whether a frame started (EOF before them is a clean close).
+  ReadStatus st = readExact(header, 1, false, error.message);
+  if (st == ReadStatus::Ok) st = readExact(header + 1, kRequestHeaderBytes - 1, true, error.message);
+  if (st != ReadStatus::Ok) {
+    error.code = st == ReadStatus::Stalled ? ErrorCode::Timeout : ErrorCode::BadFrame;
+    return st;
+  }
+  error = decodeRequest(header, sizeof header, limits_, out.req);
+  if (error.kind == DecodeResult::Kind::Fatal) return ReadStatus::Fatal;
+  if (error.kind == DecodeResult::Kind::Skip) {
+    // The frame's extent is known: swallow its payload (without allocating) so the next frame parses.
+    std::string why;
+    st = skip(out.req.payloadLength, why);
+    if (st != ReadStatus::Ok) {
+      error.message += "; then " + why;
+      if (st == ReadStatus::Stalled) error.code = ErrorCode::Timeout;
+      return st;
+    }
+    return ReadStatus::Malformed;
+  }
+  // payloadLength was checked against limits.maxFrameBytes by decodeRequest.
+  out.payload.resize(out.req.payloadLength);
+  st = readExact(out.payload.data(), out.payload.size(), true, error.message);
+  if (st != ReadStatus::Ok) {
+    error.code = st == ReadStatus::Stalled ? ErrorCode::Timeout : ErrorCode::BadFrame;
+    error.idKnown = true;
+  }
+  return st;
+}
+
+bool writeReply(int fd, const ReplyHeader& h, const std::string& body, const uint8_t* payload, size_t payloadLen) {
+  uint8_t prefix[kReplyHeaderBytes];
+  encodeReply(h, prefix);
+  iovec iov[3] = {{prefix, sizeof prefix}, {const_cast<char*>(body.data()), body.size()},
                   {const_cast<uint8_t*>(payload), payloadLen}};
-  int iovcnt = payloadLen ? 3 : 2;
-  size_t total = 8 + header.size() + payloadLen;
+  int iovcnt = 3;
+  size_t total = sizeof prefix + body.size() + payloadLen;
   size_t sent = 0;
   while (sent < total) {
     // Advance the iovecs past what was sent.

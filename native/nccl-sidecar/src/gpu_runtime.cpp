@@ -11,9 +11,6 @@ namespace cmesh {
 
 namespace {
 
-constexpr int64_t kMaxHandle = std::numeric_limits<int64_t>::max();
-constexpr int64_t kMaxBytes = int64_t(1) << 48;
-
 // Polling: spin briefly (small collectives finish in microseconds), then back off.
 class Backoff {
  public:
@@ -69,28 +66,30 @@ Json GpuRuntime::describe() const {
   return out;
 }
 
-bool GpuRuntime::handles(const std::string& op) {
-  static const char* ops[] = {"getUniqueId", "commInitRank", "alloc", "free", "memset", "copyIn",
-                              "copyOut", "collective", "asyncError", "abort", "destroy"};
-  for (const char* o : ops)
-    if (op == o) return true;
-  return false;
+bool GpuRuntime::handles(Op op) {
+  switch (op) {
+    case Op::Hello: case Op::Ping: case Op::Shutdown: return false;
+    default: return true;
+  }
 }
 
-Response GpuRuntime::handle(const std::string& op, const Json& req, std::vector<uint8_t>& payload,
-                            const Deadline& d) {
-  if (op == "getUniqueId") return getUniqueId();
-  if (op == "commInitRank") return commInitRank(req, d);
-  if (op == "alloc") return alloc(req);
-  if (op == "free") return free(req);
-  if (op == "memset") return memset(req, d);
-  if (op == "copyIn") return copyIn(req, payload, d);
-  if (op == "copyOut") return copyOut(req, d);
-  if (op == "collective") return collective(req, d);
-  if (op == "asyncError") return asyncError(req);
-  if (op == "abort") return abort(req);
-  if (op == "destroy") return destroy(req, d);
-  throw SidecarError(codes::kUnknownOp, "unknown op '" + op + "'");
+Response GpuRuntime::handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& d) {
+  switch (req.op) {
+    case Op::GetUniqueId: return getUniqueId();
+    case Op::CommInitRank: return commInitRank(req, payload, d);
+    case Op::Alloc: return alloc(req);
+    case Op::Free: return free(req);
+    case Op::Memset: return memset(req, d);
+    case Op::CopyIn: return copyIn(req, payload, d);
+    case Op::CopyOut: return copyOut(req, d);
+    case Op::Collective: return collective(req, d);
+    case Op::AsyncError: return asyncError(req);
+    case Op::Abort: return abort(req);
+    case Op::Destroy: return destroy(req, d);
+    default: break;
+  }
+  throw SidecarError(codes::kUnknownOp, std::string("op '") + opName(static_cast<uint16_t>(req.op)) +
+                                            "' does not run on the GPU thread");
 }
 
 void GpuRuntime::requireCuda() const {
@@ -110,8 +109,6 @@ GpuRuntime::Buffer& GpuRuntime::buffer(int64_t handle) {
   if (it == buffers_.end()) throw SidecarError(codes::kNotFound, "no buffer with handle " + std::to_string(handle));
   return it->second;
 }
-
-int64_t GpuRuntime::commHandleOf(const Json& req) const { return requireInt(req, "comm", 1, kMaxHandle); }
 
 GpuRuntime::Comm& GpuRuntime::liveComm(int64_t handle) {
   auto it = comms_.find(handle);
@@ -209,19 +206,22 @@ Response GpuRuntime::getUniqueId() {
   ncclResult_t r = nccl.getUniqueId(&id);
   if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, "ncclGetUniqueId: " + nccl.describe(r));
   Response out;
-  out.header.set("uniqueId", toHex(&id, sizeof id));
+  out.result.set("uniqueId", toHex(&id, sizeof id));
   return out;
 }
 
-Response GpuRuntime::commInitRank(const Json& req, const Deadline& d) {
+Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d) {
   requireNccl();
-  int nranks = static_cast<int>(requireInt(req, "nranks", 1, 1 << 20));
-  int rank = static_cast<int>(requireInt(req, "rank", 0, nranks - 1));
-  int device = static_cast<int>(requireInt(req, "device", 0, static_cast<int64_t>(cuda_.devices.size()) - 1));
+  // decodeRequest checked nranks, rank < nranks and the 128-byte payload (the ncclUniqueId).
+  int nranks = static_cast<int>(req.nranks);
+  int rank = static_cast<int>(req.rank);
+  checkField("device", req.device, 0, static_cast<int64_t>(cuda_.devices.size()) - 1);
+  int device = static_cast<int>(req.device);
   ncclUniqueId id;
-  if (!fromHex(requireString(req, "uniqueId"), &id, sizeof id))
-    throw SidecarError(codes::kInvalidArgument, "field 'uniqueId' must be " + std::to_string(2 * sizeof id) +
-                                                    " hex digits (from getUniqueId)");
+  if (payload.size() != sizeof id)
+    throw SidecarError(codes::kInvalidArgument, "the payload must be the " + std::to_string(sizeof id) +
+                                                    "-byte ncclUniqueId (from getUniqueId)");
+  std::memcpy(&id, payload.data(), sizeof id);
   check(cuda.setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   Comm c;
   c.device = device;
@@ -247,26 +247,27 @@ Response GpuRuntime::commInitRank(const Json& req, const Deadline& d) {
   int64_t handle = nextHandle_++;
   comms_[handle] = c;
   Response out;
-  out.header.set("comm", handle).set("rank", rank).set("nranks", nranks).set("device", device);
+  out.result.set("comm", handle).set("rank", rank).set("nranks", nranks).set("device", device);
   return out;
 }
 
-Response GpuRuntime::alloc(const Json& req) {
+Response GpuRuntime::alloc(const Request& req) {
   requireCuda();
-  int device = static_cast<int>(requireInt(req, "device", 0, static_cast<int64_t>(cuda_.devices.size()) - 1));
-  size_t bytes = static_cast<size_t>(requireInt(req, "bytes", 1, kMaxBytes));
+  checkField("device", req.device, 0, static_cast<int64_t>(cuda_.devices.size()) - 1);
+  int device = static_cast<int>(req.device);
+  size_t bytes = static_cast<size_t>(req.count * dtypeInfo(req.dtype)->bytes);  // checked by decodeRequest
   check(cuda.setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   void* ptr = nullptr;
   check(cuda.malloc(&ptr, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes on device " + std::to_string(device) + ")");
   int64_t handle = nextHandle_++;
   buffers_[handle] = Buffer{device, ptr, bytes};
   Response out;
-  out.header.set("buf", handle).set("bytes", static_cast<int64_t>(bytes)).set("device", device);
+  out.result.set("buf", handle).set("bytes", static_cast<int64_t>(bytes)).set("device", device);
   return out;
 }
 
-Response GpuRuntime::free(const Json& req) {
-  int64_t handle = requireInt(req, "buf", 1, kMaxHandle);
+Response GpuRuntime::free(const Request& req) {
+  int64_t handle = static_cast<int64_t>(req.buf);
   Buffer& b = buffer(handle);
   check(cuda.setDevice(b.device), "cudaSetDevice");
   check(cuda.free(b.ptr), "cudaFree");
@@ -274,11 +275,12 @@ Response GpuRuntime::free(const Json& req) {
   return Response{};
 }
 
-Response GpuRuntime::memset(const Json& req, const Deadline& d) {
-  Buffer& b = buffer(requireInt(req, "buf", 1, kMaxHandle));
-  size_t offset = static_cast<size_t>(optionalInt(req, "offset", 0, 0, kMaxBytes));
-  size_t bytes = static_cast<size_t>(optionalInt(req, "bytes", static_cast<int64_t>(b.bytes - std::min(offset, b.bytes)), 0, kMaxBytes));
-  int value = static_cast<int>(optionalInt(req, "value", 0, 0, 255));
+Response GpuRuntime::memset(const Request& req, const Deadline& d) {
+  Buffer& b = buffer(static_cast<int64_t>(req.buf));
+  size_t offset = static_cast<size_t>(req.offset);
+  size_t bytes = req.count == kCountToEnd ? b.bytes - std::min(offset, b.bytes)
+                                          : static_cast<size_t>(req.count * dtypeInfo(req.dtype)->bytes);
+  int value = static_cast<int>(req.value);
   char* dst = span(b, offset, bytes, "memset");
   check(cuda.setDevice(b.device), "cudaSetDevice");
   cudaStream_t s = copyStream(b.device);
@@ -287,9 +289,9 @@ Response GpuRuntime::memset(const Json& req, const Deadline& d) {
   return Response{};
 }
 
-Response GpuRuntime::copyIn(const Json& req, std::vector<uint8_t>& payload, const Deadline& d) {
-  Buffer& b = buffer(requireInt(req, "buf", 1, kMaxHandle));
-  size_t offset = static_cast<size_t>(optionalInt(req, "offset", 0, 0, kMaxBytes));
+Response GpuRuntime::copyIn(const Request& req, std::vector<uint8_t>& payload, const Deadline& d) {
+  Buffer& b = buffer(static_cast<int64_t>(req.buf));
+  size_t offset = static_cast<size_t>(req.offset);
   char* dst = span(b, offset, payload.size(), "copyIn");
   if (payload.empty()) return Response{};
   check(cuda.setDevice(b.device), "cudaSetDevice");
@@ -297,14 +299,15 @@ Response GpuRuntime::copyIn(const Json& req, std::vector<uint8_t>& payload, cons
   check(cuda.memcpyAsync(dst, payload.data(), payload.size(), kCudaMemcpyHostToDevice, s), "cudaMemcpyAsync(H2D)");
   waitStream(s, d, "copyIn");
   Response out;
-  out.header.set("bytes", static_cast<int64_t>(payload.size()));
+  out.result.set("bytes", static_cast<int64_t>(payload.size()));
   return out;
 }
 
-Response GpuRuntime::copyOut(const Json& req, const Deadline& d) {
-  Buffer& b = buffer(requireInt(req, "buf", 1, kMaxHandle));
-  size_t offset = static_cast<size_t>(optionalInt(req, "offset", 0, 0, kMaxBytes));
-  size_t bytes = static_cast<size_t>(requireInt(req, "bytes", 0, kMaxBytes));
+Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
+  Buffer& b = buffer(static_cast<int64_t>(req.buf));
+  size_t offset = static_cast<size_t>(req.offset);
+  // Bounded by the frame limit (decodeRequest) and by the buffer (span) before the reply is allocated.
+  size_t bytes = static_cast<size_t>(req.count * dtypeInfo(req.dtype)->bytes);
   const char* src = span(b, offset, bytes, "copyOut");
   Response out;
   out.payload.resize(bytes);
@@ -316,9 +319,9 @@ Response GpuRuntime::copyOut(const Json& req, const Deadline& d) {
   return out;
 }
 
-Response GpuRuntime::collective(const Json& req, const Deadline& d) {
+Response GpuRuntime::collective(const Request& req, const Deadline& d) {
   requireNccl();
-  int64_t handle = commHandleOf(req);
+  int64_t handle = static_cast<int64_t>(req.comm);
   Comm& c = liveComm(handle);
   CollectiveSpec s = parseCollective(req, c.nranks, c.rank);
   size_t sendBytes = sendExtentBytes(s, c.nranks, c.rank);
@@ -361,34 +364,34 @@ Response GpuRuntime::collective(const Json& req, const Deadline& d) {
   float ms = 0;
   check(cuda.eventElapsedTime(&ms, c.start, c.stop), "cudaEventElapsedTime");
   Response out;
-  out.header.set("collective", s.name).set("count", static_cast<int64_t>(s.count)).set("dtype", s.dtypeName);
-  out.header.set("iters", s.iters).set("warmup", s.warmup);
-  out.header.set("deviceSeconds", static_cast<double>(ms) / 1e3 / s.iters);
-  out.header.set("hostSeconds", std::chrono::duration<double>(hostEnd - timedStart).count() / s.iters);
-  out.header.set("wallSeconds", std::chrono::duration<double>(hostEnd - hostStart).count());
+  out.result.set("collective", s.name).set("count", static_cast<int64_t>(s.count)).set("dtype", s.dtypeName);
+  out.result.set("iters", s.iters).set("warmup", s.warmup);
+  out.result.set("deviceSeconds", static_cast<double>(ms) / 1e3 / s.iters);
+  out.result.set("hostSeconds", std::chrono::duration<double>(hostEnd - timedStart).count() / s.iters);
+  out.result.set("wallSeconds", std::chrono::duration<double>(hostEnd - hostStart).count());
   return out;
 }
 
-Response GpuRuntime::asyncError(const Json& req) {
-  int64_t handle = commHandleOf(req);
+Response GpuRuntime::asyncError(const Request& req) {
+  int64_t handle = static_cast<int64_t>(req.comm);
   auto it = comms_.find(handle);
   if (it == comms_.end()) throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
   Comm& c = it->second;
   Response out;
   if (c.aborted) {
-    out.header.set("aborted", true).set("reason", c.abortReason).set("result", Json());
+    out.result.set("aborted", true).set("reason", c.abortReason).set("result", Json());
     return out;
   }
   ncclResult_t st = kNcclSuccess;
   ncclResult_t r = nccl.commGetAsyncError(c.comm, &st);
   if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, "ncclCommGetAsyncError: " + nccl.describe(r, c.comm));
-  out.header.set("aborted", false).set("result", st).set("inProgress", st == kNcclInProgress);
-  out.header.set("message", nccl.describe(st, c.comm));
+  out.result.set("aborted", false).set("result", st).set("inProgress", st == kNcclInProgress);
+  out.result.set("message", nccl.describe(st, c.comm));
   return out;
 }
 
-Response GpuRuntime::abort(const Json& req) {
-  int64_t handle = commHandleOf(req);
+Response GpuRuntime::abort(const Request& req) {
+  int64_t handle = static_cast<int64_t>(req.comm);
   auto it = comms_.find(handle);
   if (it == comms_.end()) throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
   Comm& c = it->second;
@@ -400,12 +403,12 @@ Response GpuRuntime::abort(const Json& req) {
   }
   comms_.erase(it);
   Response out;
-  out.header.set("aborted", true).set("alreadyAborted", wasAborted);
+  out.result.set("aborted", true).set("alreadyAborted", wasAborted);
   return out;
 }
 
-Response GpuRuntime::destroy(const Json& req, const Deadline& d) {
-  int64_t handle = commHandleOf(req);
+Response GpuRuntime::destroy(const Request& req, const Deadline& d) {
+  int64_t handle = static_cast<int64_t>(req.comm);
   auto it = comms_.find(handle);
   if (it == comms_.end()) throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
   Comm& c = it->second;

@@ -15,20 +15,28 @@ namespace cmesh {
 
 namespace {
 
-const char* kInlineOps[] = {"hello", "ping", "shutdown"};
-
-Response errorResponse(const Json& id, const std::string& op, const std::string& code, const std::string& message) {
-  Response r;
-  r.header.set("id", id).set("ok", false);
-  if (!op.empty()) r.header.set("op", op);
-  Json err = Json::object();
-  err.set("code", code).set("message", message);
-  r.header.set("error", err);
-  return r;
+/** Sends an ok reply (result JSON as the body, then the payload) or an error reply (the message as the body). */
+bool sendReply(int fd, ReplyHeader h, const Response& resp, const std::string& errorMessage) {
+  if (h.status != ErrorCode::Ok) {
+    h.bodyLength = static_cast<uint32_t>(errorMessage.size());
+    h.payloadLength = 0;
+    return writeReply(fd, h, errorMessage, nullptr, 0);
+  }
+  std::string body = resp.result.dump();
+  h.bodyLength = static_cast<uint32_t>(body.size());
+  h.payloadLength = static_cast<uint32_t>(resp.payload.size());
+  return writeReply(fd, h, body, resp.payload.data(), resp.payload.size());
 }
 
-bool send(int fd, const Response& r) {
-  return writeFrame(fd, r.header.dump(), r.payload.data(), r.payload.size());
+bool sendError(int fd, const DecodeResult& err, const Request& req, bool idKnown) {
+  ReplyHeader h;
+  h.status = err.code == ErrorCode::Ok ? ErrorCode::Internal : err.code;
+  h.idKnown = idKnown;
+  if (idKnown) {
+    h.id = req.id;
+    h.op = static_cast<uint16_t>(req.op) <= kMaxOpCode ? static_cast<uint16_t>(req.op) : 0;
+  }
+  return sendReply(fd, h, Response{}, err.message);
 }
 
 }  // namespace
@@ -65,7 +73,7 @@ void Server::serve() {
       std::fprintf(stderr, "cmesh-nccl-sidecar: accept: %s\n", std::strerror(errno));
       return;
     }
-    std::thread([this, fd] { handleConnection(fd); }).detach();
+    std::thread([this, fd] { serveConnection(fd); }).detach();
   }
 }
 
@@ -81,35 +89,38 @@ Json Server::hello() const {
   limits.set("stallTimeoutMs", opts_.stallTimeoutMs);
   h.set("limits", limits);
   Json ops = Json::array();
-  for (const char* o : kInlineOps) ops.push(o);
-  for (const char* o : {"getUniqueId", "commInitRank", "alloc", "free", "memset", "copyIn", "copyOut", "collective",
-                        "asyncError", "abort", "destroy"})
-    ops.push(o);
+  for (uint16_t c = 1; c <= kMaxOpCode; c++) ops.push(opName(c));
   h.set("ops", ops);
   return h;
 }
 
-void Server::handleConnection(int fd) {
-  FrameReader reader(fd, opts_.maxFrameBytes, opts_.stallTimeoutMs);
+void Server::serveConnection(int fd, bool exitOnShutdown) {
+  ProtocolLimits limits;
+  limits.maxFrameBytes = opts_.maxFrameBytes;
+  limits.maxTimeoutMs = static_cast<uint64_t>(opts_.maxTimeoutMs);
+  FrameReader reader(fd, limits, opts_.stallTimeoutMs);
   for (;;) {
     Frame frame;
-    std::string err;
+    DecodeResult err;
     ReadStatus st = reader.read(frame, err);
     if (st == ReadStatus::Closed) break;
     if (st == ReadStatus::Malformed) {
-      if (!send(fd, errorResponse(Json(), "", codes::kBadFrame, err))) break;
+      if (!sendError(fd, err, frame.req, err.idKnown)) break;
       continue;
     }
     if (st == ReadStatus::Stalled || st == ReadStatus::Fatal) {
       // The stream cannot be re-synchronised: say why, then drop this connection only.
-      send(fd, errorResponse(Json(), "", st == ReadStatus::Stalled ? codes::kTimeout : codes::kBadFrame,
-                             err + "; closing this connection"));
+      err.message += "; closing this connection";
+      sendError(fd, err, frame.req, err.idKnown);
       break;
     }
     bool shutdown = false;
-    Response resp = dispatch(frame, shutdown);
-    if (!send(fd, resp)) break;
+    ReplyHeader h;
+    std::string errorMessage;
+    Response resp = dispatch(frame, shutdown, h, errorMessage);
+    if (!sendReply(fd, h, resp, errorMessage)) break;
     if (shutdown) {
+      if (!exitOnShutdown) break;
       ::unlink(opts_.socketPath.c_str());
       std::fprintf(stderr, "cmesh-nccl-sidecar: shutdown requested\n");
       std::fflush(stderr);
@@ -119,34 +130,25 @@ void Server::handleConnection(int fd) {
   ::close(fd);
 }
 
-Response Server::dispatch(Frame& frame, bool& shutdown) {
-  Json req;
+Response Server::dispatch(Frame& frame, bool& shutdown, ReplyHeader& h, std::string& errorMessage) {
+  // decodeRequest has validated the header: the op is known and every field it reads is in range.
+  const Request req = frame.req;
+  const std::string op = opName(static_cast<uint16_t>(req.op));
+  h.op = static_cast<uint16_t>(req.op);
+  h.idKnown = true;
+  h.id = req.id;
   try {
-    req = Json::parse(frame.header);
-  } catch (const JsonError& e) {
-    return errorResponse(Json(), "", codes::kBadFrame, std::string("header is not JSON: ") + e.what());
-  }
-  if (!req.isObject()) return errorResponse(Json(), "", codes::kBadFrame, "header must be a JSON object");
-  const Json* idField = req.find("id");
-  if (!idField || !idField->isInteger() || idField->asInt() < 0)
-    return errorResponse(Json(), "", codes::kBadFrame, "header needs 'id', a non-negative integer");
-  Json id = *idField;
-  const Json* opField = req.find("op");
-  if (!opField || !opField->isString()) return errorResponse(id, "", codes::kBadFrame, "header needs 'op', a string");
-  std::string op = opField->asString();
-
-  try {
-    int64_t timeoutMs = optionalInt(req, "timeoutMs", opts_.defaultTimeoutMs, 1, opts_.maxTimeoutMs);
+    int64_t timeoutMs = req.timeoutMs ? static_cast<int64_t>(req.timeoutMs) : opts_.defaultTimeoutMs;
     Deadline deadline(timeoutMs);
     Response resp;
-    if (op == "hello") {
-      resp.header = hello();
-    } else if (op == "shutdown") {
+    if (req.op == Op::Hello) {
+      resp.result = hello();
+    } else if (req.op == Op::Shutdown) {
       shutdown = true;
-    } else if (op == "ping") {
+    } else if (req.op == Op::Ping) {
       // Diagnostic: holds the executor for delayMs (as a long GPU call would), so clients can
       // check liveness and that timeouts are honoured.
-      int64_t delayMs = optionalInt(req, "delayMs", 0, 0, opts_.maxTimeoutMs);
+      int64_t delayMs = req.delayMs;
       resp = executor_.run("ping", deadline, opts_.graceMs, [deadline, delayMs] {
         int64_t wait = std::min(delayMs, std::max<int64_t>(deadline.leftMs(), 0));
         std::this_thread::sleep_for(std::chrono::milliseconds(wait));
@@ -155,28 +157,29 @@ Response Server::dispatch(Frame& frame, bool& shutdown) {
                                                   " exceeded its timeout of " + std::to_string(deadline.budgetMs()) +
                                                   " ms");
         Response r;
-        r.header.set("delayedMs", delayMs);
+        r.result.set("delayedMs", delayMs);
         return r;
       });
-    } else if (GpuRuntime::handles(op)) {
-      std::string label = op + " (request " + std::to_string(id.asInt()) + ")";
+    } else if (GpuRuntime::handles(req.op)) {
+      std::string label = op + " (request " + std::to_string(req.id) + ")";
       GpuRuntime* rt = &runtime_;
       // The task owns its inputs: if this connection gives up waiting, nothing it frees is used.
       auto payload = std::make_shared<std::vector<uint8_t>>(std::move(frame.payload));
       resp = executor_.run(label, deadline, opts_.graceMs,
-                           [rt, op, req, payload, deadline] { return rt->handle(op, req, *payload, deadline); });
+                           [rt, req, payload, deadline] { return rt->handle(req, *payload, deadline); });
     } else {
-      std::string known;
-      for (const auto& o : hello().find("ops")->items()) known += (known.empty() ? "" : ", ") + o.asString();
-      return errorResponse(id, op, codes::kUnknownOp, "unknown op '" + op + "'; known ops: " + known);
+      throw SidecarError(codes::kUnknownOp, "unknown op " + std::to_string(h.op) + "; known ops: " + knownOps());
     }
-    resp.header.set("id", id).set("ok", true).set("op", op);
+    h.status = ErrorCode::Ok;
     return resp;
   } catch (const SidecarError& e) {
-    return errorResponse(id, op, e.code(), e.what());
+    h.status = errorCodeOf(e.code());
+    errorMessage = e.what();
   } catch (const std::exception& e) {
-    return errorResponse(id, op, codes::kInternal, e.what());
+    h.status = ErrorCode::Internal;
+    errorMessage = e.what();
   }
+  return Response{};
 }
 
 }  // namespace cmesh

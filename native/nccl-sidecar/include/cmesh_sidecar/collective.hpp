@@ -6,12 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "cmesh_sidecar/json.hpp"
+#include "cmesh_sidecar/protocol.hpp"
 #include "cmesh_sidecar/nccl_api.hpp"
 
 namespace cmesh {
-
-enum class CollKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, SendRecv, Send, Recv, Gather, Scatter, AllToAll };
 
 struct CollectiveSpec {
   CollKind kind = CollKind::AllReduce;
@@ -30,8 +28,11 @@ struct CollectiveSpec {
   int iters = 1;
 };
 
-/** Parses and validates the request against the communicator's size and rank. */
-CollectiveSpec parseCollective(const Json& req, int nranks, int rank);
+/**
+ * The collective a (decoded, range-checked) request asks for, validated against the
+ * communicator's size and rank: root and peers below nranks, extents that fit, buffers present.
+ */
+CollectiveSpec parseCollective(const Request& req, int nranks, int rank);
 
 /** Bytes of the send / receive buffer the op reads or writes on this rank (0 = unused). */
 size_t sendExtentBytes(const CollectiveSpec& s, int nranks, int rank);

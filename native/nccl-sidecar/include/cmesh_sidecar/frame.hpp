@@ -1,8 +1,6 @@
-// Length-prefixed frames on a stream socket (see README.md, "Frame format"):
-//   u32 LE frameLength  = 4 + headerLength + payloadLength (bytes after this field)
-//   u32 LE headerLength
-//   header  (UTF-8 JSON object)
-//   payload (raw bytes, may be empty)
+// Frames on a stream socket (README.md, "Frame format"): a fixed 128-byte request header
+// (protocol.hpp) then `payloadLength` payload bytes; replies: a 32-byte header, a body (result JSON
+// or error message) and a payload.
 #pragma once
 
 #include <cstddef>
@@ -10,39 +8,47 @@
 #include <string>
 #include <vector>
 
+#include "cmesh_sidecar/protocol.hpp"
+
 namespace cmesh {
 
 struct Frame {
-  std::string header;
+  Request req;
   std::vector<uint8_t> payload;
 };
 
 enum class ReadStatus {
-  Ok,         // a whole frame was read
+  Ok,         // a whole, valid request was read
   Closed,     // peer closed cleanly between frames
-  Malformed,  // boundaries known, contents bad (headerLength > frameLength): stream still in sync
-  Stalled,    // a started frame did not complete within the stall timeout: connection is dropped
-  Fatal,      // stream out of sync or broken (length over the limit, truncated)
+  Malformed,  // the request was invalid, its payload skipped: reply with `error`, the stream is still in sync
+  Stalled,    // a started frame did not complete within the stall timeout: reply, drop the connection
+  Fatal,      // stream out of sync or broken (magic, version, oversized, truncated): reply, drop the connection
 };
 
 class FrameReader {
  public:
-  /** maxFrameBytes bounds frameLength; stallTimeoutMs bounds the wait for the rest of a started frame. */
-  FrameReader(int fd, uint64_t maxFrameBytes, int stallTimeoutMs)
-      : fd_(fd), maxFrameBytes_(maxFrameBytes), stallTimeoutMs_(stallTimeoutMs) {}
-  /** Reads the next frame; on anything but Ok, `error` says why. */
-  ReadStatus read(Frame& out, std::string& error);
+  /** limits.maxFrameBytes bounds header + payload; stallTimeoutMs bounds the wait for the rest of a started frame. */
+  FrameReader(int fd, const ProtocolLimits& limits, int stallTimeoutMs)
+      : fd_(fd), limits_(limits), stallTimeoutMs_(stallTimeoutMs) {}
+  /**
+   * Reads the next frame. On anything but Ok, `error` has the code and message for the error
+   * reply (and error.idKnown says whether out.req.id / out.req.op may be echoed).
+   */
+  ReadStatus read(Frame& out, DecodeResult& error);
 
  private:
   /** Reads exactly n bytes. `started` = part of a frame was already read (so EOF is truncation). */
   ReadStatus readExact(uint8_t* dst, size_t n, bool started, std::string& error);
+  /** Reads and discards n bytes through a fixed-size buffer. */
+  ReadStatus skip(size_t n, std::string& error);
 
   int fd_;
-  uint64_t maxFrameBytes_;
+  ProtocolLimits limits_;
   int stallTimeoutMs_;
 };
 
-/** Writes one frame (blocking, whole). False when the peer is gone. */
-bool writeFrame(int fd, const std::string& header, const uint8_t* payload, size_t payloadLen);
+/** Writes one reply frame (blocking, whole). False when the peer is gone. */
+bool writeReply(int fd, const ReplyHeader& header, const std::string& body, const uint8_t* payload,
+                size_t payloadLen);
 
 }  // namespace cmesh

@@ -27,10 +27,10 @@ class GpuRuntime {
   bool available() const { return cuda_.available && nccl_.available; }
   std::string unavailableReason() const;
 
-  /** True when `op` is one of the handlers below. */
-  static bool handles(const std::string& op);
-  /** Runs one request; throws SidecarError. `payload` is the request payload (moved from). */
-  Response handle(const std::string& op, const Json& req, std::vector<uint8_t>& payload, const Deadline& deadline);
+  /** True when `op` runs on the GPU thread (one of the handlers below). */
+  static bool handles(Op op);
+  /** Runs one decoded request; throws SidecarError. `payload` is the request payload (moved from). */
+  Response handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& deadline);
 
  private:
   struct Buffer {
@@ -48,23 +48,22 @@ class GpuRuntime {
   };
 
   Response getUniqueId();
-  Response commInitRank(const Json& req, const Deadline& d);
-  Response alloc(const Json& req);
-  Response free(const Json& req);
-  Response memset(const Json& req, const Deadline& d);
-  Response copyIn(const Json& req, std::vector<uint8_t>& payload, const Deadline& d);
-  Response copyOut(const Json& req, const Deadline& d);
-  Response collective(const Json& req, const Deadline& d);
-  Response asyncError(const Json& req);
-  Response abort(const Json& req);
-  Response destroy(const Json& req, const Deadline& d);
+  Response commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d);
+  Response alloc(const Request& req);
+  Response free(const Request& req);
+  Response memset(const Request& req, const Deadline& d);
+  Response copyIn(const Request& req, std::vector<uint8_t>& payload, const Deadline& d);
+  Response copyOut(const Request& req, const Deadline& d);
+  Response collective(const Request& req, const Deadline& d);
+  Response asyncError(const Request& req);
+  Response abort(const Request& req);
+  Response destroy(const Request& req, const Deadline& d);
 
   void requireCuda() const;
   void requireNccl() const;
   void check(cudaError_t e, const std::string& what) const;
   Buffer& buffer(int64_t handle);
   Comm& liveComm(int64_t handle);
-  int64_t commHandleOf(const Json& req) const;
   /** Bounds-checks [offset, offset+bytes) against a buffer; returns its device address. */
   char* span(const Buffer& b, size_t offset, size_t bytes, const char* field) const;
   cudaStream_t copyStream(int device);

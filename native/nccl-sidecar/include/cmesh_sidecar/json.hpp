@@ -1,19 +1,14 @@
-// A small JSON value with a strict parser and a writer: frame headers are JSON objects.
-// Integers keep full 64-bit precision (byte counts, handles); other numbers are doubles.
+// A small JSON value and writer for what the sidecar reports: reply results, hello, --probe.
+// The sidecar never parses JSON (requests are binary, protocol.hpp). Integers keep full 64-bit
+// precision (byte counts, handles); other numbers are doubles.
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace cmesh {
-
-class JsonError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 class Json {
  public:
@@ -34,8 +29,6 @@ class Json {
 
   static Json array() { Json j; j.type_ = Type::Array; return j; }
   static Json object() { Json j; j.type_ = Type::Object; return j; }
-  /** Parses one JSON document; throws JsonError with the byte offset on bad input. */
-  static Json parse(const std::string& text);
 
   Type type() const { return type_; }
   bool isNull() const { return type_ == Type::Null; }
@@ -73,8 +66,6 @@ class Json {
   std::string str_;
   std::vector<Json> arr_;
   std::vector<std::pair<std::string, Json>> obj_;
-
-  friend class JsonParser;
 };
 
 }  // namespace cmesh

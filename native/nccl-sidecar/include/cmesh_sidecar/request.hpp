@@ -1,5 +1,5 @@
 // What every handler shares: typed errors (the `code` goes on the wire), deadlines, responses,
-// and argument readers that reject bad fields with a message naming the field.
+// and range checks that reject bad fields with a message naming the field.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cmesh_sidecar/json.hpp"
+#include "cmesh_sidecar/protocol.hpp"
 
 namespace cmesh {
 
@@ -51,19 +52,19 @@ class Deadline {
   Clock::time_point at_;
 };
 
+/** A successful reply: `result` goes out as the body (a JSON object the sidecar writes), then `payload`. */
 struct Response {
-  Json header = Json::object();
+  Json result = Json::object();
   std::vector<uint8_t> payload;
 };
 
-// Argument readers: throw SidecarError(INVALID_ARGUMENT) naming the field and the allowed range.
-int64_t requireInt(const Json& req, const char* key, int64_t min, int64_t max);
-int64_t optionalInt(const Json& req, const char* key, int64_t fallback, int64_t min, int64_t max);
-std::string requireString(const Json& req, const char* key);
-std::string optionalString(const Json& req, const char* key, const std::string& fallback);
+/**
+ * Throws SidecarError(INVALID_ARGUMENT) "field 'key' = v is outside [min, max]" unless min <= v <= max.
+ * For checks that need the sidecar's state (device count, a communicator's size); the header's own
+ * ranges are checked by decodeRequest.
+ */
+void checkField(const char* key, int64_t v, int64_t min, int64_t max);
 
 std::string toHex(const void* data, size_t n);
-/** Decodes exactly `n` bytes of hex; false on bad length or digit. */
-bool fromHex(const std::string& hex, void* out, size_t n);
 
 }  // namespace cmesh

@@ -9,10 +9,10 @@
 #include "cmesh_sidecar/executor.hpp"
 #include "cmesh_sidecar/frame.hpp"
 #include "cmesh_sidecar/gpu_runtime.hpp"
+#include "cmesh_sidecar/protocol.hpp"
 
 namespace cmesh {
 
-constexpr int kProtocolVersion = 1;
 constexpr const char* kSidecarVersion = "0.1.0";
 
 struct ServerOptions {
@@ -31,13 +31,18 @@ class Server {
   void listen();
   /** Accepts until shutdown is requested. */
   void serve();
-  /** The hello response body (without id/ok). */
+  /** The hello result. */
   Json hello() const;
+  /**
+   * Serves one connected stream socket until the peer closes or the stream breaks; closes `fd`.
+   * A shutdown request exits the process (unless `exitOnShutdown` is false: then it only ends
+   * this connection, for tests).
+   */
+  void serveConnection(int fd, bool exitOnShutdown = true);
 
  private:
-  void handleConnection(int fd);
-  /** Parses and runs one request frame; returns the response to send (never throws). */
-  Response dispatch(Frame& frame, bool& shutdown);
+  /** Runs one decoded request; sets `reply` and returns the result (never throws). */
+  Response dispatch(Frame& frame, bool& shutdown, ReplyHeader& reply, std::string& errorMessage);
 
   ServerOptions opts_;
   GpuRuntime& runtime_;

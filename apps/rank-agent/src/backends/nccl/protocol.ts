@@ -1,7 +1,8 @@
 // Shapes of the sidecar's replies (native/nccl-sidecar/README.md, "Ops"), checked at the edge.
 import { z } from 'zod';
 
-export const SIDECAR_PROTOCOL_VERSION = 1;
+/** The protocol hello reports; 2 = binary request/reply headers (frame-codec.ts). */
+export const SIDECAR_PROTOCOL_VERSION = 2;
 
 const nullableString = z.string().nullable().optional();
 

@@ -3,10 +3,21 @@
 import * as net from 'net';
 import { z } from 'zod';
 
-import { encodeFrame, Frame, FrameDecodeError, FrameDecoder } from './frame-codec';
+import {
+  COUNT_TO_END,
+  encodeRequest,
+  Frame,
+  FrameDecodeError,
+  FrameDecoder,
+  FrameEncodeError,
+  NO_PEER,
+  RequestFields,
+  SidecarOp,
+} from './frame-codec';
 import {
   errorFromFrame,
   SidecarConnectionError,
+  SidecarInvalidArgumentError,
   SidecarProtocolError,
   SidecarTimeoutError,
 } from './errors';
@@ -39,7 +50,8 @@ export interface RequestOptions {
 }
 
 export interface Reply {
-  header: Record<string, unknown>;
+  /** The result fields (README "Ops"). */
+  result: Record<string, unknown>;
   payload: Buffer;
 }
 
@@ -93,23 +105,34 @@ export class SidecarClient {
     return this.closedError !== null;
   }
 
-  /** Sends one request and waits for its reply; rejects with the typed error of an error frame. */
-  request(op: string, fields: Record<string, unknown> = {}, opts: RequestOptions = {}): Promise<Reply> {
+  /**
+   * Sends one request and waits for its reply; rejects with the typed error of an error frame, or
+   * with SidecarInvalidArgumentError for a field that does not fit the header (nothing is sent).
+   * `op` may be a raw op code (for tests of the sidecar's checks).
+   */
+  request(op: SidecarOp | number, fields: RequestFields = {}, opts: RequestOptions = {}): Promise<Reply> {
     if (this.closedError) return Promise.reject(this.closedError);
     const timeoutMs = opts.timeoutMs ?? this.defaultTimeoutMs;
     const id = this.nextId++;
-    const frame = encodeFrame({ ...fields, id, op, timeoutMs }, opts.payload);
+    const opName = String(op);
+    let frame: Buffer;
+    try {
+      frame = encodeRequest({ ...fields, id, op, timeoutMs }, opts.payload);
+    } catch (e) {
+      if (!(e instanceof FrameEncodeError)) throw e;
+      return Promise.reject(new SidecarInvalidArgumentError(`sidecar ${opName}: ${e.message}`, opName));
+    }
     return new Promise<Reply>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
         reject(
           new SidecarTimeoutError(
-            `sidecar ${op} (request ${id}) got no reply within ${timeoutMs} ms (+${this.marginMs} ms margin)`,
-            op,
+            `sidecar ${opName} (request ${id}) got no reply within ${timeoutMs} ms (+${this.marginMs} ms margin)`,
+            opName,
           ),
         );
       }, timeoutMs + this.marginMs);
-      this.pending.set(id, { id, op, resolve, reject, timer });
+      this.pending.set(id, { id, op: opName, resolve, reject, timer });
       this.socket.write(frame);
     });
   }
@@ -139,11 +162,24 @@ export class SidecarClient {
     args: { nranks: number; rank: number; uniqueId: string; device: number },
     timeoutMs?: number,
   ): Promise<number> {
-    return this.parse(commSchema, await this.request('commInitRank', args, { timeoutMs }), 'commInitRank').comm;
+    // The ncclUniqueId travels as the payload, raw.
+    if (!/^[0-9a-fA-F]{256}$/.test(args.uniqueId)) {
+      throw new SidecarInvalidArgumentError(
+        "sidecar commInitRank: field 'uniqueId' must be 256 hex digits (from getUniqueId)",
+        'commInitRank',
+      );
+    }
+    const { nranks, rank, device } = args;
+    const r = await this.request(
+      'commInitRank',
+      { nranks, rank, device },
+      { payload: Buffer.from(args.uniqueId, 'hex'), timeoutMs },
+    );
+    return this.parse(commSchema, r, 'commInitRank').comm;
   }
 
   async alloc(device: number, bytes: number, timeoutMs?: number): Promise<number> {
-    return this.parse(bufSchema, await this.request('alloc', { device, bytes }, { timeoutMs }), 'alloc').buf;
+    return this.parse(bufSchema, await this.request('alloc', { device, count: bytes, dtype: 'uint8' }, { timeoutMs }), 'alloc').buf;
   }
 
   async free(buf: number, timeoutMs?: number): Promise<void> {
@@ -151,15 +187,16 @@ export class SidecarClient {
   }
 
   async memset(buf: number, args: { offset?: number; bytes?: number; value?: number } = {}, timeoutMs?: number): Promise<void> {
-    await this.request('memset', { buf, ...args }, { timeoutMs });
+    const count = args.bytes ?? COUNT_TO_END;
+    await this.request('memset', { buf, offset: args.offset, count, value: args.value, dtype: 'uint8' }, { timeoutMs });
   }
 
   async copyIn(buf: number, data: Uint8Array, offset = 0, timeoutMs?: number): Promise<void> {
-    await this.request('copyIn', { buf, offset }, { payload: data, timeoutMs });
+    await this.request('copyIn', { buf, offset, count: data.byteLength, dtype: 'uint8' }, { payload: data, timeoutMs });
   }
 
   async copyOut(buf: number, bytes: number, offset = 0, timeoutMs?: number): Promise<Buffer> {
-    const r = await this.request('copyOut', { buf, offset, bytes }, { timeoutMs });
+    const r = await this.request('copyOut', { buf, offset, count: bytes, dtype: 'uint8' }, { timeoutMs });
     if (r.payload.length !== bytes) {
       throw new SidecarProtocolError(`copyOut asked ${bytes} bytes, got ${r.payload.length}`, 'SHORT_REPLY', 'copyOut');
     }
@@ -167,7 +204,26 @@ export class SidecarClient {
   }
 
   async collective(req: CollectiveRequest, timeoutMs?: number): Promise<CollectiveResult> {
-    const r = await this.request('collective', { ...req }, { timeoutMs });
+    const r = await this.request(
+      'collective',
+      {
+        comm: req.comm,
+        collective: req.collective,
+        count: req.count,
+        dtype: req.dtype ?? 'float32',
+        redOp: req.redOp ?? 'sum',
+        root: req.root ?? 0,
+        sendPeer: req.sendPeer ?? NO_PEER,
+        recvPeer: req.recvPeer ?? NO_PEER,
+        sendBuf: req.sendBuf ?? 0,
+        recvBuf: req.recvBuf ?? 0,
+        offset: req.sendOffset ?? 0,
+        recvOffset: req.recvOffset ?? 0,
+        warmup: req.warmup ?? 0,
+        iters: req.iters ?? 1,
+      },
+      { timeoutMs },
+    );
     return this.parse(collectiveResultSchema, r, 'collective');
   }
 
@@ -195,7 +251,7 @@ export class SidecarClient {
   }
 
   private parse<T>(schema: z.ZodType<T>, r: Reply, op: string): T {
-    const parsed = schema.safeParse(r.header);
+    const parsed = schema.safeParse(r.result);
     if (!parsed.success) {
       throw new SidecarProtocolError(`malformed ${op} reply: ${parsed.error.message}`, 'BAD_REPLY', op);
     }
@@ -219,21 +275,17 @@ export class SidecarClient {
   }
 
   private onFrame(f: Frame): void {
-    const { id } = f.header;
     // An error frame without an id answers a frame the sidecar could not read: since replies come
     // in order, that is the oldest pending request.
-    const pending = typeof id === 'number' ? this.pending.get(id) : this.pending.values().next().value;
+    const pending = f.id !== null ? this.pending.get(f.id) : this.pending.values().next().value;
     if (!pending) return; // a reply to a request that already timed out here
     this.pending.delete(pending.id);
     clearTimeout(pending.timer);
-    if (f.header.ok === true) {
-      pending.resolve({ header: f.header, payload: f.payload });
+    if (f.ok) {
+      pending.resolve({ result: f.result, payload: f.payload });
       return;
     }
-    const error = (f.header.error ?? {}) as { code?: unknown; message?: unknown };
-    pending.reject(
-      errorFromFrame(String(error.code ?? 'INTERNAL'), String(error.message ?? 'no message'), pending.op),
-    );
+    pending.reject(errorFromFrame(f.error?.code ?? 'INTERNAL', f.error?.message ?? 'no message', pending.op));
   }
 
   private failAll(err: Error): void {

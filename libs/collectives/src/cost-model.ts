@@ -4,6 +4,7 @@
 import { ALGORITHMS, CollectiveKind, DEFAULT_CHUNK_BYTES, algorithmNames } from './algorithms';
 import { ceilLog2, floorPow2 } from './algorithms/common';
 import { InvalidArgumentError } from './errors';
+import { debug, debugOn } from './debug';
 import { isOversubscribed } from './oversubscription';
 
 export interface CostParams {
@@ -206,6 +207,7 @@ export function chooseAlgorithm(kind: CollectiveKind, bytes: number, worldSize: 
     name = choose(kind, bytes, worldSize, opts);
     if (memo.size > 4096) memo.clear();
     memo.set(key, name);
+    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ' (cost model)'}`);
   }
   return name;
 }

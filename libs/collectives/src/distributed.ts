@@ -9,7 +9,10 @@ import { PrefixStore, Store } from './store';
 import type { Tensor } from './tensor/dtype';
 import type { TrafficCounters } from './traffic';
 import { Mesh } from './transport/mesh';
-import { MetricsExporter, startExporterFromEnv } from './metrics/exporter';
+import { MetricsExporter, startLauncherExporter } from './metrics/exporter';
+import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBinding, planRankBinding, unbindMainThread } from './transport/core-binding';
+import type { Binding } from './transport/core-binding';
+import { debug, debugOn } from './debug';
 import { Work } from './work';
 
 /** torch's GroupMember.NON_GROUP_MEMBER: what newGroup returns to ranks outside the group. */
@@ -31,6 +34,11 @@ export interface InitOptions {
   store?: Store;
   /** Default timeout (ms) of every blocking call of this group; torch's default is 30 minutes. */
   timeout?: number;
+  /**
+   * Bind this process's main thread to a core (see bindToCore): true = LOCAL_RANK's core, a number
+   * = that CPU, false = not even where `cmesh run` asked. Default: only what the launcher asked.
+   */
+  bindToCore?: boolean | number;
 }
 
 export interface CommonOptions {
@@ -48,7 +56,14 @@ interface World {
 }
 
 let world: World | undefined;
-let envExporter: Promise<MetricsExporter | undefined> | undefined;
+let launcherExporter: Promise<MetricsExporter | undefined> | undefined;
+
+// bindToCore(): binds the main thread to one core, like `mpirun --bind-to core`; the library never
+// binds on its own. planRankBinding, allowedCpus, unbindMainThread and LAUNCHER_BIND_ENV are for
+// launchers (`cmesh run`, the agents' job workers): the core a rank should have, and how `cmesh
+// run` asks for it.
+export { bindToCore, planRankBinding, allowedCpus, unbindMainThread, LAUNCHER_BIND_ENV };
+export type { Binding };
 
 const BACKENDS = ['tcp', 'gloo'];
 
@@ -62,14 +77,25 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
   const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs });
   const prefixed = new PrefixStore('cmesh/default_pg', store);
-  const mesh = await Mesh.create({ rank, size: worldSize, store: prefixed, timeoutMs, masterAddr: process.env.MASTER_ADDR });
+  const mesh = await Mesh.create({ rank, size: worldSize, store: prefixed, timeoutMs, masterAddr: process.env.MASTER_ADDR }).catch((e: Error) => {
+    if (debugOn) debug('init', `error: ${e.message}`);
+    throw e;
+  });
+  // only when asked: by this call, or by `cmesh run` (CMESH_RUN_BIND_CPU, its plan for this rank).
+  // After the mesh: a bound main thread sees one core, and the data plane decides whether to
+  // busy-poll from the cores it sees.
+  const bind = opts.bindToCore ?? launcherBinding();
+  if (typeof bind === 'number') bindMainThread(bind);
+  else if (bind === true) bindToCore();
   const pg = new ProcessGroup(0, [...Array(worldSize).keys()], mesh, timeoutMs);
   world = { pg, mesh, store, groups: [pg], nextGroupId: 1 };
-  envExporter ??= startExporterFromEnv().catch((e: Error) => {
+  if (debugOn) debug('init', `process group ready: rank ${rank} of ${worldSize}, backend ${backend}`);
+  // `cmesh run --metrics-port` asked for it (CMESH_RUN_METRICS_PORT); nothing else starts one
+  launcherExporter ??= startLauncherExporter().catch((e: Error) => {
     console.error(`cmesh: metrics exporter not started: ${e.message}`);
     return undefined;
   });
-  await envExporter;
+  await launcherExporter;
 }
 
 export function isInitialized(): boolean {

@@ -1,7 +1,7 @@
 import { execFileSync } from 'child_process';
 import { InvalidArgumentError } from '../errors';
 import { CollectiveEvent, notifyCollective } from '../observers';
-import { CollectiveMetrics, startExporterFromEnv, startMetricsExporter } from './exporter';
+import { CollectiveMetrics, startExporterFromEnv, startLauncherExporter, startMetricsExporter } from './exporter';
 import { CounterVec, HistogramVec } from './exposition';
 import { opLabel, sizeBucket } from './names';
 
@@ -81,6 +81,19 @@ it('CMESH_METRICS_PORT: off unless set; each local rank on base + LOCAL_RANK', a
   const exp = await startExporterFromEnv({ CMESH_METRICS_PORT: String(base - 1), LOCAL_RANK: '1' });
   try {
     expect(exp!.port).toBe(base);
+  } finally {
+    await exp!.close();
+  }
+});
+
+it('the launcher\'s request: CMESH_RUN_METRICS_PORT (the rank\'s own port), never CMESH_METRICS_PORT', async () => {
+  expect(await startLauncherExporter({})).toBeUndefined();
+  expect(await startLauncherExporter({ CMESH_METRICS_PORT: '0', LOCAL_RANK: '0' })).toBeUndefined();
+  expect(await startLauncherExporter({ CMESH_RUN_METRICS_PORT: '' })).toBeUndefined();
+  const exp = await startLauncherExporter({ CMESH_RUN_METRICS_PORT: '0', CMESH_RUN_METRICS_HOST: '127.0.0.1', LOCAL_RANK: '1' });
+  try {
+    expect(exp!.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    expect((await fetch(exp!.url)).status).toBe(200);
   } finally {
     await exp!.close();
   }

@@ -1,6 +1,10 @@
 // Opt-in metrics for a user's own program (`cmesh run` job): every collective this process runs is
-// recorded under the same names the agents use and served on /metrics. Enabled by
-// startMetricsExporter() or CMESH_METRICS_PORT (each local rank serves on that port + LOCAL_RANK).
+// recorded under the same names the agents use and served on /metrics. Started only when asked:
+// by the program (startMetricsExporter(), or startExporterFromEnv() to honour CMESH_METRICS_PORT
+// as the agents' job workers do), or by the launcher: `cmesh run --metrics-port N` (default:
+// CMESH_METRICS_PORT, read by the launcher) sets CMESH_RUN_METRICS_PORT (N + LOCAL_RANK) and
+// CMESH_RUN_METRICS_HOST for each rank, and initProcessGroup starts that one. CMESH_METRICS_PORT
+// alone starts nothing in the library.
 import * as http from 'http';
 import { InvalidArgumentError } from '../errors';
 import { CollectiveEvent, addCollectiveObserver } from '../observers';
@@ -60,7 +64,21 @@ export async function startMetricsExporter(opts: { port: number; host?: string }
   };
 }
 
-/** CMESH_METRICS_PORT: started by initProcessGroup in every rank of a `cmesh run` job. */
+/** Set by `cmesh run --metrics-port` for each rank: the port (and host) its exporter serves on. */
+export const LAUNCHER_METRICS_PORT_ENV = 'CMESH_RUN_METRICS_PORT';
+export const LAUNCHER_METRICS_HOST_ENV = 'CMESH_RUN_METRICS_HOST';
+
+/** The exporter `cmesh run` asked for (CMESH_RUN_METRICS_PORT), if it asked; initProcessGroup calls it. */
+export async function startLauncherExporter(env: NodeJS.ProcessEnv = process.env): Promise<MetricsExporter | undefined> {
+  const raw = env[LAUNCHER_METRICS_PORT_ENV];
+  if (raw === undefined || raw === '') return undefined;
+  return startMetricsExporter({ port: Number(raw), host: env[LAUNCHER_METRICS_HOST_ENV] || '127.0.0.1' });
+}
+
+/**
+ * CMESH_METRICS_PORT (+ LOCAL_RANK) and CMESH_METRICS_HOST, when a program asks for them: the
+ * agents' job workers call it; the library never does on its own.
+ */
 export async function startExporterFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<MetricsExporter | undefined> {
   if (!env.CMESH_METRICS_PORT) return undefined;
   const base = Number(env.CMESH_METRICS_PORT);

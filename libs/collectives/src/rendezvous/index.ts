@@ -3,6 +3,7 @@
 // KV) registers itself through registerInitMethod so the core needs no NATS client.
 import { InvalidArgumentError } from '../errors';
 import { FileStore, Store, TcpStore } from '../store';
+import { debug, debugOn, setDebugRank } from '../debug';
 
 export interface RendezvousOptions {
   initMethod?: string;
@@ -91,6 +92,8 @@ export async function rendezvous(opts: RendezvousOptions = {}): Promise<Rendezvo
     if (worldSize === undefined) requireEnv(env, 'WORLD_SIZE');
   }
   const checked = validateRankAndSize(rank, worldSize);
+  if (debugOn) setDebugRank(checked.rank);
+  if (debugOn) debug('rendezvous', `${opts.store ? 'given store' : `init method ${url!.protocol}//${url!.host}${url!.pathname}`}: rank ${checked.rank} of world ${checked.worldSize}`);
   if (opts.store) return { store: opts.store, ...checked };
   const handler = handlers.get(url!.protocol.replace(/:$/, ''));
   if (!handler) {
@@ -98,6 +101,10 @@ export async function rendezvous(opts: RendezvousOptions = {}): Promise<Rendezvo
       `unsupported init method ${url!.protocol}// (known: ${[...handlers.keys()].map((s) => `${s}://`).join(', ')})`,
     );
   }
-  const store = await handler(url!, { ...opts, ...checked });
+  const store = await handler(url!, { ...opts, ...checked }).catch((e: Error) => {
+    if (debugOn) debug('rendezvous', `error: store not connected: ${e.message}`);
+    throw e;
+  });
+  if (debugOn) debug('rendezvous', `store connected (${store.constructor.name})`);
   return { store, ...checked };
 }

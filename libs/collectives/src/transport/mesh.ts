@@ -8,7 +8,7 @@ import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
 import { Spinner } from './spinner';
-import { bindMainThread } from './core-binding';
+import { debug, debugOn } from '../debug';
 import { listenInRange } from './listen';
 
 export interface AbortNotice {
@@ -57,7 +57,6 @@ export class Mesh {
   static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string }): Promise<Mesh> {
     const mesh = new Mesh(opts.rank, opts.size);
     if (opts.size === 1) return mesh;
-    bindMainThread(mesh.spinner.budgetUs > 0);
     const host = dataPlaneHost(opts.masterAddr);
     const accepted = new Set<number>();
     let onAccept: () => void = () => {};
@@ -67,12 +66,14 @@ export class Mesh {
         // the dialer's first 4 bytes said which rank it is
         mesh.peers[c.peer] = c;
         accepted.add(c.peer);
+        if (debugOn) debug('mesh', `connection from rank ${c.peer} accepted`);
         onAccept();
       });
       conn.attach(adoptAccepted(raw, conn));
       mesh.watch(conn);
     });
     const port = await listenInRange(mesh.server, host);
+    if (debugOn) debug('mesh', `data plane listening on ${host}:${port}, world ${opts.size}, busy-poll ${mesh.spinner.budgetUs} us`);
     await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
     const lower = [...Array(opts.rank).keys()];
     const deadline = Date.now() + opts.timeoutMs;
@@ -82,6 +83,7 @@ export class Mesh {
         const conn = mesh.connectionFor(peer);
         conn.attach(await dial(h, Number(p), opts.rank, deadline, conn));
         mesh.peers[peer] = conn;
+        if (debugOn) debug('mesh', `connected to rank ${peer} at ${h}:${p}`);
         mesh.watch(conn);
       }),
     );
@@ -89,6 +91,7 @@ export class Mesh {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         const missing = [...Array(opts.size).keys()].filter((r) => r > opts.rank && !accepted.has(r));
+        if (debugOn) debug('mesh', `error: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`);
         reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`, { rank: opts.rank, peers: missing }));
       }, Math.max(0, deadline - Date.now()));
       onAccept = () => {
@@ -101,6 +104,7 @@ export class Mesh {
     });
     // no one else may connect once the mesh is complete
     mesh.server.close();
+    if (debugOn) debug('mesh', `connected to all ${opts.size - 1} peers`);
     return mesh;
   }
 
@@ -125,6 +129,7 @@ export class Mesh {
 
   private onPeerClosed(conn: PeerConnection): void {
     conn.closed = true;
+    if (debugOn) debug('mesh', `connection to rank ${conn.peer} lost${this.closing ? ' (closing)' : conn.leaving ? ' (peer left)' : ''}`);
     if (this.closing) return;
     const err = conn.leaving
       ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
@@ -148,6 +153,7 @@ export class Mesh {
     }
     if (h.kind !== FrameKind.Abort) return;
     const notice = JSON.parse(payload.toString('utf8')) as AbortNotice;
+    if (debugOn) debug('mesh', `error: rank ${peer} aborted op (group ${h.group}, tag ${h.tag}): ${notice.message}`);
     const key = matchKey(FrameKind.Collective, h.group, h.tag);
     if (this.aborts.size >= MAX_ABORTS) this.aborts.delete(this.aborts.keys().next().value!);
     this.aborts.set(key, notice);

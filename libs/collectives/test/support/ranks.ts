@@ -31,6 +31,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Called with the children once started (to kill one mid-run, say). */
   onStart?: (children: ChildProcess[]) => void;
+  /** Extra environment for rank r's process. */
+  env?: (rank: number) => Record<string, string>;
 }
 
 export async function runRanks(scenario: string, worldSize: number, opts: RunOptions = {}): Promise<RankResult[]> {
@@ -45,6 +47,7 @@ export async function runRanks(scenario: string, worldSize: number, opts: RunOpt
         WORLD_SIZE: String(worldSize),
         MASTER_ADDR: '127.0.0.1',
         MASTER_PORT: String(port),
+        ...opts.env?.(rank),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     }),

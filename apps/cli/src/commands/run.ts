@@ -5,6 +5,7 @@ import * as os from 'os';
 import { InvalidArgumentError } from '@cmesh/collectives';
 import { launch } from '../run/launcher';
 import { freePort } from '../run/rdzv-c10d';
+import { metricsPortFrom, parseBindTo } from '../run/binding';
 import type { RunOptions } from '../run/rdzv';
 
 function positiveInt(name: string) {
@@ -98,6 +99,9 @@ export function register(program: Command): void {
     .addOption(new Option('--rdzv-last-call <ms>', 'last-call window of a MIN:MAX rendezvous').default(1000).argParser(positiveInt('--rdzv-last-call')))
     .addOption(new Option('--rdzv-timeout <ms>', 'rendezvous timeout').default(600000).argParser(positiveInt('--rdzv-timeout')))
     .option('--rdzv-conf <k=v,...>', 'join_timeout, last_call_timeout, keep_alive_interval (seconds), keep_alive_max_attempt')
+    .addOption(new Option('--bind-to <what>', 'core: bind each worker\'s main thread to a core of its own (LOCAL_RANK over the allowed cores); none: never. Default: CMESH_BIND, else core when the node\'s workers busy-poll').argParser(parseBindTo))
+    .addOption(new Option('--metrics-port <port>', 'each worker serves its collectives on /metrics at port + LOCAL_RANK (0: free ports). Default: CMESH_METRICS_PORT').argParser(positiveInt('--metrics-port')))
+    .option('--metrics-host <addr>', 'address the workers\' exporters listen on. Default: CMESH_METRICS_HOST, else 127.0.0.1')
     .argument('<script>', 'a .ts or .js script (or an executable)')
     .argument('[args...]', 'arguments for the script')
     .passThroughOptions()
@@ -117,6 +121,11 @@ export function register(program: Command): void {
         timeoutMs: conf.joinTimeoutMs ?? flags.rdzvTimeout,
         keepAliveIntervalMs: conf.keepAliveIntervalMs ?? 5000,
         keepAliveMaxAttempt: conf.keepAliveMaxAttempt ?? 3,
+        placement: {
+          bindTo: flags.bindTo,
+          metricsPort: metricsPortFrom(flags.metricsPort, process.env),
+          metricsHost: flags.metricsHost ?? (process.env.CMESH_METRICS_HOST || undefined),
+        },
       };
       if (flags.standalone) {
         // torchrun --standalone: one node, a free port, no external rendezvous

@@ -1,9 +1,11 @@
 // `cmesh run`: torchrun for Node. Starts --nproc-per-node workers with torchrun's environment,
 // prefixes their output with the rank, and when one fails stops the others (on every node) and
-// exits non-zero naming the failed rank and its exit code.
+// exits non-zero naming the failed rank and its exit code. Like mpirun it binds each worker to a
+// core (--bind-to) and asks it for a metrics exporter (--metrics-port): see binding.ts.
 import { spawn } from 'child_process';
 import * as os from 'os';
 import { ChildExit, ChildGroup, describeExit, toEnvVars } from '@cmesh/collectives';
+import { placementEnv } from './binding';
 import { prefixLines } from './line-prefix';
 import { NodeAssignment, RunOptions, rdzvBackend } from './rdzv';
 import './rdzv-c10d';
@@ -44,6 +46,7 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
           MASTER_PORT: node.masterPort,
           CMESH_RUN_ID: o.rdzvId,
         }),
+        ...placementEnv(o.placement ?? {}, process.env, local, o.nprocPerNode),
       },
     });
     child.on('error', (err) => process.stderr.write(`cmesh run: cannot start ${cmd.command} for rank ${rank}: ${err.message}\n`));

@@ -1,6 +1,7 @@
 // Rendezvous backends of `cmesh run` (torchrun's --rdzv-backend): they decide this node's rank,
 // the world size and the workers' MASTER_ADDR/MASTER_PORT, and carry failures between nodes.
 import { InvalidArgumentError } from '@cmesh/collectives';
+import type { WorkerPlacement } from './binding';
 
 export interface RunOptions {
   nprocPerNode: number;
@@ -18,6 +19,8 @@ export interface RunOptions {
   /** A node that has not kept itself alive for interval x max attempts counts as failed (torch's rdzv conf). */
   keepAliveIntervalMs: number;
   keepAliveMaxAttempt: number;
+  /** --bind-to and --metrics-port: what each worker is asked to do besides rendezvous */
+  placement?: WorkerPlacement;
 }
 
 export interface NodeAssignment {

@@ -3,12 +3,35 @@
 // killing this process and can never wedge the agent. After a job that ended cleanly (process
 // group destroyed) the agent may reuse the process for its next job. The process group
 // bootstraps through the coordinator's store (nats://host:port/<job prefix>).
+// The library binds no core and starts no exporter on its own: like `cmesh run`, this worker binds
+// its main thread for each job (CMESH_BIND, the agent's setting: default a core of its own when the
+// job's ranks on this host busy-poll) and starts the exporter CMESH_METRICS_PORT asks for.
 import * as dist from '@cmesh/collectives';
 import { runRankSweep } from '@cmesh/bench';
 import { BenchSweepSchema, SizeSamplesMsg } from '@cmesh/protocol';
 import { localRanks } from './local-ranks';
 import type { FromWorker, ToWorker } from './worker-ipc';
 import { errorToJobError } from '../../execution/job-error';
+
+/** the cores this worker may use, read before any job bound it to one */
+const ALLOWED_CPUS = dist.allowedCpus();
+let exporter: Promise<unknown> | undefined;
+let bound = false;
+
+/**
+ * Binds as `cmesh run` binds its workers, once the job's process group is up (a bound main thread
+ * sees one core, and the data plane decides whether to busy-poll from the cores it sees).
+ */
+function bindForJob(): void {
+  const plan = dist.planRankBinding(process.env, ALLOWED_CPUS);
+  if ('cpu' in plan) bound = 'cpu' in dist.bindToCore({ cpu: plan.cpu });
+}
+
+/** The previous job's binding is not this one's: every core back before the next process group. */
+function unbindPreviousJob(): void {
+  if (bound) dist.unbindMainThread(ALLOWED_CPUS);
+  bound = false;
+}
 
 function send(msg: FromWorker): Promise<void> {
   return new Promise((resolve, reject) => process.send!(msg, undefined, {}, (err) => (err ? reject(err) : resolve())));
@@ -31,6 +54,10 @@ async function run(m: ToWorker): Promise<void> {
     delete process.env.LOCAL_RANK;
     delete process.env.LOCAL_WORLD_SIZE;
   }
+  unbindPreviousJob();
+  exporter ??= process.env.CMESH_METRICS_PORT
+    ? dist.startExporterFromEnv().catch((e: Error) => console.error(`cmesh: metrics exporter not started: ${e.message}`))
+    : undefined;
   const sweep = BenchSweepSchema.parse(assignment.sweep);
   await dist.initProcessGroup({
     backend: 'tcp',
@@ -38,7 +65,9 @@ async function run(m: ToWorker): Promise<void> {
     rank,
     worldSize,
     timeout: sweep.timeoutMs,
+    bindToCore: false, // bound below, for this job
   });
+  bindForJob();
   await send({ type: 'joined', device: 'cpu [tcp]' });
   const pending: Promise<void>[] = [];
   let seen = dist.getTrafficCounters();

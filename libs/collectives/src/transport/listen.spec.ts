@@ -28,6 +28,7 @@ describe('data plane port range', () => {
   it('parses CMESH_DATA_PORTS and names a bad value', () => {
     expect(dataPortRange(undefined)).toBeNull();
     expect(dataPortRange('0')).toBeNull();
+    expect(dataPortRange('0-0')).toBeNull();
     expect(dataPortRange('29500-29599')).toEqual([29500, 29599]);
     expect(dataPortRange('29500')).toEqual([29500, 29500]);
     for (const bad of ['x', '10-5', '0-3', '1-70000', '5-']) expect(() => dataPortRange(bad)).toThrow(InvalidArgumentError);

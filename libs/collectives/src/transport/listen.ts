@@ -4,9 +4,9 @@
 import * as net from 'net';
 import { InvalidArgumentError } from '../errors';
 
-/** [lo, hi] from CMESH_DATA_PORTS, or null for any port ("0" or unset). */
+/** [lo, hi] from CMESH_DATA_PORTS, or null for any port (unset, "0" or "0-0", as the agents pass it). */
 export function dataPortRange(text = process.env.CMESH_DATA_PORTS): [number, number] | null {
-  if (text === undefined || text === '' || text === '0') return null;
+  if (text === undefined || text === '' || text === '0' || text === '0-0') return null;
   const m = /^(\d+)(?:-(\d+))?$/.exec(text);
   const lo = m ? Number(m[1]) : NaN;
   const hi = m ? Number(m[2] ?? m[1]) : NaN;

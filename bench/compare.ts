@@ -15,6 +15,7 @@ import { join } from 'path';
 import { createInterface } from 'readline';
 import { PeerCommand, PeerReply, peerVariant } from './peers/protocol';
 import { parseSize } from '../apps/cli/src/bench/options';
+import { placementEnv } from '../apps/cli/src/run/binding';
 
 const ROOT = join(__dirname, '..');
 const PEERS = join(__dirname, 'peers');
@@ -132,7 +133,8 @@ function launch(backend: Backend, world: number, control: string, masterPort: nu
   switch (backend) {
     case 'cmesh':
       return Array.from({ length: world }, (_, r) =>
-        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control], { ...quiet, cwd: ROOT, env: rankEnv(r) }),
+        // bound as `cmesh run` binds its workers (the library binds only when asked)
+        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control], { ...quiet, cwd: ROOT, env: { ...rankEnv(r), ...placementEnv({}, process.env, r, world) } }),
       );
     case 'gloo':
       return Array.from({ length: world }, (_, r) =>

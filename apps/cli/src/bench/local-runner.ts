@@ -5,6 +5,7 @@ import { BenchRow, BenchSweep } from '@cmesh/protocol';
 import { ChildProcess, fork } from 'child_process';
 import { freePort } from '../free-port';
 import { execArgvFor, programEnv, sibling } from '../programs';
+import { placementEnv } from '../run/binding';
 import { rowFromRanks } from './aggregate';
 import type { ParentMessage, RankMessage } from './ipc';
 import type { SizeSamples } from '@cmesh/bench';
@@ -59,6 +60,8 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
             LOCAL_WORLD_SIZE: String(np),
             MASTER_ADDR: '127.0.0.1',
             MASTER_PORT: String(port),
+            // bound like `cmesh run` binds its workers (the library binds only when asked)
+            ...placementEnv({}, { ...process.env, ...opts.env }, rank, np),
           },
           stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         });

@@ -6,7 +6,8 @@
 //   process.env.NAME   process.env['NAME']   env.NAME   env['NAME']   (any object named env)
 //   e.NAME                           (the config loaders' merged environment-and-flags record)
 //   requireEnv(env, 'NAME')  num('NAME')   (helpers that take a variable's name)
-//   const SOMETHING_VAR = 'NAME'     (a variable's name kept in a constant)
+//   const SOMETHING_VAR = 'NAME'     (a variable's name kept in a constant; also *_ENV)
+//   debuglog('cmesh')                (Node's util.debuglog reads NODE_DEBUG)
 //   getenv("NAME")                   (C/C++)
 // Documented = the first backticked NAME in the first cell of a table row of docs/configuration.md
 // (`| \`NAME\` | ...`); a row documents one variable.
@@ -23,7 +24,8 @@ const PATTERNS: RegExp[] = [
   new RegExp(`\\b(?:process\\.)?env\\[\\s*['"]${NAME}['"]\\s*\\]`, 'g'),
   new RegExp(`\\be\\.${NAME}\\b`, 'g'),
   new RegExp(`\\b(?:requireEnv\\(\\s*\\w+\\s*,|num\\()\\s*['"]${NAME}['"]\\s*\\)`, 'g'),
-  new RegExp(`\\bconst\\s+[A-Z0-9_]+_VAR\\s*=\\s*['"]${NAME}['"]`, 'g'),
+  new RegExp(`\\bconst\\s+[A-Z0-9_]+_(?:VAR|ENV)\\s*=\\s*['"]${NAME}['"]`, 'g'),
+  /\bdebuglog\(\s*['"]\w+['"]\s*\)()/g,
   new RegExp(`\\bgetenv\\(\\s*"${NAME}"\\s*\\)`, 'g'),
 ];
 
@@ -61,10 +63,11 @@ function variablesRead(): Map<string, string[]> {
     const text = readFileSync(file, 'utf8');
     for (const re of PATTERNS) {
       for (const m of text.matchAll(re)) {
-        const where = found.get(m[1]) ?? [];
+        const name = m[1] || 'NODE_DEBUG'; // the debuglog pattern names no variable itself
+        const where = found.get(name) ?? [];
         const rel = relative(ROOT, file);
         if (!where.includes(rel)) where.push(rel);
-        found.set(m[1], where);
+        found.set(name, where);
       }
     }
   }

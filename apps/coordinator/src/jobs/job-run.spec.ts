@@ -1,0 +1,90 @@
+import { JobEvent, JobRequestSchema, SizeSamplesMsg } from '@cmesh/protocol';
+import { queuedRecord, sweepOf } from './job-request';
+import { JobRun } from './job-run';
+
+const T0 = 1_700_000_000_000;
+
+function started(sizes = [64, 4096], n = 2): JobRun {
+  const req = JobRequestSchema.parse({ op: 'all_reduce', sizes, iters: 3, warmup: 0, nranks: n });
+  const run = new JobRun(queuedRecord('j1', req, sweepOf(req), 'r1', T0), req, T0);
+  run.begin(
+    Array.from({ length: n }, (_, i) => ({ agentId: `id${i}`, name: `a${i}`, alive: true, host: 'h' })),
+    'jobs-j1',
+    T0 + 10,
+  );
+  return run;
+}
+const ev = (rank: number, e: Record<string, unknown>) => ({ jobId: 'j1', agentId: `id${rank}`, rank, ...e }) as JobEvent;
+const samples = (bytes: number, t: number, wrong = 0): SizeSamplesMsg => ({ requestedBytes: bytes, bytes, count: bytes / 4, variants: [{ mode: 'out-of-place', times: [t, 3 * t, 2 * t], wrong }] });
+
+describe('job run', () => {
+  it('begins: ranks in order, running, the assignment the members are sent', () => {
+    const req = JobRequestSchema.parse({ op: 'all_reduce', sizes: [8], nranks: 1 });
+    const run = new JobRun(queuedRecord('j1', req, sweepOf(req), 'r1', T0), req, T0);
+    expect(run.rec).toMatchObject({ state: 'queued', createdAt: new Date(T0).toISOString(), progress: { done: 0, total: 1 }, replica: 'r1' });
+    const a = run.begin([{ agentId: 'x', name: 'a0', alive: true }], 'jobs-j1', T0 + 5);
+    expect(a).toEqual({ jobId: 'j1', sweep: run.rec.sweep, members: [{ agentId: 'x', name: 'a0', rank: 0 }], storePrefix: 'jobs-j1' });
+    expect([run.rec.state, run.rec.startedAt, run.startedAt]).toEqual(['running', new Date(T0 + 5).toISOString(), T0 + 5]);
+  });
+
+  it("makes a row once every member sent a size: the slowest rank per iteration, median, wrong summed", () => {
+    const run = started();
+    expect(run.onEvent(ev(0, { type: 'size', samples: samples(64, 1e-6) }), T0 + 20)).toEqual({ kind: 'none' });
+    const step = run.onEvent(ev(1, { type: 'size', samples: samples(64, 2e-6, 2) }), T0 + 30);
+    expect(step).toMatchObject({ kind: 'row', row: { bytes: 64, nranks: 2, outOfPlace: { wrong: 2 } } });
+    expect(step.kind === 'row' && step.row.outOfPlace?.timeUs).toBeCloseTo(4, 6); // median of 2, 6, 4 us
+    expect(run.rec.progress).toEqual({ done: 1, total: 2 });
+  });
+
+  it('succeeds when every member is done and every size has its row, rows sorted by size', () => {
+    const run = started();
+    for (const bytes of [4096, 64]) for (const r of [0, 1]) run.onEvent(ev(r, { type: 'size', samples: samples(bytes, 1e-6) }), T0 + 20);
+    expect(run.onEvent(ev(0, { type: 'done' }), T0 + 40)).toEqual({ kind: 'none' });
+    expect(run.onEvent(ev(1, { type: 'done' }), T0 + 50)).toEqual({ kind: 'finish', state: 'succeeded' });
+    run.end('succeeded', T0 + 60);
+    expect([run.rec.state, run.rec.finishedAt, run.rec.rows.map((r) => r.bytes)]).toEqual(['succeeded', new Date(T0 + 60).toISOString(), [64, 4096]]);
+  });
+
+  it('fails when members end without every size, naming the members whose samples are missing', () => {
+    const run = started();
+    for (const r of [0, 1]) run.onEvent(ev(r, { type: 'size', samples: samples(64, 1e-6) }), T0 + 20);
+    run.onEvent(ev(0, { type: 'size', samples: samples(4096, 1e-6) }), T0 + 20);
+    run.onEvent(ev(0, { type: 'done' }), T0 + 30);
+    expect(run.onEvent(ev(1, { type: 'done' }), T0 + 30)).toEqual({
+      kind: 'finish',
+      state: 'failed',
+      reason: 'members ended without results for 1 of 2 sizes: 4096 bytes; no samples from agent a1 (rank 1)',
+      agent: 'a1',
+    });
+  });
+
+  it('fails when ranks disagree on a size', () => {
+    const run = started();
+    run.onEvent(ev(0, { type: 'size', samples: samples(64, 1e-6) }), T0 + 20);
+    const step = run.onEvent(ev(1, { type: 'size', samples: { ...samples(64, 1e-6), bytes: 60 } }), T0 + 20);
+    expect(step).toEqual({ kind: 'finish', state: 'failed', reason: 'ranks disagree: ranks disagree on size 64: 60 vs 64 bytes' });
+  });
+
+  it('notes who accepted and when members were heard from; ignores strangers and a job not running', () => {
+    const run = started();
+    run.onEvent(ev(1, { type: 'accepted', pid: 7, host: 'h1', device: 'cpu' }), T0 + 100);
+    expect(run.members[1]).toMatchObject({ accepted: true, lastSeen: T0 + 100 });
+    expect(run.rec.members[1]).toEqual({ agentId: 'id1', name: 'a1', rank: 1, host: 'h1', pid: 7, device: 'cpu' });
+    run.onEvent(ev(0, { type: 'ping' }), T0 + 200);
+    expect(run.members[0].lastSeen).toBe(T0 + 200);
+    expect(run.onEvent({ ...ev(0, { type: 'ping' }), rank: 1 }, T0 + 300)).toEqual({ kind: 'none' }); // not its rank
+    expect(run.members.map((m) => m.lastSeen)).toEqual([T0 + 200, T0 + 100]);
+    run.end('cancelled', T0 + 400, 'cancelled by request');
+    run.onEvent(ev(0, { type: 'ping' }), T0 + 500);
+    expect(run.members[0].lastSeen).toBe(T0 + 200);
+  });
+
+  it('records failure reports; an error of the reporter\'s own finishes the job at once naming it', () => {
+    const run = started();
+    const peer = run.onEvent(ev(0, { type: 'failed', error: { name: 'PeerFailureError', code: 'PEER_FAILURE', message: 'lost', peers: [1] } }), T0 + 100);
+    expect(peer).toEqual({ kind: 'none' });
+    expect(run.failures).toEqual([{ at: T0 + 100, rank: 0, message: 'PeerFailureError: lost', peers: [1] }]);
+    const own = run.onEvent(ev(1, { type: 'failed', error: { name: 'Error', message: 'no nccl' } }), T0 + 110);
+    expect(own).toEqual({ kind: 'finish', state: 'failed', reason: 'agent a1 (rank 1) failed: Error: no nccl', agent: 'a1' });
+  });
+});

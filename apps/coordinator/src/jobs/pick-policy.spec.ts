@@ -1,0 +1,50 @@
+import { AgentView } from './agent-directory';
+import { PickInput, claimConflict, claimLookups, pickAgents, resolveFixedMembers } from './pick-policy';
+
+const agent = (name: string, alive = true): AgentView => ({ agentId: `id-${name}`, name, alive });
+const A = ['a10', 'a2', 'a1', 'a3'].map((n) => agent(n));
+const none = new Map<string, string>();
+const input = (over: Partial<PickInput>): PickInput => ({ root: 0, fixed: null, agents: A, busy: none, suspects: new Set(), claimed: none, ...over });
+const names = (r: ReturnType<typeof pickAgents>) => (r.kind === 'run' ? r.agents.map((v) => v.name) : r);
+
+describe('pick policy', () => {
+  it('an nranks pick takes the idle alive agents by name, numbers compared as numbers', () => {
+    expect(names(pickAgents(input({ nranks: 3 })))).toEqual(['a1', 'a2', 'a3']);
+    expect(names(pickAgents(input({})))).toEqual(['a1', 'a2', 'a3', 'a10']);
+  });
+
+  it('leaves out agents busy here, claimed by another replica, and suspects', () => {
+    const r = pickAgents(input({ nranks: 2, busy: new Map([['id-a1', 'j1']]), claimed: new Map([['id-a2', 'j2']]), suspects: new Set(['id-a3']) }));
+    expect(names(r)).toEqual({ kind: 'wait', reason: '2 agents asked for, 1 idle (busy: a1, a2)' });
+    expect(names(pickAgents(input({ nranks: 1, busy: new Map([['id-a1', 'j1']]) })))).toEqual(['a2']);
+  });
+
+  it("says 'never' when too few agents are alive, none is, or the root is out of range", () => {
+    expect(pickAgents(input({ nranks: 5 }))).toEqual({ kind: 'never', reason: '5 agents asked for, 4 alive' });
+    expect(pickAgents(input({ agents: [agent('a0', false)] }))).toEqual({ kind: 'never', reason: 'no agent is registered and alive' });
+    expect(pickAgents(input({ nranks: 2, root: 2 }))).toEqual({ kind: 'never', reason: 'root 2 is not a rank of 2 agents' });
+    // suspects count as not alive for an nranks pick
+    expect(pickAgents(input({ nranks: 4, suspects: new Set(['id-a1']) }))).toEqual({ kind: 'never', reason: '4 agents asked for, 3 alive' });
+  });
+
+  it("a fixed member list with a dead agent is 'never'; with a busy one it waits; else it runs in its order", () => {
+    const fixed = [agent('a3'), agent('a1', false), agent('a2', false)];
+    expect(pickAgents(input({ fixed }))).toEqual({ kind: 'never', reason: 'agent a1, a2 are not alive (no heartbeat)' });
+    expect(pickAgents(input({ fixed: [agent('a1', false)] }))).toEqual({ kind: 'never', reason: 'agent a1 is not alive (no heartbeat)' });
+    const ok = [agent('a3'), agent('a1')];
+    expect(pickAgents(input({ fixed: ok, busy: new Map([['id-a1', 'j7']]) }))).toEqual({ kind: 'wait', reason: 'agents busy: a1 (job j7)' });
+    // fixed members are taken as named, suspects included (the request asked for them)
+    expect(names(pickAgents(input({ fixed: ok, suspects: new Set(['id-a1']) })))).toEqual(['a3', 'a1']);
+  });
+
+  it('claim lookups cover only what an nranks pick could take; a claim conflict waits naming the holder', () => {
+    expect(claimLookups({ agents: [...A, agent('a9', false)], busy: new Map([['id-a1', 'j1']]), suspects: new Set(['id-a2']) }).map((v) => v.name)).toEqual(['a3', 'a10']);
+    expect(claimConflict(A, 'id-a2', 'j9')).toEqual({ kind: 'wait', reason: 'agents busy: a2 (job j9)' });
+  });
+
+  it('resolves fixed members by id or name, refusing unknown and repeated ones', () => {
+    expect(resolveFixedMembers(['a2', 'id-a1'], A).map((v) => v.agentId)).toEqual(['id-a2', 'id-a1']);
+    expect(() => resolveFixedMembers(['zz'], A)).toThrow('no agent "zz" is registered');
+    expect(() => resolveFixedMembers(['a1', 'id-a1'], A)).toThrow('agent a1 is listed twice');
+  });
+});

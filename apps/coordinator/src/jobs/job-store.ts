@@ -80,9 +80,12 @@ export class JobStore {
     this.index.set(rec.id, Date.now()); // a new id goes last; a known one keeps its place
     const evicted = this.evict(rec.id);
     const next = this.chain.then(async () => {
+      // a purge that fails leaves an evicted record in KV until the bucket's max_age drops it;
+      // it must not keep this record from being written
       for (const id of evicted) await this.purge(id).catch(() => undefined);
       await kv.put(rec.id, snapshot);
     });
+    // the chain only orders writes: this write's caller gets its error, the next write goes on
     this.chain = next.catch(() => undefined);
     return next;
   }
@@ -94,6 +97,7 @@ export class JobStore {
 
   /** Most recent first, within the retention bounds. */
   recentIds(limit: number): string[] {
+    // a purge that fails leaves the record in KV until the bucket's max_age drops it
     for (const id of this.evict()) void this.purge(id).catch(() => undefined);
     return [...this.index.keys()].slice(-limit).reverse();
   }

@@ -1,13 +1,19 @@
 // Jobs: REST (/jobs) and NATS (cmesh.jobs.*) submission, dispatch to the rank agents, results in
 // KV. forRoot takes where agents and groups come from and the NATS connection to use.
 import { DynamicModule, Inject, Injectable, Module, ModuleMetadata, OnApplicationShutdown, Provider } from '@nestjs/common';
+import { randomBytes } from 'crypto';
 import { connect, NatsConnection } from 'nats';
 import { InboundMessages } from '../nats/inbound-messages';
+import { AgentClaims } from './agent-claims';
 import { AgentDirectory } from './agent-directory';
+import { Clock, systemClock } from './clock';
+import { JobBuckets } from './job-buckets';
 import { JobsController } from './jobs.controller';
 import { JobsService } from './jobs.service';
-import { JobRetention } from './job-store';
-import { JOBS_NATS, JOB_RETENTION } from './tokens';
+import { JobRetention, JobStore } from './job-store';
+import { ReplicaLeases } from './replica-leases';
+import { ReplicaRecovery } from './replica-recovery';
+import { JOBS_NATS, JOB_CLOCK, JOB_REPLICA, JOB_RETENTION } from './tokens';
 
 export interface JobsModuleOptions {
   imports?: ModuleMetadata['imports'];
@@ -18,6 +24,8 @@ export interface JobsModuleOptions {
   natsUrl?: string;
   /** records kept and for how long (default DEFAULT_JOB_RETENTION) */
   retention?: JobRetention;
+  /** where time comes from (default: the system clock) */
+  clock?: Clock;
   extraProviders?: Provider[];
 }
 
@@ -26,6 +34,7 @@ export interface JobsModuleOptions {
 class OwnedNatsCloser implements OnApplicationShutdown {
   constructor(@Inject(JOBS_NATS) private readonly nc: NatsConnection) {}
   async onApplicationShutdown(): Promise<void> {
+    // a drain that fails (the connection is already broken) closes it instead
     if (!this.nc.isClosed()) await this.nc.drain().catch(() => this.nc.close());
   }
 }
@@ -39,6 +48,21 @@ export function ownNatsConnection(url: string): Provider[] {
   ];
 }
 
+/** The jobs module's units, each bound to this module's NATS connection and replica id. */
+const JOB_UNITS: Provider[] = [
+  { provide: JOB_REPLICA, useFactory: () => randomBytes(4).toString('hex') },
+  {
+    provide: JobStore,
+    inject: [JOBS_NATS, { token: JOB_RETENTION, optional: true }],
+    useFactory: (nc: NatsConnection, retention?: JobRetention) => new JobStore(nc, retention),
+  },
+  { provide: AgentClaims, inject: [JOBS_NATS, JOB_REPLICA], useFactory: (nc: NatsConnection, replica: string) => new AgentClaims(nc, replica) },
+  { provide: ReplicaLeases, inject: [JOBS_NATS, JOB_REPLICA], useFactory: (nc: NatsConnection, replica: string) => new ReplicaLeases(nc, replica) },
+  JobBuckets,
+  ReplicaRecovery,
+  JobsService,
+];
+
 @Module({})
 export class JobsModule {
   static forRoot(opts: JobsModuleOptions): DynamicModule {
@@ -47,7 +71,14 @@ export class JobsModule {
       module: JobsModule,
       imports: opts.imports ?? [],
       controllers: [JobsController],
-      providers: [...nats, opts.directory, JobsService, ...(opts.retention ? [{ provide: JOB_RETENTION, useValue: opts.retention }] : []), ...(opts.extraProviders ?? [])],
+      providers: [
+        ...nats,
+        opts.directory,
+        { provide: JOB_CLOCK, useValue: opts.clock ?? systemClock },
+        ...(opts.retention ? [{ provide: JOB_RETENTION, useValue: opts.retention }] : []),
+        ...JOB_UNITS,
+        ...(opts.extraProviders ?? []),
+      ],
       exports: [JobsService, AgentDirectory],
     };
   }

@@ -31,6 +31,7 @@ export class ReplicaLeases {
   }
 
   async release(): Promise<void> {
+    // on shutdown, best effort: a lease not deleted goes stale after CLAIM_STALE_MS all the same
     await this.state?.delete(this.replica).catch(() => undefined);
   }
 }

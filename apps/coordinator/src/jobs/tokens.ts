@@ -13,3 +13,9 @@ export interface JobResultSink {
 
 /** How many finished job records are kept, and for how long (JobRetention; a default when absent). */
 export const JOB_RETENTION = Symbol('JOB_RETENTION');
+
+/** The Clock the jobs module reads time from (systemClock unless a test binds another). */
+export const JOB_CLOCK = Symbol('JOB_CLOCK');
+
+/** This coordinator replica's id in KV (claims, leases, job records): random per process. */
+export const JOB_REPLICA = Symbol('JOB_REPLICA');

@@ -1,0 +1,85 @@
+// Each running job's process-group store: one KV bucket per job (the nats:// init method's
+// `<job>`), created before the members open it and dropped when the job ends or nobody needs it.
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { NatsConnection, NatsError } from 'nats';
+import { JobRecord, isFinished } from '@cmesh/protocol';
+import { jobBucket } from '@cmesh/collectives';
+import { Clock } from './clock';
+import { JobStore } from './job-store';
+import { JOBS_NATS, JOB_CLOCK } from './tokens';
+
+/** How often job store buckets nobody needs any more are looked for. */
+export const STORE_SWEEP_MS = 60_000;
+/** A job store bucket without a job record is left alone this long (its job may be starting). */
+export const STORE_ORPHAN_MS = 10 * 60_000;
+/** JetStream's "stream not found" error code. */
+const STREAM_NOT_FOUND = 10059;
+
+/** The job's store prefix: the `<job>` of its nats:// init method. */
+export function jobStorePrefix(id: string): string {
+  return `jobs-${id}`;
+}
+
+const STREAM_PREFIX = `KV_${jobBucket(jobStorePrefix(''))}`;
+
+/** The job id of a job store bucket's stream, or null for any other stream. */
+export function jobOfStream(stream: string): string | null {
+  if (!stream.startsWith(STREAM_PREFIX)) return null;
+  const id = stream.slice(STREAM_PREFIX.length);
+  return /^j[0-9a-z]+$/.test(id) ? id : null;
+}
+
+/**
+ * Whether a bucket of a job not running here can go: its job finished a sweep period ago, or it
+ * has had no record for STORE_ORPHAN_MS. A replica that died mid-job, or a member that recreated
+ * the bucket after the job ended, leaves them behind, and each is a stream the server keeps.
+ */
+export function bucketUnneeded(rec: JobRecord | null, ageMs: number): boolean {
+  return rec ? isFinished(rec.state) && ageMs > STORE_SWEEP_MS : ageMs > STORE_ORPHAN_MS;
+}
+
+@Injectable()
+export class JobBuckets {
+  private readonly log = new Logger('Jobs');
+
+  constructor(
+    @Inject(JOBS_NATS) private readonly nc: NatsConnection,
+    private readonly store: JobStore,
+    @Inject(JOB_CLOCK) private readonly clock: Clock,
+  ) {}
+
+  /**
+   * Creates the job's bucket before any member opens it: members creating it at once race, and
+   * a write right after another member's create can meet "no responders" (503).
+   */
+  async create(id: string): Promise<void> {
+    try {
+      await this.nc.jetstream().views.kv(jobBucket(jobStorePrefix(id)), { history: 1 });
+    } catch (e) {
+      this.log.warn(`job ${id}: cannot create its store bucket (${(e as Error).message}); members will create it`);
+    }
+  }
+
+  /** The job's bucket is not needed any more; never fails (a bucket left behind is swept later). */
+  async drop(id: string): Promise<void> {
+    try {
+      const jsm = await this.nc.jetstreamManager();
+      await jsm.streams.delete(`${STREAM_PREFIX}${id}`);
+    } catch (e) {
+      // never created (a job that failed early) or already gone: nothing to do
+      if ((e as NatsError).api_error?.err_code === STREAM_NOT_FOUND) return;
+      this.log.warn(`job ${id}: cannot drop its store bucket (${(e as Error).message}); the sweep will`);
+    }
+  }
+
+  /** Drops the buckets nobody needs (bucketUnneeded) of jobs not running here. */
+  async dropUnneeded(runsHere: (id: string) => boolean): Promise<void> {
+    const jsm = await this.nc.jetstreamManager();
+    const now = this.clock.now();
+    for await (const si of jsm.streams.list()) {
+      const id = jobOfStream(si.config.name);
+      if (!id || runsHere(id)) continue;
+      if (bucketUnneeded(await this.store.read(id), now - Date.parse(si.created))) await this.drop(id);
+    }
+  }
+}

@@ -1,5 +1,5 @@
 // A chore that runs at most once per period, on the service's tick: due() says whether it is
-// time (and, when it is, starts the next period). The first call is always due.
+// time (and, when it is, starts the next period). The first call is due at any real clock time.
 export class Cadence {
   private last = 0;
 

@@ -13,6 +13,7 @@ import { JobsService } from './jobs.service';
 import { JobRetention, JobStore } from './job-store';
 import { ReplicaLeases } from './replica-leases';
 import { ReplicaRecovery } from './replica-recovery';
+import { ReplicaUpkeep } from './replica-upkeep';
 import { JOBS_NATS, JOB_CLOCK, JOB_REPLICA, JOB_RETENTION } from './tokens';
 
 export interface JobsModuleOptions {
@@ -60,6 +61,7 @@ const JOB_UNITS: Provider[] = [
   { provide: ReplicaLeases, inject: [JOBS_NATS, JOB_REPLICA], useFactory: (nc: NatsConnection, replica: string) => new ReplicaLeases(nc, replica) },
   JobBuckets,
   ReplicaRecovery,
+  ReplicaUpkeep,
   JobsService,
 ];
 

@@ -2,8 +2,8 @@
 // InboundMessages, like every inbound message) and REST (JobsController); a job's agents come
 // from pick-policy and are claimed in KV (agent-claims), a job that must wait queues
 // (queue-policy), members' events drive its JobRun (rows, the end), and a 100 ms tick asks
-// blame-policy whether a running job has failed and whom to name, renews this replica's lease and
-// claims, and sweeps what dead replicas left (replica-recovery, job-buckets).
+// blame-policy whether a running job has failed and whom to name, drains the queue, and lets
+// replica-upkeep renew this replica's lease and claims and sweep what dead replicas left.
 //
 // Who is to blame when a job fails is blame-policy's: a member that stops talking (no ping for
 // JOB_MEMBER_SILENCE_MS) is; a failure report names the peers the data plane saw die, and a
@@ -15,19 +15,19 @@ import { JSONCodec, NatsConnection } from 'nats';
 import { BenchRow, JOB_LIST_MAX, JOB_SUBJECTS, JobEvent, JobEventSchema, JobGetSchema, JobListSchema, JobRecord, JobRequest, JobRequestSchema, isFinished } from '@cmesh/protocol';
 import { InboundMessages } from '../nats/inbound-messages';
 import { ReplyError } from '../nats/reply-error';
-import { AgentClaims, CLAIM_RENEW_MS, CLAIM_STALE_MS, Claim } from './agent-claims';
+import { AgentClaims, CLAIM_STALE_MS } from './agent-claims';
 import { AgentDirectory, AgentView } from './agent-directory';
+import { inBackground } from './background';
 import { judge } from './blame-policy';
-import { Cadence } from './cadence';
 import { Clock } from './clock';
-import { JobBuckets, STORE_SWEEP_MS, jobStorePrefix } from './job-buckets';
+import { JobBuckets, jobStorePrefix } from './job-buckets';
 import { checkRoot, queuedRecord, sweepOf } from './job-request';
 import { JobRun } from './job-run';
 import { JobStore } from './job-store';
 import { PickResult, claimConflict, claimLookups, pickAgents, resolveFixedMembers } from './pick-policy';
 import { queuedStep, submitStep } from './queue-policy';
 import { ReplicaLeases } from './replica-leases';
-import { ReplicaRecovery } from './replica-recovery';
+import { LocalJobs, ReplicaUpkeep } from './replica-upkeep';
 import { JOBS_NATS, JOB_CLOCK, JOB_RESULT_SINK, JobResultSink } from './tokens';
 
 const json = JSONCodec();
@@ -47,11 +47,12 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   /** the tick (tests stop it, with subs, to play a replica that died) */
   private timer: NodeJS.Timeout | null = null;
   private subs: { unsubscribe(): void }[] = [];
-  private readonly renewal = new Cadence(CLAIM_RENEW_MS);
-  private readonly queuedSweep = new Cadence(CLAIM_STALE_MS);
-  private readonly storeSweep = new Cadence(STORE_SWEEP_MS);
   private draining = false;
-  private readonly runsHere = (id: string): boolean => this.active.has(id);
+  /** this replica's jobs as the upkeep sees them */
+  private readonly local: LocalJobs = {
+    running: () => [...this.active.values()].filter((r) => r.rec.state === 'running').map((r) => ({ id: r.rec.id, agentIds: r.members.map((m) => m.agentId) })),
+    has: (id) => this.active.has(id),
+  };
 
   constructor(
     @Inject(JOBS_NATS) private readonly nc: NatsConnection,
@@ -63,7 +64,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     /** which replicas are alive: a dead one's queued jobs are failed by the others */
     private readonly leases: ReplicaLeases,
     private readonly buckets: JobBuckets,
-    private readonly recovery: ReplicaRecovery,
+    private readonly upkeep: ReplicaUpkeep,
     @Inject(JOB_CLOCK) private readonly clock: Clock,
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
   ) {}
@@ -189,7 +190,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       run.rec.id,
     );
     if (!r.ok) return claimConflict(agents, r.agentId, r.holder.jobId);
-    for (const c of r.takenOver) this.closeOrphan(c);
+    this.upkeep.closeOrphans(r.takenOver, this.local);
     return { kind: 'run', agents };
   }
 
@@ -261,40 +262,8 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       for (const agentId of v.suspects) this.suspects.set(agentId, run.rec.id);
       this.background(`job ${run.rec.id}: cannot finish`, this.finish(run, 'failed', v.reason, v.agent));
     }
-    if (this.renewal.due(now)) this.renew();
-    // a sweep that fails is tried again on its next period
-    if (this.queuedSweep.due(now)) this.background('cannot fail the queued jobs of stopped replicas', this.recovery.failQueuedOfDeadReplicas(this.runsHere));
-    if (this.storeSweep.due(now)) this.background('cannot sweep job store buckets', this.buckets.dropUnneeded(this.runsHere));
+    this.upkeep.onTick(now, this.local);
     if (this.queue.length) this.background('cannot drain the job queue', this.drainQueue());
-  }
-
-  /**
-   * This replica's lease and its running jobs' claims, and the stale claims of replicas that
-   * died (their agents freed, their jobs failed). A renewal that fails is tried again
-   * CLAIM_RENEW_MS later: only CLAIM_STALE_MS of failures lose the lease or a claim.
-   */
-  private renew(): void {
-    this.background("cannot renew this replica's lease", this.leases.renew());
-    for (const run of this.active.values()) {
-      if (run.rec.state !== 'running') continue;
-      this.background(
-        `job ${run.rec.id}: cannot renew its claims`,
-        this.claims.renew(
-          run.members.map((m) => m.agentId),
-          run.rec.id,
-        ),
-      );
-    }
-    const sweep = this.claims.sweepStale().then((stale) => {
-      for (const c of new Map(stale.map((s) => [s.jobId, s])).values()) this.closeOrphan(c);
-    });
-    this.background('cannot sweep stale agent claims', sweep);
-  }
-
-  /** Fails the record of a job whose replica died (its claims were taken over or swept). */
-  private closeOrphan(c: Claim): void {
-    // not retried: the record stays "running" in KV, which the log line says; its agents are free
-    this.background(`cannot close job ${c.jobId} of stopped replica ${c.replica}`, this.recovery.closeOrphan(c, this.runsHere));
   }
 
   // ---- the end --------------------------------------------------------------------------
@@ -368,8 +337,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  /** Work the tick or an event starts and does not wait for: a failure is logged, never lost. */
   private background(what: string, work: Promise<unknown>): void {
-    work.catch((e: Error) => this.log.warn(`${what}: ${e.message}`));
+    inBackground(this.log, what, work);
   }
 }

@@ -7,7 +7,7 @@ APT_PACKAGES := nats-server prometheus cmake g++ python3 make docker.io docker-c
 APT_OPTIONAL := kubectl
 NATIVE_BUILD := native/nccl-sidecar/build
 
-.PHONY: setup apt deps native demo test test-gpu clean
+.PHONY: setup apt deps native demo test test-unit test-gpu clean
 
 setup: apt deps native
 
@@ -41,6 +41,10 @@ demo: setup
 
 test: setup
 	bash scripts/run-tests.sh
+
+# the fast tier: unit tests beside the sources (*.spec.ts), no processes or servers, seconds
+test-unit: deps
+	npm run --silent test:unit
 
 clean:
 	rm -rf $(NATIVE_BUILD) native/reduce-addon/build .tmp

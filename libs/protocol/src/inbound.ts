@@ -7,8 +7,7 @@ import { z } from 'zod';
 import { describeIssues, errorReply } from './reply';
 import { RateLimitedLog } from './rate-limited-log';
 
-export const REJECT_REASONS = ['not_json', 'too_large', 'invalid', 'handler_error'] as const;
-export type RejectReason = (typeof REJECT_REASONS)[number];
+export type RejectReason = 'not_json' | 'too_large' | 'invalid' | 'handler_error';
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; reason: RejectReason; message: string; issues?: string[] };
 

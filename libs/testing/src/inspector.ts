@@ -3,16 +3,6 @@
 // or a heap snapshot to compare. For memory tests and benchmarks; nothing ships it.
 import WebSocket from 'ws';
 
-/** The inspector's WebSocket URL, from the "Debugger listening on ws://..." line a process prints. */
-export function inspectorUrl(lines: string[], prefix = ''): string | undefined {
-  for (const l of lines) {
-    if (!l.startsWith(prefix)) continue;
-    const m = /Debugger listening on (ws:\/\/\S+)/.exec(l);
-    if (m) return m[1];
-  }
-  return undefined;
-}
-
 export interface HeapUse {
   /** V8 heap in use after a full GC */
   heapUsed: number;

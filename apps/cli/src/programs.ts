@@ -20,7 +20,7 @@ export function nodeArgs(file: string): string[] {
 }
 
 /** Environment a child started with nodeArgs needs: swc finds the checkout's tsconfig. */
-export function programEnv(): NodeJS.ProcessEnv {
+export function programEnv(): Record<string, string> {
   return FROM_SOURCE ? { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? SOURCE_TSCONFIG } : {};
 }
 

@@ -68,9 +68,10 @@ export interface InboundOptions {
   warn(line: string): void;
   /** the error reply for an expected refusal a request handler threw; undefined for a failure */
   refusal?(e: unknown): unknown;
-  logIntervalMs?: number;
-  maxBytes?: number;
 }
+
+/** At most one warning per subject and reason in this time. */
+const LOG_INTERVAL_MS = 10_000;
 
 /**
  * Subscription callbacks for one process. `event` is for fire-and-forget subjects, `request` for
@@ -81,13 +82,13 @@ export class Inbound {
   private readonly log: RateLimitedLog;
 
   constructor(private readonly opts: InboundOptions) {
-    this.log = new RateLimitedLog(opts.warn, opts.logIntervalMs ?? 10_000);
+    this.log = new RateLimitedLog(opts.warn, LOG_INTERVAL_MS);
   }
 
   event<S extends z.ZodTypeAny>(subject: string, schema: S, handler: (body: z.infer<S>, msg: InboundMsg) => unknown): InboundCallback {
     return (err, msg) => {
       if (err) return this.log.report(`${subject}:error`, `${subject}: subscription error: ${err.message}`);
-      const d = decodeMessage(schema, msg.data, { maxBytes: this.opts.maxBytes });
+      const d = decodeMessage(schema, msg.data);
       if (!d.ok) return this.reject(subject, msg, d);
       call(() => handler(d.value, msg)).catch((e: unknown) => this.failed(subject, e));
     };
@@ -96,7 +97,7 @@ export class Inbound {
   request<S extends z.ZodTypeAny>(subject: string, schema: S, handler: (body: z.infer<S>, msg: InboundMsg) => Promise<unknown>): InboundCallback {
     return (err, msg) => {
       if (err) return this.log.report(`${subject}:error`, `${subject}: subscription error: ${err.message}`);
-      const d = decodeMessage(schema, msg.data, { maxBytes: this.opts.maxBytes, empty: {} });
+      const d = decodeMessage(schema, msg.data, { empty: {} });
       if (!d.ok) {
         this.reject(subject, msg, d);
         return answer(msg, errorReply('BAD_REQUEST', `${subject}: ${d.message}`, d.issues));

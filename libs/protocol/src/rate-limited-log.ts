@@ -5,11 +5,10 @@ export class RateLimitedLog {
   private readonly keys = new Map<string, { last: number; suppressed: number; line: string }>();
   private timer: NodeJS.Timeout | null = null;
 
+  /** Keys are few (the callers' subjects times reasons), and each is forgotten once its interval ends. */
   constructor(
     private readonly write: (line: string) => void,
     private readonly intervalMs: number,
-    /** keys remembered at once; the oldest is forgotten (its count summarised) past this */
-    private readonly maxKeys = 256,
   ) {}
 
   report(key: string, line: string): void {
@@ -23,13 +22,7 @@ export class RateLimitedLog {
     }
     if (k?.suppressed) this.write(summary(k.line, k.suppressed));
     this.write(line);
-    this.keys.delete(key);
     this.keys.set(key, { last: now, suppressed: 0, line });
-    while (this.keys.size > this.maxKeys) {
-      const [oldest, v] = this.keys.entries().next().value!;
-      if (v.suppressed) this.write(summary(v.line, v.suppressed));
-      this.keys.delete(oldest);
-    }
   }
 
   /** Writes the summaries of every interval that has ended. */

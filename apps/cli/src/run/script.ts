@@ -3,18 +3,9 @@
 // the CLI, so it works on every supported Node: 20, 22, 24); anything else as an executable.
 // In a checkout, the checkout's tsconfig maps @cmesh/* to the sources; installed, swc reads the
 // script's own project tsconfig (TS_NODE_PROJECT, or ./tsconfig.json) if there is one.
-import * as path from 'path';
-import { FROM_SOURCE, SOURCE_TSCONFIG, execArgvFor } from '../programs';
+import { nodeArgs, programEnv } from '../programs';
 
 export function workerCommand(script: string, args: string[]): { command: string; args: string[]; env: Record<string, string> } {
-  const ext = path.extname(script);
-  if (ext === '.ts' || ext === '.mts' || ext === '.cts') {
-    return {
-      command: process.execPath,
-      args: [...execArgvFor('.ts'), script, ...args],
-      env: FROM_SOURCE && !process.env.TS_NODE_PROJECT ? { TS_NODE_PROJECT: SOURCE_TSCONFIG } : {},
-    };
-  }
-  if (ext === '.js' || ext === '.cjs' || ext === '.mjs') return { command: process.execPath, args: [script, ...args], env: {} };
+  if (/\.[cm]?[jt]s$/.test(script)) return { command: process.execPath, args: [...nodeArgs(script), ...args], env: programEnv() };
   return { command: script, args, env: {} };
 }

@@ -4,10 +4,10 @@
 import { dirname, extname, join, resolve } from 'path';
 
 /** True when this CLI runs from its TypeScript sources (a checkout, through swc). */
-export const FROM_SOURCE = extname(__filename) === '.ts';
+const FROM_SOURCE = extname(__filename) === '.ts';
 
 /** The checkout's tsconfig (its `paths` map @cmesh/* to the sources); only meaningful FROM_SOURCE. */
-export const SOURCE_TSCONFIG = resolve(__dirname, '../../../tsconfig.json');
+const SOURCE_TSCONFIG = resolve(__dirname, '../../../tsconfig.json');
 
 /** Node options `file` needs (fork's execArgv): a .ts file goes through swc's require hook. */
 export function execArgvFor(file: string): string[] {

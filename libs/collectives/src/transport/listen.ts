@@ -4,12 +4,13 @@
 import * as net from 'net';
 import { InvalidArgumentError } from '../errors';
 
-/** [lo, hi] from CMESH_DATA_PORTS, or null for any port (unset, "0" or "0-0", as the agents pass it). */
+/** [lo, hi] from CMESH_DATA_PORTS, or null for any port: unset, or port 0 ("0", or "0-0" as the agents pass it). */
 export function dataPortRange(text = process.env.CMESH_DATA_PORTS): [number, number] | null {
-  if (text === undefined || text === '' || text === '0' || text === '0-0') return null;
+  if (text === undefined || text === '') return null;
   const m = /^(\d+)(?:-(\d+))?$/.exec(text);
   const lo = m ? Number(m[1]) : NaN;
   const hi = m ? Number(m[2] ?? m[1]) : NaN;
+  if (lo === 0 && hi === 0) return null;
   if (!m || lo < 1 || hi > 65535 || hi < lo) throw new InvalidArgumentError(`CMESH_DATA_PORTS must be "lo-hi" or "port" within 1..65535, got ${JSON.stringify(text)}`);
   return [lo, hi];
 }

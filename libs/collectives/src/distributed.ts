@@ -1,5 +1,6 @@
 // The module-level torch.distributed API: a default (world) process group per process, groups
 // created with newGroup, and the option-object forms of every call (asyncOp returns a Work).
+import type { AlgorithmName } from './algorithms';
 import { timeoutArg } from './ops/validate';
 import { InvalidArgumentError, NotInitializedError } from './errors';
 import { DEFAULT_TIMEOUT_MS, ProcessGroup } from './process-group';
@@ -220,15 +221,15 @@ export function irecv(tensor: Tensor, opts: P2POptions & { src?: number } = {}):
   return call('irecv', { ...opts, asyncOp: true }, (pg) => pg.recv(tensor, opts.src, opts.tag, opts), -1) as Work<number>;
 }
 
-export function broadcast<O extends CommonOptions & { src: number; algorithm?: string }>(tensor: Tensor, opts: O): Ret<O> {
+export function broadcast<O extends CommonOptions & { src: number; algorithm?: AlgorithmName<'broadcast'> }>(tensor: Tensor, opts: O): Ret<O> {
   return call('broadcast', opts, (pg) => pg.broadcast(tensor, opts.src, opts), undefined) as Ret<O>;
 }
 
-export function reduce<O extends CommonOptions & { dst: number; op?: ReduceOp; algorithm?: string }>(tensor: Tensor, opts: O): Ret<O> {
+export function reduce<O extends CommonOptions & { dst: number; op?: ReduceOp; algorithm?: AlgorithmName<'reduce'> }>(tensor: Tensor, opts: O): Ret<O> {
   return call('reduce', opts, (pg) => pg.reduce(tensor, opts.dst, opts.op, opts), undefined) as Ret<O>;
 }
 
-export function allReduce<O extends CommonOptions & { op?: ReduceOp; algorithm?: string }>(tensor: Tensor, opts?: O): Ret<O> {
+export function allReduce<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'allReduce'> }>(tensor: Tensor, opts?: O): Ret<O> {
   return call('allReduce', opts, (pg) => pg.allReduce(tensor, opts?.op, opts), undefined) as Ret<O>;
 }
 
@@ -240,19 +241,19 @@ export function scatter<O extends CommonOptions & { src?: number; scatterList?: 
   return call('scatter', opts, (pg) => pg.scatter(tensor, opts.scatterList, opts.src ?? 0, opts), undefined) as Ret<O>;
 }
 
-export function allGather<O extends CommonOptions & { algorithm?: string }>(tensorList: Tensor[], tensor: Tensor, opts?: O): Ret<O> {
+export function allGather<O extends CommonOptions & { algorithm?: AlgorithmName<'allGather'> }>(tensorList: Tensor[], tensor: Tensor, opts?: O): Ret<O> {
   return call('allGather', opts, (pg) => pg.allGather(tensorList, tensor, opts), undefined) as Ret<O>;
 }
 
-export function allGatherIntoTensor<O extends CommonOptions & { algorithm?: string }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+export function allGatherIntoTensor<O extends CommonOptions & { algorithm?: AlgorithmName<'allGather'> }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
   return call('allGatherIntoTensor', opts, (pg) => pg.allGatherIntoTensor(output, input, opts), undefined) as Ret<O>;
 }
 
-export function reduceScatter<O extends CommonOptions & { op?: ReduceOp; algorithm?: string }>(output: Tensor, inputList: Tensor[], opts?: O): Ret<O> {
+export function reduceScatter<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'reduceScatter'> }>(output: Tensor, inputList: Tensor[], opts?: O): Ret<O> {
   return call('reduceScatter', opts, (pg) => pg.reduceScatter(output, inputList, opts?.op, opts), undefined) as Ret<O>;
 }
 
-export function reduceScatterTensor<O extends CommonOptions & { op?: ReduceOp; algorithm?: string }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+export function reduceScatterTensor<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'reduceScatter'> }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
   return call('reduceScatterTensor', opts, (pg) => pg.reduceScatterTensor(output, input, opts?.op, opts), undefined) as Ret<O>;
 }
 

@@ -1,15 +1,7 @@
 // A process group over the TCP mesh: torch.distributed's ProcessGroupGloo for Node. Validates
 // every call before it takes a sequence number, runs the chosen algorithm on a per-call Comm, and
 // turns transport failures into typed errors that name op, group, seq, this rank and the peers.
-import {
-  ALGORITHMS,
-  AllReduceFn,
-  BroadcastFn,
-  CollectiveKind,
-  ReduceFn,
-  ReduceScatterFn,
-  Scratch,
-} from './algorithms';
+import { ALGORITHMS, AlgorithmName, Scratch } from './algorithms';
 import { chooseAlgorithm } from './cost-model';
 import {
   CmeshError,
@@ -22,7 +14,8 @@ import {
   describeContext,
 } from './errors';
 import { hasCollectiveObservers, notifyCollective } from './observers';
-import { OpName, describeSignature, signature } from './ops/signature';
+import type { Collective } from './ops/names';
+import { describeSignature, signature } from './ops/signature';
 import { sameDtype, sameLength, splitSizes, tensorArg, tensorList, timeoutArg } from './ops/validate';
 import { ReduceOp, validateReduceOp } from './reduce-op';
 import { DTYPES, Tensor, bytesOf, dtypeOf, viewAs } from './tensor/dtype';
@@ -37,8 +30,9 @@ export const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
 export interface OpOptions {
   timeout?: number;
 }
-export interface RootOptions extends OpOptions {
-  algorithm?: string;
+export interface RootOptions<C extends Collective = Collective> extends OpOptions {
+  /** force one of the collective's algorithms instead of the cost model's choice */
+  algorithm?: AlgorithmName<C>;
 }
 
 export class ProcessGroup {
@@ -121,33 +115,33 @@ export class ProcessGroup {
 
   // ---- collectives ----
 
-  broadcast(tensor: Tensor, src: number, opts: RootOptions = {}): Promise<void> {
+  broadcast(tensor: Tensor, src: number, opts: RootOptions<'broadcast'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'broadcast');
     const root = this.memberRank('broadcast', src, 'src');
     const data = bytesOf(t);
-    return this.collective('broadcast', 'broadcast', opts, data.byteLength, signature('broadcast', dtypeOf(t), t.length, src), (comm, scratch, algo) =>
-      (ALGORITHMS.broadcast[algo].run as BroadcastFn)(comm, data, root, scratch),
+    return this.collective('broadcast', opts, data.byteLength, signature('broadcast', dtypeOf(t), t.length, src), (comm, scratch, algo) =>
+      ALGORITHMS.broadcast[algo].run(comm, data, root, scratch),
     );
   }
 
-  reduce(tensor: Tensor, dst: number, op: ReduceOp = ReduceOp.SUM, opts: RootOptions = {}): Promise<void> {
+  reduce(tensor: Tensor, dst: number, op: ReduceOp = ReduceOp.SUM, opts: RootOptions<'reduce'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'reduce');
     validateReduceOp(op, dtypeOf(t));
     const root = this.memberRank('reduce', dst, 'dst');
-    return this.collective('reduce', 'reduce', opts, t.byteLength, signature('reduce', dtypeOf(t), t.length, dst), (comm, scratch, algo) =>
-      (ALGORITHMS.reduce[algo].run as ReduceFn)(comm, t, op, root, scratch),
+    return this.collective('reduce', opts, t.byteLength, signature('reduce', dtypeOf(t), t.length, dst), (comm, scratch, algo) =>
+      ALGORITHMS.reduce[algo].run(comm, t, op, root, scratch),
     );
   }
 
-  allReduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, opts: RootOptions = {}): Promise<void> {
+  allReduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, opts: RootOptions<'allReduce'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'allReduce');
     validateReduceOp(op, dtypeOf(t));
-    return this.collective('allReduce', 'allreduce', opts, t.byteLength, signature('allReduce', dtypeOf(t), t.length), (comm, scratch, algo) =>
-      (ALGORITHMS.allreduce[algo].run as AllReduceFn)(comm, t, op, scratch),
+    return this.collective('allReduce', opts, t.byteLength, signature('allReduce', dtypeOf(t), t.length), (comm, scratch, algo) =>
+      ALGORITHMS.allReduce[algo].run(comm, t, op, scratch),
     );
   }
 
-  gather(tensor: Tensor, gatherList: Tensor[] | undefined, dst: number, opts: RootOptions = {}): Promise<void> {
+  gather(tensor: Tensor, gatherList: Tensor[] | undefined, dst: number, opts: RootOptions<'gather'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'gather');
     const root = this.memberRank('gather', dst, 'dst');
     let outputs: Uint8Array[] | undefined;
@@ -158,12 +152,12 @@ export class ProcessGroup {
     } else if (gatherList !== undefined && gatherList.length) {
       throw new InvalidArgumentError('gather: gatherList must NOT be specified on non-destination ranks', { op: 'gather' });
     }
-    return this.collective('gather', 'gather', opts, t.byteLength * this.size, signature('gather', dtypeOf(t), t.length, dst), (comm, _s, algo) =>
+    return this.collective('gather', opts, t.byteLength * this.size, signature('gather', dtypeOf(t), t.length, dst), (comm, _s, algo) =>
       ALGORITHMS.gather[algo].run(comm, bytesOf(t), outputs, root),
     );
   }
 
-  scatter(tensor: Tensor, scatterList: Tensor[] | undefined, src: number, opts: RootOptions = {}): Promise<void> {
+  scatter(tensor: Tensor, scatterList: Tensor[] | undefined, src: number, opts: RootOptions<'scatter'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'scatter');
     const root = this.memberRank('scatter', src, 'src');
     let inputs: Uint8Array[] | undefined;
@@ -174,73 +168,73 @@ export class ProcessGroup {
     } else if (scatterList !== undefined && scatterList.length) {
       throw new InvalidArgumentError('scatter: scatterList must NOT be specified on non-source ranks', { op: 'scatter' });
     }
-    return this.collective('scatter', 'scatter', opts, t.byteLength * this.size, signature('scatter', dtypeOf(t), t.length, src), (comm, _s, algo) =>
+    return this.collective('scatter', opts, t.byteLength * this.size, signature('scatter', dtypeOf(t), t.length, src), (comm, _s, algo) =>
       ALGORITHMS.scatter[algo].run(comm, bytesOf(t), inputs, root),
     );
   }
 
-  allGather(tensorList_: Tensor[], tensor: Tensor, opts: RootOptions = {}): Promise<void> {
+  allGather(tensorList_: Tensor[], tensor: Tensor, opts: RootOptions<'allGather'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'allGather');
     const list = tensorList(tensorList_, this.size, 'tensorList', 'allGather', t);
     list.forEach((x, i) => sameLength(x, t.length, `tensorList[${i}]`, 'allGather'));
     const outputs = list.map(bytesOf);
-    return this.collective('allGather', 'allgather', opts, t.byteLength * this.size, signature('allGather', dtypeOf(t), t.length), (comm, scratch, algo) =>
-      ALGORITHMS.allgather[algo].run(comm, bytesOf(t), outputs, scratch),
+    return this.collective('allGather', opts, t.byteLength * this.size, signature('allGather', dtypeOf(t), t.length), (comm, scratch, algo) =>
+      ALGORITHMS.allGather[algo].run(comm, bytesOf(t), outputs, scratch),
     );
   }
 
-  allGatherIntoTensor(output: Tensor, input: Tensor, opts: RootOptions = {}): Promise<void> {
+  allGatherIntoTensor(output: Tensor, input: Tensor, opts: RootOptions<'allGather'> = {}): Promise<void> {
     const inp = tensorArg(input, 'input', 'allGatherIntoTensor');
     const out = tensorArg(output, 'output', 'allGatherIntoTensor');
     sameDtype(out, dtypeOf(inp), 'output', 'allGatherIntoTensor');
     sameLength(out, inp.length * this.size, 'output (input length x group size)', 'allGatherIntoTensor');
     const n = inp.length;
     const outputs = Array.from({ length: this.size }, (_, i) => bytesOf(out.subarray(i * n, (i + 1) * n) as Tensor));
-    return this.collective('allGather', 'allgather', opts, out.byteLength, signature('allGather', dtypeOf(inp), n), (comm, scratch, algo) =>
-      ALGORITHMS.allgather[algo].run(comm, bytesOf(inp), outputs, scratch),
+    return this.collective('allGather', opts, out.byteLength, signature('allGather', dtypeOf(inp), n), (comm, scratch, algo) =>
+      ALGORITHMS.allGather[algo].run(comm, bytesOf(inp), outputs, scratch),
     );
   }
 
-  reduceScatter(output: Tensor, inputList: Tensor[], op: ReduceOp = ReduceOp.SUM, opts: RootOptions = {}): Promise<void> {
+  reduceScatter(output: Tensor, inputList: Tensor[], op: ReduceOp = ReduceOp.SUM, opts: RootOptions<'reduceScatter'> = {}): Promise<void> {
     const out = tensorArg(output, 'output', 'reduceScatter');
     validateReduceOp(op, dtypeOf(out));
     const list = tensorList(inputList, this.size, 'inputList', 'reduceScatter', out);
     list.forEach((x, i) => sameLength(x, out.length, `inputList[${i}]`, 'reduceScatter'));
     const n = out.length;
-    return this.collective('reduceScatter', 'reducescatter', opts, out.byteLength * this.size, signature('reduceScatter', dtypeOf(out), n), (comm, scratch, algo) => {
+    return this.collective('reduceScatter', opts, out.byteLength * this.size, signature('reduceScatter', dtypeOf(out), n), (comm, scratch, algo) => {
       // the algorithms want one contiguous input; the copy lives in a second scratch
       const staging = this.takeScratch();
       const input = viewAs(staging.get(out.byteLength * this.size), dtypeOf(out));
       list.forEach((x, i) => input.set(x as never, i * n));
       const counts = new Array(this.size).fill(n);
-      return (ALGORITHMS.reducescatter[algo].run as ReduceScatterFn)(comm, input, out, counts, op, scratch).finally(() => this.scratchPool.push(staging));
+      return ALGORITHMS.reduceScatter[algo].run(comm, input, out, counts, op, scratch).finally(() => this.scratchPool.push(staging));
     });
   }
 
-  reduceScatterTensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM, opts: RootOptions = {}): Promise<void> {
+  reduceScatterTensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM, opts: RootOptions<'reduceScatter'> = {}): Promise<void> {
     const out = tensorArg(output, 'output', 'reduceScatterTensor');
     const inp = tensorArg(input, 'input', 'reduceScatterTensor');
     sameDtype(inp, dtypeOf(out), 'input', 'reduceScatterTensor');
     validateReduceOp(op, dtypeOf(out));
     sameLength(inp, out.length * this.size, 'input (output length x group size)', 'reduceScatterTensor');
     const counts = new Array(this.size).fill(out.length);
-    return this.collective('reduceScatter', 'reducescatter', opts, inp.byteLength, signature('reduceScatter', dtypeOf(out), out.length), (comm, scratch, algo) =>
-      (ALGORITHMS.reducescatter[algo].run as ReduceScatterFn)(comm, inp, out, counts, op, scratch),
+    return this.collective('reduceScatter', opts, inp.byteLength, signature('reduceScatter', dtypeOf(out), out.length), (comm, scratch, algo) =>
+      ALGORITHMS.reduceScatter[algo].run(comm, inp, out, counts, op, scratch),
     );
   }
 
-  allToAll(outputList: Tensor[], inputList: Tensor[], opts: RootOptions = {}): Promise<void> {
+  allToAll(outputList: Tensor[], inputList: Tensor[], opts: RootOptions<'allToAll'> = {}): Promise<void> {
     if (!Array.isArray(inputList) || !inputList.length) throw new InvalidArgumentError('allToAll: inputList must be a non-empty array of tensors', { op: 'allToAll' });
     const first = tensorArg(inputList[0], 'inputList[0]', 'allToAll');
     const ins = tensorList(inputList, this.size, 'inputList', 'allToAll', first);
     const outs = tensorList(outputList, this.size, 'outputList', 'allToAll', first);
     const bytes = ins.reduce((a, x) => a + x.byteLength, 0);
-    return this.collective('allToAll', 'alltoall', opts, bytes, signature('allToAll', dtypeOf(first), undefined), (comm, _s, algo) =>
-      ALGORITHMS.alltoall[algo].run(comm, ins.map(bytesOf), outs.map(bytesOf)),
+    return this.collective('allToAll', opts, bytes, signature('allToAll', dtypeOf(first), undefined), (comm, _s, algo) =>
+      ALGORITHMS.allToAll[algo].run(comm, ins.map(bytesOf), outs.map(bytesOf)),
     );
   }
 
-  allToAllSingle(output: Tensor, input: Tensor, outputSplitSizes?: number[], inputSplitSizes?: number[], opts: RootOptions = {}): Promise<void> {
+  allToAllSingle(output: Tensor, input: Tensor, outputSplitSizes?: number[], inputSplitSizes?: number[], opts: RootOptions<'allToAll'> = {}): Promise<void> {
     const out = tensorArg(output, 'output', 'allToAllSingle');
     const inp = tensorArg(input, 'input', 'allToAllSingle');
     sameDtype(out, dtypeOf(inp), 'output', 'allToAllSingle');
@@ -252,13 +246,13 @@ export class ProcessGroup {
     };
     const ins = blocks(inp, inSplits);
     const outs = blocks(out, outSplits);
-    return this.collective('allToAll', 'alltoall', opts, inp.byteLength, signature('allToAll', dtypeOf(inp), undefined), (comm, _s, algo) =>
-      ALGORITHMS.alltoall[algo].run(comm, ins, outs),
+    return this.collective('allToAll', opts, inp.byteLength, signature('allToAll', dtypeOf(inp), undefined), (comm, _s, algo) =>
+      ALGORITHMS.allToAll[algo].run(comm, ins, outs),
     );
   }
 
   barrier(opts: OpOptions = {}): Promise<void> {
-    return this.collective('barrier', 'barrier', opts, 0, signature('barrier', undefined, undefined), (comm, _s, algo) => ALGORITHMS.barrier[algo].run(comm));
+    return this.collective('barrier', opts, 0, signature('barrier', undefined, undefined), (comm, _s, algo) => ALGORITHMS.barrier[algo].run(comm));
   }
 
   trafficCounters(): TrafficCounters {
@@ -294,17 +288,16 @@ export class ProcessGroup {
     return this.scratchPool.pop() ?? new Scratch();
   }
 
-  private collective(
-    op: OpName,
-    kind: CollectiveKind,
-    opts: RootOptions,
+  private collective<C extends Collective>(
+    op: C,
+    opts: RootOptions<C>,
     bytes: number,
     sig: OpSignature,
-    body: (comm: OpComm, scratch: Scratch, algorithm: string) => Promise<void>,
+    body: (comm: OpComm, scratch: Scratch, algorithm: AlgorithmName<C>) => Promise<void>,
   ): Promise<void> {
     this.checkAlive(op);
     timeoutArg(opts.timeout, op);
-    const algorithm = chooseAlgorithm(kind, bytes, this.size, { algorithm: opts.algorithm, env: this.env });
+    const algorithm = chooseAlgorithm(op, bytes, this.size, { algorithm: opts.algorithm, env: this.env });
     const seq = this.seq++;
     const comm = new OpComm(this.mesh, this.rank, this.size, this.worldRanks, this.id, seq, sig);
     const ctx: ErrorContext = { op, group: this.name, seq, rank: this.mesh.rank };

@@ -1,14 +1,7 @@
 // Every algorithm, over real loopback TCP between in-process ranks, at world sizes 1..5 and 8,
 // element counts 0, 1, P-1, 7 and 1000, checked element by element against a reference, plus the
 // seed's traffic formulas checked through the byte counters.
-import {
-  ALGORITHMS,
-  Scratch,
-  allReduceAlgorithms,
-  allGatherAlgorithms,
-  broadcastAlgorithms,
-  reduceScatterAlgorithms,
-} from '../src/algorithms';
+import { ALGORITHMS, Scratch, algorithmNames } from '../src/algorithms';
 import { treeChildren } from '../src/algorithms/allreduce/tree';
 import { ReduceOp } from '../src/reduce-op';
 import { DType, Tensor, allocTensor, bytesOf, elementSize } from '../src/tensor/dtype';
@@ -114,8 +107,8 @@ function countsFor(p: number): number[] {
 // ---- all-reduce -----------------------------------------------------------------------------
 
 describe('allreduce', () => {
-  for (const name of Object.keys(allReduceAlgorithms)) {
-    const algo = allReduceAlgorithms[name];
+  for (const name of algorithmNames('allReduce')) {
+    const algo = ALGORITHMS.allReduce[name];
     for (const p of SIZES) {
       it(`${name} P=${p}: float32 SUM, counts ${countsFor(p).join('/')}, small chunks too`, async () => {
         for (const count of countsFor(p)) {
@@ -123,10 +116,10 @@ describe('allreduce', () => {
             const data = Array.from({ length: p }, (_, r) => input('float32', r, count));
             await onAllRanks(p, (c, r) => algo.run(c, data[r], 'sum', scratches[r], { chunkBytes }));
             data.forEach((t, r) => checkReduced('float32', 'sum', p, t, `${name} P=${p} n=${count} rank ${r}`));
-            if (algo.trafficFormula) {
+            if (algo.traffic) {
               const comms = meshes.get(p)!.comms;
               comms.forEach((c, r) => {
-                const want = algo.trafficFormula!(count, 4, p, r);
+                const want = algo.traffic!(count, 4, p, r);
                 expect({ rank: r, sent: c.bytesSent, received: c.bytesReceived }).toEqual({ rank: r, ...want });
               });
             }
@@ -166,20 +159,20 @@ describe('allreduce', () => {
       const data = () => Array.from({ length: p }, (_, r) => input('float32', r, count));
 
       const d1 = data();
-      await onAllRanks(p, (c, r) => allReduceAlgorithms.direct.run(c, d1[r], 'sum', scratches[r]));
+      await onAllRanks(p, (c, r) => ALGORITHMS.allReduce.direct.run(c, d1[r], 'sum', scratches[r]));
       expect(comms[0].bytesSent).toBe((p - 1) * N);
       expect(comms[0].bytesReceived).toBe((p - 1) * N);
       for (let r = 1; r < p; r++) expect(comms[r].bytesSent).toBe(N);
 
       const d2 = data();
-      await onAllRanks(p, (c, r) => allReduceAlgorithms.ring.run(c, d2[r], 'sum', scratches[r]));
+      await onAllRanks(p, (c, r) => ALGORITHMS.allReduce.ring.run(c, d2[r], 'sum', scratches[r]));
       for (const c of comms) {
         expect(c.bytesSent).toBe(2 * (N / p) * (p - 1));
         expect(c.bytesReceived).toBe(2 * (N / p) * (p - 1));
       }
 
       const d3 = data();
-      await onAllRanks(p, (c, r) => allReduceAlgorithms.tree.run(c, d3[r], 'sum', scratches[r]));
+      await onAllRanks(p, (c, r) => ALGORITHMS.allReduce.tree.run(c, d3[r], 'sum', scratches[r]));
       // from the deepest leaf (rank P-1) up to the root, every hop carries N bytes up
       let pathBytes = 0;
       for (let r = p - 1; r > 0; r = (r - 1) >> 1) pathBytes += comms[r].sentTo[(r - 1) >> 1];
@@ -193,19 +186,19 @@ describe('allreduce', () => {
 // ---- broadcast / reduce ---------------------------------------------------------------------
 
 describe('broadcast', () => {
-  for (const name of Object.keys(broadcastAlgorithms)) {
+  for (const name of algorithmNames('broadcast')) {
     for (const p of SIZES) {
       it(`${name} P=${p} from every root`, async () => {
         for (const root of [...new Set([0, p - 1, p >> 1])]) {
           for (const bytes of [0, 1, 7, 4000]) {
             const bufs = Array.from({ length: p }, (_, r) => Uint8Array.from({ length: bytes }, (_, i) => (r === root ? (i * 13 + root) & 255 : 0)));
-            await onAllRanks(p, (c, r) => broadcastAlgorithms[name].run(c, bufs[r], root, scratches[r], { chunkBytes: 1000 }));
+            await onAllRanks(p, (c, r) => ALGORITHMS.broadcast[name].run(c, bufs[r], root, scratches[r], { chunkBytes: 1000 }));
             bufs.forEach((b, r) => {
               for (let i = 0; i < bytes; i++) if (b[i] !== ((i * 13 + root) & 255)) throw new Error(`rank ${r} byte ${i}`);
             });
             const comms = meshes.get(p)!.comms;
             comms.forEach((c, r) => {
-              const want = broadcastAlgorithms[name].trafficFormula!(bytes, 1, p, r, root);
+              const want = ALGORITHMS.broadcast[name].traffic!(bytes, 1, p, r, root);
               expect({ r, sent: c.bytesSent, received: c.bytesReceived }).toEqual({ r, ...want });
             });
           }
@@ -264,7 +257,7 @@ describe('gather / scatter', () => {
 });
 
 describe('allgather', () => {
-  for (const name of Object.keys(allGatherAlgorithms)) {
+  for (const name of algorithmNames('allGather')) {
     for (const p of SIZES) {
       it(`${name} P=${p}, equal and uneven blocks`, async () => {
         for (const base of [0, 1, 7, 1000]) {
@@ -272,7 +265,7 @@ describe('allgather', () => {
             const len = (r: number) => (uneven ? blockLen(r, base) : base);
             const inputs = Array.from({ length: p }, (_, r) => Uint8Array.from({ length: len(r) }, (_, i) => fillByte(r, i)));
             const outs = Array.from({ length: p }, () => Array.from({ length: p }, (_, j) => new Uint8Array(len(j))));
-            await onAllRanks(p, (c, r) => allGatherAlgorithms[name].run(c, inputs[r], outs[r], scratches[r]));
+            await onAllRanks(p, (c, r) => ALGORITHMS.allGather[name].run(c, inputs[r], outs[r], scratches[r]));
             outs.forEach((o, r) => o.forEach((b, j) => {
               if (!Buffer.from(b).equals(Buffer.from(inputs[j]))) throw new Error(`rank ${r} block ${j}`);
             }));
@@ -293,7 +286,7 @@ describe('alltoall', () => {
         const size = (from: number, to: number) => (base === 0 ? 0 : (base + from + 2 * to) % (base + 3));
         const inputs = Array.from({ length: p }, (_, r) => Array.from({ length: p }, (_, j) => Uint8Array.from({ length: size(r, j) }, (_, i) => fillByte(r * 8 + j, i))));
         const outs = Array.from({ length: p }, (_, r) => Array.from({ length: p }, (_, j) => new Uint8Array(size(j, r))));
-        await onAllRanks(p, (c, r) => ALGORITHMS.alltoall.pairwise.run(c, inputs[r], outs[r]));
+        await onAllRanks(p, (c, r) => ALGORITHMS.allToAll.pairwise.run(c, inputs[r], outs[r]));
         outs.forEach((o, r) => o.forEach((b, j) => {
           if (!Buffer.from(b).equals(Buffer.from(inputs[j][r]))) throw new Error(`rank ${r} from ${j}`);
         }));
@@ -305,7 +298,7 @@ describe('alltoall', () => {
 // ---- reduce-scatter -------------------------------------------------------------------------
 
 describe('reducescatter', () => {
-  for (const name of Object.keys(reduceScatterAlgorithms)) {
+  for (const name of algorithmNames('reduceScatter')) {
     for (const p of SIZES) {
       it(`${name} P=${p}, equal and uneven counts, input unchanged`, async () => {
         for (const [dtype, op] of [['float32', 'sum'], ['int32', 'product'], ['bfloat16', 'avg'], ['int8', 'bor']] as [DType, ReduceOp][]) {
@@ -315,7 +308,7 @@ describe('reducescatter', () => {
               const total = counts.reduce((a, b) => a + b, 0);
               const ins = Array.from({ length: p }, (_, r) => input(dtype, r, total));
               const outs = counts.map((c) => allocTensor(dtype, c));
-              await onAllRanks(p, (c, r) => reduceScatterAlgorithms[name].run(c, ins[r], outs[r], counts, op, scratches[r]));
+              await onAllRanks(p, (c, r) => ALGORITHMS.reduceScatter[name].run(c, ins[r], outs[r], counts, op, scratches[r]));
               let off = 0;
               outs.forEach((o, r) => {
                 checkReduced(dtype, op, p, o, `${name} ${dtype} ${op} P=${p} counts=${counts} rank ${r}`, off);
@@ -333,7 +326,7 @@ describe('reducescatter', () => {
     const counts = [10, 10, 10, 10];
     const ins = Array.from({ length: p }, (_, r) => input('float32', r, 40));
     const outs = counts.map((c) => allocTensor('float32', c));
-    await onAllRanks(p, (c, r) => reduceScatterAlgorithms.ring.run(c, ins[r], outs[r], counts, 'sum', scratches[r]));
+    await onAllRanks(p, (c, r) => ALGORITHMS.reduceScatter.ring.run(c, ins[r], outs[r], counts, 'sum', scratches[r]));
     for (const c of meshes.get(p)!.comms) expect(c.bytesSent).toBe(3 * 10 * elementSize('float32'));
   });
 });

@@ -78,7 +78,7 @@ describe('no hidden side effects', () => {
         expect.stringMatching(rank === 0 ? /mesh: connection from rank 1 accepted$/ : /mesh: connected to rank 0 at 127\.0\.0\.1:\d+$/),
         expect.stringMatching(/mesh: connected to all 1 peers$/),
         expect.stringMatching(new RegExp(`init: process group ready: rank ${rank} of 2, backend tcp$`)),
-        expect.stringMatching(/algorithm: allreduce of 4 B at world 2: [a-z-]+ \(cost model\)$/),
+        expect.stringMatching(/algorithm: allReduce of 4 B at world 2: [a-z-]+ \(cost model\)$/),
       ];
       if (canBind) expected.push(expect.stringMatching(new RegExp(`binding: main thread bound to cpu ${ALLOWED[rank]}$`)));
       expect(lines).toEqual(expect.arrayContaining(expected));
@@ -98,7 +98,7 @@ describe('no hidden side effects', () => {
     for (const r of res) {
       expect(r.code).toBe(0);
       expect(r.stderr).toMatch(new RegExp(`^CMESH \\d+: \\[cmesh rank ${r.rank}\\] rendezvous: init method env://: rank ${r.rank} of world 2$`, 'm'));
-      expect(r.stderr).toMatch(/^CMESH \d+: \[cmesh rank \d\] algorithm: allreduce of 4 B at world 2: /m);
+      expect(r.stderr).toMatch(/^CMESH \d+: \[cmesh rank \d\] algorithm: allReduce of 4 B at world 2: /m);
     }
   }, 90000);
 });

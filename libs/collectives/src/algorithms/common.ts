@@ -54,6 +54,11 @@ export async function exchange(comm: Comm, to: number, data: Uint8Array, from: n
   await Promise.all([sendIfAny(comm, to, data), recvIfAny(comm, from, into)]);
 }
 
+/** Messages a pipelined algorithm splits `bytes` into (at least one). */
+export function chunks(bytes: number, chunkBytes: number): number {
+  return Math.max(1, Math.ceil(bytes / chunkBytes));
+}
+
 /** Largest power of two <= n (n >= 1). */
 export function floorPow2(n: number): number {
   let p = 1;

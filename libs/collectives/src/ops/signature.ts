@@ -2,8 +2,10 @@
 // CollectiveMismatchError.
 import { DTYPES, DType } from '../tensor/dtype';
 import { ANY_COUNT, OpSignature } from '../transport/frame';
+import type { Collective } from './names';
 
-export const OPCODES = {
+/** Wire codes of the collectives (fixed: peers of one version compare them). */
+export const OPCODES: Readonly<Record<Collective, number>> = {
   broadcast: 1,
   reduce: 2,
   allReduce: 3,
@@ -13,12 +15,11 @@ export const OPCODES = {
   reduceScatter: 7,
   allToAll: 8,
   barrier: 9,
-} as const;
-export type OpName = keyof typeof OPCODES;
+};
 
 const NAMES = Object.fromEntries(Object.entries(OPCODES).map(([k, v]) => [v, k])) as Record<number, string>;
 
-export function signature(op: OpName, dtype: DType | undefined, count: number | undefined, root = -1): OpSignature {
+export function signature(op: Collective, dtype: DType | undefined, count: number | undefined, root = -1): OpSignature {
   return { opcode: OPCODES[op], dtype: dtype ? DTYPES.indexOf(dtype) + 1 : 0, root, count: count ?? ANY_COUNT };
 }
 

@@ -2,9 +2,9 @@
 import { InvalidArgumentError } from '../errors';
 import { BFloat16BitsArray, Float16BitsArray } from './half';
 
-export type DType = 'float32' | 'float64' | 'int8' | 'uint8' | 'int32' | 'int64' | 'float16' | 'bfloat16';
-
-export const DTYPES: readonly DType[] = ['float32', 'float64', 'int8', 'uint8', 'int32', 'int64', 'float16', 'bfloat16'];
+/** The dtypes, by the library's names (torch's); their order is also their wire code (ops/signature.ts). */
+export const DTYPES = ['float32', 'float64', 'int8', 'uint8', 'int32', 'int64', 'float16', 'bfloat16'] as const;
+export type DType = (typeof DTYPES)[number];
 
 export type Tensor =
   | Float32Array

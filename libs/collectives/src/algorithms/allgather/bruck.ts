@@ -3,7 +3,8 @@
 // blocks to rank r-d and appends the same number received from r+d. A final pass un-rotates into
 // the outputs. Good for small messages where per-message latency dominates.
 import type { Comm } from '../../transport/comm';
-import { copyBytes, exchange, mod } from '../common';
+import type { AllGatherFn, Algorithm } from '../algorithm';
+import { ceilLog2, copyBytes, exchange, mod } from '../common';
 import type { Scratch } from '../scratch';
 
 export async function allGatherBruck(comm: Comm, input: Uint8Array, outputs: Uint8Array[], scratch: Scratch): Promise<void> {
@@ -31,3 +32,12 @@ export async function allGatherBruck(comm: Comm, input: Uint8Array, outputs: Uin
   }
   for (let j = 0; j < P; j++) outputs[mod(r + j, P)].set(buf.subarray(offsets[j], offsets[j + 1]));
 }
+
+export const algorithm: Algorithm<AllGatherFn, 'bruck'> = {
+  name: 'bruck',
+  run: allGatherBruck,
+  description: 'Bruck: ceil(log2 P) rounds; latency-optimal for small blocks',
+  // one extra pass through scratch to un-rotate the blocks (costed like a kernel pass)
+  cost: (N, P, { alpha, beta, gamma }) => ceilLog2(P) * alpha + ((P - 1) / P) * N * beta + N * gamma,
+  traffic: (count, es, P) => ({ sent: (P - 1) * (count / P) * es, received: (P - 1) * (count / P) * es }),
+};

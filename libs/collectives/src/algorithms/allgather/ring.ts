@@ -3,6 +3,7 @@
 // Blocks may differ in size (outputs[i].byteLength is rank i's contribution). Every receive is
 // posted up front (the blocks are disjoint), and each block moves on as soon as it has arrived.
 import type { Comm } from '../../transport/comm';
+import type { AllGatherFn, Algorithm } from '../algorithm';
 import { copyBytes, mod, recvIfAny, sendIfAny } from '../common';
 
 export async function allGatherRing(comm: Comm, input: Uint8Array, outputs: Uint8Array[]): Promise<void> {
@@ -21,3 +22,11 @@ export async function allGatherRing(comm: Comm, input: Uint8Array, outputs: Uint
   }
   await Promise.all([...sends, ...recvs]);
 }
+
+export const algorithm: Algorithm<AllGatherFn, 'ring'> = {
+  name: 'ring',
+  run: (comm, input, outputs) => allGatherRing(comm, input, outputs),
+  description: 'P-1 steps around a ring; bandwidth-optimal',
+  cost: (N, P, { alpha, beta }) => (P - 1) * (alpha + (N / P) * beta),
+  traffic: (count, es, P) => ({ sent: (P - 1) * (count / P) * es, received: (P - 1) * (count / P) * es }),
+};

@@ -5,6 +5,7 @@ import type { Comm } from '../../transport/comm';
 import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
 import { Tensor, bytesOf, dtypeOf } from '../../tensor/dtype';
+import type { Algorithm, AllReduceFn } from '../algorithm';
 import type { Scratch } from '../scratch';
 
 const ROOT = 0;
@@ -34,3 +35,15 @@ export async function allReduceDirect(comm: Comm, data: Tensor, op: ReduceOp, sc
   for (let r = 1; r < P; r++) sends.push(comm.send(r, bytes));
   await Promise.all(sends);
 }
+
+export const algorithm: Algorithm<AllReduceFn, 'direct'> = {
+  name: 'direct',
+  run: (comm, data, op, scratch) => allReduceDirect(comm, data, op, scratch),
+  description: 'master-worker: reduce at rank 0, then send the result back; root moves (P-1)·N each way',
+  // the root receives and reduces P-1 buffers one after another, then sends P-1 copies
+  cost: (N, P, { alpha, beta, gamma }) => 2 * (P - 1) * (alpha + N * beta) + (P - 1) * N * gamma,
+  traffic: (count, es, P, r) => {
+    const N = P > 1 ? count * es : 0;
+    return r === 0 ? { sent: (P - 1) * N, received: (P - 1) * N } : { sent: N, received: N };
+  },
+};

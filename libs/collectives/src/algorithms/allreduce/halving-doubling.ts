@@ -8,6 +8,7 @@ import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
 import { Tensor, bytesOf, dtypeOf } from '../../tensor/dtype';
 import { blockStart, byteRange, exchange, floorPow2 } from '../common';
+import type { Algorithm, AllReduceFn } from '../algorithm';
 import type { Scratch } from '../scratch';
 
 export async function allReduceHalvingDoubling(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch): Promise<void> {
@@ -80,3 +81,15 @@ export async function allReduceHalvingDoubling(comm: Comm, data: Tensor, op: Red
     else await comm.send(r - 1, bytesOf(data));
   }
 }
+
+export const algorithm: Algorithm<AllReduceFn, 'halving-doubling'> = {
+  name: 'halving-doubling',
+  run: (comm, data, op, scratch) => allReduceHalvingDoubling(comm, data, op, scratch),
+  description: 'Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather',
+  cost: (N, P, { alpha, beta, gamma }) => {
+    const p2 = floorPow2(P);
+    const frac = (p2 - 1) / p2;
+    const extra = P > p2 ? 2 * (alpha + N * beta) + N * gamma : 0;
+    return 2 * Math.log2(p2) * alpha + 2 * frac * N * beta + frac * N * gamma + extra;
+  },
+};

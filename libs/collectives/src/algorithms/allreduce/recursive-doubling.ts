@@ -10,6 +10,7 @@ import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
 import { Tensor, bytesOf, dtypeOf } from '../../tensor/dtype';
 import { exchange, floorPow2 } from '../common';
+import type { Algorithm, AllReduceFn } from '../algorithm';
 import type { Scratch } from '../scratch';
 
 export async function allReduceRecursiveDoubling(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch): Promise<void> {
@@ -47,3 +48,14 @@ export async function allReduceRecursiveDoubling(comm: Comm, data: Tensor, op: R
   }
   if (op === 'avg' && n > 0) finishAvg(data, P);
 }
+
+export const algorithm: Algorithm<AllReduceFn, 'recursive-doubling'> = {
+  name: 'recursive-doubling',
+  run: (comm, data, op, scratch) => allReduceRecursiveDoubling(comm, data, op, scratch),
+  description: 'whole-vector exchange with rank ^ 2^k, log2 P rounds; latency-optimal for small N',
+  cost: (N, P, { alpha, beta, gamma }) => {
+    const p2 = floorPow2(P);
+    const extra = P > p2 ? 2 * (alpha + N * beta) + N * gamma : 0;
+    return Math.log2(p2) * (alpha + N * beta + N * gamma) + extra;
+  },
+};

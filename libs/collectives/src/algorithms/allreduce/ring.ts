@@ -11,7 +11,8 @@ import type { Comm } from '../../transport/comm';
 import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
 import { Tensor, dtypeOf } from '../../tensor/dtype';
-import { AlgorithmOptions, blockStart, byteRange, chunkElements, mod, recvIfAny, sendIfAny } from '../common';
+import type { Algorithm, AllReduceFn, Traffic } from '../algorithm';
+import { AlgorithmOptions, blockSize, blockStart, byteRange, chunkElements, chunks, mod, recvIfAny, sendIfAny } from '../common';
 import type { Scratch } from '../scratch';
 
 export async function allReduceRing(
@@ -82,3 +83,28 @@ function postGather(P: number, r: number, post: (block: number) => Promise<void>
   for (let s = 0; s < P - 1; s++) out.push(post(mod(r - s, P)));
   return out;
 }
+
+// rank r sends every block except r+2 (reduce-scatter) and except r (all-gather)
+function ringTraffic(count: number, es: number, P: number, r: number): Traffic {
+  if (P === 1) return { sent: 0, received: 0 };
+  let sent = 0;
+  let received = 0;
+  for (let s = 0; s < P - 1; s++) {
+    sent += blockSize(count, P, mod(r - s, P)) + blockSize(count, P, mod(r + 1 - s, P));
+    received += blockSize(count, P, mod(r - s - 1, P)) + blockSize(count, P, mod(r - s, P));
+  }
+  return { sent: sent * es, received: received * es };
+}
+
+export const algorithm: Algorithm<AllReduceFn, 'ring'> = {
+  name: 'ring',
+  run: allReduceRing,
+  description: 'reduce-scatter + all-gather around a ring; each rank sends 2·(N/P)·(P-1)',
+  // pipelined per chunk: latencies add up along the ring, the reductions hide behind the transfers
+  // except for one chunk per step
+  cost: (N, P, { alpha, beta, gamma, chunkBytes }) => {
+    const k = chunks(N / P, chunkBytes);
+    return (2 * (P - 1) + k - 1) * alpha + 2 * ((P - 1) / P) * N * beta + (P - 1) * Math.min(N / P, chunkBytes) * gamma;
+  },
+  traffic: ringTraffic,
+};

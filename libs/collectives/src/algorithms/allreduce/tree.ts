@@ -6,7 +6,8 @@ import type { Comm } from '../../transport/comm';
 import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
 import { Tensor, dtypeOf } from '../../tensor/dtype';
-import { AlgorithmOptions, byteRange, chunkElements } from '../common';
+import type { Algorithm, AllReduceFn } from '../algorithm';
+import { AlgorithmOptions, byteRange, chunkElements, chunks } from '../common';
 import type { Scratch } from '../scratch';
 
 export function treeChildren(rank: number, size: number): number[] {
@@ -67,3 +68,23 @@ export async function allReduceTree(
     finishAvg(data, P);
   }
 }
+
+export const algorithm: Algorithm<AllReduceFn, 'tree'> = {
+  name: 'tree',
+  run: allReduceTree,
+  description: 'binary tree: reduce up to rank 0, broadcast down, pipelined in chunks; log2(P) hops',
+  cost: (N, P, { alpha, beta, gamma, chunkBytes }) => {
+    if (P === 1) return 0;
+    const depth = Math.floor(Math.log2(P));
+    const k = chunks(N, chunkBytes);
+    const m = N / k;
+    const kids = Math.min(2, P - 1);
+    return (depth + k - 1) * (kids * (alpha + m * beta) + kids * m * gamma) + (depth + k - 1) * kids * (alpha + m * beta);
+  },
+  traffic: (count, es, P, r) => {
+    const N = P > 1 ? count * es : 0;
+    const kids = treeChildren(r, P).length;
+    const up = r === 0 ? 0 : N;
+    return { sent: up + kids * N, received: kids * N + up };
+  },
+};

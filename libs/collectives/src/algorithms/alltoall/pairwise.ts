@@ -3,6 +3,7 @@
 // splits of allToAllSingle): inputs[j] goes to rank j, outputs[j] comes from rank j; the sizes must
 // agree pairwise (the op layer checks that).
 import type { Comm } from '../../transport/comm';
+import type { AllToAllFn, Algorithm } from '../algorithm';
 import { copyBytes, exchange, mod } from '../common';
 
 export async function allToAllPairwise(comm: Comm, inputs: Uint8Array[], outputs: Uint8Array[]): Promise<void> {
@@ -15,3 +16,10 @@ export async function allToAllPairwise(comm: Comm, inputs: Uint8Array[], outputs
     await exchange(comm, to, inputs[to], from, outputs[from]);
   }
 }
+
+export const algorithm: Algorithm<AllToAllFn, 'pairwise'> = {
+  name: 'pairwise',
+  run: allToAllPairwise,
+  description: 'P-1 pairwise exchange steps',
+  cost: (N, P, { alpha, beta }) => (P - 1) * (alpha + (N / P) * beta),
+};

@@ -1,7 +1,8 @@
 // Dissemination barrier (Hensgen, Finkel, Manber): in round k each rank signals rank r+2^k and
 // waits for r-2^k; after ceil(log2 P) rounds every rank has (transitively) heard from all others.
 import type { Comm } from '../../transport/comm';
-import { mod } from '../common';
+import type { Algorithm, BarrierFn } from '../algorithm';
+import { ceilLog2, mod } from '../common';
 
 const TOKEN = new Uint8Array([1]); // one byte: the transport need not support empty messages
 
@@ -12,3 +13,11 @@ export async function barrierDissemination(comm: Comm): Promise<void> {
     await Promise.all([comm.send(mod(comm.rank + d, P), TOKEN), comm.recv(mod(comm.rank - d, P), got)]);
   }
 }
+
+export const algorithm: Algorithm<BarrierFn, 'dissemination'> = {
+  name: 'dissemination',
+  run: barrierDissemination,
+  description: 'ceil(log2 P) rounds of 1-byte signals',
+  cost: (_N, P, { alpha }) => ceilLog2(P) * alpha,
+  traffic: (_c, _e, P) => ({ sent: ceilLog2(P), received: ceilLog2(P) }),
+};

@@ -3,7 +3,8 @@
 // transfer regardless of P; every rank sends at most N bytes. Every chunk's receive is posted up
 // front so that data lands in place instead of being buffered by the transport.
 import type { Comm } from '../../transport/comm';
-import { AlgorithmOptions, DEFAULT_CHUNK_BYTES, mod } from '../common';
+import type { Algorithm, BroadcastFn } from '../algorithm';
+import { AlgorithmOptions, DEFAULT_CHUNK_BYTES, chunks, mod } from '../common';
 
 export async function broadcastChain(comm: Comm, data: Uint8Array, root: number, opts?: AlgorithmOptions): Promise<void> {
   const P = comm.size;
@@ -23,3 +24,20 @@ export async function broadcastChain(comm: Comm, data: Uint8Array, root: number,
   }
   await Promise.all([...sends, ...recvs]);
 }
+
+export const algorithm: Algorithm<BroadcastFn, 'chain'> = {
+  name: 'chain',
+  run: (comm, data, root, _scratch, opts) => broadcastChain(comm, data, root, opts),
+  description: 'pipelined chain in chunks; ~one buffer time for large N',
+  cost: (N, P, { alpha, beta, chunkBytes }) => {
+    const k = chunks(N, chunkBytes);
+    return P === 1 ? 0 : (P - 2 + k) * (alpha + (N / k) * beta);
+  },
+  traffic: (count, es, P, r, root = 0) => {
+    const N = count * es;
+    const vr = mod(r - root, P);
+    return { sent: vr === P - 1 ? 0 : N, received: vr === 0 ? 0 : N };
+  },
+  // broadcast at world 4 on 2 cores: chain 1.2-1.6x slower than the binomial tree (bench/peers)
+  needsACorePerRank: true,
+};

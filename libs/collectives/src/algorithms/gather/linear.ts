@@ -1,6 +1,7 @@
 // Linear gather: every rank sends its block straight to the root, which receives all of them at
 // once. Blocks may differ in size per rank (the root's outputs[r] gives rank r's size).
 import type { Comm } from '../../transport/comm';
+import type { Algorithm, GatherFn } from '../algorithm';
 import { copyBytes, recvIfAny, sendIfAny } from '../common';
 
 /** `outputs` (root only): one buffer per rank; outputs[root] receives the root's own input. */
@@ -16,3 +17,10 @@ export async function gatherLinear(comm: Comm, input: Uint8Array, outputs: Uint8
   }
   await Promise.all(recvs);
 }
+
+export const algorithm: Algorithm<GatherFn, 'linear'> = {
+  name: 'linear',
+  run: gatherLinear,
+  description: 'every rank sends to the root at once',
+  cost: (N, P, { alpha, beta }) => (P - 1) * alpha + ((P - 1) / P) * N * beta,
+};

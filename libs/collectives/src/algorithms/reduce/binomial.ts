@@ -5,7 +5,8 @@ import type { Comm } from '../../transport/comm';
 import { finishAvg, reduceInto } from '../../reduce/kernels';
 import type { ReduceOp } from '../../reduce-op';
 import { Tensor, bytesOf, dtypeOf } from '../../tensor/dtype';
-import { mod } from '../common';
+import type { Algorithm, ReduceFn } from '../algorithm';
+import { ceilLog2, mod } from '../common';
 import type { Scratch } from '../scratch';
 
 export async function reduceBinomial(comm: Comm, data: Tensor, op: ReduceOp, root: number, scratch: Scratch): Promise<void> {
@@ -39,3 +40,10 @@ export async function reduceBinomial(comm: Comm, data: Tensor, op: ReduceOp, roo
   }
   if (vr === 0 && op === 'avg' && n > 0) finishAvg(data, P);
 }
+
+export const algorithm: Algorithm<ReduceFn, 'binomial'> = {
+  name: 'binomial',
+  run: reduceBinomial,
+  description: 'binomial tree to any root, ceil(log2 P) rounds',
+  cost: (N, P, { alpha, beta, gamma }) => ceilLog2(P) * (alpha + N * beta + N * gamma),
+};

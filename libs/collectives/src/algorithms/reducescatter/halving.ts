@@ -9,7 +9,8 @@ import type { ReduceOp } from '../../reduce-op';
 import { Tensor, bytesOf, dtypeOf } from '../../tensor/dtype';
 import { byteRange, exchange, floorPow2 } from '../common';
 import type { Scratch } from '../scratch';
-import { offsetsOf } from './types';
+import type { Algorithm, ReduceScatterFn } from '../algorithm';
+import { offsetsOf } from './offsets';
 
 export async function reduceScatterHalving(
   comm: Comm,
@@ -67,3 +68,14 @@ export async function reduceScatterHalving(
   if (r < 2 * rem) await comm.send(r - 1, byteRange(work, off[r - 1], off[r]));
   output.set(mine as never);
 }
+
+export const algorithm: Algorithm<ReduceScatterFn, 'halving'> = {
+  name: 'halving',
+  run: reduceScatterHalving,
+  description: 'recursive halving, log2 P rounds (pre/post step for non-powers of two)',
+  cost: (N, P, { alpha, beta, gamma }) => {
+    const p2 = floorPow2(P);
+    const extra = P > p2 ? 2 * alpha + N * (beta + gamma) + (N / P) * beta : 0;
+    return Math.log2(p2) * alpha + ((p2 - 1) / p2) * N * (beta + gamma) + N * gamma + extra; // + copy to scratch
+  },
+};

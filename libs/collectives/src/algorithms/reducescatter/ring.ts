@@ -12,7 +12,8 @@ import type { ReduceOp } from '../../reduce-op';
 import { Tensor, dtypeOf } from '../../tensor/dtype';
 import { byteRange, chunkElements, mod, recvIfAny, sendIfAny } from '../common';
 import type { Scratch } from '../scratch';
-import { offsetsOf } from './types';
+import type { Algorithm, ReduceScatterFn } from '../algorithm';
+import { offsetsOf } from './offsets';
 
 export async function reduceScatterRing(
   comm: Comm,
@@ -64,3 +65,10 @@ export async function reduceScatterRing(
   }
   if (op === 'avg' && output.length) finishAvg(output, P);
 }
+
+export const algorithm: Algorithm<ReduceScatterFn, 'ring'> = {
+  name: 'ring',
+  run: reduceScatterRing,
+  description: 'P-1 steps around a ring; each rank sends (N/P)·(P-1)',
+  cost: (N, P, { alpha, beta, gamma }) => (P - 1) * (alpha + (N / P) * (beta + gamma)),
+};

@@ -1,5 +1,6 @@
 // Linear scatter: the root sends block r to rank r, all at once. Blocks may differ in size.
 import type { Comm } from '../../transport/comm';
+import type { Algorithm, ScatterFn } from '../algorithm';
 import { copyBytes, recvIfAny, sendIfAny } from '../common';
 
 /** `inputs` (root only): one buffer per rank; every rank's `output` receives its block. */
@@ -15,3 +16,10 @@ export async function scatterLinear(comm: Comm, output: Uint8Array, inputs: Uint
   }
   await Promise.all(sends);
 }
+
+export const algorithm: Algorithm<ScatterFn, 'linear'> = {
+  name: 'linear',
+  run: scatterLinear,
+  description: 'the root sends every rank its block at once',
+  cost: (N, P, { alpha, beta }) => (P - 1) * alpha + ((P - 1) / P) * N * beta,
+};

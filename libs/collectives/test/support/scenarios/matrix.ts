@@ -24,7 +24,7 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
     for (const n of sizes) {
       // all-reduce: every op, every algorithm
       for (const op of opsFor(dtype)) {
-        for (const algorithm of algorithmNames('allreduce')) {
+        for (const algorithm of algorithmNames('allReduce')) {
           const t = input(dtype, op, rank, n);
           await dist.allReduce(t, { op, algorithm });
           check(`allReduce ${dtype} ${op} n=${n} ${algorithm}`, t, expectReduced(dtype, op, n));
@@ -42,7 +42,7 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
         check(`reduceScatter ${dtype} ${op} n=${n}`, out, wantRs);
         const flat = input(dtype, op, rank, n * P);
         const out2 = allocTensor(dtype, n);
-        await dist.reduceScatterTensor(out2, flat, { op, algorithm: algorithmNames('reducescatter')[n % 2] });
+        await dist.reduceScatterTensor(out2, flat, { op, algorithm: algorithmNames('reduceScatter')[n % 2] });
         check(`reduceScatterTensor ${dtype} ${op} n=${n}`, out2, wantRs);
         check(`reduceScatterTensor ${dtype} input unchanged`, flat, input(dtype, op, rank, n * P));
       }
@@ -64,7 +64,7 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
       await dist.scatter(so, { scatterList: sl, src: root });
       check(`scatter ${dtype} n=${n}`, so, input(dtype, 'none', rank, n, 100));
       // all-gather (list, every algorithm) and into a tensor
-      for (const algorithm of algorithmNames('allgather')) {
+      for (const algorithm of algorithmNames('allGather')) {
         const outs = ranks.map(() => allocTensor(dtype, n));
         await dist.allGather(outs, input(dtype, 'none', rank, n), { algorithm });
         ranks.forEach((j) => check(`allGather ${dtype} n=${n} ${algorithm} [${j}]`, outs[j], input(dtype, 'none', j, n)));

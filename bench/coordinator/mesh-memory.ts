@@ -4,10 +4,9 @@
 // a full GC, its RSS, and what the job stores hold in JetStream. Used by bench/coordinator/memory.ts
 // and by test/robustness/memory.test.ts.
 import { connect, NatsConnection } from 'nats';
-import { JobRecord } from '@cmesh/protocol';
+import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { Inspector, freePort, startNatsServer, NatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
-import { JOBS_BUCKET } from '../../apps/coordinator/src/jobs/job-store';
 
 export interface ProcessMemory {
   name: string;
@@ -92,7 +91,7 @@ export class MeshMemory {
 
   async storeState(): Promise<StoreState> {
     const jsm = await this.nc.jetstreamManager();
-    const records = await jsm.streams.info(`KV_${JOBS_BUCKET}`, { subjects_filter: '>' });
+    const records = await jsm.streams.info(`KV_${clusterNames().buckets.jobs}`, { subjects_filter: '>' });
     let jobStoreBuckets = 0;
     for await (const name of jsm.streams.names()) if (name.startsWith('KV_cmesh_store_jobs-')) jobStoreBuckets++;
     return { jobRecordKeys: Object.keys(records.state.subjects ?? {}).length, jobStoreBuckets };

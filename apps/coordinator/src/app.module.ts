@@ -1,9 +1,10 @@
 // The coordinator: agents, rendezvous, groups, jobs and health on one NATS connection, every
-// record in the cluster's JetStream KV bucket.
+// record in the cluster's JetStream KV buckets; every subject and bucket carries the cluster.
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { AgentsModule } from './agents/agents.module';
-import { COORDINATOR_CONFIG, CoordinatorConfig } from './config/coordinator-config';
+import { clusterNames } from '@cmesh/protocol';
+import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from './config/coordinator-config';
 import { GroupsModule } from './groups/groups.module';
 import { RegistryAgentDirectory } from './groups/registry-agent-directory';
 import { HealthModule } from './health/health.module';
@@ -19,7 +20,14 @@ import { RendezvousModule } from './rendezvous/rendezvous.module';
 @Module({})
 class ConfigModule {
   static forRoot(config: CoordinatorConfig): DynamicModule {
-    return { module: ConfigModule, providers: [{ provide: COORDINATOR_CONFIG, useValue: config }], exports: [COORDINATOR_CONFIG] };
+    return {
+      module: ConfigModule,
+      providers: [
+        { provide: COORDINATOR_CONFIG, useValue: config },
+        { provide: CLUSTER_NAMES, useValue: clusterNames(config.cluster) },
+      ],
+      exports: [COORDINATOR_CONFIG, CLUSTER_NAMES],
+    };
   }
 }
 
@@ -45,6 +53,8 @@ export class AppModule {
           directory: { provide: AgentDirectory, useExisting: RegistryAgentDirectory },
           nats: { provide: JOBS_NATS, useExisting: NATS_CONNECTION },
           retention: { kept: config.jobsKept, maxAgeMs: config.jobsMaxAgeMs },
+          cluster: config.cluster,
+          replica: config.replicaId,
         }),
       ],
     };

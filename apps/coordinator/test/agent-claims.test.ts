@@ -1,6 +1,7 @@
 // Agent claims in KV (real nats-server): a job's release must free its agents even when a renewal
 // of the same claims races it, as the job runner's tick does at the end of a job.
 import { connect, NatsConnection } from 'nats';
+import { clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { AgentClaims } from '../src/jobs/agent-claims';
 
@@ -17,7 +18,7 @@ describe('agent claims (real nats-server)', () => {
   });
 
   it('a release racing renewals of the same job frees every agent', async () => {
-    const claims = new AgentClaims(nc, 'r1');
+    const claims = new AgentClaims(nc, clusterNames().buckets.claims, 'r1');
     await claims.open();
     const agents = ['a0', 'a1', 'a2', 'a3'];
     for (let round = 0; round < 30; round++) {

@@ -2,9 +2,11 @@
 // maxAgeMs, in memory and in the KV bucket alike; a record is removed without a delete marker,
 // and opening a bucket an older version filled with markers clears them and sets its max_age.
 import { connect, NatsConnection, nanos } from 'nats';
-import { JobRecord } from '@cmesh/protocol';
+import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { JOBS_BUCKET, JobStore } from '../src/jobs/job-store';
+import { JobStore } from '../src/jobs/job-store';
+
+const JOBS_BUCKET = clusterNames().buckets.jobs;
 
 const rec = (id: string, state: JobRecord['state'] = 'succeeded'): JobRecord =>
   ({ id, state, request: {}, sweep: {}, members: [], rows: [], progress: { done: 0, total: 0 }, createdAt: new Date().toISOString(), finishedAt: new Date().toISOString() }) as unknown as JobRecord;
@@ -33,7 +35,7 @@ describe('JobStore retention', () => {
   };
 
   it('keeps the newest `kept` records and purges the others without delete markers', async () => {
-    const store = new JobStore(nc, { kept: 3, maxAgeMs: 3600_000 });
+    const store = new JobStore(nc, JOBS_BUCKET, { kept: 3, maxAgeMs: 3600_000 });
     await store.open();
     for (let i = 0; i < 10; i++) await store.write(rec(`j${i}`));
     await store.write(rec('j8')); // rewriting a kept one evicts nothing
@@ -44,7 +46,7 @@ describe('JobStore retention', () => {
   });
 
   it('forgets finished records older than maxAgeMs, never a running one', async () => {
-    const store = new JobStore(nc, { kept: 100, maxAgeMs: 300 });
+    const store = new JobStore(nc, JOBS_BUCKET, { kept: 100, maxAgeMs: 300 });
     await store.open();
     await store.write(rec('jold'));
     await store.write(rec('jrun', 'running'));
@@ -62,7 +64,7 @@ describe('JobStore retention', () => {
       if (i < 4) await kv.delete(`jm${i}`);
     }
     expect((await subjects()).keys).toHaveLength(5);
-    const store = new JobStore(nc, { kept: 10, maxAgeMs: 60_000 });
+    const store = new JobStore(nc, JOBS_BUCKET, { kept: 10, maxAgeMs: 60_000 });
     await store.open();
     expect(await subjects()).toEqual({ keys: ['jm4'], maxAge: nanos(60_000), messages: 1 });
     expect(store.recentIds(10)).toEqual(['jm4']);

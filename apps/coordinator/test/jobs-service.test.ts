@@ -6,7 +6,7 @@ import 'reflect-metadata';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { connect, JSONCodec, NatsConnection } from 'nats';
-import { ErrorReplySchema, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord, busBwFactor } from '@cmesh/protocol';
+import { ErrorReplySchema, clusterNames, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord, busBwFactor } from '@cmesh/protocol';
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
 import { JobsModule } from '../src/jobs/jobs.module';
 import { JobStore } from '../src/jobs/job-store';
@@ -130,7 +130,7 @@ describe('coordinator jobs (real nats-server)', () => {
     }
     expect(job.progress).toEqual({ done: 2, total: 2 });
     // kept in KV: a fresh reader sees the finished record
-    const store = new JobStore(nc);
+    const store = new JobStore(nc, clusterNames().buckets.jobs);
     await store.open();
     // the record is written to KV just after the state changes in memory
     let stored = await store.read(job.id);
@@ -315,6 +315,34 @@ describe('coordinator jobs (real nats-server)', () => {
       await fetch(`${base}/jobs/${hold.body.id}`, { method: 'DELETE' });
       await wait(hold.body.id);
       await other.close();
+    }
+  }, 60_000);
+
+  it('a replica restarted under the same id (CMESH_REPLICA_ID of a pod) fails the queued jobs its earlier process left', async () => {
+    const replicaOf = (replica: string) => NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir }, replica }), { logger: false });
+    const first = await replicaOf('pod-a');
+    await first.listen(0, '127.0.0.1');
+    let second: INestApplication | undefined;
+    const hold = await post({ op: 'all_reduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
+    expect(hold.body.state).toBe('running');
+    try {
+      const r = await fetch(`${await first.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const queued = (await r.json()) as JobRecord;
+      expect([queued.state, queued.replica]).toEqual(['queued', 'pod-a']);
+      // the first process "dies"; its successor renews the same lease, so only it can tell
+      const svc = first.get(JobsService) as unknown as { timer: NodeJS.Timeout; subs: { unsubscribe(): void }[] };
+      clearInterval(svc.timer);
+      for (const sub of svc.subs) sub.unsubscribe();
+      second = await replicaOf('pod-a');
+      await second.listen(0, '127.0.0.1');
+      const j = await wait(queued.id, 3 * CLAIM_STALE_MS);
+      expect(j.state).toBe('failed');
+      expect(j.reason).toBe('the coordinator replica that queued it (pod-a) stopped before it could start');
+    } finally {
+      await fetch(`${base}/jobs/${hold.body.id}`, { method: 'DELETE' });
+      await wait(hold.body.id);
+      await second?.close();
+      await first.close();
     }
   }, 60_000);
 

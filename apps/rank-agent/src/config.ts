@@ -1,8 +1,11 @@
 // Agent configuration: environment first, flags override (`--name a0 --device 1 ...`).
 import { hostname } from 'os';
+import { DEFAULT_CLUSTER, checkClusterName } from '@cmesh/protocol';
 
 export interface AgentConfig {
   natsUrl: string;
+  /** the cluster whose subjects the agent uses (clusterNames of @cmesh/protocol) */
+  cluster: string;
   /** stable id: the name unless CMESH_AGENT_ID says otherwise */
   agentId: string;
   name: string;
@@ -24,6 +27,7 @@ export interface AgentConfig {
 
 const FLAGS: Record<string, string> = {
   '--nats': 'NATS_URL',
+  '--cluster': 'CMESH_CLUSTER',
   '--name': 'CMESH_AGENT_NAME',
   '--id': 'CMESH_AGENT_ID',
   '--device': 'CMESH_DEVICE_INDEX',
@@ -65,6 +69,7 @@ export function loadConfig(argv: string[] = process.argv.slice(2), env: NodeJS.P
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw new RangeError(`agent name ${JSON.stringify(name)}: letters, digits, _ and - only`);
   return {
     natsUrl: e.NATS_URL ?? 'nats://127.0.0.1:4222',
+    cluster: checkClusterName(e.CMESH_CLUSTER ?? DEFAULT_CLUSTER),
     agentId: e.CMESH_AGENT_ID ?? name,
     name,
     host: e.CMESH_AGENT_HOST ?? '127.0.0.1',

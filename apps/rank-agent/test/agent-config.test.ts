@@ -1,4 +1,5 @@
 // Agent configuration: environment, flags over environment, and clear errors for bad values.
+import { InvalidClusterNameError } from '@cmesh/protocol';
 import { loadConfig, parsePortRange } from '../src/config';
 
 describe('agent config', () => {
@@ -16,5 +17,13 @@ describe('agent config', () => {
     expect(() => parsePortRange('10-5')).toThrow('CMESH_DATA_PORTS: 5 < 10');
     expect(() => parsePortRange('x')).toThrow('CMESH_DATA_PORTS must be');
     expect(parsePortRange('4000')).toEqual([4000, 4000]);
+  });
+});
+
+describe('agent config: cluster', () => {
+  it('takes the cluster from CMESH_CLUSTER or --cluster and refuses a bad name with a typed error', () => {
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a' }).cluster).toBe('default');
+    expect(loadConfig(['--cluster', 'lab'], { CMESH_AGENT_NAME: 'a', CMESH_CLUSTER: 'other' }).cluster).toBe('lab');
+    expect(() => loadConfig(['--cluster', 'a.b'], { CMESH_AGENT_NAME: 'a' })).toThrow(InvalidClusterNameError);
   });
 });

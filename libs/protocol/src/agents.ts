@@ -1,15 +1,10 @@
 // Rank agents: registration, heartbeats and states. Agents talk to the coordinator by NATS
-// request/reply on these subjects; the coordinator keeps every record in JetStream KV.
+// request/reply on these subjects (scoped by cluster, see cluster.ts); the coordinator keeps every record in JetStream KV.
 import { z } from 'zod';
+import { DEFAULT_CLUSTER, clusterNames } from './cluster';
 
-export const AGENT_SUBJECTS = {
-  register: 'cmesh.agents.register',
-  heartbeat: 'cmesh.agents.heartbeat',
-  deregister: 'cmesh.agents.deregister',
-  list: 'cmesh.agents.list',
-  /** coordinator -> one agent: notifications (group membership) */
-  events: (agentId: string) => `cmesh.agents.events.${agentId}`,
-} as const;
+/** The default cluster's agent subjects (another cluster's: clusterNames(cluster).agents). */
+export const AGENT_SUBJECTS = clusterNames(DEFAULT_CLUSTER).agents;
 
 export const AGENT_STATES = ['ready', 'busy', 'lost'] as const;
 export const AgentStateSchema = z.enum(AGENT_STATES);

@@ -2,12 +2,10 @@
 // members' bootstrap keys, membership kept in KV and told to each member.
 import { z } from 'zod';
 import { AgentIdSchema, KvIdSchema } from './agents';
+import { DEFAULT_CLUSTER, clusterNames } from './cluster';
 
-export const GROUP_SUBJECTS = {
-  create: 'cmesh.groups.create',
-  get: 'cmesh.groups.get',
-  list: 'cmesh.groups.list',
-} as const;
+/** The default cluster's group subjects (another cluster's: clusterNames(cluster).groups). */
+export const GROUP_SUBJECTS = clusterNames(DEFAULT_CLUSTER).groups;
 
 export const GroupCreateSchema = z.object({
   /** agent ids in rank order */

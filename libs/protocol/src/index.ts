@@ -3,6 +3,7 @@ export * from './agents';
 export * from './rendezvous';
 export * from './groups';
 export * from './kv';
+export * from './cluster';
 export * from './metrics';
 export * from './last-sweep';
 export * from './bench';

@@ -3,25 +3,11 @@
 // JobAssignment, and aggregates the agents' per-size samples into nccl-tests rows (BenchRow).
 import { z } from 'zod';
 import { BenchDtypeSchema, BenchOpSchema, BenchRedopSchema, BenchRowSchema, benchSizes } from './bench';
+import { DEFAULT_CLUSTER, clusterNames } from './cluster';
 import type { ErrorReply } from './reply';
 
-export const JOB_SUBJECTS = {
-  /** request/reply to the coordinator: JobRequest -> JobReply */
-  submit: 'cmesh.jobs.submit',
-  /** request/reply: JobGet -> JobReply */
-  get: 'cmesh.jobs.get',
-  /** request/reply: JobList -> JobListReply */
-  list: 'cmesh.jobs.list',
-  /** coordinator -> agents (broadcast event): JobAssignment; members find their rank in it */
-  start: 'cmesh.jobs.start',
-  /** coordinator -> agents (broadcast event): JobCancel; members stop the job's sweep */
-  cancel: 'cmesh.jobs.cancel',
-  /** agent -> coordinator: JobEvent of one job */
-  events: (jobId: string) => `cmesh.jobs.events.${jobId}`,
-  eventsWildcard: 'cmesh.jobs.events.*',
-  /** coordinator -> watchers: the JobRecord after every change */
-  updates: (jobId: string) => `cmesh.jobs.updates.${jobId}`,
-} as const;
+/** The default cluster's job subjects (another cluster's: clusterNames(cluster).jobs). */
+export const JOB_SUBJECTS = clusterNames(DEFAULT_CLUSTER).jobs;
 
 /** Agent -> coordinator liveness while a job runs; a member silent longer than the limit is lost. */
 export const JOB_PING_INTERVAL_MS = 500;

@@ -1,10 +1,5 @@
-// JetStream KV layout of a cluster: one bucket, keys by kind. Key characters are limited to
-// [-/_=.a-zA-Z0-9], so ids are restricted to those (see the schemas).
-export const DEFAULT_CLUSTER = 'default';
-
-export function clusterBucket(cluster: string): string {
-  return `cmesh_${cluster}`;
-}
+// The keys of a cluster's state bucket (clusterNames(cluster).buckets.state), by kind. Key
+// characters are limited to [-/_=.a-zA-Z0-9], so ids are restricted to those (see the schemas).
 
 export const KV_KEYS = {
   agent: (agentId: string) => `agents.${agentId}`,

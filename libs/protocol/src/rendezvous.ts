@@ -3,13 +3,10 @@
 // round when a member is lost.
 import { z } from 'zod';
 import { KvIdSchema } from './agents';
+import { DEFAULT_CLUSTER, clusterNames } from './cluster';
 
-export const RDZV_SUBJECTS = {
-  join: 'cmesh.rdzv.join',
-  get: 'cmesh.rdzv.get',
-  /** a member reports another one lost (or leaves): the round is reopened */
-  leave: 'cmesh.rdzv.leave',
-} as const;
+/** The default cluster's rendezvous subjects (another cluster's: clusterNames(cluster).rdzv). */
+export const RDZV_SUBJECTS = clusterNames(DEFAULT_CLUSTER).rdzv;
 
 /** the run id is a KV key segment (rdzv.<runId>) */
 export const RunIdSchema = KvIdSchema;

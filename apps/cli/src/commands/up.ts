@@ -11,6 +11,7 @@ interface UpOpts {
   natsPort: string;
   port: string;
   host: string;
+  cluster?: string;
   restart: boolean;
 }
 
@@ -29,6 +30,7 @@ export function register(program: Command): void {
     .option('--nats-port <port>', 'port of the embedded nats-server (0: any free port)', '4222')
     .option('--port <port>', 'coordinator HTTP port (0: any free port)', '7700')
     .option('--host <host>', 'address everything listens on', '127.0.0.1')
+    .option('--cluster <name>', 'cluster name: its subjects and buckets on the NATS server are its own (default: the default cluster)')
     .option('--no-restart', 'stop the whole mesh when one process dies, instead of restarting that process')
     .action(async (o: UpOpts) => {
       const log = (s: string) => process.stdout.write(s + '\n');
@@ -38,6 +40,7 @@ export function register(program: Command): void {
         natsPort: int('--nats-port', o.natsPort, 0, 65535),
         port: int('--port', o.port, 0, 65535),
         host: o.host,
+        cluster: o.cluster,
         restart: o.restart,
         write: log,
       });

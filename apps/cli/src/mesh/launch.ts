@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'fs';
 import { connect as netConnect } from 'net';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { checkClusterName } from '@cmesh/protocol';
 import { freePort } from '../free-port';
 import { nodeArgs, programEnv, programOf } from '../programs';
 import { MeshClient } from './client';
@@ -21,6 +22,8 @@ export interface MeshOptions {
   /** coordinator HTTP port (0: any free port) */
   port?: number;
   host?: string;
+  /** the cluster the coordinator and agents belong to (CMESH_CLUSTER; default: the default cluster) */
+  cluster?: string;
   /** line sink for the children's prefixed output */
   write?: (line: string) => void;
   /** how long each part may take to become ready */
@@ -85,7 +88,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     onDeath(deathReason);
   });
   let storeDir: string | null = null;
-  const env = { ...programEnv(), NO_COLOR: '1', ...opts.env };
+  const env = { ...programEnv(), NO_COLOR: '1', ...opts.env, ...(opts.cluster ? { CMESH_CLUSTER: checkClusterName(opts.cluster) } : {}) };
   const stop = async () => {
     await supervisor.stopAll();
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });

@@ -3,18 +3,18 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { Subscription } from 'nats';
 import {
-  AGENT_SUBJECTS,
   AgentDeregisterSchema,
   AgentHeartbeat,
   AgentHeartbeatSchema,
   AgentRecord,
   AgentRegister,
   AgentRegisterSchema,
+  ClusterNames,
   KV_KEYS,
   PROTOCOL_VERSION,
 } from '@cmesh/protocol';
 import { z } from 'zod';
-import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
 import { ReplyError } from '../nats/reply-error';
 import { InboundMessages } from '../nats/inbound-messages';
@@ -32,9 +32,11 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     private readonly leader: LeaderService,
     private readonly inbound: InboundMessages,
     @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
+    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
 
   onModuleInit(): void {
+    const AGENT_SUBJECTS = this.names.agents;
     this.subs = [
       this.inbound.respond(AGENT_SUBJECTS.register, AgentRegisterSchema, async (b) => this.reply(await this.register(b))),
       this.inbound.respond(AGENT_SUBJECTS.heartbeat, AgentHeartbeatSchema, async (b) => this.reply(await this.heartbeat(b))),

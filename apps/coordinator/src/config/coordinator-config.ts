@@ -1,5 +1,6 @@
 // Coordinator configuration: environment first, flags override (`--nats URL --port N`).
 import { hostname } from 'os';
+import { DEFAULT_CLUSTER, checkClusterName } from '@cmesh/protocol';
 export interface CoordinatorConfig {
   natsUrl: string;
   httpPort: number;
@@ -11,6 +12,7 @@ export interface CoordinatorConfig {
   missedHeartbeats: number;
   /** the leader lease lasts this long unless renewed */
   leaseMs: number;
+  /** this replica's one identity: leader lease, job claims, replica lease, job records, logs */
   replicaId: string;
   /** finished job records kept (GET /jobs, KV), newest first */
   jobsKept: number;
@@ -19,6 +21,8 @@ export interface CoordinatorConfig {
 }
 
 export const COORDINATOR_CONFIG = Symbol('COORDINATOR_CONFIG');
+/** The cluster's subject and bucket names (ClusterNames of @cmesh/protocol). */
+export const CLUSTER_NAMES = Symbol('CLUSTER_NAMES');
 
 const FLAGS: Record<string, string> = {
   '--nats': 'NATS_URL',
@@ -49,8 +53,10 @@ export function loadCoordinatorConfig(argv: string[] = process.argv.slice(2), en
     if (value === undefined) throw new RangeError(`${flag} needs a value`);
     e[key] = value;
   }
-  const cluster = e.CMESH_CLUSTER ?? 'default';
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(cluster)) throw new RangeError(`CMESH_CLUSTER ${JSON.stringify(cluster)}: letters, digits, _ and - only`);
+  const cluster = checkClusterName(e.CMESH_CLUSTER ?? DEFAULT_CLUSTER);
+  const replicaId = e.CMESH_REPLICA_ID ?? `${hostname()}-${process.pid}`;
+  // a KV key (replica leases) and a NATS connection name
+  if (!/^[A-Za-z0-9_.-]{1,128}$/.test(replicaId)) throw new RangeError(`CMESH_REPLICA_ID ${JSON.stringify(replicaId)}: letters, digits, _ . and - only (1..128)`);
   return {
     natsUrl: e.NATS_URL ?? 'nats://127.0.0.1:4222',
     httpPort: int('HTTP_PORT', e.HTTP_PORT ?? '7700', 0, 65535),
@@ -59,7 +65,7 @@ export function loadCoordinatorConfig(argv: string[] = process.argv.slice(2), en
     heartbeatMs: int('CMESH_HEARTBEAT_MS', e.CMESH_HEARTBEAT_MS ?? '1000', 50, 600_000),
     missedHeartbeats: int('CMESH_MISSED_HEARTBEATS', e.CMESH_MISSED_HEARTBEATS ?? '3', 1, 1000),
     leaseMs: int('CMESH_LEASE_MS', e.CMESH_LEASE_MS ?? '3000', 200, 600_000),
-    replicaId: e.CMESH_REPLICA_ID ?? `${hostname()}-${process.pid}`,
+    replicaId,
     jobsKept: int('CMESH_JOBS_KEPT', e.CMESH_JOBS_KEPT ?? '200', 1, 100_000),
     jobsMaxAgeMs: 1000 * int('CMESH_JOBS_MAX_AGE_S', e.CMESH_JOBS_MAX_AGE_S ?? String(7 * 24 * 3600), 60, 365 * 24 * 3600),
   };

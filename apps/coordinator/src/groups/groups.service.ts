@@ -2,9 +2,10 @@
 // membership in KV, and a notification to every member.
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { JSONCodec, NatsConnection, Subscription } from 'nats';
-import { AGENT_SUBJECTS, AgentEvent, GROUP_SUBJECTS, GroupCreate, GroupCreateSchema, GroupGetSchema, GroupIdSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
+import { AgentEvent, ClusterNames, GroupCreate, GroupCreateSchema, GroupGetSchema, GroupIdSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AgentsService } from '../agents/agents.service';
+import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
 import { InboundMessages } from '../nats/inbound-messages';
@@ -21,9 +22,11 @@ export class GroupsService implements OnModuleInit, OnApplicationShutdown {
     private readonly agents: AgentsService,
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     private readonly inbound: InboundMessages,
+    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
 
   onModuleInit(): void {
+    const GROUP_SUBJECTS = this.names.groups;
     this.subs = [
       this.inbound.respond(GROUP_SUBJECTS.create, GroupCreateSchema, async (b) => ({ ok: true, group: await this.create(b) })),
       this.inbound.respond(GROUP_SUBJECTS.get, GroupGetSchema, async (b) => ({ ok: true, group: await this.get(b.id) })),
@@ -47,7 +50,7 @@ export class GroupsService implements OnModuleInit, OnApplicationShutdown {
     await this.state.put(KV_KEYS.group(id), group);
     body.members.forEach((agentId, rank) => {
       const ev: AgentEvent = { type: 'group-joined', groupId: id, rank, size: body.members.length, storePrefix: group.storePrefix };
-      this.nc.publish(AGENT_SUBJECTS.events(agentId), json.encode(ev));
+      this.nc.publish(this.names.agents.events(agentId), json.encode(ev));
     });
     return group;
   }

@@ -1,11 +1,10 @@
-// Which job holds which agent, in JetStream KV (bucket `cmesh_job_claims`, one key per agent),
+// Which job holds which agent, in JetStream KV (the cluster's claims bucket, one key per agent),
 // shared by every coordinator replica: a claim is created with compare-and-set, so two replicas
 // never put two jobs on one agent. The replica running a job renews its claims; a claim not
 // renewed for CLAIM_STALE_MS belongs to a replica that stopped, and may be taken over.
 import { JSONCodec, KV, NatsConnection } from 'nats';
 import { kvKeys } from '../state/kv-keys';
 
-export const CLAIMS_BUCKET = 'cmesh_job_claims';
 export const CLAIM_RENEW_MS = 2_000;
 export const CLAIM_STALE_MS = 10_000;
 
@@ -22,12 +21,14 @@ export class AgentClaims {
 
   constructor(
     private readonly nc: NatsConnection,
+    /** the cluster's claims bucket (ClusterNames.buckets.claims) */
+    private readonly bucket: string,
     /** this replica: claims it made are renewed and released by it */
     readonly replica: string,
   ) {}
 
   async open(): Promise<void> {
-    this.kv = await this.nc.jetstream().views.kv(CLAIMS_BUCKET, { history: 1 });
+    this.kv = await this.nc.jetstream().views.kv(this.bucket, { history: 1 });
   }
 
   private get store(): KV {

@@ -1,14 +1,22 @@
-import { JobRecord } from '@cmesh/protocol';
+import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { jobBucket } from '@cmesh/collectives';
-import { STORE_ORPHAN_MS, STORE_SWEEP_MS, bucketUnneeded, jobOfStream, jobStorePrefix } from './job-buckets';
+import { STORE_ORPHAN_MS, STORE_SWEEP_MS, bucketUnneeded, jobOfStream, jobStream } from './job-buckets';
 
 const rec = (state: JobRecord['state']) => ({ state }) as JobRecord;
 
 describe('job store buckets', () => {
-  it('knows a job store bucket by its stream name', () => {
-    expect(jobOfStream(`KV_${jobBucket(jobStorePrefix('jabc123'))}`)).toBe('jabc123');
-    expect(jobOfStream(`KV_${jobBucket(jobStorePrefix('not-a-job'))}`)).toBeNull();
-    expect(jobOfStream('KV_cmesh_jobs')).toBeNull();
+  it("knows its cluster's job store buckets by their stream names, and no other cluster's", () => {
+    const def = clusterNames();
+    const lab = clusterNames('lab');
+    expect(jobStream(def, 'jabc123')).toBe('KV_cmesh_store_jobs-jabc123');
+    expect(jobStream(lab, 'jabc123')).toBe('KV_cmesh_store_lab-jobs-jabc123');
+    expect(jobOfStream(def, `KV_${jobBucket(def.jobStorePrefix('jabc123'))}`)).toBe('jabc123');
+    expect(jobOfStream(lab, `KV_${jobBucket(lab.jobStorePrefix('jabc123'))}`)).toBe('jabc123');
+    expect(jobOfStream(def, jobStream(lab, 'jabc123'))).toBeNull();
+    expect(jobOfStream(lab, jobStream(def, 'jabc123'))).toBeNull();
+    expect(jobOfStream(lab, jobStream(clusterNames('lab-2'), 'jabc123'))).toBeNull();
+    expect(jobOfStream(def, jobStream(def, 'not-a-job'))).toBeNull();
+    expect(jobOfStream(def, 'KV_cmesh_jobs')).toBeNull();
   });
 
   it('drops a finished job\'s bucket after a sweep period, one without a record after STORE_ORPHAN_MS', () => {

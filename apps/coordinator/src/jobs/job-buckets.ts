@@ -2,11 +2,11 @@
 // `<job>`), created before the members open it and dropped when the job ends or nobody needs it.
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { NatsConnection, NatsError } from 'nats';
-import { JobRecord, isFinished } from '@cmesh/protocol';
+import { ClusterNames, JobRecord, isFinished } from '@cmesh/protocol';
 import { jobBucket } from '@cmesh/collectives';
 import { Clock } from './clock';
 import { JobStore } from './job-store';
-import { JOBS_NATS, JOB_CLOCK } from './tokens';
+import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER } from './tokens';
 
 /** How often job store buckets nobody needs any more are looked for. */
 export const STORE_SWEEP_MS = 60_000;
@@ -15,17 +15,16 @@ export const STORE_ORPHAN_MS = 10 * 60_000;
 /** JetStream's "stream not found" error code. */
 const STREAM_NOT_FOUND = 10059;
 
-/** The job's store prefix: the `<job>` of its nats:// init method. */
-export function jobStorePrefix(id: string): string {
-  return `jobs-${id}`;
+/** The stream of a job's store bucket, in this cluster. */
+export function jobStream(names: ClusterNames, id: string): string {
+  return `KV_${jobBucket(names.jobStorePrefix(id))}`;
 }
 
-const STREAM_PREFIX = `KV_${jobBucket(jobStorePrefix(''))}`;
-
-/** The job id of a job store bucket's stream, or null for any other stream. */
-export function jobOfStream(stream: string): string | null {
-  if (!stream.startsWith(STREAM_PREFIX)) return null;
-  const id = stream.slice(STREAM_PREFIX.length);
+/** The job id of a job store bucket's stream of this cluster, or null for any other stream (another cluster's too). */
+export function jobOfStream(names: ClusterNames, stream: string): string | null {
+  const prefix = jobStream(names, '');
+  if (!stream.startsWith(prefix)) return null;
+  const id = stream.slice(prefix.length);
   return /^j[0-9a-z]+$/.test(id) ? id : null;
 }
 
@@ -46,6 +45,7 @@ export class JobBuckets {
     @Inject(JOBS_NATS) private readonly nc: NatsConnection,
     private readonly store: JobStore,
     @Inject(JOB_CLOCK) private readonly clock: Clock,
+    @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
   ) {}
 
   /**
@@ -54,7 +54,7 @@ export class JobBuckets {
    */
   async create(id: string): Promise<void> {
     try {
-      await this.nc.jetstream().views.kv(jobBucket(jobStorePrefix(id)), { history: 1 });
+      await this.nc.jetstream().views.kv(jobBucket(this.names.jobStorePrefix(id)), { history: 1 });
     } catch (e) {
       this.log.warn(`job ${id}: cannot create its store bucket (${(e as Error).message}); members will create it`);
     }
@@ -64,7 +64,7 @@ export class JobBuckets {
   async drop(id: string): Promise<void> {
     try {
       const jsm = await this.nc.jetstreamManager();
-      await jsm.streams.delete(`${STREAM_PREFIX}${id}`);
+      await jsm.streams.delete(jobStream(this.names, id));
     } catch (e) {
       // never created (a job that failed early) or already gone: nothing to do
       if ((e as NatsError).api_error?.err_code === STREAM_NOT_FOUND) return;
@@ -77,7 +77,7 @@ export class JobBuckets {
     const jsm = await this.nc.jetstreamManager();
     const now = this.clock.now();
     for await (const si of jsm.streams.list()) {
-      const id = jobOfStream(si.config.name);
+      const id = jobOfStream(this.names, si.config.name);
       if (!id || runsHere(id)) continue;
       if (bucketUnneeded(await this.store.read(id), now - Date.parse(si.created))) await this.drop(id);
     }

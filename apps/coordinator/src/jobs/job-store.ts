@@ -1,4 +1,4 @@
-// Job records in JetStream KV (bucket `cmesh_jobs`, one key per job), so results outlive the
+// Job records in JetStream KV (the cluster's jobs bucket, `cmesh_jobs` in the default cluster, one key per job), so results outlive the
 // coordinator process; a recent-first index in memory serves the list.
 //
 // Retention has two bounds, enforced in memory and in the bucket alike: the newest `kept`
@@ -11,7 +11,6 @@ import { JobRecord, isFinished } from '@cmesh/protocol';
 import { kvKeys } from '../state/kv-keys';
 
 const json = JSONCodec<JobRecord>();
-export const JOBS_BUCKET = 'cmesh_jobs';
 
 export interface JobRetention {
   /** records kept, newest first */
@@ -38,11 +37,13 @@ export class JobStore {
 
   constructor(
     private readonly nc: NatsConnection,
+    /** the cluster's jobs bucket (ClusterNames.buckets.jobs) */
+    private readonly bucket: string,
     readonly retention: JobRetention = DEFAULT_JOB_RETENTION,
   ) {}
 
   async open(): Promise<void> {
-    const kv = await this.nc.jetstream().views.kv(JOBS_BUCKET, { history: 1, ttl: this.retention.maxAgeMs });
+    const kv = await this.nc.jetstream().views.kv(this.bucket, { history: 1, ttl: this.retention.maxAgeMs });
     this.kv = kv;
     // a bucket made with another max_age (an earlier setting) takes this one
     const b = kv as unknown as BucketInternals;

@@ -2,6 +2,7 @@
 // KV. forRoot takes where agents and groups come from and the NATS connection to use.
 import { DynamicModule, Inject, Injectable, Module, ModuleMetadata, OnApplicationShutdown, Provider } from '@nestjs/common';
 import { randomBytes } from 'crypto';
+import { ClusterNames, clusterNames } from '@cmesh/protocol';
 import { connect, NatsConnection } from 'nats';
 import { InboundMessages } from '../nats/inbound-messages';
 import { AgentClaims } from './agent-claims';
@@ -14,7 +15,7 @@ import { JobRetention, JobStore } from './job-store';
 import { ReplicaLeases } from './replica-leases';
 import { ReplicaRecovery } from './replica-recovery';
 import { ReplicaUpkeep } from './replica-upkeep';
-import { JOBS_NATS, JOB_CLOCK, JOB_REPLICA, JOB_RETENTION } from './tokens';
+import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_REPLICA, JOB_RETENTION } from './tokens';
 
 export interface JobsModuleOptions {
   imports?: ModuleMetadata['imports'];
@@ -27,6 +28,10 @@ export interface JobsModuleOptions {
   retention?: JobRetention;
   /** where time comes from (default: the system clock) */
   clock?: Clock;
+  /** the cluster whose subjects and buckets it uses (default: the default cluster) */
+  cluster?: string;
+  /** this replica's id (the coordinator passes its replicaId; default: random) */
+  replica?: string;
   extraProviders?: Provider[];
 }
 
@@ -49,16 +54,23 @@ export function ownNatsConnection(url: string): Provider[] {
   ];
 }
 
-/** The jobs module's units, each bound to this module's NATS connection and replica id. */
+/** The jobs module's units, each bound to this module's NATS connection, cluster and replica id. */
 const JOB_UNITS: Provider[] = [
-  { provide: JOB_REPLICA, useFactory: () => randomBytes(4).toString('hex') },
   {
     provide: JobStore,
-    inject: [JOBS_NATS, { token: JOB_RETENTION, optional: true }],
-    useFactory: (nc: NatsConnection, retention?: JobRetention) => new JobStore(nc, retention),
+    inject: [JOBS_NATS, JOB_CLUSTER, { token: JOB_RETENTION, optional: true }],
+    useFactory: (nc: NatsConnection, names: ClusterNames, retention?: JobRetention) => new JobStore(nc, names.buckets.jobs, retention),
   },
-  { provide: AgentClaims, inject: [JOBS_NATS, JOB_REPLICA], useFactory: (nc: NatsConnection, replica: string) => new AgentClaims(nc, replica) },
-  { provide: ReplicaLeases, inject: [JOBS_NATS, JOB_REPLICA], useFactory: (nc: NatsConnection, replica: string) => new ReplicaLeases(nc, replica) },
+  {
+    provide: AgentClaims,
+    inject: [JOBS_NATS, JOB_CLUSTER, JOB_REPLICA],
+    useFactory: (nc: NatsConnection, names: ClusterNames, replica: string) => new AgentClaims(nc, names.buckets.claims, replica),
+  },
+  {
+    provide: ReplicaLeases,
+    inject: [JOBS_NATS, JOB_CLUSTER, JOB_REPLICA],
+    useFactory: (nc: NatsConnection, names: ClusterNames, replica: string) => new ReplicaLeases(nc, names.buckets.replicas, replica),
+  },
   JobBuckets,
   ReplicaRecovery,
   ReplicaUpkeep,
@@ -77,6 +89,8 @@ export class JobsModule {
         ...nats,
         opts.directory,
         { provide: JOB_CLOCK, useValue: opts.clock ?? systemClock },
+        { provide: JOB_CLUSTER, useValue: clusterNames(opts.cluster) },
+        { provide: JOB_REPLICA, useValue: opts.replica ?? randomBytes(4).toString('hex') },
         ...(opts.retention ? [{ provide: JOB_RETENTION, useValue: opts.retention }] : []),
         ...JOB_UNITS,
         ...(opts.extraProviders ?? []),

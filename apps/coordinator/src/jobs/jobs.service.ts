@@ -12,7 +12,7 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { JSONCodec, NatsConnection } from 'nats';
-import { BenchRow, JOB_LIST_MAX, JOB_SUBJECTS, JobEvent, JobEventSchema, JobGetSchema, JobListSchema, JobRecord, JobRequest, JobRequestSchema, isFinished } from '@cmesh/protocol';
+import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobEventSchema, JobGetSchema, JobListSchema, JobRecord, JobRequest, JobRequestSchema, isFinished } from '@cmesh/protocol';
 import { InboundMessages } from '../nats/inbound-messages';
 import { ReplyError } from '../nats/reply-error';
 import { AgentClaims, CLAIM_STALE_MS } from './agent-claims';
@@ -20,7 +20,7 @@ import { AgentDirectory, AgentView } from './agent-directory';
 import { inBackground } from './background';
 import { judge } from './blame-policy';
 import { Clock } from './clock';
-import { JobBuckets, jobStorePrefix } from './job-buckets';
+import { JobBuckets } from './job-buckets';
 import { checkRoot, queuedRecord, sweepOf } from './job-request';
 import { JobRun } from './job-run';
 import { JobStore } from './job-store';
@@ -28,7 +28,7 @@ import { PickResult, claimConflict, claimLookups, pickAgents, resolveFixedMember
 import { queuedStep, submitStep } from './queue-policy';
 import { ReplicaLeases } from './replica-leases';
 import { LocalJobs, ReplicaUpkeep } from './replica-upkeep';
-import { JOBS_NATS, JOB_CLOCK, JOB_RESULT_SINK, JobResultSink } from './tokens';
+import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_RESULT_SINK, JobResultSink } from './tokens';
 
 const json = JSONCodec();
 const TICK_MS = 100;
@@ -66,6 +66,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     private readonly buckets: JobBuckets,
     private readonly upkeep: ReplicaUpkeep,
     @Inject(JOB_CLOCK) private readonly clock: Clock,
+    @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
   ) {}
 
@@ -73,6 +74,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     await this.store.open();
     await this.claims.open();
     await this.leases.open();
+    const JOB_SUBJECTS = this.names.jobs;
     this.subs = [
       this.inbound.listen(JOB_SUBJECTS.eventsWildcard, JobEventSchema, (ev) => this.onEvent(ev)),
       this.inbound.respond(JOB_SUBJECTS.submit, JobRequestSchema, async (req) => ({ ok: true, job: await this.submit(req) })),
@@ -195,11 +197,11 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private async dispatch(run: JobRun, agents: AgentView[]): Promise<void> {
-    const assignment = run.begin(agents, jobStorePrefix(run.rec.id), this.clock.now());
+    const assignment = run.begin(agents, this.names.jobStorePrefix(run.rec.id), this.clock.now());
     for (const m of run.members) this.busy.set(m.agentId, run.rec.id);
     await this.buckets.create(run.rec.id);
     await this.save(run);
-    this.publish(JOB_SUBJECTS.start, assignment);
+    this.publish(this.names.jobs.start, assignment);
     this.log.log(`job ${run.rec.id} started: ${run.rec.sweep.op} on ${run.members.map((m) => m.name).join(', ')}`);
   }
 
@@ -285,7 +287,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     });
     const now = this.clock.now();
     run.end(state, now, reason, agent);
-    if (wasRunning && state !== 'succeeded') this.publish(JOB_SUBJECTS.cancel, { jobId: id, reason: reason ?? state });
+    if (wasRunning && state !== 'succeeded') this.publish(this.names.jobs.cancel, { jobId: id, reason: reason ?? state });
     this.active.delete(id);
     this.dequeue(id);
     this.toSink(run);
@@ -331,7 +333,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   private async save(run: JobRun): Promise<void> {
     try {
       await this.store.write(run.rec);
-      this.publish(JOB_SUBJECTS.updates(run.rec.id), run.rec);
+      this.publish(this.names.jobs.updates(run.rec.id), run.rec);
     } catch (e) {
       this.log.error(`job ${run.rec.id}: cannot save: ${(e as Error).message}`);
     }

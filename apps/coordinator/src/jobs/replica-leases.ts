@@ -1,22 +1,23 @@
-// Which coordinator replicas are alive, in JetStream KV (bucket `cmesh_coordinator_replicas`, one
+// Which coordinator replicas are alive, in JetStream KV (the cluster's replicas bucket, one
 // key per replica, renewed like agent claims): a replica that stops renewing has died, and the
 // jobs it had queued (kept in its memory) are failed by another replica instead of staying queued.
 import { NatsConnection } from 'nats';
 import { KvState } from '../state/kv-state';
 import { isStale } from './agent-claims';
 
-export const REPLICAS_BUCKET = 'cmesh_coordinator_replicas';
-
 export class ReplicaLeases {
   private state: KvState | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
+    /** the cluster's replicas bucket (ClusterNames.buckets.replicas) */
+    private readonly bucket: string,
+    /** this replica (CoordinatorConfig.replicaId in the coordinator) */
     readonly replica: string,
   ) {}
 
   async open(): Promise<void> {
-    this.state = new KvState(await this.nc.jetstream().views.kv(REPLICAS_BUCKET, { history: 1 }));
+    this.state = new KvState(await this.nc.jetstream().views.kv(this.bucket, { history: 1 }));
     await this.renew();
   }
 

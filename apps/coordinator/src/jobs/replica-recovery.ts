@@ -29,13 +29,17 @@ export class ReplicaRecovery {
     await this.failStored(rec, `the coordinator replica running it (${c.replica}) stopped; its agents were taken over`);
   }
 
-  /** Jobs queued in the memory of a replica that died: fails them. */
+  /**
+   * Jobs queued in the memory of a replica that died: fails them. A queued job that names this
+   * replica yet does not run here was queued by an earlier process under the same id (a container
+   * restarted in its pod keeps CMESH_REPLICA_ID), whose lease this process renews: it is failed too.
+   */
   async failQueuedOfDeadReplicas(runsHere: (id: string) => boolean): Promise<void> {
     for (const id of await this.store.keys()) {
       if (runsHere(id)) continue;
       const rec = await this.store.read(id);
-      if (!rec || rec.state !== 'queued' || !rec.replica || rec.replica === this.leases.replica) continue;
-      if (await this.leases.alive(rec.replica)) continue;
+      if (!rec || rec.state !== 'queued' || !rec.replica) continue;
+      if (rec.replica !== this.leases.replica && (await this.leases.alive(rec.replica))) continue;
       await this.failStored(rec, `the coordinator replica that queued it (${rec.replica}) stopped before it could start`);
     }
   }

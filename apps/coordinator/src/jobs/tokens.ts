@@ -1,6 +1,9 @@
 // Injection tokens of the jobs module.
 import type { BenchRow, JobRecord } from '@cmesh/protocol';
 
+/** The cluster's subject and bucket names (ClusterNames) the jobs module uses. */
+export const JOB_CLUSTER = Symbol('JOB_CLUSTER');
+
 /** The NatsConnection the jobs module talks through. */
 export const JOBS_NATS = Symbol('JOBS_NATS');
 
@@ -17,5 +20,5 @@ export const JOB_RETENTION = Symbol('JOB_RETENTION');
 /** The Clock the jobs module reads time from (systemClock unless a test binds another). */
 export const JOB_CLOCK = Symbol('JOB_CLOCK');
 
-/** This coordinator replica's id in KV (claims, leases, job records): random per process. */
+/** This coordinator replica's id (claims, leases, job records): the coordinator's replicaId. */
 export const JOB_REPLICA = Symbol('JOB_REPLICA');

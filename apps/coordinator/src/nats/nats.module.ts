@@ -1,8 +1,8 @@
 // One NATS connection, its inbound subscriptions and the cluster's KV bucket for the whole coordinator.
 import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
 import { connect, NatsConnection } from 'nats';
-import { clusterBucket } from '@cmesh/protocol';
-import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { ClusterNames } from '@cmesh/protocol';
+import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { KvState } from '../state/kv-state';
 import { InboundMessages } from './inbound-messages';
 import { NATS_CONNECTION } from './nats-connection';
@@ -27,8 +27,8 @@ class NatsCloser implements OnApplicationShutdown {
     },
     {
       provide: KvState,
-      inject: [NATS_CONNECTION, COORDINATOR_CONFIG],
-      useFactory: async (nc: NatsConnection, c: CoordinatorConfig) => new KvState(await nc.jetstream().views.kv(clusterBucket(c.cluster), { history: 1 })),
+      inject: [NATS_CONNECTION, CLUSTER_NAMES],
+      useFactory: async (nc: NatsConnection, names: ClusterNames) => new KvState(await nc.jetstream().views.kv(names.buckets.state, { history: 1 })),
     },
     { provide: InboundMessages, inject: [NATS_CONNECTION], useFactory: (nc: NatsConnection) => new InboundMessages(nc) },
     NatsCloser,

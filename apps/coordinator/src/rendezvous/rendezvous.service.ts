@@ -1,10 +1,11 @@
 // Rendezvous over KV (rdzv.<runId>): any replica can serve a join; the leader closes rounds whose
 // last call is over and reopens rounds that lost a member. Gets close overdue rounds too, so a
 // restarted or leaderless coordinator never leaves a rendezvous stuck.
-import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { Subscription } from 'nats';
-import { KV_KEYS, RDZV_SUBJECTS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, NodeIdSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { ClusterNames, KV_KEYS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, NodeIdSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
+import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
 import { ReplyError } from '../nats/reply-error';
 import { InboundMessages } from '../nats/inbound-messages';
@@ -24,9 +25,11 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
     private readonly leader: LeaderService,
     private readonly agents: AgentsService,
     private readonly inbound: InboundMessages,
+    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
 
   onModuleInit(): void {
+    const RDZV_SUBJECTS = this.names.rdzv;
     this.subs = [
       this.inbound.respond(RDZV_SUBJECTS.join, RdzvJoinSchema, (b) => this.join(b)),
       this.inbound.respond(RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: NodeIdSchema.optional() }), (b) => this.get(b.runId, b.nodeId)),

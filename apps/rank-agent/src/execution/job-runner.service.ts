@@ -4,7 +4,7 @@
 // server's max_payload) end the sweep with `failed` naming why, never `done`. The coordinator is
 // the authority on who is busy: an assignment for a new job ends whatever this agent still runs.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobCancel, JobEvent } from '@cmesh/protocol';
+import { JOB_PING_INTERVAL_MS, JobAssignment, JobCancel, JobEvent, clusterNames } from '@cmesh/protocol';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { NatsService } from '../nats/nats.service';
 import { JobAbortedError, JobBackend } from './job-backend';
@@ -69,7 +69,7 @@ export class JobRunnerService implements BeforeApplicationShutdown {
   /** Publishes a job event; the error when it could not be sent. */
   private emit(ev: JobEvent): Error | null {
     try {
-      this.nats.publish(JOB_SUBJECTS.events(ev.jobId), ev);
+      this.nats.publish(clusterNames(this.config.cluster).jobs.events(ev.jobId), ev);
       return null;
     } catch (err) {
       this.log.error(`job ${ev.jobId}: cannot report ${ev.type}: ${(err as Error).message}`);

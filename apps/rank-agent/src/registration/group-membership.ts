@@ -1,8 +1,8 @@
-// The groups this agent belongs to, as the coordinator notifies them (cmesh.agents.events.<id>,
+// The groups this agent belongs to, as the coordinator notifies them (the cluster's agents.events.<id>,
 // AgentEvent 'group-joined'): group id, this agent's rank, size and the group's store prefix.
 // Shown by /health; malformed events are logged and dropped.
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AGENT_SUBJECTS, AgentEvent, AgentEventSchema } from '@cmesh/protocol';
+import { AgentEvent, AgentEventSchema, clusterNames } from '@cmesh/protocol';
 import type { Subscription } from 'nats';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { InboundMessages } from '../nats/inbound-messages';
@@ -21,7 +21,7 @@ export class GroupMembership implements OnApplicationBootstrap, OnApplicationShu
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    this.sub = await this.inbound.listen(AGENT_SUBJECTS.events(this.config.agentId), AgentEventSchema, (ev) => {
+    this.sub = await this.inbound.listen(clusterNames(this.config.cluster).agents.events(this.config.agentId), AgentEventSchema, (ev) => {
       const { type: _type, ...m } = ev;
       this.groups.set(m.groupId, m);
       this.log.log(`joined group ${m.groupId} as rank ${m.rank} of ${m.size} (store prefix ${m.storePrefix})`);

@@ -1,9 +1,9 @@
-// Registration with the coordinator (cmesh.agents.register), heartbeats at the interval the
+// Registration with the coordinator (the cluster's agents.register), heartbeats at the interval the
 // coordinator asks for (carrying busy/idle), re-registration when the coordinator forgot us
 // (restart, failover), and deregistration on shutdown. The agent keeps trying while the
 // coordinator is not up yet.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
-import { AGENT_SUBJECTS, AgentRegister, ErrorReplySchema, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { AgentRegister, ClusterNames, clusterNames, ErrorReplySchema, PROTOCOL_VERSION } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { JobBackend } from '../execution/job-backend';
@@ -22,6 +22,8 @@ export class RegistrationService implements BeforeApplicationShutdown {
   private stopped = false;
   private heartbeatMs: number;
   private httpUrl: string | undefined;
+  /** the cluster's agent subjects */
+  private readonly subjects: ClusterNames['agents'];
 
   constructor(
     @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
@@ -30,6 +32,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
     private readonly nats: NatsService,
   ) {
     this.heartbeatMs = config.heartbeatMs;
+    this.subjects = clusterNames(config.cluster).agents;
   }
 
   /** The registration body: who, where, which backends (with the reason when unavailable). */
@@ -70,13 +73,13 @@ export class RegistrationService implements BeforeApplicationShutdown {
   private async beat(): Promise<void> {
     try {
       if (!this.registered) {
-        const r = await this.nats.request(AGENT_SUBJECTS.register, this.describe(), Reply, 3000);
+        const r = await this.nats.request(this.subjects.register, this.describe(), Reply, 3000);
         if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
         this.registered = true;
         if (r.heartbeatMs) this.heartbeatMs = r.heartbeatMs;
         this.log.log(`registered as ${this.config.agentId} (heartbeat every ${this.heartbeatMs} ms)`);
       } else {
-        const r = await this.nats.request(AGENT_SUBJECTS.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy' }, Reply, 3000);
+        const r = await this.nats.request(this.subjects.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy' }, Reply, 3000);
         if (!r.ok && r.error.code === 'NOT_FOUND') {
           this.registered = false;
           this.log.warn('the coordinator does not know this agent any more: registering again');
@@ -97,7 +100,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.registered) {
-      await this.nats.request(AGENT_SUBJECTS.deregister, { agentId: this.config.agentId }, z.unknown(), 1000).catch(() => undefined);
+      await this.nats.request(this.subjects.deregister, { agentId: this.config.agentId }, z.unknown(), 1000).catch(() => undefined);
       this.registered = false;
     }
   }

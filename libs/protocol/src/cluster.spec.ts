@@ -1,0 +1,66 @@
+import { AGENT_SUBJECTS, DEFAULT_CLUSTER, GROUP_SUBJECTS, InvalidClusterNameError, JOB_SUBJECTS, RDZV_SUBJECTS, RESERVED_CLUSTER_NAMES, checkClusterName, clusterNames } from './index';
+
+/** Every concrete name of a cluster (functions called with a sample id), flattened. */
+function allNames(cluster: string): string[] {
+  const n = clusterNames(cluster);
+  const out: string[] = [...Object.values(n.buckets), n.jobStorePrefix('j1')];
+  for (const area of [n.agents, n.groups, n.rdzv, n.jobs]) for (const v of Object.values(area)) out.push(typeof v === 'function' ? v('x1') : v);
+  return out;
+}
+
+describe('cluster names', () => {
+  it('keeps the names the default cluster always had', () => {
+    const n = clusterNames(DEFAULT_CLUSTER);
+    expect(n.agents.register).toBe('cmesh.agents.register');
+    expect(n.agents.events('a0')).toBe('cmesh.agents.events.a0');
+    expect(n.groups.create).toBe('cmesh.groups.create');
+    expect(n.rdzv.join).toBe('cmesh.rdzv.join');
+    expect(n.jobs.eventsWildcard).toBe('cmesh.jobs.events.*');
+    expect(n.jobs.updates('j1')).toBe('cmesh.jobs.updates.j1');
+    expect(n.buckets).toEqual({ state: 'cmesh_default', jobs: 'cmesh_jobs', claims: 'cmesh_job_claims', replicas: 'cmesh_coordinator_replicas' });
+    expect(n.jobStorePrefix('j1')).toBe('jobs-j1');
+    // the exported constants are the default cluster's
+    expect([AGENT_SUBJECTS.heartbeat, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual(['cmesh.agents.heartbeat', 'cmesh.groups.get', 'cmesh.rdzv.leave', 'cmesh.jobs.submit']);
+    expect(clusterNames()).toMatchObject({ cluster: 'default', buckets: n.buckets });
+  });
+
+  it('puts any other cluster into every subject and bucket', () => {
+    const n = clusterNames('lab-2');
+    expect(n.agents.register).toBe('cmesh.lab-2.agents.register');
+    expect(n.agents.events('a0')).toBe('cmesh.lab-2.agents.events.a0');
+    expect(n.groups.list).toBe('cmesh.lab-2.groups.list');
+    expect(n.rdzv.leave).toBe('cmesh.lab-2.rdzv.leave');
+    expect(n.jobs.start).toBe('cmesh.lab-2.jobs.start');
+    expect(n.jobs.events('j1')).toBe('cmesh.lab-2.jobs.events.j1');
+    expect(n.buckets).toEqual({ state: 'cmesh_lab-2', jobs: 'cmesh_lab-2_jobs', claims: 'cmesh_lab-2_job_claims', replicas: 'cmesh_lab-2_coordinator_replicas' });
+    expect(n.jobStorePrefix('j1')).toBe('lab-2-jobs-j1');
+  });
+
+  it('no name of one cluster is a name of another', () => {
+    const clusters = [DEFAULT_CLUSTER, 'a', 'job', 'coordinator', 'lab', 'lab-jobs', 'lab-2', 'A', 'events', 'cmesh'];
+    const owner = new Map<string, string>();
+    for (const c of clusters) {
+      for (const name of allNames(c)) {
+        expect(`${name}: ${owner.get(name) ?? c}`).toBe(`${name}: ${c}`);
+        owner.set(name, c);
+      }
+    }
+  });
+
+  it('refuses a name that is not one NATS token and bucket segment, or is reserved, with a typed error', () => {
+    for (const bad of ['', 'a.b', 'a*', 'a>', 'a b', 'a_b', 'x'.repeat(65), 'ä']) {
+      expect(() => clusterNames(bad)).toThrow(InvalidClusterNameError);
+      expect(() => checkClusterName(bad)).toThrow(`cluster name ${JSON.stringify(bad)}: letters, digits and - only (1..64)`);
+    }
+    for (const r of RESERVED_CLUSTER_NAMES) expect(() => checkClusterName(r)).toThrow(/reserved/);
+    const e = (() => {
+      try {
+        checkClusterName('a.b');
+      } catch (err) {
+        return err as InvalidClusterNameError;
+      }
+    })();
+    expect([e?.name, e?.code, e?.cluster]).toEqual(['InvalidClusterNameError', 'INVALID_CLUSTER_NAME', 'a.b']);
+    expect(checkClusterName('Prod-01')).toBe('Prod-01');
+  });
+});

@@ -1,0 +1,122 @@
+// A cluster's names on a NATS server: every subject and every JetStream bucket of the mesh carries
+// the cluster, so several clusters share one server without seeing each other's agents, groups,
+// rendezvous rounds, jobs or claims. clusterNames() is the only place these names are built.
+//
+// The default cluster keeps the names cmesh has always used (`cmesh.agents.register`,
+// `cmesh_jobs`, …), so an existing installation keeps its job records and mixed versions still talk
+// during an upgrade. Another cluster `<c>` puts its name after `cmesh.` (`cmesh.<c>.agents.register`)
+// and into each bucket (`cmesh_<c>_jobs`). Cluster names are letters, digits and `-`: with no `_`
+// (the separator in bucket names) and none of the default cluster's name segments (RESERVED), no
+// two clusters' names can meet.
+
+export const DEFAULT_CLUSTER = 'default';
+
+/** Names a cluster may not take: they are name segments of the default cluster's subjects and buckets. */
+export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store'] as const;
+
+const CLUSTER_NAME = /^[A-Za-z0-9-]{1,64}$/;
+
+/** A cluster name that cannot be a NATS subject token and bucket name segment of its own. */
+export class InvalidClusterNameError extends Error {
+  readonly code = 'INVALID_CLUSTER_NAME';
+  constructor(
+    readonly cluster: string,
+    why: string,
+  ) {
+    super(`cluster name ${JSON.stringify(cluster)}: ${why}`);
+    this.name = 'InvalidClusterNameError';
+  }
+}
+
+/** The name itself when it is valid; InvalidClusterNameError naming what is wrong otherwise. */
+export function checkClusterName(cluster: string): string {
+  if (!CLUSTER_NAME.test(cluster)) throw new InvalidClusterNameError(cluster, 'letters, digits and - only (1..64)');
+  if ((RESERVED_CLUSTER_NAMES as readonly string[]).includes(cluster)) throw new InvalidClusterNameError(cluster, `reserved (${RESERVED_CLUSTER_NAMES.join(', ')} are name segments of the default cluster)`);
+  return cluster;
+}
+
+export interface ClusterNames {
+  cluster: string;
+  agents: {
+    register: string;
+    heartbeat: string;
+    deregister: string;
+    list: string;
+    /** coordinator -> one agent: notifications (group membership) */
+    events: (agentId: string) => string;
+  };
+  groups: { create: string; get: string; list: string };
+  rdzv: {
+    join: string;
+    get: string;
+    /** a member reports another one lost (or leaves): the round is reopened */
+    leave: string;
+  };
+  jobs: {
+    /** request/reply to the coordinator: JobRequest -> JobReply */
+    submit: string;
+    /** request/reply: JobGet -> JobReply */
+    get: string;
+    /** request/reply: JobList -> JobListReply */
+    list: string;
+    /** coordinator -> agents (broadcast event): JobAssignment; members find their rank in it */
+    start: string;
+    /** coordinator -> agents (broadcast event): JobCancel; members stop the job's sweep */
+    cancel: string;
+    /** agent -> coordinator: JobEvent of one job */
+    events: (jobId: string) => string;
+    eventsWildcard: string;
+    /** coordinator -> watchers: the JobRecord after every change */
+    updates: (jobId: string) => string;
+  };
+  buckets: {
+    /** agents, groups, rendezvous rounds, the leader lease (KV_KEYS) */
+    state: string;
+    /** one record per job */
+    jobs: string;
+    /** one key per agent: the job holding it */
+    claims: string;
+    /** one lease per live coordinator replica */
+    replicas: string;
+  };
+  /** the `<job>` of a job's nats:// init method (its store bucket is `cmesh_store_<prefix>`) */
+  jobStorePrefix: (jobId: string) => string;
+}
+
+/** Every subject and bucket name of a cluster (DEFAULT_CLUSTER: the unscoped names). */
+export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
+  const isDefault = cluster === DEFAULT_CLUSTER;
+  if (!isDefault) checkClusterName(cluster);
+  const s = isDefault ? 'cmesh' : `cmesh.${cluster}`;
+  const b = (kind: string) => (isDefault ? `cmesh_${kind}` : `cmesh_${cluster}_${kind}`);
+  return {
+    cluster,
+    agents: {
+      register: `${s}.agents.register`,
+      heartbeat: `${s}.agents.heartbeat`,
+      deregister: `${s}.agents.deregister`,
+      list: `${s}.agents.list`,
+      events: (agentId) => `${s}.agents.events.${agentId}`,
+    },
+    groups: { create: `${s}.groups.create`, get: `${s}.groups.get`, list: `${s}.groups.list` },
+    rdzv: { join: `${s}.rdzv.join`, get: `${s}.rdzv.get`, leave: `${s}.rdzv.leave` },
+    jobs: {
+      submit: `${s}.jobs.submit`,
+      get: `${s}.jobs.get`,
+      list: `${s}.jobs.list`,
+      start: `${s}.jobs.start`,
+      cancel: `${s}.jobs.cancel`,
+      events: (jobId) => `${s}.jobs.events.${jobId}`,
+      eventsWildcard: `${s}.jobs.events.*`,
+      updates: (jobId) => `${s}.jobs.updates.${jobId}`,
+    },
+    buckets: {
+      // the state bucket was cluster-scoped from the start: `cmesh_default` for the default cluster
+      state: `cmesh_${cluster}`,
+      jobs: b('jobs'),
+      claims: b('job_claims'),
+      replicas: b('coordinator_replicas'),
+    },
+    jobStorePrefix: (jobId) => (isDefault ? `jobs-${jobId}` : `${cluster}-jobs-${jobId}`),
+  };
+}

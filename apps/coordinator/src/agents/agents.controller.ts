@@ -1,19 +1,21 @@
-import { Body, Controller, Delete, Get, Param, Post } from '@nestjs/common';
+// REST for agents: the NATS operations' schemas validate the input (ApiInput), refusals become
+// their HTTP status (ApiErrorFilter).
+import { Controller, Delete, Get, Post, UseFilters } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { AgentDeregisterSchema, AgentHeartbeatSchema, AgentRecord, AgentRecordSchema, AgentRegisterSchema } from '@cmesh/protocol';
+import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatSchema, AgentRecord, AgentRecordSchema, AgentRegister, AgentRegisterSchema } from '@cmesh/protocol';
 import { z } from 'zod';
-import { parseBody } from '../nats/parse-body';
-import { rest } from '../nats/reply-error';
+import { ApiErrorFilter } from '../http/api-error.filter';
+import { ApiInput } from '../http/api-input';
+import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { AgentsService } from './agents.service';
-import { ApiZodBody, ApiZodResponse } from '../nats/openapi-body';
 
 /** The id in the URL, checked like the NATS body's (a bad one is a 400 naming it, before any KV access). */
-function agentId(id: string): string {
-  return parseBody(AgentDeregisterSchema, { agentId: id }).agentId;
-}
+const AgentIdParam = () => ApiInput(AgentDeregisterSchema, { params: { agentId: 'id' } });
+type AgentIdInput = z.infer<typeof AgentDeregisterSchema>;
 
 @ApiTags('agents')
 @Controller('agents')
+@UseFilters(ApiErrorFilter)
 export class AgentsController {
   constructor(private readonly agents: AgentsService) {}
 
@@ -27,30 +29,30 @@ export class AgentsController {
   @Get(':id')
   @ApiOperation({ summary: 'one agent' })
   @ApiZodResponse(AgentRecordSchema, { errors: [400, 404] })
-  get(@Param('id') id: string): Promise<AgentRecord> {
-    return rest(this.agents.get(agentId(id)));
+  get(@AgentIdParam() { agentId }: AgentIdInput): Promise<AgentRecord> {
+    return this.agents.get(agentId);
   }
 
   @Post()
   @ApiOperation({ summary: 'register an agent (same body as NATS cmesh.agents.register)' })
   @ApiZodBody(AgentRegisterSchema)
   @ApiZodResponse(AgentRecordSchema, { status: 201 })
-  register(@Body() body: unknown): Promise<AgentRecord> {
-    return rest(this.agents.register(parseBody(AgentRegisterSchema, body)));
+  register(@ApiInput(AgentRegisterSchema) body: AgentRegister): Promise<AgentRecord> {
+    return this.agents.register(body);
   }
 
   @Post(':id/heartbeat')
   @ApiOperation({ summary: 'heartbeat' })
   @ApiZodBody(AgentHeartbeatSchema, 'agentId')
   @ApiZodResponse(AgentRecordSchema, { status: 201, errors: [400, 404] })
-  heartbeat(@Param('id') id: string, @Body() body: unknown): Promise<AgentRecord> {
-    return rest(this.agents.heartbeat(parseBody(AgentHeartbeatSchema, { ...(body as object), agentId: id })));
+  heartbeat(@ApiInput(AgentHeartbeatSchema, { body: true, params: { agentId: 'id' } }) body: AgentHeartbeat): Promise<AgentRecord> {
+    return this.agents.heartbeat(body);
   }
 
   @Delete(':id')
   @ApiOperation({ summary: 'deregister an agent' })
   @ApiZodResponse(AgentRecordSchema, { errors: [400, 404] })
-  deregister(@Param('id') id: string): Promise<AgentRecord> {
-    return rest(this.agents.deregister(agentId(id)));
+  deregister(@AgentIdParam() { agentId }: AgentIdInput): Promise<AgentRecord> {
+    return this.agents.deregister(agentId);
   }
 }

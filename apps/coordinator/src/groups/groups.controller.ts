@@ -1,14 +1,16 @@
-import { Body, Controller, Get, Param, Post } from '@nestjs/common';
+// REST for process groups, validated and answered like every controller (ApiInput, ApiErrorFilter).
+import { Controller, Get, Post, UseFilters } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { GroupCreateSchema, GroupGetSchema, GroupRecord, GroupRecordSchema } from '@cmesh/protocol';
+import { GroupCreate, GroupCreateSchema, GroupGetSchema, GroupRecord, GroupRecordSchema } from '@cmesh/protocol';
 import { z } from 'zod';
-import { parseBody } from '../nats/parse-body';
-import { rest } from '../nats/reply-error';
+import { ApiErrorFilter } from '../http/api-error.filter';
+import { ApiInput } from '../http/api-input';
+import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { GroupsService } from './groups.service';
-import { ApiZodBody, ApiZodResponse } from '../nats/openapi-body';
 
 @ApiTags('groups')
 @Controller('groups')
+@UseFilters(ApiErrorFilter)
 export class GroupsController {
   constructor(private readonly groups: GroupsService) {}
 
@@ -22,15 +24,15 @@ export class GroupsController {
   @Get(':id')
   @ApiOperation({ summary: 'one process group: members in rank order and its store prefix' })
   @ApiZodResponse(GroupRecordSchema, { errors: [400, 404] })
-  get(@Param('id') id: string): Promise<GroupRecord> {
-    return rest(this.groups.get(parseBody(GroupGetSchema, { id }).id));
+  get(@ApiInput(GroupGetSchema, { params: { id: 'id' } }) { id }: z.infer<typeof GroupGetSchema>): Promise<GroupRecord> {
+    return this.groups.get(id);
   }
 
   @Post()
   @ApiOperation({ summary: 'create a group from agent ids in rank order: {members, name?}' })
   @ApiZodBody(GroupCreateSchema)
   @ApiZodResponse(GroupRecordSchema, { status: 201, errors: [400, 409] })
-  create(@Body() body: unknown): Promise<GroupRecord> {
-    return rest(this.groups.create(parseBody(GroupCreateSchema, body)));
+  create(@ApiInput(GroupCreateSchema) body: GroupCreate): Promise<GroupRecord> {
+    return this.groups.create(body);
   }
 }

@@ -20,7 +20,7 @@ export class InboundMessages {
   private readonly inbound = new Inbound({
     count: (subject, reason) => this.rejected.inc({ subject, reason }),
     warn: (line) => this.log.warn(line),
-    refusal: (e) => (e instanceof ReplyError ? errorReply(e.code, e.message) : undefined),
+    refusal: (e) => (e instanceof ReplyError ? errorReply(e.code, e.message, e.issues) : undefined),
   });
 
   constructor(private readonly nc: NatsConnection) {}

@@ -1,14 +1,18 @@
-import { Body, Controller, Get, Param, Post } from '@nestjs/common';
+// REST for rendezvous, validated and answered like every controller (ApiInput, ApiErrorFilter).
+import { Controller, Get, Post, UseFilters } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { RdzvGetSchema, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvRecordSchema, RdzvReply, RdzvReplySchema } from '@cmesh/protocol';
+import { RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvRecordSchema, RdzvReply, RdzvReplySchema } from '@cmesh/protocol';
 import { z } from 'zod';
-import { parseBody } from '../nats/parse-body';
-import { rest } from '../nats/reply-error';
+import { ApiErrorFilter } from '../http/api-error.filter';
+import { ApiInput } from '../http/api-input';
+import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { RendezvousService } from './rendezvous.service';
-import { ApiZodBody, ApiZodResponse } from '../nats/openapi-body';
+
+const fromPath = { params: { runId: 'runId' } };
 
 @ApiTags('rendezvous')
 @Controller('rendezvous')
+@UseFilters(ApiErrorFilter)
 export class RendezvousController {
   constructor(private readonly rdzv: RendezvousService) {}
 
@@ -22,24 +26,23 @@ export class RendezvousController {
   @Get(':runId')
   @ApiOperation({ summary: 'a rendezvous (closes it when its last call is over)' })
   @ApiZodResponse(RdzvReplySchema, { errors: [400, 404] })
-  get(@Param('runId') runId: string): Promise<RdzvReply> {
-    return rest(this.rdzv.get(parseBody(RdzvGetSchema, { runId }).runId));
+  get(@ApiInput(RdzvGetSchema, fromPath) { runId }: z.infer<typeof RdzvGetSchema>): Promise<RdzvReply> {
+    return this.rdzv.get(runId);
   }
 
   @Post(':runId/join')
   @ApiOperation({ summary: 'join: {nodeId, minNodes, maxNodes, lastCallMs}; rank once the round closes' })
   @ApiZodBody(RdzvJoinSchema, 'runId')
   @ApiZodResponse(RdzvReplySchema, { status: 201, errors: [400, 409] })
-  join(@Param('runId') runId: string, @Body() body: unknown): Promise<RdzvReply> {
-    return rest(this.rdzv.join(parseBody(RdzvJoinSchema, { ...(body as object), runId })));
+  join(@ApiInput(RdzvJoinSchema, { body: true, ...fromPath }) body: RdzvJoin): Promise<RdzvReply> {
+    return this.rdzv.join(body);
   }
 
   @Post(':runId/leave')
   @ApiOperation({ summary: 'a node leaves (or is reported lost): the next round opens (a waiting node just stops waiting); 404 if not in the run' })
   @ApiZodBody(RdzvLeaveSchema, 'runId')
   @ApiZodResponse(RdzvReplySchema, { status: 201, errors: [400, 404] })
-  leave(@Param('runId') runId: string, @Body() body: unknown): Promise<RdzvReply> {
-    const b = parseBody(RdzvLeaveSchema, { ...(body as object), runId });
-    return rest(this.rdzv.leave(b.runId, b.nodeId));
+  leave(@ApiInput(RdzvLeaveSchema, { body: true, ...fromPath }) b: z.infer<typeof RdzvLeaveSchema>): Promise<RdzvReply> {
+    return this.rdzv.leave(b.runId, b.nodeId);
   }
 }

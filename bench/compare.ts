@@ -6,7 +6,8 @@
 //
 //   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--ops all_reduce,...]
 //     [--sizes 8,4K,1M] [--backends cmesh,gloo,...] [--markdown FILE] [--json FILE]
-import { BenchMeasurement, BenchOp, benchShape, measurementFromSamples } from '@cmesh/protocol';
+import { benchShape, measurementFromSamples, ncclTestsOp, opFromNcclTests } from '@cmesh/bench';
+import { BenchMeasurement, BenchOp } from '@cmesh/protocol';
 import { freePort } from '@cmesh/testing';
 import { ChildProcess, spawn } from 'child_process';
 import { writeFileSync } from 'fs';
@@ -33,12 +34,12 @@ interface Plan {
 }
 
 function plans(quick: boolean): Plan[] {
-  if (quick) return (['all_reduce', 'broadcast', 'all_gather', 'reduce_scatter'] as BenchOp[]).map((op) => ({ op, sizes: [8, 4096, MiB] }));
+  if (quick) return (['allReduce', 'broadcast', 'allGather', 'reduceScatter'] as BenchOp[]).map((op) => ({ op, sizes: [8, 4096, MiB] }));
   return [
-    { op: 'all_reduce', sizes: pow2(8, 256 * MiB) },
+    { op: 'allReduce', sizes: pow2(8, 256 * MiB) },
     { op: 'broadcast', sizes: SUBSET },
-    { op: 'all_gather', sizes: SUBSET },
-    { op: 'reduce_scatter', sizes: SUBSET },
+    { op: 'allGather', sizes: SUBSET },
+    { op: 'reduceScatter', sizes: SUBSET },
   ];
 }
 
@@ -159,19 +160,19 @@ export interface Cell {
   error?: string;
 }
 
-async function runCell(backend: Backend, ranks: Rank[], world: number, cmd: PeerCommand): Promise<Cell> {
-  ranks.forEach((r) => r.send(cmd));
+async function runCell(backend: Backend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
+  ranks.forEach((r) => r.send({ ...cmd, op: ncclTestsOp(op) } satisfies PeerCommand));
   const replies = await Promise.all(ranks.map((r) => r.next()));
   const failed = replies.find((r): r is { error: string } => 'error' in r);
   if (failed) {
-    const shape = benchShape(cmd.op, cmd.bytes, 4, world);
-    return { backend, world, op: cmd.op, bytes: shape.bytes, count: shape.count, error: failed.error.split('\n')[0].slice(0, 120) };
+    const shape = benchShape(op, cmd.bytes, 4, world);
+    return { backend, world, op, bytes: shape.bytes, count: shape.count, error: failed.error.split('\n')[0].slice(0, 120) };
   }
   const ok = replies as Extract<PeerReply, { times: number[] }>[];
-  if (ok[0].count === 0) return { backend, world, op: cmd.op, bytes: 0, count: 0 };
+  if (ok[0].count === 0) return { backend, world, op, bytes: 0, count: 0 };
   const wrong = ok.reduce((a, r) => a + r.wrong, 0);
-  const m = measurementFromSamples(cmd.op, ok[0].bytes, world, ok.map((r) => r.times), wrong);
-  return { backend, world, op: cmd.op, bytes: ok[0].bytes, count: ok[0].count, m };
+  const m = measurementFromSamples(op, ok[0].bytes, world, ok.map((r) => r.times), wrong);
+  return { backend, world, op, bytes: ok[0].bytes, count: ok[0].count, m };
 }
 
 const fmtUs = (c?: Cell) => (!c ? '' : c.error ? 'n/a' : c.m ? (c.m.timeUs >= 1000 ? c.m.timeUs.toFixed(0) : c.m.timeUs.toFixed(1)) : '');
@@ -210,7 +211,7 @@ export function table(cells: Cell[]): string {
     const any = Object.values(r)[0]!;
     const wrong = BACKENDS.map((b) => r[b]?.m?.wrong ?? 0).reduce((a, b) => a + b, 0);
     lines.push(
-      `| ${[any.world, any.op, human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
+      `| ${[any.world, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
         ratio(r.cmesh, r.gloo), ratio(r.cmesh, r['mpi-tcp']), fmtBw(r.cmesh), fmtBw(r.gloo), fmtBw(r['mpi-shm']), fmtBw(r['mpi-tcp']),
         wrong, verdict(r)].join(' | ')} |`,
     );
@@ -239,26 +240,26 @@ async function runWorld(server: ControlServer, port: number, world: number, plan
     const t0 = Date.now();
     for (const { op } of plan) {
       for (const b of backends) {
-        for (const [bytes, iters] of WARMUP) await runCell(b, ranks.get(b)!, world, { op, bytes, iters, warmup: 0, root: 0, check: false });
+        for (const [bytes, iters] of WARMUP) await runCell(b, ranks.get(b)!, world, op, { bytes, iters, warmup: 0, root: 0, check: false });
       }
     }
     log(`# world ${world}: warm-up done (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     let turn = 0;
     for (const { op, sizes } of plan) {
       for (const bytes of sizes) {
-        const cmd: PeerCommand = { op, bytes, ...itersFor(bytes), root: 0, check: true };
+        const cmd = { bytes, ...itersFor(bytes), root: 0, check: true };
         const order = backends.map((_, i) => backends[(i + turn) % backends.length]);
         turn++;
         const got: Cell[] = [];
-        for (const b of order) got.push(await runCell(b, ranks.get(b)!, world, cmd));
+        for (const b of order) got.push(await runCell(b, ranks.get(b)!, world, op, cmd));
         cells.push(...got);
         const by = Object.fromEntries(got.map((c) => [c.backend, c])) as Partial<Record<Backend, Cell>>;
         if (got.every((c) => c.count === 0)) {
-          log(`# world ${world} ${op} ${human(bytes)}: skipped, 0 elements per rank`);
+          log(`# world ${world} ${ncclTestsOp(op)} ${human(bytes)}: skipped, 0 elements per rank`);
           continue;
         }
         log(
-          `# world ${world} ${op} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
+          `# world ${world} ${ncclTestsOp(op)} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
             BACKENDS.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us`).join(', ') + `  ${verdict(by)}`,
         );
       }
@@ -280,7 +281,8 @@ async function main(): Promise<void> {
   const worlds = (arg('--worlds') ?? '2,4').split(',').map(Number);
   const backends = (arg('--backends')?.split(',') ?? [...BACKENDS]) as Backend[];
   const plan = plans(process.argv.includes('--quick'));
-  const ops = arg('--ops')?.split(',');
+  // --ops in nccl-tests' names, like the table prints them
+  const ops = arg('--ops')?.split(',').map((name) => opFromNcclTests(name) ?? name);
   const sizes = arg('--sizes')?.split(',').map(parseSize);
   const chosen = (ops ? plan.filter((p) => ops.includes(p.op)) : plan).map((p) => (sizes ? { ...p, sizes } : p));
   const server = new ControlServer();

@@ -56,7 +56,7 @@ export class MeshMemory {
   /** Runs `n` small checked all-reduce jobs one after another; throws on the first that does not succeed. */
   async runJobs(n: number): Promise<void> {
     for (let i = 0; i < n; i++) {
-      const job: JobRecord = await this.mesh.client.waitJob((await this.mesh.client.submitJob({ op: 'all_reduce', sizes: [8, 64, 1024], iters: 2, warmup: 0, check: true })).id);
+      const job: JobRecord = await this.mesh.client.waitJob((await this.mesh.client.submitJob({ op: 'allReduce', sizes: [8, 64, 1024], iters: 2, warmup: 0, check: true })).id);
       if (job.state !== 'succeeded') throw new Error(`job ${job.id}: ${job.state}: ${job.reason}`);
     }
   }

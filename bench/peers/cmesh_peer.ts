@@ -6,7 +6,7 @@ import * as dist from '@cmesh/collectives';
 import { BenchSweepSchema } from '@cmesh/protocol';
 import { connect } from 'net';
 import { createInterface } from 'readline';
-import { prepareStep, timeStep } from '@cmesh/bench';
+import { opFromNcclTests, prepareStep, timeStep } from '@cmesh/bench';
 import { PeerCommand, peerVariant } from './protocol';
 
 async function main(): Promise<void> {
@@ -25,8 +25,10 @@ async function main(): Promise<void> {
     if ('quit' in cmd) break;
     let reply: object;
     try {
-      const mode = peerVariant(cmd.op);
-      const sweep = BenchSweepSchema.parse({ op: cmd.op, root: cmd.root ?? 0, sizes: [cmd.bytes], iters: cmd.iters, warmup: cmd.warmup, check: cmd.check ?? true, modes: [mode] });
+      const op = opFromNcclTests(cmd.op);
+      if (!op) throw new RangeError(`unknown collective ${JSON.stringify(cmd.op)}`);
+      const mode = peerVariant(op);
+      const sweep = BenchSweepSchema.parse({ op, root: cmd.root ?? 0, sizes: [cmd.bytes], iters: cmd.iters, warmup: cmd.warmup, check: cmd.check ?? true, modes: [mode] });
       const step = prepareStep({ dist, rank, nranks: world, sweep }, cmd.bytes, mode);
       if (step.shape.count === 0) reply = { times: [], wrong: 0, count: 0, bytes: 0 };
       else {

@@ -2,10 +2,14 @@
 //   rank -> driver: {"hello": backend, "rank": r, "world": n}
 //   driver -> rank: PeerCommand | {"quit": true}
 //   rank -> driver: PeerReply (every rank answers every command)
+// The op travels in nccl-tests' spelling (all_reduce), which the torch and MPI scripts speak;
+// the driver and cmesh_peer.ts convert at this edge (@cmesh/bench's nccl-tests-names).
+import { benchCollective } from '@cmesh/bench';
 import type { BenchOp } from '@cmesh/protocol';
 
 export interface PeerCommand {
-  op: BenchOp;
+  /** nccl-tests' name of the collective (all_reduce, all_gather, ...) */
+  op: string;
   bytes: number;
   iters: number;
   warmup: number;
@@ -19,5 +23,6 @@ export type PeerReply =
 
 /** Which variant every backend runs: torch's native form of each op (see bench/peers/*.py). */
 export function peerVariant(op: BenchOp): 'in-place' | 'out-of-place' {
-  return op === 'all_reduce' || op === 'broadcast' || op === 'reduce' ? 'in-place' : 'out-of-place';
+  // torch's in-place-only ops (one buffer) run in place, the others with a separate output
+  return benchCollective(op).inPlace === 'same' ? 'in-place' : 'out-of-place';
 }

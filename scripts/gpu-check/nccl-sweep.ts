@@ -1,10 +1,13 @@
 // GPU check, cmesh side: a verified sweep of every collective through the sidecar, world N in
-// one process (one NcclBackend, sidecar and GPU per rank), printed like nccl-tests.
+// one process (one NcclBackend, sidecar and GPU per rank), printed in @cmesh/bench's nccl-tests
+// table (out-of-place: NCCL's separate buffers; device time per iteration).
 // Usage: node -r @swc-node/register scripts/gpu-check/nccl-sweep.ts --world N [--min B] [--max B]
 //        [--dtype float32] [--iters 20] [--warmup 5]
-import { DType } from '@cmesh/collectives/src/tensor';
+import { benchSizes, formatHeader, formatRow, hasRoot, isReduction, ncclTestsOp } from '@cmesh/bench';
+import { DType } from '@cmesh/collectives';
+import { BENCH_OPS, BenchRow } from '@cmesh/protocol';
 
-import { formatSweepTable, geometricSizes, NcclBackend, NcclSweepRow, SWEEP_COLLECTIVES } from '../../apps/rank-agent/src/backends/nccl';
+import { NcclBackend, NcclSweepRow } from '../../apps/rank-agent/src/backends/nccl';
 import { MemoryStore } from './memory-store';
 
 function arg(name: string, fallback: string): string {
@@ -14,7 +17,7 @@ function arg(name: string, fallback: string): string {
 
 async function main(): Promise<number> {
   const world = Number(arg('world', '1'));
-  const sizes = geometricSizes(Number(arg('min', '8')), Number(arg('max', String(64 << 20))), 2);
+  const sizes = benchSizes(Number(arg('min', '8')), Number(arg('max', String(64 << 20))), 2);
   const dtype = arg('dtype', 'float32') as DType;
   const iters = Number(arg('iters', '20'));
   const warmup = Number(arg('warmup', '5'));
@@ -33,7 +36,7 @@ async function main(): Promise<number> {
       `# cmesh nccl sidecar: NCCL ${hello.nccl.versionString} (${hello.nccl.library}), CUDA runtime ${hello.cuda.runtimeVersion}, ` +
         `devices: ${hello.devices.map((d) => `${d.index}:${d.name}`).join(', ')}; world ${world}, ${dtype}, warmup ${warmup}, iters ${iters}`,
     );
-    for (const collective of SWEEP_COLLECTIVES) {
+    for (const collective of BENCH_OPS) {
       const key = `gpu-check/w${world}/${collective}`;
       try {
         const perRank: NcclSweepRow[][] = await Promise.all(
@@ -46,7 +49,7 @@ async function main(): Promise<number> {
           ...row,
           wrong: perRank.reduce((acc, r) => acc + (r[i].wrong ?? 0), 0),
         }));
-        console.log(formatSweepTable(rows, `${collective} (cmesh nccl sidecar, world ${world})`));
+        console.log([`# ${ncclTestsOp(collective)} (cmesh nccl sidecar, world ${world})`, ...formatHeader(), ...rows.map((r) => formatRow(benchRow(r, world, iters)))].join('\n'));
         const wrong = rows.reduce((a, r) => a + (r.wrong ?? 0), 0);
         if (wrong > 0) {
           failures++;
@@ -62,6 +65,22 @@ async function main(): Promise<number> {
   }
   console.log(`# cmesh nccl sweep world ${world}: ${failures === 0 ? 'all verified' : `${failures} collectives failed`}`);
   return failures === 0 ? 0 : 1;
+}
+
+/** One sidecar row as the bench table's row (out-of-place only). */
+function benchRow(r: NcclSweepRow, nranks: number, iters: number): BenchRow {
+  return {
+    backend: 'nccl',
+    op: r.collective,
+    nranks,
+    bytes: r.sizeBytes,
+    count: r.count,
+    type: r.dtype,
+    redop: isReduction(r.collective) ? (r.redOp ?? 'sum') : 'none',
+    root: hasRoot(r.collective) ? (r.root ?? 0) : -1,
+    outOfPlace: { timeUs: r.timeSeconds * 1e6, algBwGBs: r.algbwBytesPerSecond / 1e9, busBwGBs: r.busbwBytesPerSecond / 1e9, wrong: r.wrong, iters },
+    inPlace: null,
+  };
 }
 
 main().then(

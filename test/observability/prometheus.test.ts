@@ -132,7 +132,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
   }, 60_000);
 
   it('reads back the busbw and duration series of a mesh job through the HTTP API', async () => {
-    good = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: SIZES, iters: ITERS, warmup: 1 })).id, undefined, { timeoutMs: 60_000 });
+    good = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: SIZES, iters: ITERS, warmup: 1 })).id, undefined, { timeoutMs: 60_000 });
     expect(good.state).toBe('succeeded');
     expect(good.rows.map((r) => r.bytes)).toEqual(SIZES);
     for (const row of good.rows) {
@@ -194,7 +194,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     const victim = mesh.supervisor.children.find((c) => c.name === 'agent-1')!;
     const sizes = Array.from({ length: 10 }, (_, i) => 4096 << i);
     // (500 iterations: seconds of work, so the kill lands mid-sweep however fast the data plane is)
-    const running = await mesh.client.submitJob({ op: 'all_gather', sizes, iters: 500, warmup: 1 });
+    const running = await mesh.client.submitJob({ op: 'allGather', sizes, iters: 500, warmup: 1 });
     for (let j = running, end = Date.now() + 30_000; j.progress.done < 1 && j.state === 'running' && Date.now() < end; ) {
       await new Promise((r) => setTimeout(r, 20));
       j = await mesh.client.job(running.id);

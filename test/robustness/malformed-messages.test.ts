@@ -9,7 +9,8 @@
 import { spawnSync } from 'child_process';
 import { join, resolve } from 'path';
 import { connect, NatsConnection } from 'nats';
-import { AGENT_SUBJECTS, GROUP_SUBJECTS, JOB_SUBJECTS, RDZV_SUBJECTS, busBwFactor } from '@cmesh/protocol';
+import { busBwFactor } from '@cmesh/bench';
+import { AGENT_SUBJECTS, GROUP_SUBJECTS, JOB_SUBJECTS, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, isAlive, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 
@@ -170,13 +171,13 @@ describe('malformed messages on every subject the mesh listens on', () => {
     expect(status.status).toBe(0);
     for (const name of ['agent-0', 'agent-1']) expect(status.stdout).toMatch(new RegExp(`│ ${name} +│ ready `));
     const sizes = [8, 4096, 65536];
-    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 3, warmup: 1, check: true })).id);
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes, iters: 3, warmup: 1, check: true })).id);
     expect(job.state).toBe('succeeded');
     expect(job.rows.map((r) => r.bytes)).toEqual(sizes);
     for (const r of job.rows) {
       for (const m of [r.outOfPlace, r.inPlace].filter((x) => x !== null)) {
         expect(m!.wrong).toBe(0);
-        expect(m!.busBwGBs).toBeCloseTo(m!.algBwGBs * busBwFactor('all_reduce', 2), 9);
+        expect(m!.busBwGBs).toBeCloseTo(m!.algBwGBs * busBwFactor('allReduce', 2), 9);
       }
     }
   }, 180_000);

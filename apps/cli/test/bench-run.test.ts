@@ -3,8 +3,7 @@
 import { BENCH_OPS, BenchRow, BenchSweepSchema } from '@cmesh/protocol';
 import { runLocalBench } from '../src/bench/local-runner';
 import { runBench } from '../src/commands/bench';
-import { formatRow } from '../src/bench/table';
-import { countWrong, encodeTable, fillPeriodic, inputTable, reducedTable } from '@cmesh/bench';
+import { countWrong, encodeTable, fillPeriodic, formatRow, inputTable, reducedTable } from '@cmesh/bench';
 
 describe('bench patterns', () => {
   it('counts exactly the corrupted elements', () => {
@@ -18,7 +17,7 @@ describe('bench patterns', () => {
     expect(countWrong(t, enc, table, 'sum')).toBe(2);
     // sum over 3 ranks of (7i + 3r) % 5 at i = 0: 0 + 3 + 1
     expect(table[0]).toBe(4);
-    expect(inputTable('prod', 0)[0]).toBe(2);
+    expect(inputTable('product', 0)[0]).toBe(2);
   });
 });
 
@@ -43,10 +42,10 @@ describe('cmesh bench, 2 local ranks', () => {
       }
       expect(formatRow(r).trim().split(/\s+/)).toHaveLength(13);
     }
-    const ar = rows.find((r) => r.op === 'all_reduce' && r.bytes === 4096)!;
-    expect(ar).toMatchObject({ count: 1024, type: 'float', redop: 'sum', root: -1 });
+    const ar = rows.find((r) => r.op === 'allReduce' && r.bytes === 4096)!;
+    expect(ar).toMatchObject({ count: 1024, type: 'float32', redop: 'sum', root: -1 });
     expect(ar.inPlace!.busBwGBs).toBeCloseTo(ar.inPlace!.algBwGBs, 9); // 2(n-1)/n = 1 at n = 2
-    const ag = rows.find((r) => r.op === 'all_gather' && r.bytes === 4096)!;
+    const ag = rows.find((r) => r.op === 'allGather' && r.bytes === 4096)!;
     expect(ag.count).toBe(512);
     expect(rows.find((r) => r.op === 'broadcast')!.root).toBe(1);
   });

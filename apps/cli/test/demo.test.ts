@@ -2,6 +2,7 @@
 // through the mesh, the sweep table printed, and no process left behind (every descendant
 // carries a marker in its environment; none is left in /proc after the demo exits).
 import { spawn } from 'child_process';
+import { ncclTestsOp } from '@cmesh/bench';
 import { BENCH_OPS } from '@cmesh/protocol';
 import { join } from 'path';
 import { markedPids } from '../../rank-agent/test/support/proc';
@@ -22,7 +23,7 @@ describe('cmesh demo', () => {
     const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
     if (code !== 0) console.log(out);
     expect(code).toBe(0);
-    for (const op of BENCH_OPS) expect(out).toMatch(new RegExp(`^ok +${op}\\b.* succeeded, 2 sizes, \\d+ results checked, 0 wrong`, 'm'));
+    for (const op of BENCH_OPS) expect(out).toMatch(new RegExp(`^ok +${ncclTestsOp(op)}\\b.* succeeded, 2 sizes, \\d+ results checked, 0 wrong`, 'm'));
     expect(out).not.toMatch(/^FAIL/m);
     expect(out).toMatch(/nRanks 4 minBytes 8 maxBytes 2097152/);
     expect(out.match(/^ +\d+ +\d+ +float +sum +-1 /gm)).toHaveLength(10);

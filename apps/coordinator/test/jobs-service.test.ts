@@ -6,7 +6,8 @@ import 'reflect-metadata';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { connect, JSONCodec, NatsConnection } from 'nats';
-import { ErrorReplySchema, clusterNames, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord, busBwFactor } from '@cmesh/protocol';
+import { busBwFactor } from '@cmesh/bench';
+import { ErrorReplySchema, clusterNames, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord } from '@cmesh/protocol';
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
 import { JobsModule } from '../src/jobs/jobs.module';
 import { JobStore } from '../src/jobs/job-store';
@@ -112,7 +113,7 @@ describe('coordinator jobs (real nats-server)', () => {
   };
 
   it('aggregates every member\'s samples into rows: slowest rank per iteration, median, wrong summed', async () => {
-    const { status, body } = await post({ op: 'all_reduce', sizes: [64, 4096], iters: 3, warmup: 0, nranks: 4 });
+    const { status, body } = await post({ op: 'allReduce', sizes: [64, 4096], iters: 3, warmup: 0, nranks: 4 });
     expect(status).toBe(201);
     const job = await wait(body.id);
     expect(job.state).toBe('succeeded');
@@ -123,7 +124,7 @@ describe('coordinator jobs (real nats-server)', () => {
       const us = (8 * r.bytes) / 1e3;
       expect(r.outOfPlace!.timeUs).toBeCloseTo(us, 6);
       expect(r.outOfPlace!.algBwGBs).toBeCloseTo(r.bytes / (us * 1e3), 9);
-      expect(r.outOfPlace!.busBwGBs).toBeCloseTo(r.outOfPlace!.algBwGBs * busBwFactor('all_reduce', 4), 9);
+      expect(r.outOfPlace!.busBwGBs).toBeCloseTo(r.outOfPlace!.algBwGBs * busBwFactor('allReduce', 4), 9);
       expect(r.outOfPlace!.wrong).toBe(r.bytes === 64 ? 2 : 0);
       expect(r.inPlace).toBeNull();
       expect(r.nranks).toBe(4);
@@ -164,8 +165,8 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(await err(JOB_SUBJECTS.get, {})).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^id: /)] });
     expect(await err(JOB_SUBJECTS.get, { id: 'nope' })).toEqual({ code: 'NOT_FOUND', message: 'no job "nope"' });
     expect(await err(JOB_SUBJECTS.list, { limit: 'x' })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^limit: /)] });
-    expect(await err(JOB_SUBJECTS.submit, { op: 'all_reduce', sizes: [8], iters: 40_000 })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^iters: at most 10000/)] });
-    expect(await err(JOB_SUBJECTS.submit, { op: 'all_reduce', sizes: [8], agents: ['zz'] })).toEqual({ code: 'NOT_FOUND', message: 'no agent "zz" is registered' });
+    expect(await err(JOB_SUBJECTS.submit, { op: 'allReduce', sizes: [8], iters: 40_000 })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^iters: at most 10000/)] });
+    expect(await err(JOB_SUBJECTS.submit, { op: 'allReduce', sizes: [8], agents: ['zz'] })).toEqual({ code: 'NOT_FOUND', message: 'no agent "zz" is registered' });
     const list = await req(JOB_SUBJECTS.list, { limit: 1 });
     expect(list).toMatchObject({ ok: true, jobs: [expect.objectContaining({ id: expect.any(String) })] });
     expect(list.jobs).toHaveLength(1);
@@ -177,15 +178,15 @@ describe('coordinator jobs (real nats-server)', () => {
   });
 
   it('refuses more iterations than one NATS message can carry', async () => {
-    const r = await post({ op: 'all_reduce', agents: ['a0'], sizes: [8], iters: 40_000, warmup: 0 });
+    const r = await post({ op: 'allReduce', agents: ['a0'], sizes: [8], iters: 40_000, warmup: 0 });
     expect(r.status).toBe(400);
     expect(r.body).toMatchObject({ code: 'BAD_REQUEST', issues: [`iters: at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`] });
-    expect((await post({ op: 'all_reduce', agents: ['a0'], sizes: [8], iters: 1, warmup: 20_000 })).body.issues).toEqual([expect.stringMatching(/^warmup: at most/)]);
+    expect((await post({ op: 'allReduce', agents: ['a0'], sizes: [8], iters: 1, warmup: 20_000 })).body.issues).toEqual([expect.stringMatching(/^warmup: at most/)]);
   });
 
   it('fails a job whose members end without results for every size, naming the sizes', async () => {
     behaviours.a1 = { skipSize: 1 };
-    const job = await wait((await post({ op: 'all_reduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
+    const job = await wait((await post({ op: 'allReduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
     delete behaviours.a1;
     expect(job.state).toBe('failed');
     expect(job.reason).toBe('members ended without results for 1 of 3 sizes: 16 bytes; no samples from agent a1 (rank 1)');
@@ -195,34 +196,34 @@ describe('coordinator jobs (real nats-server)', () => {
     // no member sent anything: every size is named, nobody in particular blamed
     behaviours.a0 = { skipSize: 0 };
     behaviours.a1 = { skipSize: 0 };
-    const none = await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
+    const none = await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
     delete behaviours.a0;
     delete behaviours.a1;
     expect([none.state, none.reason, none.failedAgent, none.rows.length, none.progress.done]).toEqual(['failed', 'members ended without results for 1 of 1 sizes: 8 bytes', undefined, 0, 0]);
   });
 
   it('refuses bad requests, unknown agents and groups with a clear reason', async () => {
-    expect((await post({ op: 'all_reduce', sizes: [] })).status).toBe(400);
-    const avg = await post({ op: 'all_reduce', redop: 'avg', dtype: 'int32', sizes: [8] });
+    expect((await post({ op: 'allReduce', sizes: [] })).status).toBe(400);
+    const avg = await post({ op: 'allReduce', redop: 'avg', dtype: 'int32', sizes: [8] });
     expect([avg.status, avg.body]).toEqual([400, { statusCode: 400, code: 'BAD_REQUEST', message: 'invalid job: redop avg needs a floating-point dtype, got int32' }]);
-    const unknown = await post({ op: 'all_reduce', sizes: [8], agents: ['a0', 'zz'] });
+    const unknown = await post({ op: 'allReduce', sizes: [8], agents: ['a0', 'zz'] });
     expect(unknown.status).toBe(404);
     expect(unknown.body.message).toMatch(/no agent "zz"/);
-    expect((await post({ op: 'all_reduce', sizes: [8], group: 'nope' })).body.message).toMatch(/no group "nope"/);
+    expect((await post({ op: 'allReduce', sizes: [8], group: 'nope' })).body.message).toMatch(/no group "nope"/);
     expect((await post({ op: 'broadcast', sizes: [8], agents: ['a0', 'a1'], root: 2 })).body.message).toMatch(/root 2/);
-    const grp = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, group: 'g1' });
+    const grp = await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, group: 'g1' });
     expect((await wait(grp.body.id)).members.map((m) => m.name)).toEqual(['a2', 'a0']);
   });
 
   it('runs jobs on disjoint agents at once; busy agents are waited for or refused', async () => {
     const sizes = Array.from({ length: 10 }, (_, i) => 8 << i);
-    const j1 = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
-    const j2 = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] });
+    const j1 = await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+    const j2 = await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect([j1.body.state, j2.body.state]).toEqual(['running', 'running']);
-    const refused = await post({ op: 'all_reduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
+    const refused = await post({ op: 'allReduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
     expect(refused.status).toBe(409);
     expect(refused.body.message).toMatch(/busy: a1 \(job j.*\), a2 \(job j/);
-    const queued = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a2'] });
+    const queued = await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a2'] });
     expect(queued.body.state).toBe('queued');
     const [r1, r2, r3] = await Promise.all([wait(j1.body.id), wait(j2.body.id), wait(queued.body.id)]);
     expect([r1.state, r2.state, r3.state]).toEqual(['succeeded', 'succeeded', 'succeeded']);
@@ -235,14 +236,14 @@ describe('coordinator jobs (real nats-server)', () => {
     const otherBase = await other.getUrl();
     try {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
-      const j1 = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+      const j1 = await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
       expect(j1.body.state).toBe('running');
       const viaOther = (body: unknown) => fetch(`${otherBase}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-      const refused = await viaOther({ op: 'all_reduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
+      const refused = await viaOther({ op: 'allReduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
       expect(refused.status).toBe(409);
       expect(((await refused.json()) as { message: string }).message).toMatch(new RegExp(`busy: a1 \\(job ${j1.body.id}\\)`));
       // an nranks pick on the other replica leaves the held agents out
-      const picked = (await (await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, nranks: 2 })).json()) as JobRecord;
+      const picked = (await (await viaOther({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, nranks: 2 })).json()) as JobRecord;
       expect(picked.members.map((m) => m.name)).toEqual(['a2', 'a3']);
       // (finished before the next test, which needs a2 and a3 idle)
       for (let end = Date.now() + 10_000; picked.state !== 'succeeded' && Date.now() < end; await new Promise((r) => setTimeout(r, 25))) {
@@ -250,7 +251,7 @@ describe('coordinator jobs (real nats-server)', () => {
       }
       expect(picked.state).toBe('succeeded');
       // a job there that waits for those agents starts once the first job has released them
-      const after = await viaOther({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+      const after = await viaOther({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] });
       expect(after.status).toBe(201);
       const id = ((await after.json()) as JobRecord).id;
       let j: JobRecord | undefined;
@@ -270,7 +271,7 @@ describe('coordinator jobs (real nats-server)', () => {
     await other.listen(0, '127.0.0.1');
     try {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
-      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
       const started = (await r.json()) as JobRecord;
       expect(started.state).toBe('running'); // (a queued job is the next test's case)
       const id = started.id;
@@ -284,7 +285,7 @@ describe('coordinator jobs (real nats-server)', () => {
       expect(j.reason).toMatch(/replica running it .* stopped/);
       expect(Date.now() - t0).toBeLessThan(CLAIM_STALE_MS + 2 * CLAIM_RENEW_MS + 2000);
       // and its agents are free again
-      j = await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'], onBusy: 'refuse' })).body.id);
+      j = await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'], onBusy: 'refuse' })).body.id);
       expect(j.state).toBe('succeeded');
     } finally {
       await other.close();
@@ -295,10 +296,10 @@ describe('coordinator jobs (real nats-server)', () => {
     const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
     await other.listen(0, '127.0.0.1');
     // a long job here holds a2 and a3 (20 ms per size), so the other replica's job for them queues
-    const hold = await post({ op: 'all_reduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
+    const hold = await post({ op: 'allReduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect(hold.body.state).toBe('running');
     try {
-      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
       const queued = (await r.json()) as JobRecord;
       expect(queued.state).toBe('queued');
       expect(queued.replica).toMatch(/^[0-9a-f]{8}$/);
@@ -323,10 +324,10 @@ describe('coordinator jobs (real nats-server)', () => {
     const first = await replicaOf('pod-a');
     await first.listen(0, '127.0.0.1');
     let second: INestApplication | undefined;
-    const hold = await post({ op: 'all_reduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
+    const hold = await post({ op: 'allReduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect(hold.body.state).toBe('running');
     try {
-      const r = await fetch(`${await first.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const r = await fetch(`${await first.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
       const queued = (await r.json()) as JobRecord;
       expect([queued.state, queued.replica]).toEqual(['queued', 'pod-a']);
       // the first process "dies"; its successor renews the same lease, so only it can tell
@@ -348,8 +349,8 @@ describe('coordinator jobs (real nats-server)', () => {
 
   it('cancels a queued and a running job (DELETE /jobs/:id)', async () => {
     const sizes = Array.from({ length: 40 }, (_, i) => 8 * (i + 1));
-    const run = await post({ op: 'all_reduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
-    const queued = await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1'] });
+    const run = await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
+    const queued = await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1'] });
     expect([run.body.state, queued.body.state]).toEqual(['running', 'queued']);
     const cancels: string[] = [];
     const sub = nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, m) => cancels.push((json.decode(m.data) as { jobId: string }).jobId) });
@@ -362,13 +363,13 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(cancels).toEqual([run.body.id]); // members are told only about the one they were running
     expect((await (await fetch(`${base}/jobs/nope`, { method: 'DELETE' })).status)).toBe(404);
     // the agents are free again
-    expect((await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' })).body.id)).state).toBe('succeeded');
+    expect((await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' })).body.id)).state).toBe('succeeded');
   });
 
   it('fails promptly naming a member that goes silent, and frees the others', async () => {
     behaviours.a2 = { dieAtSize: 1 };
     const t0 = Date.now();
-    const j = await post({ op: 'all_reduce', sizes: [8, 16, 32, 64, 128, 256], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2'] });
+    const j = await post({ op: 'allReduce', sizes: [8, 16, 32, 64, 128, 256], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2'] });
     const job = await wait(j.body.id);
     const took = Date.now() - t0;
     expect(job.state).toBe('failed');
@@ -377,7 +378,7 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(took).toBeLessThan(5000);
     delete behaviours.a2;
     // the survivors take the next job; the lost agent is left out of an nranks pick
-    const next = await wait((await post({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, nranks: 3 })).body.id);
+    const next = await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, nranks: 3 })).body.id);
     expect(next.state).toBe('succeeded');
     expect(next.members.map((m) => m.name)).toEqual(['a0', 'a1', 'a3']);
   });
@@ -389,11 +390,11 @@ describe('coordinator jobs (real nats-server)', () => {
     behaviours.a2 = { failAtSize: { peers: [1], message: 'rank 1 died' } };
     behaviours.a3 = { failAtSize: { peers: [2], message: 'rank 2 died' } };
     // a2 also reports, so named minus reporters is empty: falls to the first reporter after the limit
-    const all = await wait((await post({ op: 'all_reduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2', 'a3'] })).body.id);
+    const all = await wait((await post({ op: 'allReduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2', 'a3'] })).body.id);
     expect(all.state).toBe('failed');
     behaviours.a2 = { dieAtSize: 1 };
     const t0 = Date.now();
-    const job = await wait((await post({ op: 'all_reduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2'] })).body.id);
+    const job = await wait((await post({ op: 'allReduce', sizes: [8, 16, 32], iters: 1, warmup: 0, agents: ['a0', 'a1', 'a2'] })).body.id);
     expect(job.state).toBe('failed');
     expect(job.failedAgent).toBe('a2');
     expect(job.reason).toMatch(/agent a2 \(rank 2\) failed: peers report/);

@@ -7,11 +7,11 @@ const NATS_DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 describe('job request bounds', () => {
   it('refuses iters and warmup above the bound, naming the field and the limit', () => {
-    const bad = JobRequestSchema.safeParse({ op: 'all_reduce', sizes: [8], iters: 40_000, warmup: JOB_MAX_WARMUP + 1 });
+    const bad = JobRequestSchema.safeParse({ op: 'allReduce', sizes: [8], iters: 40_000, warmup: JOB_MAX_WARMUP + 1 });
     expect(bad.success).toBe(false);
     const issues = describeIssues((bad as { error: import('zod').ZodError }).error);
     expect(issues).toEqual([`iters: at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`, `warmup: at most ${JOB_MAX_WARMUP}`]);
-    expect(JobRequestSchema.safeParse({ op: 'all_reduce', sizes: [8], iters: JOB_MAX_ITERS, warmup: JOB_MAX_WARMUP }).success).toBe(true);
+    expect(JobRequestSchema.safeParse({ op: 'allReduce', sizes: [8], iters: JOB_MAX_ITERS, warmup: JOB_MAX_WARMUP }).success).toBe(true);
   });
 
   it('keeps the worst-case samples event of one size under half the default max payload', () => {

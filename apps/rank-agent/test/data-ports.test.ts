@@ -21,7 +21,7 @@ describe('an agent data-plane port range', () => {
     const lo = await freePort();
     const range = [lo, lo + 15];
     mesh = await startMesh({ agents: 2, natsUrl: nats.url, port: 0, write: (l) => lines.push(l), readyTimeoutMs: 90_000, agentEnv: { CMESH_DATA_PORTS: `${range[0]}-${range[1]}`, CMESH_DEBUG: 'INFO' } });
-    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: [8, 65536], iters: 2, warmup: 0 })).id);
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [8, 65536], iters: 2, warmup: 0 })).id);
     expect([job.state, job.reason]).toEqual(['succeeded', undefined]);
     for (const r of job.rows) expect((r.outOfPlace?.wrong ?? 0) + (r.inPlace?.wrong ?? 0)).toBe(0);
     const ports = lines.map((l) => /data plane listening on [\d.]+:(\d+)/.exec(l)?.[1]).filter((p): p is string => !!p).map(Number);

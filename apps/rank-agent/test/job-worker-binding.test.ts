@@ -49,7 +49,7 @@ async function withMesh(env: Record<string, string>, fn: (mesh: Mesh) => Promise
 linux2('job workers bound like cmesh run binds', () => {
   it('each rank of a busy-polling job on a core of its own; every core back for a job alone on the host', async () => {
     await withMesh({ CMESH_SPIN_US: '' }, async (mesh) => {
-      const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: [64, 4096], iters: 3, warmup: 1, agents: ['agent-0', 'agent-1'] })).id);
+      const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64, 4096], iters: 3, warmup: 1, agents: ['agent-0', 'agent-1'] })).id);
       expect(job.state).toBe('succeeded');
       // the workers stay, bound, as the spares for the next job
       const byRank = job.members.map((m) => worker(mesh, m.name));
@@ -58,7 +58,7 @@ linux2('job workers bound like cmesh run binds', () => {
         expect(w.others.length).toBeGreaterThan(0);
         for (const o of w.others) expect(o).toBe(ALLOWED_TEXT);
       }
-      const alone = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: [64], iters: 1, warmup: 0, agents: ['agent-1'] })).id);
+      const alone = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64], iters: 1, warmup: 0, agents: ['agent-1'] })).id);
       expect(alone.state).toBe('succeeded');
       expect(worker(mesh, 'agent-1').main).toBe(ALLOWED_TEXT);
     });
@@ -67,7 +67,7 @@ linux2('job workers bound like cmesh run binds', () => {
   it('CMESH_BIND=none on the agents: not bound; CMESH_METRICS_PORT: each worker exports on port + LOCAL_RANK', async () => {
     const base = await freePort();
     await withMesh({ CMESH_BIND: 'none', CMESH_METRICS_PORT: String(base) }, async (mesh) => {
-      const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: [64], iters: 2, warmup: 0, agents: ['agent-0', 'agent-1'] })).id);
+      const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64], iters: 2, warmup: 0, agents: ['agent-0', 'agent-1'] })).id);
       expect(job.state).toBe('succeeded');
       expect(['agent-0', 'agent-1'].map((a) => worker(mesh, a).main)).toEqual([ALLOWED_TEXT, ALLOWED_TEXT]);
       for (const port of [base, base + 1]) {

@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { NatsServer, freePort, startNatsServer, waitForPort } from '@cmesh/testing';
-import { JobRecord, busBwFactor } from '@cmesh/protocol';
+import { busBwFactor } from '@cmesh/bench';
+import { JobRecord } from '@cmesh/protocol';
 import { Mesh, listAgents, startMesh } from '../../cli/src/mesh/launch';
 
 const alive = (pid: number) => {
@@ -83,10 +84,10 @@ describe('jobs on a mesh of 4 rank agents', () => {
 
   it('runs a sweep over 4 agents with correct per-size results', async () => {
     const sizes = [64, 4096, 65536];
-    const ar = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 3, warmup: 1 })).id);
+    const ar = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes, iters: 3, warmup: 1 })).id);
     expectCorrect(ar, sizes, 4);
     expect(ar.members.map((m) => [m.rank, m.name])).toEqual([[0, 'agent-0'], [1, 'agent-1'], [2, 'agent-2'], [3, 'agent-3']]);
-    expect(ar.rows[1]).toMatchObject({ op: 'all_reduce', count: 1024, type: 'float', redop: 'sum', root: -1, backend: 'tcp' });
+    expect(ar.rows[1]).toMatchObject({ op: 'allReduce', count: 1024, type: 'float32', redop: 'sum', root: -1, backend: 'tcp' });
     // the agents export what they ran on their own /metrics (registered httpUrl)
     const rec = ((await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents).find((a) => a.name === 'agent-0')!;
     const text = await (await fetch(`${rec.httpUrl}/metrics`)).text();
@@ -98,7 +99,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
     expectCorrect(bc, [1024], 4);
     expect(bc.rows[0].root).toBe(2);
     expect(bc.members.map((m) => m.name)).toEqual(['agent-3', 'agent-1', 'agent-0', 'agent-2']);
-    const rs = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'reduce_scatter', redop: 'max', dtype: 'int32', sizes: [4096], iters: 2, warmup: 0 })).id);
+    const rs = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'reduceScatter', redop: 'max', dtype: 'int32', sizes: [4096], iters: 2, warmup: 0 })).id);
     expectCorrect(rs, [4096], 4);
     expect(rs.rows[0]).toMatchObject({ count: 256, redop: 'max', type: 'int32' });
   }, 60_000);
@@ -106,11 +107,11 @@ describe('jobs on a mesh of 4 rank agents', () => {
   it('runs two jobs on disjoint agents at once; a third on busy agents is refused or waits', async () => {
     // long enough (a second or more) to still be running when the third job comes
     const sizes = [256, 8192, 131072, 1048576];
-    const j1 = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 200, warmup: 1, agents: ['agent-0', 'agent-1'] });
-    const j2 = await mesh.client.submitJob({ op: 'all_to_all', sizes, iters: 200, warmup: 1, agents: ['agent-2', 'agent-3'] });
+    const j1 = await mesh.client.submitJob({ op: 'allReduce', sizes, iters: 200, warmup: 1, agents: ['agent-0', 'agent-1'] });
+    const j2 = await mesh.client.submitJob({ op: 'allToAll', sizes, iters: 200, warmup: 1, agents: ['agent-2', 'agent-3'] });
     expect([j1.state, j2.state]).toEqual(['running', 'running']);
-    await expect(mesh.client.submitJob({ op: 'all_reduce', sizes: [8], agents: ['agent-1', 'agent-2'], onBusy: 'refuse' })).rejects.toThrow(/409 agents busy: agent-1 \(job j\w+\), agent-2/);
-    const j3 = await mesh.client.submitJob({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, agents: ['agent-1', 'agent-2'] });
+    await expect(mesh.client.submitJob({ op: 'allReduce', sizes: [8], agents: ['agent-1', 'agent-2'], onBusy: 'refuse' })).rejects.toThrow(/409 agents busy: agent-1 \(job j\w+\), agent-2/);
+    const j3 = await mesh.client.submitJob({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['agent-1', 'agent-2'] });
     expect(j3.state).toBe('queued');
     const [r1, r2, r3] = await Promise.all([j1, j2, j3].map((j) => mesh.client.waitJob(j.id)));
     expectCorrect(r1, sizes, 2);
@@ -120,7 +121,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
   }, 60_000);
 
   it('a job asking for nccl fails with the reason, naming the agent', async () => {
-    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', sizes: [64], backend: 'nccl', agents: ['agent-0', 'agent-1'] })).id);
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64], backend: 'nccl', agents: ['agent-0', 'agent-1'] })).id);
     expect(job.state).toBe('failed');
     expect(job.reason).toMatch(/agent agent-[01] \(rank [01]\) failed: .*nccl unavailable/);
   }, 30_000);
@@ -128,7 +129,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
   it('killing an agent mid-job fails the job within 5 s naming it; the others run the next job', async () => {
     const victim = mesh.supervisor.children.find((c) => c.name === 'agent-2')!;
     const sizes = Array.from({ length: 12 }, (_, i) => 1024 << i); // up to 2 MiB, many iterations
-    const job = await mesh.client.submitJob({ op: 'all_reduce', sizes, iters: 500, warmup: 2 }); // seconds of work: the kill lands mid-sweep
+    const job = await mesh.client.submitJob({ op: 'allReduce', sizes, iters: 500, warmup: 2 }); // seconds of work: the kill lands mid-sweep
     // wait until it is under way (a row aggregated), then kill the agent by pid
     const deadline = Date.now() + 30_000;
     for (let j = job; ; ) {
@@ -151,7 +152,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
     for (let i = 0; i < 50 && workers.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
     expect(workers.filter(alive)).toEqual([]);
     const next = await mesh.client.waitJob(
-      (await mesh.client.submitJob({ op: 'all_gather', sizes: [96, 3072], iters: 3, warmup: 1, agents: ['agent-0', 'agent-1', 'agent-3'] })).id,
+      (await mesh.client.submitJob({ op: 'allGather', sizes: [96, 3072], iters: 3, warmup: 1, agents: ['agent-0', 'agent-1', 'agent-3'] })).id,
     );
     expectCorrect(next, [96, 3072], 3);
     expect(next.members.map((m) => m.name)).toEqual(['agent-0', 'agent-1', 'agent-3']);
@@ -202,12 +203,12 @@ describe('an agent that cannot report its samples (nats-server max_payload 32 Ki
 
   it('fails the job with the publish error instead of succeeding without rows; the agent runs the next job', async () => {
     // 2 modes x 2000 times of one size is ~80 KiB of JSON: more than this server takes
-    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', agents: ['agent-0'], sizes: [8, 16], iters: 2000, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 2000, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
     expect(job.state).toBe('failed');
     expect(job.failedAgent).toBe('agent-0');
     expect(job.reason).toMatch(/^agent agent-0 \(rank 0\) failed: JobReportError: cannot report the samples of size 8 to the coordinator: .*MAX_PAYLOAD_EXCEEDED/);
     expect([job.rows.length, job.progress]).toEqual([0, { done: 0, total: 2 }]);
-    const next = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'all_reduce', agents: ['agent-0'], sizes: [8, 16], iters: 3, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
+    const next = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 3, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
     expectCorrect(next, [8, 16], 1);
   }, 60_000);
 });

@@ -1,5 +1,13 @@
-// nccl-tests-style sweeps as one rank runs them: deterministic input patterns and their expected
-// results (pattern), one prepared op per size and variant (step), and the timed loop (rank-sweep).
+// @cmesh/bench: the one nccl-tests-style harness. Per collective a descriptor (collectives/:
+// buffer sizes, busbw factor, input data, expected output, the library call), deterministic
+// patterns and checks (pattern), size steps (sizes), one rank's timed loop (step, rank-sweep),
+// the arithmetic from samples to rows (measure), the table (table) and nccl-tests' spellings
+// (nccl-tests-names). `cmesh bench`, the rank agents (tcp and nccl) and bench/peers use it.
+export * from './collectives';
 export * from './pattern';
+export * from './sizes';
 export * from './step';
 export * from './rank-sweep';
+export * from './measure';
+export * from './table';
+export * from './nccl-tests-names';

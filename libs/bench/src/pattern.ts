@@ -1,12 +1,14 @@
 // Deterministic buffer contents and their expected results. Every value is periodic in the
 // element index (period 15), so inputs are filled and outputs checked from 15-entry tables
 // without allocating an expected buffer as large as the data.
-import { BFloat16BitsArray, Float16BitsArray, Tensor } from '@cmesh/collectives';
-import { BENCH_DTYPES, BenchDtype, BenchRedop } from '@cmesh/protocol';
+import { BFloat16BitsArray, DType, Float16BitsArray, Tensor, allocTensor, dtypeOf } from '@cmesh/collectives';
+import type { BenchRedop } from '@cmesh/protocol';
+import type { ExpectedSlice } from './collectives/descriptor';
 
 export const PERIOD = 15;
 
-type DType = (typeof BENCH_DTYPES)[BenchDtype]['name'];
+/** Entries written where a result must land, so a skipped write cannot pass: 99 is no pattern value. */
+export const GARBAGE: readonly number[] = Array.from({ length: PERIOD }, () => 99);
 
 /**
  * Rank r's value at element i. Small non-negative integers so sums over up to 16 ranks are exact
@@ -14,7 +16,7 @@ type DType = (typeof BENCH_DTYPES)[BenchDtype]['name'];
  * the product stays below 2^6.
  */
 export function valueAt(redop: BenchRedop, rank: number, i: number): number {
-  if (redop === 'prod') return (i + rank) % 3 === 0 && rank < 6 ? 2 : 1;
+  if (redop === 'product') return (i + rank) % 3 === 0 && rank < 6 ? 2 : 1;
   return (i * 7 + rank * 3) % 5;
 }
 
@@ -32,7 +34,7 @@ export function reducedTable(redop: BenchRedop, nranks: number, phase = 0): numb
         return vals.reduce((a, b) => a + b, 0);
       case 'avg':
         return vals.reduce((a, b) => a + b, 0) / nranks;
-      case 'prod':
+      case 'product':
         return vals.reduce((a, b) => a * b, 1);
       case 'min':
         return Math.min(...vals);
@@ -42,30 +44,9 @@ export function reducedTable(redop: BenchRedop, nranks: number, phase = 0): numb
   });
 }
 
-export function allocBench(dtype: DType, n: number): Tensor {
-  switch (dtype) {
-    case 'float32':
-      return new Float32Array(n);
-    case 'float64':
-      return new Float64Array(n);
-    case 'int8':
-      return new Int8Array(n);
-    case 'uint8':
-      return new Uint8Array(n);
-    case 'int32':
-      return new Int32Array(n);
-    case 'int64':
-      return new BigInt64Array(n);
-    case 'float16':
-      return new Float16BitsArray(n);
-    case 'bfloat16':
-      return new BFloat16BitsArray(n);
-  }
-}
-
 /** The table stored in `dtype` (raw bits for the 16-bit floats, bigints for int64). */
 export function encodeTable(dtype: DType, table: readonly number[]): Tensor {
-  const t = allocBench(dtype, table.length);
+  const t = allocTensor(dtype, table.length);
   for (let k = 0; k < table.length; k++) {
     if (t instanceof Float16BitsArray || t instanceof BFloat16BitsArray) t.setFloat(k, table[k]);
     else if (t instanceof BigInt64Array) t[k] = BigInt(Math.trunc(table[k]));
@@ -85,6 +66,16 @@ export function fillPeriodic(t: Tensor, enc: Tensor): void {
 }
 
 /**
+ * Relative tolerance for AVG: NCCL averages by pre-multiplying each rank's value by 1/n in the
+ * dtype before summing, so a 16-bit result may be a few ulps off (bfloat16 has 8 bits).
+ */
+function avgTolerance(t: Tensor): number {
+  if (t instanceof BFloat16BitsArray) return 2e-2;
+  if (t instanceof Float16BitsArray) return 1e-2;
+  return t instanceof Float32Array ? 1e-5 : 1e-12;
+}
+
+/**
  * Counts elements of `t` that differ from the periodic table. Exact comparison of stored values
  * (all expected values are exactly representable), except AVG, which is compared on decoded
  * values with a tolerance fitting the dtype.
@@ -101,7 +92,7 @@ export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], 
     return wrong;
   }
   const half = t instanceof Float16BitsArray || t instanceof BFloat16BitsArray;
-  const tol = half ? 1e-2 : t instanceof Float32Array ? 1e-6 : 1e-12;
+  const tol = avgTolerance(t);
   for (let i = 0, p = 0; i < t.length; i++) {
     const v = half ? (t as Float16BitsArray).getFloat(i) : Number((t as Float64Array)[i]);
     if (!(Math.abs(v - expected[p]) <= tol * Math.max(1, Math.abs(expected[p])))) wrong++;
@@ -110,14 +101,17 @@ export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], 
   return wrong;
 }
 
-/** A slice of an output buffer and what it must hold after the collective. */
-export interface ExpectedSegment {
-  tensor: Tensor;
-  table: number[];
+/** Wrong elements of a receive buffer, slice by slice (collectives/descriptor.ts's expected()). */
+export function checkOutput(recv: Tensor, slices: readonly ExpectedSlice[], redop: BenchRedop): number {
+  const dtype = dtypeOf(recv);
+  let wrong = 0;
+  for (const s of slices) wrong += countWrong(recv.subarray(s.offset, s.offset + s.count) as Tensor, encodeTable(dtype, s.table), s.table, redop);
+  return wrong;
 }
 
-export function checkSegments(dtype: DType, segments: readonly ExpectedSegment[], redop: BenchRedop): number {
-  let wrong = 0;
-  for (const s of segments) wrong += countWrong(s.tensor, encodeTable(dtype, s.table), s.table, redop);
-  return wrong;
+/** A tensor of `n` elements filled with the periodic table. */
+export function filledTensor(dtype: DType, n: number, table: readonly number[]): Tensor {
+  const t = allocTensor(dtype, n);
+  fillPeriodic(t, encodeTable(dtype, table));
+  return t;
 }

@@ -1,10 +1,11 @@
 // The sweep as one rank runs it: for every size and variant, warm-up iterations, then timed
 // iterations, each preceded by a barrier (so every rank starts together) and followed by an
 // untimed check. Returns raw per-iteration times; whoever collects the ranks' samples turns them
-// into rows (aggregate.ts), so the in-process bench, the mesh agents and the peer driver share it.
-import { BenchOp, BenchSweep } from '@cmesh/protocol';
+// into rows (measure.ts), so the in-process bench, the mesh agents and the peer driver share it.
+import type { BenchMode, BenchOp, BenchSweep } from '@cmesh/protocol';
 import { performance } from 'perf_hooks';
-import { BenchMode, BenchStep, Dist, Group, hasInPlace, prepareStep } from './step';
+import { Dist, Group, hasInPlace } from './collectives';
+import { BenchStep, prepareStep } from './step';
 
 export interface StepSamples {
   mode: BenchMode;

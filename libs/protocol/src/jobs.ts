@@ -2,7 +2,7 @@
 // JobRequest (REST `POST /jobs` or NATS `cmesh.jobs.submit`), assigns ranks, broadcasts a
 // JobAssignment, and aggregates the agents' per-size samples into nccl-tests rows (BenchRow).
 import { z } from 'zod';
-import { BenchDtypeSchema, BenchOpSchema, BenchRedopSchema, BenchRowSchema, benchSizes } from './bench';
+import { BenchDtypeSchema, BenchModeSchema, BenchOpSchema, BenchRedopSchema, BenchRowSchema } from './bench';
 import { DEFAULT_CLUSTER, clusterNames } from './cluster';
 import type { ErrorReply } from './reply';
 
@@ -44,7 +44,7 @@ const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - o
 export const JobRequestSchema = z
   .object({
     op: BenchOpSchema,
-    dtype: BenchDtypeSchema.default('float'),
+    dtype: BenchDtypeSchema.default('float32'),
     redop: BenchRedopSchema.default('sum'),
     root: z.number().int().min(0).default(0),
     sizes: z.array(z.number().int().positive()).min(1).max(4096).optional(),
@@ -55,7 +55,7 @@ export const JobRequestSchema = z
     iters: iters.default(20),
     warmup: warmup.default(5),
     check: z.boolean().default(true),
-    modes: z.array(z.enum(['out-of-place', 'in-place'])).min(1).default(['out-of-place', 'in-place']),
+    modes: z.array(BenchModeSchema).min(1).default(['out-of-place', 'in-place']),
     /** force an all-reduce algorithm (CMESH_ALGO) instead of the cost model */
     algorithm: z.string().regex(/^[a-z_-]{1,32}$/).optional(),
     backend: JobBackendSchema.default('tcp'),
@@ -83,11 +83,6 @@ export const JOB_LIST_MAX = 200;
 export const JobListSchema = z.object({ limit: z.number().int().positive().max(JOB_LIST_MAX).default(20) });
 export type JobList = z.infer<typeof JobListSchema>;
 
-/** The sizes a request names, in order. */
-export function jobSizes(r: JobRequest): number[] {
-  return r.sizes ?? benchSizes(r.minBytes, r.maxBytes, r.stepFactor, r.stepBytes);
-}
-
 /** The sweep every member runs (BenchSweep's fields plus the backend and algorithm). */
 export const JobSweepSchema = z.object({
   op: BenchOpSchema,
@@ -98,7 +93,7 @@ export const JobSweepSchema = z.object({
   iters,
   warmup,
   check: z.boolean(),
-  modes: z.array(z.enum(['out-of-place', 'in-place'])).min(1),
+  modes: z.array(BenchModeSchema).min(1),
   timeoutMs: z.number().int().positive(),
   backend: JobBackendSchema,
   algorithm: z.string().optional(),
@@ -135,7 +130,7 @@ export const SizeSamplesSchema = z.object({
   count: z.number().int().nonnegative(),
   variants: z.array(
     z.object({
-      mode: z.enum(['out-of-place', 'in-place']),
+      mode: BenchModeSchema,
       times: z.array(z.number().nonnegative()).min(1).max(JOB_MAX_ITERS),
       wrong: z.number().int().nonnegative().nullable(),
     }),

@@ -1,7 +1,6 @@
 // Messages between `cmesh bench` and its local rank processes (child_process IPC).
 import type { BenchSweep } from '@cmesh/protocol';
-import type { BenchRankInfo } from './table';
-import type { SizeSamples } from '@cmesh/bench';
+import type { BenchRankInfo, SizeSamples } from '@cmesh/bench';
 
 export type ParentMessage = { type: 'sweep'; sweep: BenchSweep; backend: string };
 

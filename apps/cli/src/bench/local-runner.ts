@@ -6,10 +6,8 @@ import { ChildProcess, fork } from 'child_process';
 import { freePort } from '../free-port';
 import { execArgvFor, programEnv, sibling } from '../programs';
 import { placementEnv } from '../run/binding';
-import { rowFromRanks } from './aggregate';
 import type { ParentMessage, RankMessage } from './ipc';
-import type { SizeSamples } from '@cmesh/bench';
-import type { BenchRankInfo } from './table';
+import { BenchRankInfo, SizeSamples, rowFromRanks } from '@cmesh/bench';
 
 export interface LocalBenchOptions {
   np: number;

@@ -1,5 +1,7 @@
-// nccl-tests' command-line vocabulary turned into a validated sweep.
-import { BENCH_DTYPES, BENCH_OPS, BENCH_REDOPS, BenchOp, BenchSweep, BenchSweepSchema, benchSizes } from '@cmesh/protocol';
+// nccl-tests' command-line vocabulary (--op all_reduce, -d float, -o prod) turned into a
+// validated sweep in the library's names.
+import { NCCL_TESTS_OPS, NCCL_TESTS_REDOPS, NCCL_TESTS_TYPES, benchSizes, dtypeFromNcclTests, opFromNcclTests, redopFromNcclTests } from '@cmesh/bench';
+import { BENCH_OPS, BenchOp, BenchSweep, BenchSweepSchema } from '@cmesh/protocol';
 
 /** "8", "64K", "1M", "2G" (1024-based, like nccl-tests) to bytes. */
 export function parseSize(text: string): number {
@@ -33,15 +35,15 @@ function int(name: string, v: string, min: number): number {
   return n;
 }
 
-/** The collectives named by --op: a comma list, or "all". */
+/** The collectives named by --op (nccl-tests' names): a comma list, or "all". */
 export function parseOps(text: string): BenchOp[] {
-  const names = text === 'all' ? [...BENCH_OPS] : text.split(',').map((s) => s.trim().replace(/-/g, '_'));
-  for (const n of names) {
-    if (!(BENCH_OPS as readonly string[]).includes(n)) {
-      throw new RangeError(`unknown collective ${JSON.stringify(n)}; expected one of ${BENCH_OPS.join(', ')} or all`);
-    }
-  }
-  return names as BenchOp[];
+  if (text === 'all') return [...BENCH_OPS];
+  return text.split(',').map((s) => {
+    const name = s.trim().replace(/-/g, '_');
+    const op = opFromNcclTests(name);
+    if (!op) throw new RangeError(`unknown collective ${JSON.stringify(name)}; expected one of ${NCCL_TESTS_OPS.join(', ')} or all`);
+    return op;
+  });
 }
 
 export function sweepsFromCli(o: BenchCliOptions): { np: number; sweeps: BenchSweep[]; minBytes: number; maxBytes: number; step: string } {
@@ -52,19 +54,17 @@ export function sweepsFromCli(o: BenchCliOptions): { np: number; sweeps: BenchSw
   const factor = Number(o.stepfactor);
   const sizes = benchSizes(minBytes, maxBytes, factor, stepBytes);
   const check = int('-c', o.check, 0) !== 0;
-  if (!(o.datatype in BENCH_DTYPES)) {
-    throw new RangeError(`unknown datatype ${JSON.stringify(o.datatype)}; expected one of ${Object.keys(BENCH_DTYPES).join(', ')}`);
-  }
-  if (!(BENCH_REDOPS as readonly string[]).includes(o.redop)) {
-    throw new RangeError(`unknown reduction ${JSON.stringify(o.redop)}; expected one of ${BENCH_REDOPS.join(', ')}`);
-  }
+  const dtype = dtypeFromNcclTests(o.datatype);
+  if (!dtype) throw new RangeError(`unknown datatype ${JSON.stringify(o.datatype)}; expected one of ${NCCL_TESTS_TYPES.join(', ')}`);
+  const redop = redopFromNcclTests(o.redop);
+  if (!redop) throw new RangeError(`unknown reduction ${JSON.stringify(o.redop)}; expected one of ${NCCL_TESTS_REDOPS.join(', ')}`);
   const root = int('-r', o.root, 0);
   if (root >= np) throw new RangeError(`-r ${root} is not a rank of a world of ${np}`);
   const sweeps = parseOps(o.op).map((op) =>
     BenchSweepSchema.parse({
       op,
-      dtype: o.datatype,
-      redop: o.redop,
+      dtype,
+      redop,
       root,
       sizes,
       iters: int('-n', o.iters, 1),

@@ -3,7 +3,7 @@ import { BenchRow } from '@cmesh/protocol';
 import { Command } from 'commander';
 import { runLocalBench } from '../bench/local-runner';
 import { BenchCliOptions, sweepsFromCli } from '../bench/options';
-import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow } from '../bench/table';
+import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow } from '@cmesh/bench';
 import { MeshBenchOptions, addMeshOptions, runMeshBench } from '../mesh/mesh-bench';
 
 interface Opts extends BenchCliOptions {

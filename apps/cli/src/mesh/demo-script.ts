@@ -1,8 +1,8 @@
 // What `cmesh demo` does on a running mesh: every collective of the seeds as a checked job
 // (all reduce ops on all_reduce, the rooted ones with a non-zero root), then an all_reduce sweep
 // printed as the nccl-tests table. Returns the number of failed checks.
-import { BENCH_OPS, JobRequestInput, hasRoot } from '@cmesh/protocol';
-import { formatTable } from '../bench/table';
+import { formatTable, hasRoot, ncclTestsOp, ncclTestsRedop } from '@cmesh/bench';
+import { BENCH_OPS, JobRequestInput } from '@cmesh/protocol';
 import type { MeshClient } from './client';
 import { rankInfo } from './mesh-bench';
 
@@ -14,15 +14,15 @@ export interface DemoStep {
 export function demoSteps(nagents: number): DemoStep[] {
   const root = nagents > 1 ? 1 : 0;
   const steps: DemoStep[] = BENCH_OPS.map((op) => ({
-    title: `${op}${hasRoot(op) ? ` (root ${root})` : ''}`,
+    title: `${ncclTestsOp(op)}${hasRoot(op) ? ` (root ${root})` : ''}`,
     request: { op, sizes: [64, 65536], iters: 2, warmup: 1, root: hasRoot(op) ? root : 0, check: true, timeoutMs: 30_000 },
   }));
-  for (const redop of ['max', 'min', 'prod'] as const) {
-    steps.push({ title: `all_reduce ${redop} int32`, request: { op: 'all_reduce', redop, dtype: 'int32', sizes: [4096], iters: 2, warmup: 1, check: true } });
+  for (const redop of ['max', 'min', 'product'] as const) {
+    steps.push({ title: `all_reduce ${ncclTestsRedop(redop)} int32`, request: { op: 'allReduce', redop, dtype: 'int32', sizes: [4096], iters: 2, warmup: 1, check: true } });
   }
   // AVG is defined for floating-point dtypes only (torch)
-  steps.push({ title: 'all_reduce avg double', request: { op: 'all_reduce', redop: 'avg', dtype: 'double', sizes: [4096], iters: 2, warmup: 1, check: true } });
-  steps.push({ title: 'all_reduce float16', request: { op: 'all_reduce', dtype: 'half', sizes: [4096], iters: 2, warmup: 1, check: true } });
+  steps.push({ title: 'all_reduce avg double', request: { op: 'allReduce', redop: 'avg', dtype: 'float64', sizes: [4096], iters: 2, warmup: 1, check: true } });
+  steps.push({ title: 'all_reduce float16', request: { op: 'allReduce', dtype: 'float16', sizes: [4096], iters: 2, warmup: 1, check: true } });
   return steps;
 }
 
@@ -45,7 +45,7 @@ export async function runDemo(client: MeshClient, nagents: number, write: (s: st
   const sizes: number[] = [];
   for (let s = 8; s <= sweepMax; s *= 4) sizes.push(s);
   write(`\n== bench sweep through the mesh: all_reduce float, ${sizes[0]} B .. ${sizes[sizes.length - 1]} B\n`);
-  const job = await client.waitJob((await client.submitJob({ op: 'all_reduce', sizes, iters: 10, warmup: 2, check: true })).id);
+  const job = await client.waitJob((await client.submitJob({ op: 'allReduce', sizes, iters: 10, warmup: 2, check: true })).id);
   const wrong = job.rows.flatMap((r) => [r.outOfPlace, r.inPlace]).reduce((a, m) => a + (m?.wrong ?? 0), 0);
   write(
     formatTable(

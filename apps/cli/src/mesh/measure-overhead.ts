@@ -4,7 +4,8 @@
 // agents' warm workers, nats:// rendezvous, per-size results over NATS, aggregation, polling).
 // Reports wall time per run and the timed part (sum over sizes and variants of median x iters).
 //   node -r @swc-node/register apps/cli/src/mesh/measure-overhead.ts [nagents=2] [reps=5]
-import { BenchRow, BenchSweepSchema, median } from '@cmesh/protocol';
+import { median } from '@cmesh/bench';
+import { BenchRow, BenchSweepSchema } from '@cmesh/protocol';
 import { runLocalBench } from '../bench/local-runner';
 import { startMesh } from './launch';
 
@@ -19,11 +20,11 @@ async function main() {
   const reps = Number(process.argv[3] ?? 5);
   const sizes = [8, 128, 2048, 32768, 524288];
   const iters = 10;
-  const sweep = BenchSweepSchema.parse({ op: 'all_reduce', sizes, iters, warmup: 2, timeoutMs: 60_000 });
+  const sweep = BenchSweepSchema.parse({ op: 'allReduce', sizes, iters, warmup: 2, timeoutMs: 60_000 });
   const mesh = await startMesh({ agents: n, natsPort: 0, port: 0, write: () => undefined });
   const local: number[][] = [];
   const viaMesh: number[][] = [];
-  const tiny = BenchSweepSchema.parse({ op: 'all_reduce', sizes: [8], iters: 1, warmup: 0, modes: ['out-of-place'], timeoutMs: 60_000 });
+  const tiny = BenchSweepSchema.parse({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, modes: ['out-of-place'], timeoutMs: 60_000 });
   const tinyLocal: number[] = [];
   const tinyMesh: number[] = [];
   try {

@@ -5,7 +5,7 @@ import { BenchRow, JobRecord, JobRequestInput } from '@cmesh/protocol';
 import { SingleBar } from 'cli-progress';
 import { Command } from 'commander';
 import { BenchCliOptions, sweepsFromCli } from '../bench/options';
-import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow } from '../bench/table';
+import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow, ncclTestsOp } from '@cmesh/bench';
 import { DEFAULT_COORDINATOR, MeshClient } from './client';
 
 export interface MeshBenchOptions extends BenchCliOptions {
@@ -65,7 +65,7 @@ export async function runMeshBench(o: MeshBenchOptions, write: (s: string) => vo
   for (const req of requests) {
     const submitted = await client.submitJob(req);
     const showBar = o.progress ?? (!o.json && process.stderr.isTTY);
-    const bar = showBar ? new SingleBar({ format: `${req.op} [{bar}] {value}/{total} sizes | {state}`, stream: process.stderr, clearOnComplete: true }) : null;
+    const bar = showBar ? new SingleBar({ format: `${ncclTestsOp(req.op)} [{bar}] {value}/{total} sizes | {state}`, stream: process.stderr, clearOnComplete: true }) : null;
     bar?.start(submitted.progress.total, 0, { state: submitted.state });
     let printed = 0;
     let headed = false;

@@ -1,11 +1,11 @@
 import { JobRequestSchema } from '@cmesh/protocol';
 import { checkRoot, sweepOf } from './job-request';
 
-const req = (body: Record<string, unknown>) => JobRequestSchema.parse({ op: 'all_reduce', ...body });
+const req = (body: Record<string, unknown>) => JobRequestSchema.parse({ op: 'allReduce', ...body });
 
 describe('job request', () => {
   it('makes the sweep the members run from the request, sizes expanded', () => {
-    expect(sweepOf(req({ minBytes: 8, maxBytes: 32, algorithm: 'ring' }))).toMatchObject({ op: 'all_reduce', sizes: [8, 16, 32], dtype: 'float', algorithm: 'ring' });
+    expect(sweepOf(req({ minBytes: 8, maxBytes: 32, algorithm: 'ring' }))).toMatchObject({ op: 'allReduce', sizes: [8, 16, 32], dtype: 'float32', algorithm: 'ring' });
     expect(sweepOf(req({ sizes: [8] }))).not.toHaveProperty('algorithm');
   });
 

@@ -1,12 +1,17 @@
 // A validated request (JobRequestSchema) -> the sweep its members run and its queued record,
 // refusing (BAD_REQUEST) what the schema cannot see. Pure: the id, replica and `now` come in.
-import { JobRecord, JobRequest, JobSweep, isReduction, jobSizes } from '@cmesh/protocol';
+import { benchSizes, isReduction } from '@cmesh/bench';
+import { isFloatDType } from '@cmesh/collectives';
+import { JobRecord, JobRequest, JobSweep } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
 
-const FLOATING = ['float', 'double', 'half', 'bfloat16'];
+/** The sizes a request names, in order: listed, or nccl-tests' -b/-e/-f/-i. */
+export function jobSizes(r: JobRequest): number[] {
+  return r.sizes ?? benchSizes(r.minBytes, r.maxBytes, r.stepFactor, r.stepBytes);
+}
 
 export function sweepOf(req: JobRequest): JobSweep {
-  if (isReduction(req.op) && req.redop === 'avg' && !FLOATING.includes(req.dtype)) {
+  if (isReduction(req.op) && req.redop === 'avg' && !isFloatDType(req.dtype)) {
     throw new ReplyError('BAD_REQUEST', `invalid job: redop avg needs a floating-point dtype, got ${req.dtype}`);
   }
   let sizes: number[];

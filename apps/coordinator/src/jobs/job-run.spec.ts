@@ -5,7 +5,7 @@ import { JobRun } from './job-run';
 const T0 = 1_700_000_000_000;
 
 function started(sizes = [64, 4096], n = 2): JobRun {
-  const req = JobRequestSchema.parse({ op: 'all_reduce', sizes, iters: 3, warmup: 0, nranks: n });
+  const req = JobRequestSchema.parse({ op: 'allReduce', sizes, iters: 3, warmup: 0, nranks: n });
   const run = new JobRun(queuedRecord('j1', req, sweepOf(req), 'r1', T0), req, T0);
   run.begin(
     Array.from({ length: n }, (_, i) => ({ agentId: `id${i}`, name: `a${i}`, alive: true, host: 'h' })),
@@ -19,7 +19,7 @@ const samples = (bytes: number, t: number, wrong = 0): SizeSamplesMsg => ({ requ
 
 describe('job run', () => {
   it('begins: ranks in order, running, the assignment the members are sent', () => {
-    const req = JobRequestSchema.parse({ op: 'all_reduce', sizes: [8], nranks: 1 });
+    const req = JobRequestSchema.parse({ op: 'allReduce', sizes: [8], nranks: 1 });
     const run = new JobRun(queuedRecord('j1', req, sweepOf(req), 'r1', T0), req, T0);
     expect(run.rec).toMatchObject({ state: 'queued', createdAt: new Date(T0).toISOString(), progress: { done: 0, total: 1 }, replica: 'r1' });
     const a = run.begin([{ agentId: 'x', name: 'a0', alive: true }], 'jobs-j1', T0 + 5);

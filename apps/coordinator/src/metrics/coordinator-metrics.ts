@@ -3,7 +3,7 @@
 // errors), plus the default process metrics.
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { AGENT_STATES, BENCH_DTYPES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, sizeBucket } from '@cmesh/protocol';
+import { AGENT_STATES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, opLabel, sizeBucket } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { GroupsService } from '../groups/groups.service';
 import { InboundMessages } from '../nats/inbound-messages';
@@ -80,9 +80,10 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     const m = row.outOfPlace ?? row.inPlace;
     if (!m) return;
     const algorithm = job.sweep.algorithm ?? 'auto';
-    const dtype = BENCH_DTYPES[row.type].name; // the library's dtype names, as its own exporter uses
-    this.duration.observe({ op: row.op, backend: row.backend, algorithm, dtype, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
-    const labels = { op: row.op, backend: row.backend, dtype, size_bytes: String(row.bytes) };
+    const dtype = row.type;
+    const op = opLabel(row.op);
+    this.duration.observe({ op, backend: row.backend, algorithm, dtype, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
+    const labels = { op, backend: row.backend, dtype, size_bytes: String(row.bytes) };
     for (const old of this.lastSweep.record(job.id, labels)) {
       this.busbw.remove(old);
       this.algbw.remove(old);
@@ -90,11 +91,11 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     this.busbw.set(labels, m.busBwGBs * 1e9);
     this.algbw.set(labels, m.algBwGBs * 1e9);
     const wrong = (row.outOfPlace?.wrong ?? 0) + (row.inPlace?.wrong ?? 0);
-    this.wrong.inc({ op: row.op }, wrong);
+    this.wrong.inc({ op }, wrong);
   }
 
   onFinished(job: JobRecord): void {
     this.jobs.inc({ state: job.state });
-    if (job.state === 'failed') this.errors.inc({ op: job.sweep.op, reason: job.failedAgent ? 'agent_lost' : 'job_failed' });
+    if (job.state === 'failed') this.errors.inc({ op: opLabel(job.sweep.op), reason: job.failedAgent ? 'agent_lost' : 'job_failed' });
   }
 }

@@ -3,22 +3,9 @@
 // Without a GPU the sidecar says why at hello, and that reason is what a job asking for nccl
 // fails with.
 import type { Store } from '@cmesh/collectives';
-import { BENCH_DTYPES, BenchOp, BenchRedop, JobAssignment } from '@cmesh/protocol';
+import type { JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../execution/job-backend';
-import { NcclBackend, NcclReduceOp, NcclUnavailableError, SweepCollective } from './nccl';
-
-const COLLECTIVE: Record<BenchOp, SweepCollective> = {
-  all_reduce: 'allReduce',
-  broadcast: 'broadcast',
-  reduce: 'reduce',
-  all_gather: 'allGather',
-  reduce_scatter: 'reduceScatter',
-  all_to_all: 'allToAll',
-  gather: 'gather',
-  scatter: 'scatter',
-  sendrecv: 'sendRecv',
-};
-const REDOP: Record<BenchRedop, NcclReduceOp> = { sum: 'sum', prod: 'product', min: 'min', max: 'max', avg: 'avg' };
+import { NcclBackend, NcclUnavailableError } from './nccl';
 
 export class NcclJobBackend implements JobBackend {
   readonly name = 'nccl' as const;
@@ -58,9 +45,9 @@ export class NcclJobBackend implements JobBackend {
         key: a.storePrefix,
         rank,
         worldSize: a.members.length,
-        collective: COLLECTIVE[a.sweep.op],
-        dtype: BENCH_DTYPES[a.sweep.dtype].name,
-        redOp: REDOP[a.sweep.redop],
+        collective: a.sweep.op,
+        dtype: a.sweep.dtype,
+        redOp: a.sweep.redop,
         root: a.sweep.root,
         sizes: a.sweep.sizes,
         warmup: a.sweep.warmup,

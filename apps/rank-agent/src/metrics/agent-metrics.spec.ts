@@ -1,4 +1,5 @@
-import { JobAssignment, busBwFactor } from '@cmesh/protocol';
+import { busBwFactor } from '@cmesh/bench';
+import { JobAssignment } from '@cmesh/protocol';
 import { AgentMetrics } from './agent-metrics';
 
 const assignment = (op: JobAssignment['sweep']['op']): JobAssignment => ({
@@ -8,7 +9,7 @@ const assignment = (op: JobAssignment['sweep']['op']): JobAssignment => ({
     { agentId: 'a0', name: 'a0', rank: 0 },
     { agentId: 'a1', name: 'a1', rank: 1 },
   ],
-  sweep: { op, dtype: 'float', redop: 'sum', root: 0, sizes: [1024], iters: 3, warmup: 0, check: true, modes: ['out-of-place'], timeoutMs: 1000, backend: 'tcp' },
+  sweep: { op, dtype: 'float32', redop: 'sum', root: 0, sizes: [1024], iters: 3, warmup: 0, check: true, modes: ['out-of-place'], timeoutMs: 1000, backend: 'tcp' },
 });
 
 function value(text: string, series: string): number {
@@ -19,8 +20,8 @@ function value(text: string, series: string): number {
 
 it('turns size samples into the duration histogram, payload and wire bytes, this rank\'s busbw/algbw and #wrong', async () => {
   const m = new AgentMetrics();
-  m.onSize(assignment('all_reduce'), 0, { requestedBytes: 1024, bytes: 1024, count: 256, variants: [{ mode: 'out-of-place', times: [2e-6, 4e-6, 1e-3], wrong: 1 }], wire: { sent: 3 * 1024, received: 3 * 1024 + 8 } });
-  m.onError(assignment('all_reduce'), 'PEER_FAILED');
+  m.onSize(assignment('allReduce'), 0, { requestedBytes: 1024, bytes: 1024, count: 256, variants: [{ mode: 'out-of-place', times: [2e-6, 4e-6, 1e-3], wrong: 1 }], wire: { sent: 3 * 1024, received: 3 * 1024 + 8 } });
+  m.onError(assignment('allReduce'), 'PEER_FAILED');
   const text = await m.registry.metrics();
   const h = 'op="all_reduce",backend="tcp",algorithm="auto",dtype="float32",size_bucket="1024"';
   expect(value(text, `cmesh_collective_duration_seconds_count{${h}}`)).toBe(3);
@@ -33,7 +34,7 @@ it('turns size samples into the duration histogram, payload and wire bytes, this
   // median 4 µs: algbw = 1024 B / 4 µs, busbw = algbw * 2(n-1)/n = algbw at n = 2
   const bw = 'op="all_reduce",backend="tcp",dtype="float32",size_bytes="1024"';
   expect(value(text, `cmesh_collective_algbw_bytes_per_second{${bw}}`)).toBeCloseTo(1024 / 4e-6, 0);
-  expect(value(text, `cmesh_collective_busbw_bytes_per_second{${bw}}`)).toBeCloseTo((1024 / 4e-6) * busBwFactor('all_reduce', 2), 0);
+  expect(value(text, `cmesh_collective_busbw_bytes_per_second{${bw}}`)).toBeCloseTo((1024 / 4e-6) * busBwFactor('allReduce', 2), 0);
   expect(value(text, 'cmesh_collective_wrong_elements_total{op="all_reduce"}')).toBe(1);
   expect(value(text, 'cmesh_collective_errors_total{op="all_reduce",reason="PEER_FAILED"}')).toBe(1);
   expect(text).toContain('process_cpu_seconds_total');

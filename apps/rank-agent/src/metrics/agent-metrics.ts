@@ -4,7 +4,8 @@
 // and errors; plus the default process metrics.
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { BENCH_DTYPES, DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, bandwidths, median, opLabel, sizeBucket } from '@cmesh/protocol';
+import { bandwidths, median } from '@cmesh/bench';
+import { DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, opLabel, sizeBucket } from '@cmesh/protocol';
 import type { JobObserver } from '../execution/tokens';
 
 @Injectable()
@@ -35,7 +36,7 @@ export class AgentMetrics implements JobObserver {
   onSize(a: JobAssignment, _rank: number, s: SizeSamplesMsg): void {
     const { sweep } = a;
     const op = opLabel(sweep.op);
-    const dtype = BENCH_DTYPES[sweep.dtype].name; // the library's dtype names, as its own exporter uses
+    const dtype = sweep.dtype;
     const hist = { op, backend: sweep.backend, algorithm: sweep.algorithm ?? 'auto', dtype, size_bucket: sizeBucket(s.bytes) };
     const times: number[] = [];
     let wrong = 0;

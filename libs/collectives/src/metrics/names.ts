@@ -58,7 +58,11 @@ export const METRICS = {
   jobs: { name: 'cmesh_jobs_total', help: 'Jobs finished, by final state', labels: ['state'] },
 } as const;
 
-/** The op label: torch's and nccl-tests' snake_case names (allReduce -> all_reduce), one vocabulary for every exporter. */
+/**
+ * The op label: torch's and nccl-tests' snake_case names (allReduce -> all_reduce), one
+ * vocabulary for every exporter. Kept snake_case on purpose: the dashboards, alert rules and
+ * recorded series select on it (op="all_reduce"), so it must not follow the API's spelling.
+ */
 export function opLabel(op: string): string {
   return op.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 }

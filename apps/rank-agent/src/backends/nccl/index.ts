@@ -3,7 +3,4 @@ export * from './frame-codec';
 export * from './protocol';
 export * from './sidecar-client';
 export * from './sidecar-process';
-export * from './sweep-plan';
-export * from './sweep-table';
-export * from './verify-data';
 export * from './nccl-backend';

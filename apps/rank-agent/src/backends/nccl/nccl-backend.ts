@@ -8,14 +8,17 @@ import * as path from 'path';
 import { DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives';
 import { validateReduceOp } from '@cmesh/collectives';
 import type { Store } from '@cmesh/collectives';
-import { DType, elementSize, isDType, viewAs } from '@cmesh/collectives';
+import { DType, elementSize, isDType, isSweepOp, viewAs } from '@cmesh/collectives';
+import { benchCollective, checkOutput, filledTensor } from '@cmesh/bench';
+import type { BenchOp, BenchRedop } from '@cmesh/protocol';
 
 import { NcclUnavailableError } from './errors';
 import type { SidecarHello } from './protocol';
 import { SidecarClient } from './sidecar-client';
 import { SidecarProcess, spawnSidecar } from './sidecar-process';
-import { busBandwidthFactor, isSweepCollective, REDUCING, ROOTED, SweepCollective, sweepPoint } from './sweep-plan';
-import { countWrong, expectedOutput, fillInput, NcclReduceOp, RECV_SENTINEL_BYTE } from './verify-data';
+
+/** Bytes written over the receive buffer before the op, so a skipped write cannot pass: 0xFF is NaN or -1/255, never a pattern value. */
+const RECV_SENTINEL_BYTE = 0xff;
 
 export interface NcclBackendOptions {
   /** Attach to a sidecar already listening here (a pod's sidecar container) instead of spawning one. */
@@ -39,9 +42,9 @@ export interface NcclSweepSpec {
   worldSize: number;
   /** CUDA device for this rank; default: rank modulo the device count. */
   device?: number;
-  collective: SweepCollective;
+  collective: BenchOp;
   dtype: DType;
-  redOp?: NcclReduceOp;
+  redOp?: BenchRedop;
   root?: number;
   /** nccl-tests sizes in bytes. */
   sizes: number[];
@@ -53,9 +56,9 @@ export interface NcclSweepSpec {
 }
 
 export interface NcclSweepRow {
-  collective: SweepCollective;
+  collective: BenchOp;
   dtype: DType;
-  redOp: NcclReduceOp | null;
+  redOp: BenchRedop | null;
   root: number | null;
   sizeBytes: number;
   count: number;
@@ -141,10 +144,12 @@ export class NcclBackend {
 
     const uniqueId = await exchangeUniqueId(client, spec.store, `${spec.key}/nccl/unique-id`, rank, timeoutMs);
     const comm = await client.commInitRank({ nranks, rank, uniqueId, device: plan.device }, timeoutMs);
+    // sizes, data and checks as every sweep has them (@cmesh/bench); the sidecar runs and times the op
+    const coll = benchCollective(spec.collective);
     const es = elementSize(spec.dtype);
-    const points = spec.sizes.map((s) => sweepPoint(spec.collective, s, es, nranks));
-    const maxSend = Math.max(es, ...points.map((p) => p.sendBytes));
-    const maxRecv = Math.max(es, ...points.map((p) => p.recvBytes));
+    const points = spec.sizes.map((s) => coll.shape(s, es, nranks));
+    const maxSend = Math.max(es, ...points.map((p) => p.sendCount * es));
+    const maxRecv = Math.max(es, ...points.map((p) => p.recvCount * es));
     const bufs: number[] = [];
     let healthy = false;
     try {
@@ -168,38 +173,31 @@ export class NcclBackend {
         };
         let wrong: number | null = null;
         if (plan.verify && p.count > 0) {
-          const input = fillInput(spec.collective, spec.dtype, plan.redOp ?? 'sum', rank, p.sendBytes / es);
+          const data = { rank, nranks, root: plan.root ?? -1, redop: plan.redOp ?? 'sum', count: p.count } as const;
+          const input = filledTensor(spec.dtype, p.sendCount, coll.input(data));
           await client.copyIn(sendBuf, new Uint8Array(input.buffer, input.byteOffset, input.byteLength), 0, timeoutMs);
-          await client.memset(recvBuf, { bytes: p.recvBytes, value: RECV_SENTINEL_BYTE }, timeoutMs);
+          await client.memset(recvBuf, { bytes: p.recvCount * es, value: RECV_SENTINEL_BYTE }, timeoutMs);
           await client.collective({ ...request, warmup: 0, iters: 1 }, timeoutMs);
-          const expected = expectedOutput({
-            coll: spec.collective,
-            dtype: spec.dtype,
-            redOp: plan.redOp ?? 'sum',
-            rank,
-            nranks,
-            root: plan.root ?? 0,
-            count: p.count,
-          });
+          const expected = coll.expected(data);
           if (expected) {
-            const got = await client.copyOut(recvBuf, expected.byteLength, 0, timeoutMs);
-            wrong = countWrong(viewAs(alignedCopy(got), spec.dtype), expected, spec.dtype, plan.redOp ?? 'sum');
+            const got = await client.copyOut(recvBuf, p.recvCount * es, 0, timeoutMs);
+            wrong = checkOutput(viewAs(alignedCopy(got), spec.dtype), expected, data.redop);
           }
         }
         const timed = await client.collective({ ...request, warmup: plan.warmup, iters: plan.iters }, timeoutMs);
         const t = timed.deviceSeconds;
-        const algbw = t > 0 ? p.sizeBytes / t : 0;
+        const algbw = t > 0 ? p.bytes / t : 0;
         rows.push({
           collective: spec.collective,
           dtype: spec.dtype,
           redOp: plan.redOp,
           root: plan.root,
-          sizeBytes: p.sizeBytes,
+          sizeBytes: p.bytes,
           count: p.count,
           timeSeconds: t,
           hostSeconds: timed.hostSeconds,
           algbwBytesPerSecond: algbw,
-          busbwBytesPerSecond: algbw * busBandwidthFactor(spec.collective, nranks),
+          busbwBytesPerSecond: algbw * coll.busBwFactor(nranks),
           wrong,
         });
       }
@@ -229,7 +227,7 @@ interface SweepPlan {
   rank: number;
   worldSize: number;
   device: number;
-  redOp: NcclReduceOp | null;
+  redOp: BenchRedop | null;
   root: number | null;
   warmup: number;
   iters: number;
@@ -248,12 +246,13 @@ function checkInt(name: string, v: unknown, min: number, max: number): number {
 export function validateSweep(spec: NcclSweepSpec, deviceCount: number): SweepPlan {
   const worldSize = checkInt('worldSize', spec.worldSize, 1, 1 << 20);
   const rank = checkInt('rank', spec.rank, 0, worldSize - 1);
-  if (!isSweepCollective(spec.collective)) {
+  if (!isSweepOp(spec.collective)) {
     throw new InvalidArgumentError(`unknown collective ${JSON.stringify(spec.collective)} for the nccl backend`);
   }
   if (!isDType(spec.dtype)) throw new InvalidArgumentError(`unknown dtype ${JSON.stringify(spec.dtype)}`);
-  let redOp: NcclReduceOp | null = null;
-  if (REDUCING.has(spec.collective)) {
+  const coll = benchCollective(spec.collective);
+  let redOp: BenchRedop | null = null;
+  if (coll.reduces) {
     const op = spec.redOp ?? 'sum';
     validateReduceOp(op, spec.dtype);
     if (op !== 'sum' && op !== 'product' && op !== 'min' && op !== 'max' && op !== 'avg') {
@@ -261,7 +260,7 @@ export function validateSweep(spec: NcclSweepSpec, deviceCount: number): SweepPl
     }
     redOp = op;
   }
-  const root = ROOTED.has(spec.collective) ? checkInt('root', spec.root ?? 0, 0, worldSize - 1) : null;
+  const root = coll.rooted ? checkInt('root', spec.root ?? 0, 0, worldSize - 1) : null;
   if (deviceCount < 1) throw new NcclUnavailableError('no CUDA device');
   const device = checkInt('device', spec.device ?? rank % deviceCount, 0, deviceCount - 1);
   if (!Array.isArray(spec.sizes) || spec.sizes.length === 0) throw new InvalidArgumentError('sizes must be a non-empty array of byte counts');

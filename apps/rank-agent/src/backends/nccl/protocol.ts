@@ -1,4 +1,5 @@
 // Shapes of the sidecar's replies (native/nccl-sidecar/README.md, "Ops"), checked at the edge.
+import type { ReduceOp, SweepOp } from '@cmesh/collectives';
 import { z } from 'zod';
 
 /** The protocol hello reports; 2 = binary request/reply headers (frame-codec.ts). */
@@ -74,19 +75,8 @@ export const asyncErrorSchema = z.object({
 });
 export type AsyncErrorState = z.infer<typeof asyncErrorSchema>;
 
-/** Collectives the sidecar runs (README "collective"). */
-export const NCCL_COLLECTIVES = [
-  'allReduce',
-  'broadcast',
-  'reduce',
-  'allGather',
-  'reduceScatter',
-  'sendRecv',
-  'gather',
-  'scatter',
-  'allToAll',
-] as const;
-export type NcclCollective = (typeof NCCL_COLLECTIVES)[number] | 'send' | 'recv';
+/** Collectives the sidecar runs (README "collective"): every sweep op, by the library's names, and the two halves of sendRecv. */
+export type NcclCollective = SweepOp | 'send' | 'recv';
 
 /** The sidecar's dtype names (a superset of the library's DType). */
 export type SidecarDType =
@@ -101,7 +91,8 @@ export type SidecarDType =
   | 'float64'
   | 'bfloat16';
 
-export type SidecarRedOp = 'sum' | 'product' | 'max' | 'min' | 'avg';
+/** The library's reduce ops NCCL has (no bitwise ones). */
+export type SidecarRedOp = Exclude<ReduceOp, 'band' | 'bor' | 'bxor'>;
 
 export interface CollectiveRequest {
   comm: number;

@@ -1,7 +1,9 @@
 // nccl-tests' text output: a `#` preamble, a two-level header, one line per size with the
 // out-of-place and in-place columns, and the footer. Pure functions so the in-process bench,
-// the mesh bench and the peer comparison all print the same table.
-import { BenchMeasurement, BenchRow, BenchSweep } from '@cmesh/protocol';
+// the mesh bench and the GPU check all print the same table, in nccl-tests' spellings
+// (all_reduce, float, prod).
+import type { BenchMeasurement, BenchRow, BenchSweep } from '@cmesh/protocol';
+import { ncclTestsOp, ncclTestsRedop, ncclTestsType } from './nccl-tests-names';
 
 export interface BenchRankInfo {
   rank: number;
@@ -14,7 +16,7 @@ export interface BenchRankInfo {
 export interface BenchPreamble {
   backend: string;
   nranks: number;
-  sweep: BenchSweep;
+  sweep: Pick<BenchSweep, 'op' | 'dtype' | 'redop' | 'root' | 'warmup' | 'iters' | 'check'>;
   minBytes: number;
   maxBytes: number;
   /** "2(factor)" or "1024(bytes)" as nccl-tests prints the step */
@@ -34,10 +36,10 @@ export function formatTimeUs(us: number): string {
 export function formatPreamble(p: BenchPreamble): string[] {
   const s = p.sweep;
   const lines = [
-    `# Collective test starting: ${p.sweep.op}_perf (cmesh bench, backend ${p.backend})`,
+    `# Collective test starting: ${ncclTestsOp(s.op)}_perf (cmesh bench, backend ${p.backend})`,
     `# nThread 1 nGpus 0 nRanks ${p.nranks} minBytes ${p.minBytes} maxBytes ${p.maxBytes} step: ${p.step} ` +
       `warmup iters: ${s.warmup} iters: ${s.iters} agg iters: 1 validation: ${s.check ? 1 : 0} graph: 0`,
-    `# op: ${s.op} type: ${s.dtype} redop: ${s.redop} root: ${s.root} timing: median over iterations of the ` +
+    `# op: ${ncclTestsOp(s.op)} type: ${ncclTestsType(s.dtype)} redop: ${ncclTestsRedop(s.redop)} root: ${s.root} timing: median over iterations of the ` +
       `slowest rank, barrier before each iteration`,
     '#',
     '# Using devices',
@@ -75,7 +77,7 @@ function formatVariant(m: BenchMeasurement | null): string {
 
 export function formatRow(r: BenchRow): string {
   return (
-    ` ${pad(r.bytes, 11)}  ${pad(r.count, 12)}  ${pad(r.type, 8)}  ${pad(r.redop, 6)}  ${pad(r.root, 6)}` +
+    ` ${pad(r.bytes, 11)}  ${pad(r.count, 12)}  ${pad(ncclTestsType(r.type), 8)}  ${pad(ncclTestsRedop(r.redop), 6)}  ${pad(r.root, 6)}` +
     formatVariant(r.outOfPlace) +
     formatVariant(r.inPlace)
   );

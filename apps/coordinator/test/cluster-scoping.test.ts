@@ -117,7 +117,7 @@ describe('two clusters on one nats-server', () => {
   });
 
   it('a job submitted in each at once runs on that cluster\'s agents only; each lists only its own', async () => {
-    const req = { op: 'all_reduce' as const, sizes: Array.from({ length: 30 }, () => 1 << 20), iters: 10, warmup: 1, agents: ['agent-0', 'agent-1'], onBusy: 'refuse' as const };
+    const req = { op: 'allReduce' as const, sizes: Array.from({ length: 30 }, () => 1 << 20), iters: 10, warmup: 1, agents: ['agent-0', 'agent-1'], onBusy: 'refuse' as const };
     // both claim "agent-0" and "agent-1" at the same time: a shared claims bucket would refuse one
     const [jd, jl] = await Promise.all([mesh('default').client.submitJob(req), mesh('lab').client.submitJob(req)]);
     expect(jd.state).toBe('running');

@@ -13,6 +13,7 @@ module.exports = {
   // the workspace's packages from their sources, as tsconfig.base.json's paths map them
   moduleNameMapper: {
     '^@cmesh/collectives/metrics$': '<rootDir>/libs/collectives/src/metrics/names.ts',
+    '^@cmesh/collectives/names$': '<rootDir>/libs/collectives/src/names.ts',
     '^@cmesh/(collectives|protocol|bench|testing)$': '<rootDir>/libs/$1/src/index.ts',
   },
   modulePathIgnorePatterns: ['<rootDir>/(apps|libs)/[^/]+/dist/'],

@@ -1,7 +1,7 @@
 // Benchmark messages shared by `cmesh bench`, the rank agents and the coordinator: the sweep
 // request and the result row, in the library's vocabulary (collectives, dtypes and reduce ops as
 // @cmesh/collectives names them). The harness itself (sizes, data, checks, busbw) is @cmesh/bench.
-import { DTYPES, REDUCE_OPS, ReduceOp, SWEEP_OPS } from '@cmesh/collectives';
+import { DTYPES, REDUCE_OPS, ReduceOp, SWEEP_OPS } from '@cmesh/collectives/names';
 import { z } from 'zod';
 
 export const BENCH_OPS = SWEEP_OPS;

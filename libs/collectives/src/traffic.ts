@@ -1,5 +1,7 @@
 // Traffic counters: bytes each rank sent and received, per op and algorithm, so the seeds'
 // traffic formulas (master-worker (P-1)·N, ring 2·(N/P)·(P-1), tree log2(P)·N) can be checked.
+import type { Collective } from './ops/names';
+
 export interface TrafficEntry {
   calls: number;
   bytesSent: number;
@@ -16,7 +18,8 @@ export interface TrafficCounters {
 export class TrafficCounter {
   private data: TrafficCounters = { bytesSent: 0, bytesReceived: 0, byOp: {} };
 
-  record(op: string, algorithm: string, sent: number, received: number): void {
+  /** `algorithm` is the collective's algorithm name, or "p2p" for send and recv. */
+  record(op: Collective | 'send' | 'recv', algorithm: string, sent: number, received: number): void {
     const key = `${op}/${algorithm}`;
     const e = (this.data.byOp[key] ??= { calls: 0, bytesSent: 0, bytesReceived: 0 });
     e.calls++;

@@ -7,12 +7,17 @@
 //   e.NAME                           (the config loaders' merged environment-and-flags record)
 //   requireEnv(env, 'NAME')  num('NAME')   (helpers that take a variable's name)
 //   const SOMETHING_VAR = 'NAME'     (a variable's name kept in a constant; also *_ENV)
+//   env: 'NAME'                      (a setting of a settings schema, see @cmesh/protocol's settings.ts)
 //   debuglog('cmesh')                (Node's util.debuglog reads NODE_DEBUG)
 //   getenv("NAME")                   (C/C++)
 // Documented = the first backticked NAME in the first cell of a table row of docs/configuration.md
 // (`| \`NAME\` | ...`); a row documents one variable.
 import { readFileSync, readdirSync } from 'fs';
 import { join, relative, resolve } from 'path';
+import { z } from 'zod';
+import { settingDefault, settingsRegistry } from '@cmesh/protocol';
+import { CoordinatorSettings } from '../../apps/coordinator/src/config/coordinator-config';
+import { AgentSettings } from '../../apps/rank-agent/src/config';
 
 const ROOT = resolve(__dirname, '../..');
 const DOC = join(ROOT, 'docs/configuration.md');
@@ -25,6 +30,7 @@ const PATTERNS: RegExp[] = [
   new RegExp(`\\be\\.${NAME}\\b`, 'g'),
   new RegExp(`\\b(?:requireEnv\\(\\s*\\w+\\s*,|num\\()\\s*['"]${NAME}['"]\\s*\\)`, 'g'),
   new RegExp(`\\bconst\\s+[A-Z0-9_]+_(?:VAR|ENV)\\s*=\\s*['"]${NAME}['"]`, 'g'),
+  new RegExp(`\\benv:\\s*['"]${NAME}['"]`, 'g'),
   /\bdebuglog\(\s*['"]\w+['"]\s*\)()/g,
   new RegExp(`\\bgetenv\\(\\s*"${NAME}"\\s*\\)`, 'g'),
 ];
@@ -101,4 +107,34 @@ it('documents every environment variable the sources read', () => {
 it('documents no variable that nothing reads', () => {
   const stale = [...documented].filter((n) => !read.has(n)).sort();
   expect(stale).toEqual([]);
+});
+
+/** The rows of one `## section` of the page: variable -> its cells. */
+function rowsOf(markdown: string, section: string): Map<string, string[]> {
+  const start = markdown.indexOf(`\n## ${section}\n`);
+  const end = markdown.indexOf('\n## ', start + 1);
+  const rows = new Map<string, string[]>();
+  for (const line of markdown.slice(start, end < 0 ? undefined : end).split('\n')) {
+    const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+    const m = /^`([A-Z][A-Z0-9_]+)`$/.exec(cells[0] ?? '');
+    if (m) rows.set(m[1], cells);
+  }
+  return rows;
+}
+
+describe.each([
+  ['Coordinator', CoordinatorSettings],
+  ['Rank agent', AgentSettings],
+] as const)('the %s table is its settings schema', (section, schema) => {
+  it('names each setting with its flag and default', () => {
+    const rows = rowsOf(readFileSync(DOC, 'utf8'), section);
+    for (const field of Object.values(schema.shape) as z.ZodType[]) {
+      const meta = settingsRegistry.get(field)!;
+      const cells = rows.get(meta.env);
+      expect([meta.env, cells?.[1]]).toEqual([meta.env, `\`${meta.flag}\``]);
+      const d = settingDefault(field, meta);
+      // a default computed at start-up is described in words; a fixed one is shown as is
+      if (!meta.defaultText) expect([meta.env, cells![2].startsWith(`\`${d}\``)]).toEqual([meta.env, true]);
+    }
+  });
 });

@@ -52,7 +52,7 @@ export class AppModule {
           extraProviders: [{ provide: JOB_RESULT_SINK, useExisting: CoordinatorMetrics }],
           directory: { provide: AgentDirectory, useExisting: RegistryAgentDirectory },
           nats: { provide: JOBS_NATS, useExisting: NATS_CONNECTION },
-          retention: { kept: config.jobsKept, maxAgeMs: config.jobsMaxAgeMs },
+          retention: { kept: config.jobsKept, maxAgeMs: config.jobsMaxAgeS * 1000 },
           cluster: config.cluster,
           replica: config.replicaId,
         }),

@@ -5,7 +5,8 @@ import { exitOnFatal } from '@cmesh/protocol';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
-import { CoordinatorConfig, loadCoordinatorConfig } from './config/coordinator-config';
+import { wantsHelp } from '@cmesh/protocol';
+import { CoordinatorConfig, coordinatorHelp, loadCoordinatorConfig } from './config/coordinator-config';
 
 export async function startCoordinator(config: CoordinatorConfig) {
   const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true });
@@ -19,6 +20,10 @@ export async function startCoordinator(config: CoordinatorConfig) {
 
 if (require.main === module) {
   exitOnFatal('coordinator');
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(coordinatorHelp());
+    process.exit(0);
+  }
   let config: CoordinatorConfig;
   try {
     config = loadCoordinatorConfig();

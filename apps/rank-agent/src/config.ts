@@ -1,86 +1,88 @@
-// Agent configuration: environment first, flags override (`--name a0 --device 1 ...`).
+// Agent configuration: ONE schema (AgentSettings) holds every setting's variable, flag, default
+// and help; the environment is read first and flags override it (`--name a0 --device 1 ...`), and
+// `--help` prints the same table. A few values follow from others (agentConfig()).
 import { hostname } from 'os';
-import { DEFAULT_CLUSTER, checkClusterName } from '@cmesh/protocol';
+import { z } from 'zod';
+import { DEFAULT_CLUSTER, checkClusterName, intSetting, loadSettings, setting, settingsHelp } from '@cmesh/protocol';
 
-export interface AgentConfig {
-  natsUrl: string;
-  /** the cluster whose subjects the agent uses (clusterNames of @cmesh/protocol) */
-  cluster: string;
-  /** stable id: the name unless CMESH_AGENT_ID says otherwise */
-  agentId: string;
-  name: string;
-  host: string;
-  /** GPU index for the nccl backend; the CPU slot number otherwise */
-  deviceIndex: number;
-  /** data-plane port range [lo, hi] (0,0: any free port) */
-  dataPorts: [number, number];
-  /** HTTP port for /health and /metrics (0: any free port) */
-  httpPort: number;
-  /** where the agent listens for HTTP and the data plane */
-  bindHost: string;
-  heartbeatMs: number;
-  /** attach to a running nccl sidecar instead of spawning one */
-  ncclSocket?: string;
-  /** try the nccl backend at all (spawning the sidecar); off with CMESH_NCCL=0 */
-  ncclEnabled: boolean;
-}
-
-const FLAGS: Record<string, string> = {
-  '--nats': 'NATS_URL',
-  '--cluster': 'CMESH_CLUSTER',
-  '--name': 'CMESH_AGENT_NAME',
-  '--id': 'CMESH_AGENT_ID',
-  '--device': 'CMESH_DEVICE_INDEX',
-  '--data-ports': 'CMESH_DATA_PORTS',
-  '--http-port': 'CMESH_HTTP_PORT',
-  '--host': 'CMESH_AGENT_HOST',
-  '--heartbeat-ms': 'CMESH_HEARTBEAT_MS',
-  '--nccl-socket': 'CMESH_NCCL_SOCKET',
-  '--nccl': 'CMESH_NCCL',
-};
-
-function int(name: string, v: string, min: number, max: number): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new RangeError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
-  return n;
-}
-
-export function parsePortRange(text: string): [number, number] {
+/** "lo-hi" or one port; "0" (or "0-0") is any free port. A string says what is wrong. */
+function portRange(text: string): [number, number] | string {
   const m = /^(\d+)(?:-(\d+))?$/.exec(text.trim());
-  if (!m) throw new RangeError(`CMESH_DATA_PORTS must be "lo-hi" or "port", got ${JSON.stringify(text)}`);
-  const lo = int('data port', m[1], 0, 65535);
-  const hi = m[2] === undefined ? lo : int('data port', m[2], 0, 65535);
-  if (hi < lo) throw new RangeError(`CMESH_DATA_PORTS: ${hi} < ${lo}`);
+  if (!m) return 'must be "lo-hi" or "port"';
+  const [lo, hi] = [Number(m[1]), Number(m[2] ?? m[1])];
+  if (lo > 65535 || hi > 65535) return 'ports are at most 65535';
+  if (hi < lo) return `${hi} < ${lo}`;
   return [lo, hi];
 }
 
-export function loadConfig(argv: string[] = process.argv.slice(2), env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const e: Record<string, string | undefined> = { ...env };
-  for (let i = 0; i < argv.length; i++) {
-    const [flag, inline] = argv[i].split('=', 2) as [string, string | undefined];
-    const key = FLAGS[flag];
-    if (!key) throw new RangeError(`unknown flag ${flag}; known: ${Object.keys(FLAGS).join(' ')}`);
-    const value = inline ?? argv[++i];
-    if (value === undefined) throw new RangeError(`${flag} needs a value`);
-    e[key] = value;
-  }
-  const deviceIndex = int('CMESH_DEVICE_INDEX', e.CMESH_DEVICE_INDEX ?? '0', 0, 1 << 16);
-  const name = e.CMESH_AGENT_NAME ?? `${hostname()}-${deviceIndex}`;
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw new RangeError(`agent name ${JSON.stringify(name)}: letters, digits, _ and - only`);
-  return {
-    natsUrl: e.NATS_URL ?? 'nats://127.0.0.1:4222',
-    cluster: checkClusterName(e.CMESH_CLUSTER ?? DEFAULT_CLUSTER),
-    agentId: e.CMESH_AGENT_ID ?? name,
-    name,
-    host: e.CMESH_AGENT_HOST ?? '127.0.0.1',
-    bindHost: e.CMESH_AGENT_HOST ?? '127.0.0.1',
-    deviceIndex,
-    dataPorts: parsePortRange(e.CMESH_DATA_PORTS ?? '0'),
-    httpPort: int('CMESH_HTTP_PORT', e.CMESH_HTTP_PORT ?? '0', 0, 65535),
-    heartbeatMs: int('CMESH_HEARTBEAT_MS', e.CMESH_HEARTBEAT_MS ?? '1000', 50, 600_000),
-    ncclSocket: e.CMESH_NCCL_SOCKET || undefined,
-    ncclEnabled: (e.CMESH_NCCL ?? '1') !== '0',
-  };
+/** An empty variable counts as unset (a manifest that lists it without a value). */
+const unsetIfEmpty = (v: unknown) => (v === '' ? undefined : v);
+const agentName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ and - only (1..64)');
+
+export const AgentSettings = z.object({
+  natsUrl: setting(z.string().min(1).default('nats://127.0.0.1:4222'), { env: 'NATS_URL', flag: '--nats', help: 'NATS server of the cluster' }),
+  cluster: setting(
+    // a bad name throws checkClusterName's typed InvalidClusterNameError
+    z
+      .string()
+      .default(DEFAULT_CLUSTER)
+      .transform((c) => checkClusterName(c)),
+    { env: 'CMESH_CLUSTER', flag: '--cluster', help: "the coordinator's cluster: the agent uses that cluster's subjects only" },
+  ),
+  name: setting(agentName.optional(), { env: 'CMESH_AGENT_NAME', flag: '--name', help: 'agent name', defaultText: '<hostname>-<device index>' }),
+  agentId: setting(z.string().min(1).optional(), { env: 'CMESH_AGENT_ID', flag: '--id', help: 'stable id the coordinator keys the agent by', defaultText: 'the name' }),
+  /** GPU index for the nccl backend; the CPU slot number otherwise */
+  deviceIndex: setting(intSetting(0, 1 << 16).default(0), { env: 'CMESH_DEVICE_INDEX', flag: '--device', help: 'GPU index for the nccl backend; the slot number otherwise' }),
+  /** where the agent listens for HTTP and the data plane, and what it advertises to peers */
+  host: setting(z.string().min(1).default('127.0.0.1'), { env: 'CMESH_AGENT_HOST', flag: '--host', help: 'address the agent listens on and advertises to peers' }),
+  /** HTTP port for /health and /metrics (0: any free port) */
+  httpPort: setting(intSetting(0, 65535).default(0), { env: 'CMESH_HTTP_PORT', flag: '--http-port', help: '/health and /metrics port (0: any free port)' }),
+  /** data-plane port range [lo, hi] (0,0: any free port) */
+  dataPorts: setting(
+    z
+      .string()
+      .default('0')
+      .transform((t, ctx) => {
+        const r = portRange(t);
+        if (typeof r !== 'string') return r;
+        ctx.addIssue({ code: 'custom', message: r });
+        return z.NEVER;
+      }),
+    { env: 'CMESH_DATA_PORTS', flag: '--data-ports', help: 'data-plane port range lo-hi, or one port (0: any free port)', defaultText: '0' },
+  ),
+  heartbeatMs: setting(intSetting(50, 600_000).default(1000), { env: 'CMESH_HEARTBEAT_MS', flag: '--heartbeat-ms', help: 'heartbeat interval until the coordinator answers with its own, ms' }),
+  /** attach to a running nccl sidecar instead of spawning one */
+  ncclSocket: setting(z.preprocess(unsetIfEmpty, z.string().optional()), { env: 'CMESH_NCCL_SOCKET', flag: '--nccl-socket', help: 'attach to a running nccl sidecar on this Unix socket', defaultText: 'spawn one' }),
+  /** try the nccl backend at all (spawning the sidecar); off with CMESH_NCCL=0 */
+  ncclEnabled: setting(
+    z
+      .enum(['0', '1'], { error: 'must be 0 or 1' })
+      .default('1')
+      .transform((v) => v === '1'),
+    { env: 'CMESH_NCCL', flag: '--nccl', help: '0 turns the nccl backend off (no sidecar)', defaultText: '1' },
+  ),
+});
+
+type Parsed = z.output<typeof AgentSettings>;
+export type AgentConfig = Omit<Parsed, 'name' | 'agentId'> & {
+  name: string;
+  /** stable id: the name unless CMESH_AGENT_ID says otherwise */
+  agentId: string;
+  /** where the agent listens for HTTP and the data plane (the host) */
+  bindHost: string;
+};
+
+export function loadConfig(argv: readonly string[] = process.argv.slice(2), env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const s = loadSettings(AgentSettings, argv, env);
+  // the default name is checked like a given one (a host name may hold other characters)
+  const name = s.name ?? `${hostname()}-${s.deviceIndex}`;
+  const checked = agentName.safeParse(name);
+  if (!checked.success) throw new RangeError(`agent name ${JSON.stringify(name)}: ${checked.error.issues[0].message}; set CMESH_AGENT_NAME (--name)`);
+  return { ...s, name, agentId: s.agentId ?? name, bindHost: s.host };
+}
+
+export function agentHelp(): string {
+  return settingsHelp(AgentSettings, 'cmesh-rank-agent [flags]  (node apps/rank-agent/dist/main.js)');
 }
 
 export const AGENT_CONFIG = Symbol('AGENT_CONFIG');

@@ -1,13 +1,13 @@
 // The rank agent process: `node -r @swc-node/register apps/rank-agent/src/main.ts [--name a0 ...]`
-// (or NATS_URL, CMESH_AGENT_NAME, CMESH_DEVICE_INDEX, CMESH_DATA_PORTS, CMESH_HTTP_PORT).
+// (or the variables of AgentSettings; `--help` lists them).
 // A NestJS app: HTTP for /health and /metrics; NATS subjects through its own connection.
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { Logger as PinoLogger } from 'nestjs-pino';
 import { NestFactory } from '@nestjs/core';
-import { exitOnFatal } from '@cmesh/protocol';
+import { exitOnFatal, wantsHelp } from '@cmesh/protocol';
 import { AppModule } from './app.module';
-import { loadConfig } from './config';
+import { agentHelp, loadConfig } from './config';
 import { RegistrationService } from './registration/registration.service';
 
 export async function bootstrap(argv = process.argv.slice(2)) {
@@ -24,6 +24,10 @@ export async function bootstrap(argv = process.argv.slice(2)) {
 
 if (require.main === module) {
   exitOnFatal(`rank-agent ${process.env.CMESH_AGENT_NAME ?? ''}`.trim());
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(agentHelp());
+    process.exit(0);
+  }
   bootstrap().catch((err: Error) => {
     console.error(`rank-agent: ${err.message}`);
     process.exit(1);

@@ -1,6 +1,6 @@
 // Agent configuration: environment, flags over environment, and clear errors for bad values.
 import { InvalidClusterNameError } from '@cmesh/protocol';
-import { loadConfig, parsePortRange } from '../src/config';
+import { loadConfig } from '../src/config';
 
 describe('agent config', () => {
   it('reads the environment and lets flags override it', () => {
@@ -12,11 +12,15 @@ describe('agent config', () => {
   it('names what is wrong', () => {
     expect(() => loadConfig(['--bogus', '1'], {})).toThrow('unknown flag --bogus');
     expect(() => loadConfig(['--name'], {})).toThrow('--name needs a value');
-    expect(() => loadConfig([], { CMESH_DEVICE_INDEX: '-1' })).toThrow('CMESH_DEVICE_INDEX must be an integer');
-    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a b' })).toThrow('letters, digits');
-    expect(() => parsePortRange('10-5')).toThrow('CMESH_DATA_PORTS: 5 < 10');
-    expect(() => parsePortRange('x')).toThrow('CMESH_DATA_PORTS must be');
-    expect(parsePortRange('4000')).toEqual([4000, 4000]);
+    expect(() => loadConfig([], { CMESH_DEVICE_INDEX: '-1' })).toThrow('CMESH_DEVICE_INDEX (--device): must be an integer in [0, 65536], got "-1"');
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a b' })).toThrow('CMESH_AGENT_NAME (--name): letters, digits, _ and - only (1..64), got "a b"');
+    const ports = (v: string) => loadConfig(['--data-ports', v], { CMESH_AGENT_NAME: 'a' }).dataPorts;
+    expect(() => ports('10-5')).toThrow('CMESH_DATA_PORTS (--data-ports): 5 < 10, got "10-5"');
+    expect(() => ports('x')).toThrow('CMESH_DATA_PORTS (--data-ports): must be "lo-hi" or "port", got "x"');
+    expect(() => ports('1-70000')).toThrow('ports are at most 65535');
+    expect(ports('4000')).toEqual([4000, 4000]);
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NCCL: 'yes' })).toThrow('CMESH_NCCL (--nccl): must be 0 or 1, got "yes"');
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NCCL_SOCKET: '' }).ncclSocket).toBeUndefined();
   });
 });
 

@@ -4,6 +4,7 @@ export * from './rendezvous';
 export * from './groups';
 export * from './kv';
 export * from './cluster';
+export * from './settings';
 export * from './metrics';
 export * from './last-sweep';
 export * from './bench';

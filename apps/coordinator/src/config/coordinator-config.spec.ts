@@ -14,6 +14,6 @@ describe('coordinator config', () => {
   it('refuses a cluster name that is not a NATS token (typed) and a replica id that is not a KV key', () => {
     expect(() => loadCoordinatorConfig([], { CMESH_CLUSTER: 'a.b' })).toThrow(InvalidClusterNameError);
     expect(() => loadCoordinatorConfig([], { CMESH_CLUSTER: 'jobs' })).toThrow(/reserved/);
-    expect(() => loadCoordinatorConfig([], { CMESH_REPLICA_ID: 'a b' })).toThrow('CMESH_REPLICA_ID "a b": letters, digits, _ . and - only (1..128)');
+    expect(() => loadCoordinatorConfig([], { CMESH_REPLICA_ID: 'a b' })).toThrow('CMESH_REPLICA_ID (--replica-id): letters, digits, _ . and - only (1..128), got "a b"');
   });
 });

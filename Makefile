@@ -35,6 +35,9 @@ native:
 	@if ! ls native/reduce-addon/build/Release/*.node >/dev/null 2>&1; then \
 	  cd native/reduce-addon && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
 	fi
+	@if [ "$$(uname -s)" = Linux ] && ! ls native/shm-transport/build/Release/*.node >/dev/null 2>&1; then \
+	  cd native/shm-transport && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
+	fi
 
 demo: setup
 	node apps/cli/bin/cmesh.js demo
@@ -47,4 +50,4 @@ test-unit: deps
 	npm run --silent test:unit
 
 clean:
-	rm -rf $(NATIVE_BUILD) native/reduce-addon/build .tmp
+	rm -rf $(NATIVE_BUILD) native/reduce-addon/build native/shm-transport/build .tmp

@@ -10,6 +10,7 @@ import { PrefixStore, Store } from './store';
 import type { Tensor } from './tensor/dtype';
 import type { TrafficCounters } from './traffic';
 import { Mesh } from './transport/mesh';
+import { transportMode } from './transport/shm/select';
 import { MetricsExporter, startLauncherExporter } from './metrics/exporter';
 import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBinding, planRankBinding, unbindMainThread } from './transport/core-binding';
 import type { Binding } from './transport/core-binding';
@@ -40,6 +41,12 @@ export interface InitOptions {
    * = that CPU, false = not even where `cmesh run` asked. Default: only what the launcher asked.
    */
   bindToCore?: boolean | number;
+  /**
+   * Data-plane transport between ranks (default: CMESH_TRANSPORT, else tcp): `auto` = shared memory
+   * between ranks of one host and TCP between hosts; `shm` = shared memory or a
+   * TransportUnavailableError; `tcp` = TCP only.
+   */
+  transport?: 'auto' | 'tcp' | 'shm';
 }
 
 export interface CommonOptions {
@@ -74,11 +81,12 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   if (!BACKENDS.includes(backend)) {
     throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(backend)} (available: ${BACKENDS.join(', ')}; nccl runs through the rank agent's sidecar)`);
   }
+  const transport = transportMode(opts.transport);
   const timeoutMs = opts.timeout ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
   const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs });
   const prefixed = new PrefixStore('cmesh/default_pg', store);
-  const mesh = await Mesh.create({ rank, size: worldSize, store: prefixed, timeoutMs, masterAddr: process.env.MASTER_ADDR }).catch((e: Error) => {
+  const mesh = await Mesh.create({ rank, size: worldSize, store: prefixed, timeoutMs, masterAddr: process.env.MASTER_ADDR, transport }).catch((e: Error) => {
     if (debugOn) debug('init', `error: ${e.message}`);
     throw e;
   });

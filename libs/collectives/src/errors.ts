@@ -44,6 +44,11 @@ export class CollectiveMismatchError extends CmeshError {
   override readonly code = 'COLLECTIVE_MISMATCH';
 }
 
+/** The transport asked for (CMESH_TRANSPORT=shm) cannot connect these ranks; the message says why. */
+export class TransportUnavailableError extends CmeshError {
+  override readonly code = 'TRANSPORT_UNAVAILABLE';
+}
+
 /** Store (rendezvous key-value) failures other than timeouts. */
 export class StoreError extends CmeshError {
   override readonly code = 'STORE_ERROR';

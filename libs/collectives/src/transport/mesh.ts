@@ -10,6 +10,8 @@ import { PeerConnection, PostedRecv } from './peer-connection';
 import { Spinner } from './spinner';
 import { debug, debugOn } from '../debug';
 import { listenInRange } from './listen';
+import { ShmTransport } from './shm/shm-transport';
+import { TransportMode, transportMode } from './shm/select';
 
 export interface AbortNotice {
   failedRank: number;
@@ -24,6 +26,8 @@ interface AnySourceRecv extends PostedRecv {
 }
 
 const MAX_ABORTS = 4096;
+/** How long close() waits for its goodbyes to be written. */
+const BYE_WAIT_MS = 2000;
 
 /** Address other ranks can reach: loopback for a loopback master, else this host's first IPv4. */
 function dataPlaneHost(masterAddr: string | undefined): string {
@@ -45,6 +49,8 @@ export class Mesh {
   private closing = false;
   private readonly headerPool: Buffer[] = [];
   private readonly spinner = Spinner.fromEnv();
+  /** The shared-memory rings to peers on this host, when any (see shm/). */
+  private shm?: ShmTransport;
 
   private constructor(
     readonly rank: number,
@@ -54,7 +60,8 @@ export class Mesh {
   }
 
   /** Listens, exchanges addresses through the store and connects the full mesh. */
-  static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string }): Promise<Mesh> {
+  static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string; transport?: TransportMode | string }): Promise<Mesh> {
+    const mode = transportMode(opts.transport);
     const mesh = new Mesh(opts.rank, opts.size);
     if (opts.size === 1) return mesh;
     const host = dataPlaneHost(opts.masterAddr);
@@ -105,7 +112,25 @@ export class Mesh {
     // no one else may connect once the mesh is complete
     mesh.server.close();
     if (debugOn) debug('mesh', `connected to all ${opts.size - 1} peers`);
+    if (mode !== 'tcp') await mesh.attachShm({ ...opts, mode });
     return mesh;
+  }
+
+  /** Moves the frames to peers on this host onto shared memory; the sockets stay as liveness. */
+  private async attachShm(opts: { rank: number; size: number; store: Store; timeoutMs: number; mode: 'shm' | 'auto' }): Promise<void> {
+    try {
+      this.shm = await ShmTransport.setup(opts);
+    } catch (e) {
+      await this.close();
+      throw e;
+    }
+    if (!this.shm) return;
+    for (const [peer, link] of this.shm.links) {
+      const conn = this.peers[peer]!;
+      conn.link = link;
+      link.attach((chunk) => conn.feed(chunk));
+    }
+    this.shm.start();
   }
 
   private connectionFor(peer: number, onHello?: (conn: PeerConnection) => void): PeerConnection {
@@ -128,6 +153,8 @@ export class Mesh {
   }
 
   private onPeerClosed(conn: PeerConnection): void {
+    // what the peer wrote to shared memory before it went (its Bye, say) comes first
+    conn.link?.poll();
     conn.closed = true;
     if (debugOn) debug('mesh', `connection to rank ${conn.peer} lost${this.closing ? ' (closing)' : conn.leaving ? ' (peer left)' : ''}`);
     if (this.closing) return;
@@ -135,6 +162,7 @@ export class Mesh {
       ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
       : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
     conn.rejectPosted(err);
+    conn.link?.close(err);
     for (const [key, q] of [...this.anySource]) {
       // an any-source receive only fails when none of its possible senders is left
       const dead = q.filter((r) => r.candidates.every((p) => !this.peers[p] || this.peers[p]!.closed));
@@ -224,7 +252,11 @@ export class Mesh {
     if (aborted) recv.reject(abortError(aborted, undefined, this.rank));
     else if (c.closed && !c.unexpected.get(key)?.length) {
       recv.reject(new PeerFailureError(`rank ${peer} died or closed its connection`, { rank: this.rank, peers: [peer] }));
-    } else c.post(key, recv);
+    } else {
+      c.post(key, recv);
+      // a message already in shared memory goes straight into `into`
+      c.link?.poll();
+    }
     return { done, cancel: () => c.cancel(key, recv) };
   }
 
@@ -282,7 +314,9 @@ export class Mesh {
     const byes = this.peers.map((c) =>
       c && !c.closed ? c.send(this.header(FrameKind.Bye, 0, 0, NO_SIGNATURE, 0), new Uint8Array(0)).catch(() => {}) : undefined,
     );
-    await Promise.all(byes);
+    // a Bye waits for room in a ring only so long: a stopped peer drains nothing
+    await Promise.race([Promise.all(byes), new Promise((r) => setTimeout(r, BYE_WAIT_MS).unref())]);
+    this.shm?.close(new PeerFailureError('the process group was destroyed', { rank: this.rank }));
     for (const c of this.peers) c?.socket.end();
     this.server?.close();
   }

@@ -44,6 +44,19 @@ export interface ConnectionEvents {
   onUnexpectedP2P(peer: number): void;
 }
 
+/**
+ * Another way to the same peer for the frames (the shared-memory rings): the socket then only
+ * tells that the peer is gone, by closing.
+ */
+export interface ByteLink {
+  /** Writes one frame; resolves once its bytes are copied out (the caller may reuse them). */
+  write(header: Uint8Array, data: Uint8Array): Promise<void>;
+  /** Feeds whatever has arrived to the parser now. */
+  poll(): void;
+  /** Fails the frames still waiting to be written. */
+  close(err: Error): void;
+}
+
 /** Staging buffer for headers and small payloads; one read never returns more than this. */
 const STAGING_BYTES = 64 * 1024;
 /** Payloads up to this size are copied behind their header and sent with one write. */
@@ -71,6 +84,8 @@ export class PeerConnection {
   private direct = false;
   /** The socket; set by attach() once connected. */
   socket!: net.Socket;
+  /** When set, frames travel over it and the socket carries nothing (see ByteLink). */
+  link?: ByteLink;
   /** Rank of the peer; -1 on an accepted connection until the dialer's hello arrives. */
   peer: number;
 
@@ -114,6 +129,7 @@ export class PeerConnection {
 
   send(header: Buffer, data: Uint8Array): Promise<void> {
     this.bytesSent += data.byteLength;
+    if (this.link) return this.link.write(header, data);
     return new Promise((resolve, reject) => {
       const done = (err?: Error | null) => (err ? reject(err) : resolve());
       if (data.byteLength === 0) {

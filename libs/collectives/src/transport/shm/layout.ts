@@ -1,0 +1,66 @@
+// Layout of a rank's shared segment. Each rank owns one segment holding its inbound rings, one per
+// other rank on its host (slot i: the i-th of those ranks in rank order), behind a header page:
+//
+//   header   0 magic | 4 version | 8 rank | 12 slots | 16 ring bytes | 32 nonce (16 B)
+//            256 doorbell (int32): bumped by every producer that wrote to a ring here, and by every
+//                consumer that freed space in a ring this rank writes to; the rank's waiter
+//                thread sleeps on it (futex)
+//            320 sleeping: the waiter thread is (about to be) asleep, so bumping it needs a wake
+//            384 polling: the event loop polls the rings itself (busy-poll), no wake needed
+//   slot     0 head (bytes written, mod 2^32) | 64 tail (bytes read) | 128 producer waiting for
+//            space | 256.. ring data (a power of two)
+// Producer and consumer fields sit on their own cache lines.
+import { InvalidArgumentError } from '../../errors';
+
+export const MAGIC = 0x48534d43; // "CMSH"
+export const VERSION = 1;
+export const HEADER_BYTES = 4096;
+export const H_MAGIC = 0;
+export const H_VERSION = 4;
+export const H_RANK = 8;
+export const H_SLOTS = 12;
+export const H_RING = 16;
+export const H_NONCE = 32;
+export const NONCE_BYTES = 16;
+export const H_DOORBELL = 256;
+export const H_SLEEPING = 320;
+export const H_POLLING = 384;
+
+export const SLOT_CTRL_BYTES = 256;
+export const S_HEAD = 0;
+export const S_TAIL = 64;
+export const S_WAITING = 128;
+
+/** Default bound on the segment a rank owns (CMESH_SHM_BYTES). */
+export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/** Larger rings buy nothing: a message is pipelined through the ring in pieces anyway. */
+export const MAX_RING_BYTES = 4 * 1024 * 1024;
+export const MIN_RING_BYTES = 64 * 1024;
+
+/** CMESH_SHM_BYTES: bytes, or with a K/M/G suffix (binary units). */
+export function segmentBudget(text = process.env.CMESH_SHM_BYTES): number {
+  if (text === undefined || text.trim() === '') return DEFAULT_SEGMENT_BYTES;
+  const m = /^\s*(\d+)\s*([kmg]?)(?:i?b)?\s*$/i.exec(text);
+  if (!m) throw new InvalidArgumentError(`CMESH_SHM_BYTES must be a number of bytes (suffix K, M or G allowed), got ${JSON.stringify(text)}`);
+  const scale = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2].toLowerCase() as '' | 'k' | 'm' | 'g'];
+  return Number(m[1]) * scale;
+}
+
+function floorPow2(n: number): number {
+  return n < 1 ? 0 : 2 ** Math.floor(Math.log2(n));
+}
+
+/** Ring bytes per inbound peer for `slots` local peers within `budget`; 0 when they do not fit. */
+export function ringBytesFor(slots: number, budget: number): number {
+  if (slots < 1) return 0;
+  const ring = Math.min(MAX_RING_BYTES, floorPow2((budget - HEADER_BYTES) / slots - SLOT_CTRL_BYTES));
+  return ring >= MIN_RING_BYTES ? ring : 0;
+}
+
+export function segmentBytes(slots: number, ring: number): number {
+  return HEADER_BYTES + slots * (SLOT_CTRL_BYTES + ring);
+}
+
+export function slotOffset(slot: number, ring: number): number {
+  return HEADER_BYTES + slot * (SLOT_CTRL_BYTES + ring);
+}

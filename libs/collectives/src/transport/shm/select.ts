@@ -1,0 +1,42 @@
+// Which transport the data plane uses between two ranks: CMESH_TRANSPORT or initProcessGroup's
+// `transport` option. tcp: always TCP. shm: shared memory between every pair, an error where that
+// is impossible (ranks on different hosts, no segment). auto: shared memory between ranks of one
+// host, TCP otherwise and wherever a segment cannot be made.
+import { readFileSync, readlinkSync } from 'fs';
+import * as os from 'os';
+import { InvalidArgumentError } from '../../errors';
+
+export const TRANSPORTS = ['auto', 'tcp', 'shm'] as const;
+export type TransportMode = (typeof TRANSPORTS)[number];
+export const DEFAULT_TRANSPORT: TransportMode = 'tcp';
+
+export function transportMode(option?: string, env: Record<string, string | undefined> = process.env): TransportMode {
+  const raw = option ?? env.CMESH_TRANSPORT;
+  if (raw === undefined || raw.trim() === '') return DEFAULT_TRANSPORT;
+  const v = raw.trim().toLowerCase();
+  if (!(TRANSPORTS as readonly string[]).includes(v)) {
+    const source = option !== undefined ? 'initProcessGroup: transport' : 'CMESH_TRANSPORT';
+    throw new InvalidArgumentError(`${source} must be one of ${TRANSPORTS.join(', ')}, got ${JSON.stringify(raw)}`);
+  }
+  return v as TransportMode;
+}
+
+function readOr(read: () => string, fallback: string): string {
+  try {
+    return read().trim();
+  } catch {
+    return fallback;
+  }
+}
+
+/**
+ * Ranks with the same identity can map each other's segments: one kernel (boot id), one PID
+ * namespace (a segment is opened through /proc/<pid>/fd) and one network namespace (ranks in
+ * separate network namespaces are treated as separate hosts, as containers are).
+ */
+export function hostIdentity(): string {
+  const boot = readOr(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'), os.hostname());
+  const pidNs = readOr(() => readlinkSync('/proc/self/ns/pid'), '?');
+  const netNs = readOr(() => readlinkSync('/proc/self/ns/net'), '?');
+  return `${boot}/${pidNs}/${netNs}`;
+}

@@ -1,0 +1,192 @@
+// Sets up the shared-memory rings between the ranks of one host, through the store, once the TCP
+// mesh is connected (its connections stay as the liveness channel: a dead peer's socket closes,
+// and shared memory has no such event). Per rank:
+//   1. publish host identity; the ranks with the same one are local peers
+//   2. make this rank's segment (memfd: no name anywhere, gone with the last mapping) and
+//      publish how to open it (pid, fd, size, a random nonce written in its header), or why not
+//   3. map every local peer's segment and publish which ones this rank mapped
+//   4. a pair talks over shared memory when both mapped each other's; close the memfd (every peer
+//      that will has mapped it by then)
+// With `shm` any pair left on TCP is a TransportUnavailableError; with `auto` it is a debug line.
+import { randomBytes } from 'crypto';
+import { debug, debugOn } from '../../debug';
+import { TransportUnavailableError } from '../../errors';
+import type { Store } from '../../store/store';
+import {
+  HEADER_BYTES,
+  H_DOORBELL,
+  H_MAGIC,
+  H_NONCE,
+  H_RANK,
+  H_RING,
+  H_SLEEPING,
+  H_SLOTS,
+  H_VERSION,
+  MAGIC,
+  NONCE_BYTES,
+  VERSION,
+  ringBytesFor,
+  segmentBudget,
+  segmentBytes,
+} from './layout';
+import { ShmLink } from './link';
+import { ShmAddon, loadShmAddon } from './native';
+import { Segment } from './segment';
+import { TransportMode, hostIdentity } from './select';
+
+interface HostInfo {
+  host: string;
+  pid: number;
+}
+type SegmentInfo = { fd: number; bytes: number; ring: number; nonce: string } | { error: string };
+
+export interface ShmSetupOptions {
+  rank: number;
+  size: number;
+  store: Store;
+  timeoutMs: number;
+  mode: Exclude<TransportMode, 'tcp'>;
+}
+
+async function getJson<T>(store: Store, key: string, timeoutMs: number): Promise<T> {
+  return JSON.parse((await store.get(key, timeoutMs)).toString('utf8')) as T;
+}
+
+export class ShmTransport {
+  private waiter?: object;
+  private closed = false;
+
+  private constructor(
+    private readonly addon: ShmAddon,
+    private readonly mine: Segment,
+    /** world rank -> link */
+    readonly links: Map<number, ShmLink>,
+  ) {}
+
+  /** The rings to this rank's local peers, or undefined when none is on shared memory. */
+  static async setup(o: ShmSetupOptions): Promise<ShmTransport | undefined> {
+    const { rank, size, store, timeoutMs, mode } = o;
+    const others = [...Array(size).keys()].filter((r) => r !== rank);
+    const me: HostInfo = { host: hostIdentity(), pid: process.pid };
+    await store.set(`mesh/shm-host/${rank}`, JSON.stringify(me));
+    const hosts = new Map<number, HostInfo>(await Promise.all(others.map(async (r) => [r, await getJson<HostInfo>(store, `mesh/shm-host/${r}`, timeoutMs)] as const)));
+    const local = others.filter((r) => hosts.get(r)!.host === me.host);
+    const remote = others.filter((r) => !local.includes(r));
+    // every rank fails alike; none leaves before the others have read what they need (rank 0's
+    // exit may take the store with it)
+    const failTogether = async (err: Error): Promise<never> => {
+      await store.set(`mesh/shm-failed/${rank}`, '1');
+      await store.wait(others.map((r) => `mesh/shm-failed/${r}`), timeoutMs).catch(() => {});
+      throw err;
+    };
+    if (mode === 'shm' && remote.length) {
+      return failTogether(new TransportUnavailableError(`CMESH_TRANSPORT=shm: ranks [${remote.join(', ')}] are on another host (or in another PID or network namespace) than rank ${rank}; use auto or tcp`, { rank, peers: remote }));
+    }
+    if (!local.length) {
+      if (debugOn) debug('shm', 'no other rank on this host: TCP only');
+      return undefined;
+    }
+
+    // 2. this rank's segment
+    let addon: ShmAddon | undefined;
+    let mine: { fd: number; buffer: ArrayBuffer } | undefined;
+    let info: SegmentInfo;
+    const nonce = randomBytes(NONCE_BYTES);
+    try {
+      addon = loadShmAddon();
+      const budget = segmentBudget();
+      const ring = ringBytesFor(local.length, budget);
+      if (!ring) throw new Error(`CMESH_SHM_BYTES=${budget} is too small for rings to ${local.length} local peers`);
+      const bytes = segmentBytes(local.length, ring);
+      mine = addon.createSegment(bytes);
+      const h = Buffer.from(mine.buffer, 0, HEADER_BYTES);
+      h.writeUInt32LE(VERSION, H_VERSION);
+      h.writeUInt32LE(rank, H_RANK);
+      h.writeUInt32LE(local.length, H_SLOTS);
+      h.writeUInt32LE(ring, H_RING);
+      nonce.copy(h, H_NONCE);
+      h.writeUInt32LE(MAGIC, H_MAGIC);
+      info = { fd: mine.fd, bytes, ring, nonce: nonce.toString('hex') };
+    } catch (e) {
+      info = { error: (e as Error).message };
+    }
+    await store.set(`mesh/shm-seg/${rank}`, JSON.stringify(info));
+
+    // 3. the local peers' segments
+    const segs = new Map<number, { seg: Segment; ring: number }>();
+    const why = new Map<number, string>();
+    if ('error' in info) for (const r of local) why.set(r, `rank ${rank} has no segment: ${info.error}`);
+    await Promise.all(
+      local.map(async (r) => {
+        const theirs = await getJson<SegmentInfo>(store, `mesh/shm-seg/${r}`, timeoutMs);
+        if ('error' in theirs) return void why.set(r, `rank ${r} has no segment: ${theirs.error}`);
+        if (!addon || !mine) return;
+        try {
+          const buf = addon.openSegment(hosts.get(r)!.pid, theirs.fd, theirs.bytes);
+          const h = Buffer.from(buf, 0, HEADER_BYTES);
+          if (h.readUInt32LE(H_MAGIC) !== MAGIC || h.readUInt32LE(H_RANK) !== r || h.subarray(H_NONCE, H_NONCE + NONCE_BYTES).toString('hex') !== theirs.nonce) {
+            throw new Error('its header does not match what it published');
+          }
+          segs.set(r, { seg: new Segment(addon, buf), ring: theirs.ring });
+        } catch (e) {
+          why.set(r, `rank ${rank} could not map rank ${r}'s segment: ${(e as Error).message}`);
+        }
+      }),
+    );
+    await store.set(`mesh/shm-ok/${rank}`, JSON.stringify([...segs.keys()]));
+
+    // 4. pairs that mapped each other
+    const paired: number[] = [];
+    await Promise.all(
+      local.map(async (r) => {
+        const ok = await getJson<number[]>(store, `mesh/shm-ok/${r}`, timeoutMs);
+        if (segs.has(r) && ok.includes(rank)) paired.push(r);
+        else if (!why.has(r)) why.set(r, `rank ${r} could not map rank ${rank}'s segment`);
+      }),
+    );
+    if (mine) addon!.closeFd(mine.fd);
+    paired.sort((a, b) => a - b);
+    const left = local.filter((r) => !paired.includes(r));
+    if (left.length) {
+      const reasons = left.map((r) => why.get(r)!);
+      if (mode === 'shm') {
+        return failTogether(new TransportUnavailableError(`CMESH_TRANSPORT=shm: no shared memory between rank ${rank} and ranks [${left.join(', ')}]: ${[...new Set(reasons)].join('; ')}`, { rank, peers: left }));
+      }
+      if (debugOn) debug('shm', `TCP to ranks [${left.join(', ')}] on this host instead of shared memory: ${[...new Set(reasons)].join('; ')}`);
+    }
+    if (!paired.length) return undefined;
+    const own = new Segment(addon!, mine!.buffer);
+    const ring = (info as { ring: number }).ring;
+    const links = new Map<number, ShmLink>();
+    for (const r of paired) {
+      // slots follow rank order among each owner's local peers; host identity is the same for all
+      const theirLocal = [rank, ...local].filter((x) => x !== r).sort((a, b) => a - b);
+      const s = segs.get(r)!;
+      links.set(r, new ShmLink(r, own, local.indexOf(r), ring, s.seg, theirLocal.indexOf(rank), s.ring));
+    }
+    if (debugOn) debug('shm', `shared memory with ranks [${paired.join(', ')}]: ${ring} B rings, segment ${(info as { bytes: number }).bytes} B`);
+    return new ShmTransport(addon!, own, links);
+  }
+
+  /** Starts reading the rings: the waiter thread wakes the loop when the doorbell rings. */
+  start(): void {
+    this.waiter = this.addon.startWaiter(this.mine.buffer, H_DOORBELL, H_SLEEPING, 0, this.service);
+    this.service();
+  }
+
+  /** Reads every inbound ring and writes what waits for room in the outbound ones. */
+  readonly service = (): void => {
+    if (this.closed) return;
+    for (const l of this.links.values()) {
+      l.poll();
+      l.flush();
+    }
+  };
+
+  close(err: Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.waiter) this.addon.stopWaiter(this.waiter);
+    for (const l of this.links.values()) l.close(err);
+  }
+}

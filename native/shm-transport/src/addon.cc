@@ -149,7 +149,10 @@ class Waiter {
     async_.data = this;
     // the TCP connections beside the rings keep the loop alive while the group exists
     uv_unref(reinterpret_cast<uv_handle_t*>(&async_));
-    thread_ = std::thread([this] { Run(); });
+    // read here, before the caller's first look at the rings: a bump between that look and the
+    // thread's start must count as new
+    const int32_t seen = doorbell_->load();
+    thread_ = std::thread([this, seen] { Run(seen); });
   }
 
   void Stop() {
@@ -172,8 +175,7 @@ class Waiter {
     return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
   }
 
-  void Run() {
-    int32_t seen = doorbell_->load();
+  void Run(int32_t seen) {
     while (!stop_.load()) {
       int32_t v = doorbell_->load();
       if (v != seen) {

@@ -26,6 +26,8 @@ interface AnySourceRecv extends PostedRecv {
 }
 
 const MAX_ABORTS = 4096;
+/** Group id of the setup barrier's messages: no process group has it. */
+const SETUP_GROUP = 0xffffffff;
 /** How long close() waits for its goodbyes to be written. */
 const BYE_WAIT_MS = 2000;
 
@@ -112,8 +114,36 @@ export class Mesh {
     // no one else may connect once the mesh is complete
     mesh.server.close();
     if (debugOn) debug('mesh', `connected to all ${opts.size - 1} peers`);
-    if (mode !== 'tcp') await mesh.attachShm({ ...opts, mode });
+    if (mode !== 'tcp') {
+      await mesh.attachShm({ ...opts, mode });
+      await mesh.setupBarrier(opts.timeoutMs);
+    }
     return mesh;
+  }
+
+  /**
+   * One empty message from every peer, over the transport each pair now uses: no rank returns
+   * while another still reads setup keys from the store (rank 0 may exit at once, and with it
+   * the store it serves).
+   */
+  private async setupBarrier(timeoutMs: number): Promise<void> {
+    const peers = [...Array(this.size).keys()].filter((r) => r !== this.rank);
+    const none = new Uint8Array(0);
+    const heard = new Set<number>();
+    const recvs = peers.map((p) => this.recv(p, FrameKind.P2P, SETUP_GROUP, 0, NO_SIGNATURE, none).done.then(() => void heard.add(p)));
+    await Promise.all(peers.map((p) => this.send(p, FrameKind.P2P, SETUP_GROUP, 0, NO_SIGNATURE, none)));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const missing = peers.filter((p) => !heard.has(p));
+        reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not finish setting up within ${timeoutMs} ms`, { rank: this.rank, peers: missing }));
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all(recvs), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Moves the frames to peers on this host onto shared memory; the sockets stay as liveness. */

@@ -1,5 +1,5 @@
-# Shared-memory segments and doorbell waits for the same-host data plane of @cmesh/collectives
-# (see README.md). Linux only: memfd_create, /proc/<pid>/fd and futex.
+# Shared-memory segments and doorbells for the same-host data plane of @cmesh/collectives
+# (see README.md). Linux only: memfd_create, /proc/<pid>/fd and pipes.
 {
   "targets": [
     {

@@ -1,34 +1,31 @@
 // Node-API entry points of the shared-memory transport. The rings themselves are read and written
 // from JavaScript over the mapped memory (libs/collectives/src/transport/shm/); this addon does only
-// what JavaScript cannot: make and map the segments, and sleep on and wake a futex without
-// blocking the event loop.
+// what JavaScript cannot: make and map the segments, and wake a peer's event loop (a pipe its loop
+// polls) without blocking either loop.
 //
 //   createSegment(bytes)            -> { fd, buffer }   an anonymous memfd, mapped shared; nothing
 //                                                       appears in /dev/shm, so a killed rank leaks nothing
 //   openSegment(pid, fd, bytes)     -> buffer           maps a peer's segment via /proc/<pid>/fd/<fd>
 //   closeFd(fd)                                         once every peer has mapped the segment
-//   wake(buffer, offset)                                FUTEX_WAKE on the int32 at offset
-//   startWaiter(buffer, doorbell, sleeping, spinUs, fn) -> waiter   a native thread that waits for
-//                                                       the doorbell word to change and calls fn on
-//                                                       the event loop (coalesced, uv_async)
-//   stopWaiter(waiter)
+//   createDoorbell()                -> { readFd, writeFd }   a non-blocking pipe
+//   openDoorbell(pid, writeFd)      -> fd               a peer's doorbell, via /proc/<pid>/fd
+//   ring(fd)                                            writes one byte (a wake-up)
+//   startPoll(readFd, fn)           -> poll             calls fn on the event loop whenever the
+//                                                       doorbell rang (uv_poll; the bytes are drained)
+//   stopPoll(poll)
 //
 // A segment's ArrayBuffer owns its mapping: the finalizer unmaps it, so no JavaScript view can
-// outlive the memory it points at. A waiter holds a reference to its buffer until it is stopped.
+// outlive the memory it points at.
 #include <napi.h>
 #include <uv.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <string>
-#include <thread>
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -115,92 +112,71 @@ Napi::Value CloseFd(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-std::atomic<int32_t>* word(Napi::Env env, const Napi::Value& buf, const Napi::Value& off) {
-  Napi::ArrayBuffer ab = buf.As<Napi::ArrayBuffer>();
-  const size_t o = size_t(off.As<Napi::Number>().DoubleValue());
-  if (o % 4 != 0 || o + 4 > ab.ByteLength()) {
-    Napi::TypeError::New(env, "futex word out of range").ThrowAsJavaScriptException();
-    return nullptr;
-  }
-  return reinterpret_cast<std::atomic<int32_t>*>(static_cast<char*>(ab.Data()) + o);
+// ---- doorbells: a pipe per rank. Peers open its write end through /proc/<pid>/fd/<fd> and write
+// a byte when the owner asked to be woken; the owner's event loop polls the read end (uv_poll), so
+// a wake-up reaches the loop's thread directly, like a socket's data.
+
+Napi::Value CreateDoorbell(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fds[2];
+  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return fail(env, "pipe2");
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("readFd", Napi::Number::New(env, fds[0]));
+  out.Set("writeFd", Napi::Number::New(env, fds[1]));
+  return out;
 }
 
-long futex(std::atomic<int32_t>* addr, int op, int32_t val, const timespec* ts) {
-  // shared (not FUTEX_PRIVATE): the word lives in memory mapped by several processes
-  return syscall(SYS_futex, reinterpret_cast<int32_t*>(addr), op, val, ts, nullptr, 0);
+Napi::Value OpenDoorbell(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int pid = info[0].As<Napi::Number>().Int32Value();
+  const int fd = info[1].As<Napi::Number>().Int32Value();
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  int mine = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (mine < 0) return fail(env, std::string("open ") + path);
+  return Napi::Number::New(env, mine);
 }
 
-Napi::Value Wake(const Napi::CallbackInfo& info) {
-  auto* w = word(info.Env(), info[0], info[1]);
-  if (w) futex(w, FUTEX_WAKE, 1, nullptr);
+Napi::Value Ring(const Napi::CallbackInfo& info) {
+  const char b = 1;
+  // EAGAIN: the pipe is full of wake-ups already; EPIPE: the owner is gone (its socket will say)
+  ssize_t n = write(info[0].As<Napi::Number>().Int32Value(), &b, 1);
+  (void)n;
   return info.Env().Undefined();
 }
 
-class Waiter {
+class Poll {
  public:
-  Waiter(Napi::Env env, Napi::ArrayBuffer buf, std::atomic<int32_t>* doorbell, std::atomic<int32_t>* sleeping, int spinUs, Napi::Function fn)
-      : env_(env), doorbell_(doorbell), sleeping_(sleeping), spinNs_(int64_t(spinUs) * 1000) {
-    buffer_ = Napi::Persistent(buf.As<Napi::Object>());
+  Poll(Napi::Env env, int fd, Napi::Function fn) : env_(env), fd_(fd) {
     fn_ = Napi::Persistent(fn);
     ctx_ = new Napi::AsyncContext(env, "cmesh-shm-doorbell");
     uv_loop_t* loop = nullptr;
     napi_get_uv_event_loop(env, &loop);
-    uv_async_init(loop, &async_, &Waiter::OnAsync);
-    async_.data = this;
+    uv_poll_init(loop, &poll_, fd);
+    poll_.data = this;
+    uv_poll_start(&poll_, UV_READABLE, &Poll::OnReadable);
     // the TCP connections beside the rings keep the loop alive while the group exists
-    uv_unref(reinterpret_cast<uv_handle_t*>(&async_));
-    // read here, before the caller's first look at the rings: a bump between that look and the
-    // thread's start must count as new
-    const int32_t seen = doorbell_->load();
-    thread_ = std::thread([this, seen] { Run(seen); });
+    uv_unref(reinterpret_cast<uv_handle_t*>(&poll_));
   }
 
   void Stop() {
     if (stopped_) return;
     stopped_ = true;
-    stop_.store(true, std::memory_order_seq_cst);
-    futex(doorbell_, FUTEX_WAKE, 1 << 30, nullptr);
-    thread_.join();
+    uv_poll_stop(&poll_);
     delete ctx_;
     ctx_ = nullptr;
     fn_.Reset();
-    buffer_.Reset();
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t*) {});
+    // the handle's memory lives until libuv is done with it
+    uv_close(reinterpret_cast<uv_handle_t*>(&poll_), [](uv_handle_t* h) { delete static_cast<Poll*>(h->data); });
   }
 
  private:
-  static int64_t now() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-  }
-
-  void Run(int32_t seen) {
-    while (!stop_.load()) {
-      int32_t v = doorbell_->load();
-      if (v != seen) {
-        seen = v;
-        uv_async_send(&async_);
-        continue;
-      }
-      if (spinNs_ > 0) {
-        const int64_t until = now() + spinNs_;
-        while ((v = doorbell_->load()) == seen && !stop_.load() && now() < until) __builtin_ia32_pause();
-        if (v != seen) continue;
-      }
-      // Dekker with the producers: they bump the doorbell, then read `sleeping`
-      sleeping_->store(1);
-      if (doorbell_->load() == seen && !stop_.load()) {
-        const timespec ts{1, 0};
-        futex(doorbell_, FUTEX_WAIT, seen, &ts);
-      }
-      sleeping_->store(0);
-    }
-  }
-
-  static void OnAsync(uv_async_t* h) {
-    auto* self = static_cast<Waiter*>(h->data);
+  static void OnReadable(uv_poll_t* h, int status, int) {
+    auto* self = static_cast<Poll*>(h->data);
     if (self->stopped_) return;
+    char buf[256];
+    while (read(self->fd_, buf, sizeof buf) > 0) {
+    }
     Napi::Env env = self->env_;
     Napi::HandleScope scope(env);
     // MakeCallback: microtasks (the promises this resolves) run before returning to the loop
@@ -208,30 +184,21 @@ class Waiter {
   }
 
   Napi::Env env_;
-  std::atomic<int32_t>* doorbell_;
-  std::atomic<int32_t>* sleeping_;
-  int64_t spinNs_;
-  Napi::ObjectReference buffer_;
+  int fd_;
   Napi::FunctionReference fn_;
   Napi::AsyncContext* ctx_;
-  uv_async_t async_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
+  uv_poll_t poll_;
   bool stopped_ = false;
 };
 
-Napi::Value StartWaiter(const Napi::CallbackInfo& info) {
+Napi::Value StartPoll(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto* doorbell = word(env, info[0], info[1]);
-  auto* sleeping = word(env, info[0], info[2]);
-  if (!doorbell || !sleeping) return env.Undefined();
-  auto* w = new Waiter(env, info[0].As<Napi::ArrayBuffer>(), doorbell, sleeping, info[3].As<Napi::Number>().Int32Value(), info[4].As<Napi::Function>());
-  // stopped explicitly; the finalizer only frees (a waiter never stopped keeps running until exit)
-  return Napi::External<Waiter>::New(env, w);
+  auto* p = new Poll(env, info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Function>());
+  return Napi::External<Poll>::New(env, p);
 }
 
-Napi::Value StopWaiter(const Napi::CallbackInfo& info) {
-  info[0].As<Napi::External<Waiter>>().Data()->Stop();
+Napi::Value StopPoll(const Napi::CallbackInfo& info) {
+  info[0].As<Napi::External<Poll>>().Data()->Stop();
   return info.Env().Undefined();
 }
 
@@ -239,9 +206,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
   exports.Set("closeFd", Napi::Function::New(env, CloseFd));
-  exports.Set("wake", Napi::Function::New(env, Wake));
-  exports.Set("startWaiter", Napi::Function::New(env, StartWaiter));
-  exports.Set("stopWaiter", Napi::Function::New(env, StopWaiter));
+  exports.Set("createDoorbell", Napi::Function::New(env, CreateDoorbell));
+  exports.Set("openDoorbell", Napi::Function::New(env, OpenDoorbell));
+  exports.Set("ring", Napi::Function::New(env, Ring));
+  exports.Set("startPoll", Napi::Function::New(env, StartPoll));
+  exports.Set("stopPoll", Napi::Function::New(env, StopPoll));
   return exports;
 }
 

@@ -161,6 +161,7 @@ export class Mesh {
       link.attach((chunk) => conn.feed(chunk));
     }
     this.shm.start();
+    this.spinner.poller = this.shm.poller;
   }
 
   private connectionFor(peer: number, onHello?: (conn: PeerConnection) => void): PeerConnection {

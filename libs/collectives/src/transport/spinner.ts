@@ -16,9 +16,19 @@ export const DEFAULT_SPIN_US = 200;
 /** Transfers larger than this do not spin. */
 export const SPIN_MAX_BYTES = 64 * 1024;
 
+/** Memory the spinning loop reads itself (the shared-memory rings), instead of waiting for a wake-up. */
+export interface Poller {
+  /** The loop starts spinning: peers need not wake it. */
+  begin(): void;
+  poll(): void;
+  /** The loop stops spinning: peers must wake it again (and what came meanwhile is read). */
+  end(): void;
+}
+
 export class Spinner {
   private until = 0;
   private active = false;
+  poller?: Poller;
 
   constructor(private readonly budgetMs: number) {}
 
@@ -42,12 +52,17 @@ export class Spinner {
     this.until = performance.now() + this.budgetMs;
     if (!this.active) {
       this.active = true;
+      this.poller?.begin();
       setImmediate(this.spin);
     }
   }
 
   private readonly spin = (): void => {
+    this.poller?.poll();
     if (performance.now() < this.until) setImmediate(this.spin);
-    else this.active = false;
+    else {
+      this.active = false;
+      this.poller?.end();
+    }
   };
 }

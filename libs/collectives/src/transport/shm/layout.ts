@@ -2,11 +2,9 @@
 // other rank on its host (slot i: the i-th of those ranks in rank order), behind a header page:
 //
 //   header   0 magic | 4 version | 8 rank | 12 slots | 16 ring bytes | 32 nonce (16 B)
-//            256 doorbell (int32): bumped by every producer that wrote to a ring here, and by every
-//                consumer that freed space in a ring this rank writes to; the rank's waiter
-//                thread sleeps on it (futex)
-//            320 sleeping: the waiter thread is (about to be) asleep, so bumping it needs a wake
-//            384 polling: the event loop polls the rings itself (busy-poll), no wake needed
+//            256 armed (int32): the owner's loop waits for a wake-up; the first producer that
+//                clears it (data in one of the owner's rings, or space freed in a ring the owner
+//                writes to) rings the owner's doorbell, a pipe its event loop polls
 //   slot     0 head (bytes written, mod 2^32) | 64 tail (bytes read) | 128 producer waiting for
 //            space | 256.. ring data (a power of two)
 // Producer and consumer fields sit on their own cache lines.
@@ -22,9 +20,7 @@ export const H_SLOTS = 12;
 export const H_RING = 16;
 export const H_NONCE = 32;
 export const NONCE_BYTES = 16;
-export const H_DOORBELL = 256;
-export const H_SLEEPING = 320;
-export const H_POLLING = 384;
+export const H_ARMED = 256;
 
 export const SLOT_CTRL_BYTES = 256;
 export const S_HEAD = 0;

@@ -8,11 +8,15 @@ export interface ShmAddon {
   createSegment(bytes: number): { fd: number; buffer: ArrayBuffer };
   openSegment(pid: number, fd: number, bytes: number): ArrayBuffer;
   closeFd(fd: number): void;
-  /** FUTEX_WAKE on the int32 at `offset`. */
-  wake(buffer: ArrayBuffer, offset: number): void;
-  /** A native thread that waits for the int32 at `doorbell` to change and calls `fn` on the event loop. */
-  startWaiter(buffer: ArrayBuffer, doorbell: number, sleeping: number, spinUs: number, fn: () => void): object;
-  stopWaiter(waiter: object): void;
+  /** A non-blocking pipe: the rank's doorbell. */
+  createDoorbell(): { readFd: number; writeFd: number };
+  /** A peer's doorbell (its write end), through /proc/<pid>/fd. */
+  openDoorbell(pid: number, writeFd: number): number;
+  /** Writes one byte: a wake-up. */
+  ring(fd: number): void;
+  /** Calls `fn` on the event loop whenever the doorbell rang (uv_poll on the read end). */
+  startPoll(readFd: number, fn: () => void): object;
+  stopPoll(poll: object): void;
 }
 
 const ADDON = 'cmesh_shm.node';

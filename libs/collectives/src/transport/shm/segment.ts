@@ -1,6 +1,6 @@
-// A mapped segment (this rank's, or a peer's) and the doorbell protocol on its header.
+// A mapped segment (this rank's, or a peer's) and the wake-up protocol on its header.
 import type { ShmAddon } from './native';
-import { H_DOORBELL, H_POLLING, H_SLEEPING } from './layout';
+import { H_ARMED } from './layout';
 
 export class Segment {
   readonly i32: Int32Array;
@@ -9,6 +9,8 @@ export class Segment {
   constructor(
     private readonly addon: ShmAddon,
     readonly buffer: ArrayBuffer,
+    /** the owner's doorbell (a peer's segment); -1 for this rank's own */
+    readonly doorbell = -1,
   ) {
     this.i32 = new Int32Array(buffer);
     this.bytes = Buffer.from(buffer);
@@ -16,10 +18,20 @@ export class Segment {
 
   /**
    * Tells the segment's owner there is work (data in one of its rings, or space in one it writes
-   * to). The futex wake, a system call, only when its waiter sleeps and its loop does not poll.
+   * to). Only the first producer after the owner armed it makes the system call; an owner busy
+   * polling has not armed it.
    */
   ring(): void {
-    Atomics.add(this.i32, H_DOORBELL >> 2, 1);
-    if (Atomics.load(this.i32, H_SLEEPING >> 2) !== 0 && Atomics.load(this.i32, H_POLLING >> 2) === 0) this.addon.wake(this.buffer, H_DOORBELL);
+    if (Atomics.compareExchange(this.i32, H_ARMED >> 2, 1, 0) === 1) this.addon.ring(this.doorbell);
+  }
+
+  /** The owner: wake me when something comes. */
+  arm(): void {
+    Atomics.store(this.i32, H_ARMED >> 2, 1);
+  }
+
+  /** The owner: I am looking myself, no wake-up needed. */
+  disarm(): void {
+    Atomics.store(this.i32, H_ARMED >> 2, 0);
   }
 }

@@ -14,12 +14,10 @@ import { TransportUnavailableError } from '../../errors';
 import type { Store } from '../../store/store';
 import {
   HEADER_BYTES,
-  H_DOORBELL,
   H_MAGIC,
   H_NONCE,
   H_RANK,
   H_RING,
-  H_SLEEPING,
   H_SLOTS,
   H_VERSION,
   MAGIC,
@@ -38,7 +36,7 @@ interface HostInfo {
   host: string;
   pid: number;
 }
-type SegmentInfo = { fd: number; bytes: number; ring: number; nonce: string } | { error: string };
+type SegmentInfo = { fd: number; bytes: number; ring: number; nonce: string; doorbell: number } | { error: string };
 
 export interface ShmSetupOptions {
   rank: number;
@@ -53,14 +51,20 @@ async function getJson<T>(store: Store, key: string, timeoutMs: number): Promise
 }
 
 export class ShmTransport {
-  private waiter?: object;
+  private poll?: object;
   private closed = false;
+  /** The loop busy-polls (Spinner): no wake-ups wanted meanwhile. */
+  private spinning = false;
 
   private constructor(
     private readonly addon: ShmAddon,
     private readonly mine: Segment,
+    /** this rank's doorbell pipe */
+    private readonly doorbell: { readFd: number; writeFd: number },
     /** world rank -> link */
     readonly links: Map<number, ShmLink>,
+    /** the peers' doorbells this rank opened */
+    private readonly peerDoorbells: number[],
   ) {}
 
   /** The rings to this rank's local peers, or undefined when none is on shared memory. */
@@ -90,6 +94,7 @@ export class ShmTransport {
     // 2. this rank's segment
     let addon: ShmAddon | undefined;
     let mine: { fd: number; buffer: ArrayBuffer } | undefined;
+    let doorbell: { readFd: number; writeFd: number } | undefined;
     let info: SegmentInfo;
     const nonce = randomBytes(NONCE_BYTES);
     try {
@@ -99,6 +104,7 @@ export class ShmTransport {
       if (!ring) throw new Error(`CMESH_SHM_BYTES=${budget} is too small for rings to ${local.length} local peers`);
       const bytes = segmentBytes(local.length, ring);
       mine = addon.createSegment(bytes);
+      doorbell = addon.createDoorbell();
       const h = Buffer.from(mine.buffer, 0, HEADER_BYTES);
       h.writeUInt32LE(VERSION, H_VERSION);
       h.writeUInt32LE(rank, H_RANK);
@@ -106,9 +112,11 @@ export class ShmTransport {
       h.writeUInt32LE(ring, H_RING);
       nonce.copy(h, H_NONCE);
       h.writeUInt32LE(MAGIC, H_MAGIC);
-      info = { fd: mine.fd, bytes, ring, nonce: nonce.toString('hex') };
+      info = { fd: mine.fd, bytes, ring, nonce: nonce.toString('hex'), doorbell: doorbell.writeFd };
     } catch (e) {
       info = { error: (e as Error).message };
+      if (mine) addon!.closeFd(mine.fd);
+      mine = undefined;
     }
     await store.set(`mesh/shm-seg/${rank}`, JSON.stringify(info));
 
@@ -121,14 +129,17 @@ export class ShmTransport {
         const theirs = await getJson<SegmentInfo>(store, `mesh/shm-seg/${r}`, timeoutMs);
         if ('error' in theirs) return void why.set(r, `rank ${r} has no segment: ${theirs.error}`);
         if (!addon || !mine) return;
+        let bell = -1;
         try {
           const buf = addon.openSegment(hosts.get(r)!.pid, theirs.fd, theirs.bytes);
           const h = Buffer.from(buf, 0, HEADER_BYTES);
           if (h.readUInt32LE(H_MAGIC) !== MAGIC || h.readUInt32LE(H_RANK) !== r || h.subarray(H_NONCE, H_NONCE + NONCE_BYTES).toString('hex') !== theirs.nonce) {
             throw new Error('its header does not match what it published');
           }
-          segs.set(r, { seg: new Segment(addon, buf), ring: theirs.ring });
+          bell = addon.openDoorbell(hosts.get(r)!.pid, theirs.doorbell);
+          segs.set(r, { seg: new Segment(addon, buf, bell), ring: theirs.ring });
         } catch (e) {
+          if (bell >= 0) addon.closeFd(bell);
           why.set(r, `rank ${rank} could not map rank ${r}'s segment: ${(e as Error).message}`);
         }
       }),
@@ -154,7 +165,11 @@ export class ShmTransport {
       }
       if (debugOn) debug('shm', `TCP to ranks [${left.join(', ')}] on this host instead of shared memory: ${[...new Set(reasons)].join('; ')}`);
     }
-    if (!paired.length) return undefined;
+    for (const [r, { seg }] of segs) if (!paired.includes(r)) addon!.closeFd(seg.doorbell);
+    if (!paired.length) {
+      if (doorbell) for (const fd of [doorbell.readFd, doorbell.writeFd]) addon!.closeFd(fd);
+      return undefined;
+    }
     const own = new Segment(addon!, mine!.buffer);
     const ring = (info as { ring: number }).ring;
     const links = new Map<number, ShmLink>();
@@ -165,14 +180,39 @@ export class ShmTransport {
       links.set(r, new ShmLink(r, own, local.indexOf(r), ring, s.seg, theirLocal.indexOf(rank), s.ring));
     }
     if (debugOn) debug('shm', `shared memory with ranks [${paired.join(', ')}]: ${ring} B rings, segment ${(info as { bytes: number }).bytes} B`);
-    return new ShmTransport(addon!, own, links);
+    return new ShmTransport(addon!, own, doorbell!, links, paired.map((r) => segs.get(r)!.seg.doorbell));
   }
 
-  /** Starts reading the rings: the waiter thread wakes the loop when the doorbell rings. */
+  /** Starts reading the rings: the event loop polls this rank's doorbell. */
   start(): void {
-    this.waiter = this.addon.startWaiter(this.mine.buffer, H_DOORBELL, H_SLEEPING, 0, this.service);
+    this.poll = this.addon.startPoll(this.doorbell.readFd, this.onWake);
+    this.rearm();
+  }
+
+  private readonly onWake = (): void => {
+    this.service();
+    this.rearm();
+  };
+
+  /** Asks to be woken, then looks once more (Dekker with the producers: they write, then read the flag). */
+  private rearm(): void {
+    if (this.spinning || this.closed) return;
+    this.mine.arm();
     this.service();
   }
+
+  /** For the busy-polling loop (Spinner): while it spins, producers make no wake-up calls. */
+  readonly poller = {
+    begin: (): void => {
+      this.spinning = true;
+      this.mine.disarm();
+    },
+    poll: (): void => this.service(),
+    end: (): void => {
+      this.spinning = false;
+      this.rearm();
+    },
+  };
 
   /** Reads every inbound ring and writes what waits for room in the outbound ones. */
   readonly service = (): void => {
@@ -186,7 +226,8 @@ export class ShmTransport {
   close(err: Error): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.waiter) this.addon.stopWaiter(this.waiter);
+    if (this.poll) this.addon.stopPoll(this.poll);
+    for (const fd of [this.doorbell.readFd, this.doorbell.writeFd, ...this.peerDoorbells]) this.addon.closeFd(fd);
     for (const l of this.links.values()) l.close(err);
   }
 }

@@ -35,7 +35,8 @@ native:
 	@if ! ls native/reduce-addon/build/Release/*.node >/dev/null 2>&1; then \
 	  cd native/reduce-addon && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
 	fi
-	@if [ "$$(uname -s)" = Linux ] && ! ls native/shm-transport/build/Release/*.node >/dev/null 2>&1; then \
+	@shm=native/shm-transport; if [ "$$(uname -s)" = Linux ] && { [ ! -f $$shm/build/Release/cmesh_shm.node ] || \
+	  [ -n "$$(find $$shm/src $$shm/binding.gyp -newer $$shm/build/Release/cmesh_shm.node)" ]; }; then \
 	  cd native/shm-transport && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
 	fi
 

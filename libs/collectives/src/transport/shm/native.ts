@@ -20,6 +20,7 @@ export interface ShmAddon {
 }
 
 const ADDON = 'cmesh_shm.node';
+const FUNCTIONS: (keyof ShmAddon)[] = ['createSegment', 'openSegment', 'closeFd', 'createDoorbell', 'openDoorbell', 'ring', 'startPoll', 'stopPoll'];
 /** The package's root: src/transport/shm or dist/transport/shm, three levels up. */
 const PACKAGE_ROOT = resolve(__dirname, '../../..');
 
@@ -36,6 +37,9 @@ export function loadShmAddon(): ShmAddon {
   const file = shmAddonCandidates().find((p) => existsSync(p));
   if (!file) throw new Error(`the shm addon is not built (looked in ${shmAddonCandidates().join(', ')}; run make setup)`);
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  loaded = require(file) as ShmAddon;
+  const addon = require(file) as ShmAddon;
+  const missing = FUNCTIONS.filter((f) => typeof addon[f] !== 'function');
+  if (missing.length) throw new Error(`the shm addon at ${file} is from another version (no ${missing.join(', ')}; run make native)`);
+  loaded = addon;
   return loaded;
 }

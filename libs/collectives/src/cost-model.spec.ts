@@ -1,11 +1,26 @@
 import { ALGORITHMS } from './algorithms';
 import { availableParallelism } from 'os';
-import { MEASURED_DEFAULTS, algorithmFromEnv, calibrate, chooseAlgorithm, estimateCost, getCostParams } from './cost-model';
+import { MEASURED_DEFAULTS, SHM_MEASURED_DEFAULTS, algorithmFromEnv, calibrate, chooseAlgorithm, estimateCost, getCostParams } from './cost-model';
 import { InvalidArgumentError } from './errors';
 
-afterEach(() => calibrate(MEASURED_DEFAULTS.alpha, MEASURED_DEFAULTS.beta, MEASURED_DEFAULTS.gamma));
+afterEach(() => {
+  calibrate(MEASURED_DEFAULTS.alpha, MEASURED_DEFAULTS.beta, MEASURED_DEFAULTS.gamma);
+  calibrate(SHM_MEASURED_DEFAULTS.alpha, SHM_MEASURED_DEFAULTS.beta, SHM_MEASURED_DEFAULTS.gamma, 'shm');
+});
 
 describe('cost model', () => {
+  it('shared memory has its own parameters, calibrated apart from TCP', () => {
+    expect(getCostParams('shm')).toMatchObject({ alpha: SHM_MEASURED_DEFAULTS.alpha, beta: SHM_MEASURED_DEFAULTS.beta });
+    expect(SHM_MEASURED_DEFAULTS.beta).toBeLessThan(MEASURED_DEFAULTS.beta);
+    const env = {};
+    const big = 64 << 20;
+    expect(chooseAlgorithm('allReduce', big, 8, { env })).toBe('ring');
+    calibrate(1, 1e-12, 0, 'shm'); // huge latency on shm only: fewest messages wins there
+    expect(chooseAlgorithm('allReduce', big, 8, { env, transport: 'shm' })).not.toBe('ring');
+    expect(chooseAlgorithm('allReduce', big, 8, { env })).toBe('ring');
+    expect(getCostParams()).toMatchObject({ alpha: MEASURED_DEFAULTS.alpha });
+  });
+
   it('every registered algorithm carries its own name, description and a cost formula', () => {
     for (const algos of Object.values(ALGORITHMS)) {
       for (const [name, a] of Object.entries(algos)) {

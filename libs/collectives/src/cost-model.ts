@@ -19,21 +19,30 @@ export const MEASURED_DEFAULTS: Readonly<CostParams> = Object.freeze({
   chunkBytes: DEFAULT_CHUNK_BYTES,
 });
 
-let current: CostParams = { ...MEASURED_DEFAULTS };
+// The shared-memory data plane, measured beside TCP on the same machine (ping-pong, 8 B and
+// 16 MiB, no busy-polling): 0.7x TCP's latency (the wake-up dominates both) and 0.3x its time per
+// byte (one memcpy each side instead of two kernel copies and loopback).
+export const SHM_MEASURED_DEFAULTS: Readonly<CostParams> = Object.freeze({ ...MEASURED_DEFAULTS, alpha: 52e-6, beta: 0.28e-9 });
 
-/** Replaces the model's parameters (e.g. with figures measured by a benchmark). */
-export function calibrate(alpha: number, beta: number, gamma: number): void {
+export type CostTransport = 'tcp' | 'shm';
+
+let current: CostParams = { ...MEASURED_DEFAULTS };
+let currentShm: CostParams = { ...SHM_MEASURED_DEFAULTS };
+
+/** Replaces the model's parameters for a transport (e.g. with figures measured by a benchmark). */
+export function calibrate(alpha: number, beta: number, gamma: number, transport: CostTransport = 'tcp'): void {
   for (const [name, v] of [['alpha', alpha], ['beta', beta], ['gamma', gamma]] as const) {
     if (!(typeof v === 'number' && Number.isFinite(v) && v >= 0)) {
       throw new InvalidArgumentError(`calibrate: ${name} must be a finite number >= 0, got ${v}`);
     }
   }
-  current = { ...current, alpha, beta, gamma };
+  if (transport === 'shm') currentShm = { ...currentShm, alpha, beta, gamma };
+  else current = { ...current, alpha, beta, gamma };
   memo.clear();
 }
 
-export function getCostParams(): CostParams {
-  return { ...current };
+export function getCostParams(transport: CostTransport = 'tcp'): CostParams {
+  return { ...(transport === 'shm' ? currentShm : current) };
 }
 
 const KINDS = COLLECTIVES.filter((c) => c in ALGORITHMS);
@@ -96,6 +105,8 @@ export interface ChooseOptions extends Partial<CostParams> {
   env?: Record<string, string | undefined>;
   /** more local ranks than cores (default: from LOCAL_WORLD_SIZE in env) */
   oversubscribed?: boolean;
+  /** whose parameters: `shm` when every pair of the group talks over shared memory (default tcp) */
+  transport?: CostTransport;
 }
 
 /** Estimated seconds for one algorithm. */
@@ -120,13 +131,13 @@ export function chooseAlgorithm<C extends Collective>(kind: C, bytes: number, wo
     memo.clear();
     memoEnv = envKey;
   }
-  const key = `${kind}/${bytes}/${worldSize}`;
+  const key = `${kind}/${bytes}/${worldSize}/${opts.transport ?? 'tcp'}`;
   let name = memo.get(key) as AlgorithmName<C> | undefined;
   if (name === undefined) {
     name = choose(kind, bytes, worldSize, opts);
     if (memo.size > 4096) memo.clear();
     memo.set(key, name);
-    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ' (cost model)'}`);
+    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}${opts.transport === 'shm' ? ' (shm)' : ''}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ' (cost model)'}`);
   }
   return name;
 }
@@ -138,7 +149,7 @@ function choose<C extends Collective>(kind: C, bytes: number, worldSize: number,
   checkKind(kind);
   const forced = algorithmFromEnv(kind, (opts.env ?? process.env).CMESH_ALGO);
   if (forced !== undefined) return forced;
-  const params: CostParams = { ...current };
+  const params: CostParams = { ...(opts.transport === 'shm' ? currentShm : current) };
   for (const key of ['alpha', 'beta', 'gamma', 'chunkBytes'] as const) if (opts[key] !== undefined) params[key] = opts[key]!;
   // ranks taking turns on the cores: leave out what needs every rank running at once
   const oversubscribed = opts.oversubscribed ?? isOversubscribed(opts.env ?? process.env);

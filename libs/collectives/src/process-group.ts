@@ -2,7 +2,7 @@
 // every call before it takes a sequence number, runs the chosen algorithm on a per-call Comm, and
 // turns transport failures into typed errors that name op, group, seq, this rank and the peers.
 import { ALGORITHMS, AlgorithmName, Scratch } from './algorithms';
-import { chooseAlgorithm } from './cost-model';
+import { CostTransport, chooseAlgorithm } from './cost-model';
 import {
   CmeshError,
   CollectiveMismatchError,
@@ -54,7 +54,11 @@ export class ProcessGroup {
   ) {
     this.rank = worldRanks.indexOf(mesh.rank);
     this.size = worldRanks.length;
+    this.transport = mesh.allOnShm(worldRanks) ? 'shm' : 'tcp';
   }
+
+  /** The cost model's parameters: shared memory's when every pair of members uses it (the same answer on every member). */
+  private readonly transport: CostTransport;
 
   /** CMESH_ALGO and LOCAL_WORLD_SIZE as they were when the group was made (read once, like torch's env). */
   private readonly env = { CMESH_ALGO: process.env.CMESH_ALGO, LOCAL_WORLD_SIZE: process.env.LOCAL_WORLD_SIZE };
@@ -297,7 +301,7 @@ export class ProcessGroup {
   ): Promise<void> {
     this.checkAlive(op);
     timeoutArg(opts.timeout, op);
-    const algorithm = chooseAlgorithm(op, bytes, this.size, { algorithm: opts.algorithm, env: this.env });
+    const algorithm = chooseAlgorithm(op, bytes, this.size, { algorithm: opts.algorithm, env: this.env, transport: this.transport });
     const seq = this.seq++;
     const comm = new OpComm(this.mesh, this.rank, this.size, this.worldRanks, this.id, seq, sig);
     const ctx: ErrorContext = { op, group: this.name, seq, rank: this.mesh.rank };

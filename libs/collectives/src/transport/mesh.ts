@@ -146,6 +146,11 @@ export class Mesh {
     }
   }
 
+  /** Whether every pair of these ranks talks over shared memory (any rank of them gives the same answer). */
+  allOnShm(ranks: readonly number[]): boolean {
+    return ranks.length > 1 && !!this.shm && ranks.every((a) => ranks.every((b) => a === b || this.shm!.pairs.has(`${Math.min(a, b)},${Math.max(a, b)}`)));
+  }
+
   /** Moves the frames to peers on this host onto shared memory; the sockets stay as liveness. */
   private async attachShm(opts: { rank: number; size: number; store: Store; timeoutMs: number; mode: 'shm' | 'auto' }): Promise<void> {
     try {

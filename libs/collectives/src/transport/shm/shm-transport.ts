@@ -65,6 +65,8 @@ export class ShmTransport {
     readonly links: Map<number, ShmLink>,
     /** the peers' doorbells this rank opened */
     private readonly peerDoorbells: number[],
+    /** "a,b" (a < b) for every pair of ranks on this host that talks over shared memory */
+    readonly pairs: ReadonlySet<string>,
   ) {}
 
   /** The rings to this rank's local peers, or undefined when none is on shared memory. */
@@ -146,15 +148,20 @@ export class ShmTransport {
     );
     await store.set(`mesh/shm-ok/${rank}`, JSON.stringify([...segs.keys()]));
 
-    // 4. pairs that mapped each other
+    // 4. pairs that mapped each other; every local rank reads every local rank's list, so all
+    // of them know every pair of this host alike (the cost model needs one answer per group)
     const paired: number[] = [];
+    const mapped = new Map<number, number[]>([[rank, [...segs.keys()]]]);
     await Promise.all(
       local.map(async (r) => {
         const ok = await getJson<number[]>(store, `mesh/shm-ok/${r}`, timeoutMs);
+        mapped.set(r, ok);
         if (segs.has(r) && ok.includes(rank)) paired.push(r);
         else if (!why.has(r)) why.set(r, `rank ${r} could not map rank ${rank}'s segment`);
       }),
     );
+    const pairs = new Set<string>();
+    for (const [a, list] of mapped) for (const b of list) if (a < b && mapped.get(b)?.includes(a)) pairs.add(`${a},${b}`);
     if (mine) addon!.closeFd(mine.fd);
     paired.sort((a, b) => a - b);
     const left = local.filter((r) => !paired.includes(r));
@@ -180,7 +187,7 @@ export class ShmTransport {
       links.set(r, new ShmLink(r, own, local.indexOf(r), ring, s.seg, theirLocal.indexOf(rank), s.ring));
     }
     if (debugOn) debug('shm', `shared memory with ranks [${paired.join(', ')}]: ${ring} B rings, segment ${(info as { bytes: number }).bytes} B`);
-    return new ShmTransport(addon!, own, doorbell!, links, paired.map((r) => segs.get(r)!.seg.doorbell));
+    return new ShmTransport(addon!, own, doorbell!, links, paired.map((r) => segs.get(r)!.seg.doorbell), pairs);
   }
 
   /** Starts reading the rings: the event loop polls this rank's doorbell. */

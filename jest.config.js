@@ -14,6 +14,7 @@ module.exports = {
   moduleNameMapper: {
     '^@cmesh/collectives/metrics$': '<rootDir>/libs/collectives/src/metrics/names.ts',
     '^@cmesh/collectives/names$': '<rootDir>/libs/collectives/src/names.ts',
+    '^@cmesh/protocol/nest$': '<rootDir>/libs/protocol/src/nest/inbound-transport.ts',
     '^@cmesh/(collectives|protocol|bench|testing)$': '<rootDir>/libs/$1/src/index.ts',
   },
   modulePathIgnorePatterns: ['<rootDir>/(apps|libs)/[^/]+/dist/'],

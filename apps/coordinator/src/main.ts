@@ -5,6 +5,8 @@ import { exitOnFatal } from '@cmesh/protocol';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
+import { NATS_CONNECTION } from './nats/nats-connection';
+import { connectNatsControllers } from './nats/nats-transport';
 import { wantsHelp } from '@cmesh/protocol';
 import { CoordinatorConfig, coordinatorHelp, loadCoordinatorConfig } from './config/coordinator-config';
 
@@ -14,6 +16,10 @@ export async function startCoordinator(config: CoordinatorConfig) {
   app.enableShutdownHooks();
   const doc = new DocumentBuilder().setTitle('cmesh coordinator').setDescription('agents, rendezvous, process groups and jobs').setVersion('1').build();
   SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  connectNatsControllers(app, NATS_CONNECTION, config.cluster);
+  // the services open their KV state first (onModuleInit), then NATS requests are taken
+  await app.init();
+  await app.startAllMicroservices();
   await app.listen(config.httpPort, config.httpHost);
   return app;
 }

@@ -9,7 +9,10 @@ import { connect, JSONCodec, NatsConnection } from 'nats';
 import { busBwFactor } from '@cmesh/bench';
 import { ErrorReplySchema, clusterNames, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord } from '@cmesh/protocol';
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
-import { JobsModule } from '../src/jobs/jobs.module';
+import { JobsModule, JobsModuleOptions } from '../src/jobs/jobs.module';
+import { JOBS_NATS } from '../src/jobs/tokens';
+import { connectNatsControllers } from '../src/nats/nats-transport';
+import { InboundTransport } from '@cmesh/protocol/nest';
 import { JobStore } from '../src/jobs/job-store';
 import { JobsService } from '../src/jobs/jobs.service';
 import { CLAIM_RENEW_MS, CLAIM_STALE_MS } from '../src/jobs/agent-claims';
@@ -75,6 +78,23 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
   return seen;
 }
 
+/** A jobs module with its REST API and NATS controllers, as a coordinator replica runs them. */
+async function startReplica(opts: JobsModuleOptions): Promise<{ app: INestApplication; transport: InboundTransport }> {
+  const app = await NestFactory.create(JobsModule.forRoot(opts), { logger: false });
+  app.enableShutdownHooks();
+  const transport = connectNatsControllers(app, JOBS_NATS);
+  await app.init();
+  await app.startAllMicroservices();
+  await app.listen(0, '127.0.0.1');
+  return { app, transport };
+}
+
+/** "Kills" a replica: no more ticks (renewals, queue draining) and no more NATS messages. */
+function stopReplica(r: { app: INestApplication; transport: InboundTransport }): void {
+  clearInterval((r.app.get(JobsService) as unknown as { timer: NodeJS.Timeout }).timer);
+  r.transport.close();
+}
+
 describe('coordinator jobs (real nats-server)', () => {
   let nats: NatsServer;
   let app: INestApplication;
@@ -87,9 +107,7 @@ describe('coordinator jobs (real nats-server)', () => {
     nats = await startNatsServer();
     nc = await connect({ servers: nats.url });
     for (const a of dir.list) scriptedAgent(nc, a.agentId, () => behaviours[a.agentId] ?? {});
-    app = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
-    app.enableShutdownHooks();
-    await app.listen(0, '127.0.0.1');
+    app = (await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } })).app;
     base = await app.getUrl();
   });
 
@@ -231,8 +249,8 @@ describe('coordinator jobs (real nats-server)', () => {
   });
 
   it('a second coordinator replica sees the first one\'s jobs holding agents (claims in KV)', async () => {
-    const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
-    await other.listen(0, '127.0.0.1');
+    const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
+    const other = replica.app;
     const otherBase = await other.getUrl();
     try {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
@@ -267,8 +285,8 @@ describe('coordinator jobs (real nats-server)', () => {
   });
 
   it('a replica that dies mid-job: its claims go stale, another replica frees the agents and fails the job', async () => {
-    const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
-    await other.listen(0, '127.0.0.1');
+    const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
+    const other = replica.app;
     try {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
       const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
@@ -276,9 +294,7 @@ describe('coordinator jobs (real nats-server)', () => {
       expect(started.state).toBe('running'); // (a queued job is the next test's case)
       const id = started.id;
       // "kill" it: no more ticks (claim renewals) and no more events, its job left running
-      const svc = other.get(JobsService) as unknown as { timer: NodeJS.Timeout; subs: { unsubscribe(): void }[] };
-      clearInterval(svc.timer);
-      for (const sub of svc.subs) sub.unsubscribe();
+      stopReplica(replica);
       const t0 = Date.now();
       let j = await wait(id, 20_000);
       expect(j.state).toBe('failed');
@@ -293,8 +309,8 @@ describe('coordinator jobs (real nats-server)', () => {
   }, 40_000);
 
   it('a replica that dies with a queued job: another replica fails it once the replica\'s lease is stale', async () => {
-    const other = await NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } }), { logger: false });
-    await other.listen(0, '127.0.0.1');
+    const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
+    const other = replica.app;
     // a long job here holds a2 and a3 (20 ms per size), so the other replica's job for them queues
     const hold = await post({ op: 'allReduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect(hold.body.state).toBe('running');
@@ -304,9 +320,7 @@ describe('coordinator jobs (real nats-server)', () => {
       expect(queued.state).toBe('queued');
       expect(queued.replica).toMatch(/^[0-9a-f]{8}$/);
       // "kill" the other replica: no more ticks (lease renewals, queue draining) and no more events
-      const svc = other.get(JobsService) as unknown as { timer: NodeJS.Timeout; subs: { unsubscribe(): void }[] };
-      clearInterval(svc.timer);
-      for (const sub of svc.subs) sub.unsubscribe();
+      stopReplica(replica);
       const t0 = Date.now();
       const j = await wait(queued.id, 3 * CLAIM_STALE_MS);
       expect(j.state).toBe('failed');
@@ -320,9 +334,9 @@ describe('coordinator jobs (real nats-server)', () => {
   }, 60_000);
 
   it('a replica restarted under the same id (CMESH_REPLICA_ID of a pod) fails the queued jobs its earlier process left', async () => {
-    const replicaOf = (replica: string) => NestFactory.create(JobsModule.forRoot({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir }, replica }), { logger: false });
-    const first = await replicaOf('pod-a');
-    await first.listen(0, '127.0.0.1');
+    const replicaOf = (replica: string) => startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir }, replica });
+    const firstReplica = await replicaOf('pod-a');
+    const first = firstReplica.app;
     let second: INestApplication | undefined;
     const hold = await post({ op: 'allReduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect(hold.body.state).toBe('running');
@@ -331,11 +345,8 @@ describe('coordinator jobs (real nats-server)', () => {
       const queued = (await r.json()) as JobRecord;
       expect([queued.state, queued.replica]).toEqual(['queued', 'pod-a']);
       // the first process "dies"; its successor renews the same lease, so only it can tell
-      const svc = first.get(JobsService) as unknown as { timer: NodeJS.Timeout; subs: { unsubscribe(): void }[] };
-      clearInterval(svc.timer);
-      for (const sub of svc.subs) sub.unsubscribe();
-      second = await replicaOf('pod-a');
-      await second.listen(0, '127.0.0.1');
+      stopReplica(firstReplica);
+      second = (await replicaOf('pod-a')).app;
       const j = await wait(queued.id, 3 * CLAIM_STALE_MS);
       expect(j.state).toBe('failed');
       expect(j.reason).toBe('the coordinator replica that queued it (pod-a) stopped before it could start');

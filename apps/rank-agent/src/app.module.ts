@@ -1,4 +1,5 @@
-// The rank agent: registration + heartbeats, the job subjects on NATS, the job runner with its
+// The rank agent: registration + heartbeats, the job subjects on NATS (NATS controllers, see
+// nats/nats-transport.ts), the job runner with its
 // backends (tcp: the CPU data plane, a child process per job; nccl: the sidecar), /health and
 // /metrics over HTTP.
 import { DynamicModule, Module } from '@nestjs/common';
@@ -15,7 +16,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { InboundMessages } from './nats/inbound-messages';
 import { NatsService } from './nats/nats.service';
 import { openJobStore } from './nats/job-store';
-import { GroupMembership } from './registration/group-membership';
+import { GroupEvents, GroupMembership } from './registration/group-membership';
 import { RegistrationService } from './registration/registration.service';
 
 @Module({})
@@ -30,7 +31,7 @@ export class AppModule {
           pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-agent', agent: config.name } },
         }),
       ],
-      controllers: [HealthController],
+      controllers: [HealthController, JobSubjects, GroupEvents],
       providers: [
         { provide: AGENT_CONFIG, useValue: config },
         NatsService,
@@ -51,7 +52,6 @@ export class AppModule {
           },
         },
         JobRunnerService,
-        JobSubjects,
         RegistrationService,
         GroupMembership,
       ],

@@ -1,4 +1,4 @@
-import { AGENT_SUBJECTS, DEFAULT_CLUSTER, GROUP_SUBJECTS, InvalidClusterNameError, JOB_SUBJECTS, RDZV_SUBJECTS, RESERVED_CLUSTER_NAMES, checkClusterName, clusterNames } from './index';
+import { AGENT_SUBJECTS, DEFAULT_CLUSTER, clusterSubject, GROUP_SUBJECTS, InvalidClusterNameError, JOB_SUBJECTS, RDZV_SUBJECTS, RESERVED_CLUSTER_NAMES, checkClusterName, clusterNames } from './index';
 
 /** Every concrete name of a cluster (functions called with a sample id), flattened. */
 function allNames(cluster: string): string[] {
@@ -62,5 +62,18 @@ describe('cluster names', () => {
     })();
     expect([e?.name, e?.code, e?.cluster]).toEqual(['InvalidClusterNameError', 'INVALID_CLUSTER_NAME', 'a.b']);
     expect(checkClusterName('Prod-01')).toBe('Prod-01');
+  });
+});
+
+describe('clusterSubject', () => {
+  it("names a subject of the cluster by `<area>.<name>`, one made for an id with the id", () => {
+    const lab = clusterNames('lab');
+    expect(clusterSubject(lab, 'agents.register')).toBe('cmesh.lab.agents.register');
+    expect(clusterSubject(lab, 'jobs.eventsWildcard')).toBe('cmesh.lab.jobs.events.*');
+    expect(clusterSubject(clusterNames(), 'agents.events', 'a0')).toBe('cmesh.agents.events.a0');
+    expect(() => clusterSubject(lab, 'agents.events')).toThrow('no subject for NATS pattern "agents.events" without an id');
+    expect(() => clusterSubject(lab, 'agents.nope')).toThrow('no subject for NATS pattern "agents.nope"');
+    expect(() => clusterSubject(lab, 'buckets.jobs')).toThrow('no subject');
+    expect(() => clusterSubject(lab, 'agents.register.x')).toThrow('no subject');
   });
 });

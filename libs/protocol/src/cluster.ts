@@ -120,3 +120,17 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
     jobStorePrefix: (jobId) => (isDefault ? `jobs-${jobId}` : `${cluster}-jobs-${jobId}`),
   };
 }
+
+/**
+ * The subject a NATS handler's pattern names in this cluster: `<area>.<name>` of ClusterNames
+ * (`agents.register`, `jobs.eventsWildcard`); a subject made for one id (`agents.events`) takes it
+ * as `id`. Controllers name subjects this way because the cluster is known only at start-up.
+ */
+export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
+  const [area, name, ...rest] = pattern.split('.');
+  const group = (['agents', 'groups', 'rdzv', 'jobs'] as const).find((a) => a === area);
+  const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'function' && id !== undefined) return v(id);
+  throw new Error(`no subject for NATS pattern ${JSON.stringify(pattern)}${typeof v === 'function' ? ' without an id' : ''}`);
+}

@@ -1,60 +1,40 @@
 // The agent registry: register, heartbeat, deregister; the leader marks agents lost after the
 // configured number of missed heartbeats. Records live in KV (agents.<id>).
-import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { Subscription } from 'nats';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import {
-  AgentDeregisterSchema,
   AgentHeartbeat,
-  AgentHeartbeatSchema,
   AgentRecord,
   AgentRegister,
-  AgentRegisterSchema,
-  ClusterNames,
   KV_KEYS,
   PROTOCOL_VERSION,
 } from '@cmesh/protocol';
-import { z } from 'zod';
-import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
 import { ReplyError } from '../nats/reply-error';
-import { InboundMessages } from '../nats/inbound-messages';
 import { KvState } from '../state/kv-state';
 
 export type AgentLostListener = (agent: AgentRecord) => Promise<void>;
 
 @Injectable()
-export class AgentsService implements OnModuleInit, OnApplicationShutdown {
-  private subs: Subscription[] = [];
+export class AgentsService implements OnModuleInit {
   private readonly lostListeners: AgentLostListener[] = [];
 
   constructor(
     private readonly state: KvState,
     private readonly leader: LeaderService,
-    private readonly inbound: InboundMessages,
     @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
-    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
 
   onModuleInit(): void {
-    const AGENT_SUBJECTS = this.names.agents;
-    this.subs = [
-      this.inbound.respond(AGENT_SUBJECTS.register, AgentRegisterSchema, async (b) => this.reply(await this.register(b))),
-      this.inbound.respond(AGENT_SUBJECTS.heartbeat, AgentHeartbeatSchema, async (b) => this.reply(await this.heartbeat(b))),
-      this.inbound.respond(AGENT_SUBJECTS.deregister, AgentDeregisterSchema, async (b) => this.reply(await this.deregister(b.agentId))),
-      this.inbound.respond(AGENT_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, agents: await this.list() })),
-    ];
     this.leader.whileLeading(() => this.markLost());
-  }
-
-  onApplicationShutdown(): void {
-    for (const s of this.subs) s.unsubscribe();
   }
 
   onAgentLost(fn: AgentLostListener): void {
     this.lostListeners.push(fn);
   }
 
-  private reply(agent: AgentRecord) {
+  /** The NATS reply to register, heartbeat and deregister: the record and the interval to beat at. */
+  reply(agent: AgentRecord) {
     return { ok: true, agent, heartbeatMs: this.config.heartbeatMs };
   }
 

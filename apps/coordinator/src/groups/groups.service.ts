@@ -1,42 +1,25 @@
 // Process groups: an id from a KV counter, a store prefix for the members' bootstrap keys,
 // membership in KV, and a notification to every member.
-import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { JSONCodec, NatsConnection, Subscription } from 'nats';
-import { AgentEvent, ClusterNames, GroupCreate, GroupCreateSchema, GroupGetSchema, GroupIdSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
-import { z } from 'zod';
+import { Inject, Injectable } from '@nestjs/common';
+import { JSONCodec, NatsConnection } from 'nats';
+import { AgentEvent, ClusterNames, GroupCreate, GroupIdSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
-import { InboundMessages } from '../nats/inbound-messages';
 import { KvState } from '../state/kv-state';
 
 const json = JSONCodec();
 
 @Injectable()
-export class GroupsService implements OnModuleInit, OnApplicationShutdown {
-  private subs: Subscription[] = [];
+export class GroupsService {
 
   constructor(
     private readonly state: KvState,
     private readonly agents: AgentsService,
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
-    private readonly inbound: InboundMessages,
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
-
-  onModuleInit(): void {
-    const GROUP_SUBJECTS = this.names.groups;
-    this.subs = [
-      this.inbound.respond(GROUP_SUBJECTS.create, GroupCreateSchema, async (b) => ({ ok: true, group: await this.create(b) })),
-      this.inbound.respond(GROUP_SUBJECTS.get, GroupGetSchema, async (b) => ({ ok: true, group: await this.get(b.id) })),
-      this.inbound.respond(GROUP_SUBJECTS.list, z.object({}).passthrough(), async () => ({ ok: true, groups: await this.list() })),
-    ];
-  }
-
-  onApplicationShutdown(): void {
-    for (const s of this.subs) s.unsubscribe();
-  }
 
   async create(body: GroupCreate): Promise<GroupRecord> {
     const known = new Map((await this.agents.list()).map((a) => [a.agentId, a]));

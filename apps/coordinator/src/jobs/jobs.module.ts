@@ -10,6 +10,7 @@ import { AgentDirectory } from './agent-directory';
 import { Clock, systemClock } from './clock';
 import { JobBuckets } from './job-buckets';
 import { JobsController } from './jobs.controller';
+import { JobsNats } from './jobs.nats';
 import { JobsService } from './jobs.service';
 import { JobRetention, JobStore } from './job-store';
 import { ReplicaLeases } from './replica-leases';
@@ -49,7 +50,7 @@ class OwnedNatsCloser implements OnApplicationShutdown {
 export function ownNatsConnection(url: string): Provider[] {
   return [
     { provide: JOBS_NATS, useFactory: () => connect({ servers: url, name: 'cmesh-coordinator-jobs', timeout: 5000 }) },
-    { provide: InboundMessages, inject: [JOBS_NATS], useFactory: (nc: NatsConnection) => new InboundMessages(nc) },
+    InboundMessages,
     OwnedNatsCloser,
   ];
 }
@@ -84,7 +85,7 @@ export class JobsModule {
     return {
       module: JobsModule,
       imports: opts.imports ?? [],
-      controllers: [JobsController],
+      controllers: [JobsController, JobsNats],
       providers: [
         ...nats,
         opts.directory,

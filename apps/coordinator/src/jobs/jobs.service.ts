@@ -1,5 +1,5 @@
-// Jobs: wires the policies to NATS and timers. Requests arrive over NATS (through
-// InboundMessages, like every inbound message) and REST (JobsController); a job's agents come
+// Jobs: wires the policies to NATS and timers. Requests arrive over NATS (JobsNats) and REST
+// (JobsController); a job's agents come
 // from pick-policy and are claimed in KV (agent-claims), a job that must wait queues
 // (queue-policy), members' events drive its JobRun (rows, the end), and a 100 ms tick asks
 // blame-policy whether a running job has failed and whom to name, drains the queue, and lets
@@ -12,8 +12,7 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { JSONCodec, NatsConnection } from 'nats';
-import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobEventSchema, JobGetSchema, JobListSchema, JobRecord, JobRequest, JobRequestSchema, isFinished } from '@cmesh/protocol';
-import { InboundMessages } from '../nats/inbound-messages';
+import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobRecord, JobRequest, isFinished } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
 import { AgentClaims, CLAIM_STALE_MS } from './agent-claims';
 import { AgentDirectory, AgentView } from './agent-directory';
@@ -44,9 +43,8 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   private readonly busy = new Map<string, string>();
   /** agents blamed for a lost job, until they are heard from again */
   private readonly suspects = new Map<string, string>();
-  /** the tick (tests stop it, with subs, to play a replica that died) */
+  /** the tick (tests stop it, with the NATS transport, to play a replica that died) */
   private timer: NodeJS.Timeout | null = null;
-  private subs: { unsubscribe(): void }[] = [];
   private draining = false;
   /** this replica's jobs as the upkeep sees them */
   private readonly local: LocalJobs = {
@@ -57,7 +55,6 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   constructor(
     @Inject(JOBS_NATS) private readonly nc: NatsConnection,
     private readonly directory: AgentDirectory,
-    private readonly inbound: InboundMessages,
     private readonly store: JobStore,
     /** which job holds which agent, in KV: shared with the other coordinator replicas */
     private readonly claims: AgentClaims,
@@ -74,20 +71,12 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     await this.store.open();
     await this.claims.open();
     await this.leases.open();
-    const JOB_SUBJECTS = this.names.jobs;
-    this.subs = [
-      this.inbound.listen(JOB_SUBJECTS.eventsWildcard, JobEventSchema, (ev) => this.onEvent(ev)),
-      this.inbound.respond(JOB_SUBJECTS.submit, JobRequestSchema, async (req) => ({ ok: true, job: await this.submit(req) })),
-      this.inbound.respond(JOB_SUBJECTS.get, JobGetSchema, async ({ id }) => ({ ok: true, job: await this.find(id) })),
-      this.inbound.respond(JOB_SUBJECTS.list, JobListSchema, async ({ limit }) => ({ ok: true, jobs: await this.list(limit) })),
-    ];
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
   }
 
   async onApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    for (const s of this.subs) s.unsubscribe();
     for (const run of [...this.active.values()]) {
       if (!isFinished(run.rec.state)) await this.finish(run, 'cancelled', 'coordinator shutting down');
     }
@@ -242,7 +231,8 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
 
   // ---- events and the tick --------------------------------------------------------------
 
-  private onEvent(ev: JobEvent): void {
+  /** A member's event (JobsNats, from every member of every job: each replica keeps its own). */
+  onEvent(ev: JobEvent): void {
     this.suspects.delete(ev.agentId);
     const run = this.active.get(ev.jobId);
     if (!run) return;

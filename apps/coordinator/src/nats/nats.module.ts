@@ -1,4 +1,5 @@
-// One NATS connection, its inbound subscriptions and the cluster's KV bucket for the whole coordinator.
+// One NATS connection (its subscriptions are InboundTransport's, see nats-transport.ts), the decoder
+// for inbound messages and the cluster's KV state bucket, for the whole coordinator.
 import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
 import { connect, NatsConnection } from 'nats';
 import { ClusterNames } from '@cmesh/protocol';
@@ -30,7 +31,7 @@ class NatsCloser implements OnApplicationShutdown {
       inject: [NATS_CONNECTION, CLUSTER_NAMES],
       useFactory: async (nc: NatsConnection, names: ClusterNames) => new KvState(await nc.jetstream().views.kv(names.buckets.state, { history: 1 })),
     },
-    { provide: InboundMessages, inject: [NATS_CONNECTION], useFactory: (nc: NatsConnection) => new InboundMessages(nc) },
+    InboundMessages,
     NatsCloser,
   ],
   exports: [NATS_CONNECTION, KvState, InboundMessages],

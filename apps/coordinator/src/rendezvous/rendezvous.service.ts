@@ -1,22 +1,18 @@
 // Rendezvous over KV (rdzv.<runId>): any replica can serve a join; the leader closes rounds whose
 // last call is over and reopens rounds that lost a member. Gets close overdue rounds too, so a
 // restarted or leaderless coordinator never leaves a rendezvous stuck.
-import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { Subscription } from 'nats';
-import { ClusterNames, KV_KEYS, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, NodeIdSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { KV_KEYS, RdzvJoin, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
-import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
 import { ReplyError } from '../nats/reply-error';
-import { InboundMessages } from '../nats/inbound-messages';
 import { KvState } from '../state/kv-state';
 import * as rounds from './rounds';
 
 const PREFIX = 'rdzv.';
 
 @Injectable()
-export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
-  private subs: Subscription[] = [];
+export class RendezvousService implements OnModuleInit {
   private readonly closedListeners: ((seconds: number) => void)[] = [];
   private readonly noted = new Set<string>();
 
@@ -24,17 +20,9 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
     private readonly state: KvState,
     private readonly leader: LeaderService,
     private readonly agents: AgentsService,
-    private readonly inbound: InboundMessages,
-    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
 
   onModuleInit(): void {
-    const RDZV_SUBJECTS = this.names.rdzv;
-    this.subs = [
-      this.inbound.respond(RDZV_SUBJECTS.join, RdzvJoinSchema, (b) => this.join(b)),
-      this.inbound.respond(RDZV_SUBJECTS.get, RdzvGetSchema.extend({ nodeId: NodeIdSchema.optional() }), (b) => this.get(b.runId, b.nodeId)),
-      this.inbound.respond(RDZV_SUBJECTS.leave, RdzvLeaveSchema, (b) => this.leave(b.runId, b.nodeId)),
-    ];
     this.leader.whileLeading(() => this.closeOverdue());
     // an agent that is lost leaves every rendezvous it is in (node ids of agents are agent ids)
     this.agents.onAgentLost(async (a) => {
@@ -42,10 +30,6 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
         if (rounds.isMember(r, a.agentId)) await this.leave(r.runId, a.agentId).catch(() => undefined);
       }
     });
-  }
-
-  onApplicationShutdown(): void {
-    for (const s of this.subs) s.unsubscribe();
   }
 
   private reply(record: RdzvRecord, nodeId?: string): RdzvReply {

@@ -1,5 +1,5 @@
 // The agent's own NATS connection: publishes job events and registration messages, and opens
-// the coordinator's store. Inbound subjects are subscribed on it through InboundMessages.
+// the coordinator's store. The NATS controllers are subscribed on it by InboundTransport (nats-transport.ts).
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { connect, JSONCodec, NatsConnection } from 'nats';
 import { decodeMessage } from '@cmesh/protocol';

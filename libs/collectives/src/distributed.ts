@@ -42,7 +42,7 @@ export interface InitOptions {
    */
   bindToCore?: boolean | number;
   /**
-   * Data-plane transport between ranks (default: CMESH_TRANSPORT, else tcp): `auto` = shared memory
+   * Data-plane transport between ranks (default: CMESH_TRANSPORT, else auto): `auto` = shared memory
    * between ranks of one host and TCP between hosts; `shm` = shared memory or a
    * TransportUnavailableError; `tcp` = TCP only.
    */

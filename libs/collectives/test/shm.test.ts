@@ -1,6 +1,6 @@
-// The shared-memory transport: conformance of every collective over it (CMESH_TRANSPORT=shm
-// forced; faults.test.ts runs the fault set over it too), a stopped peer, selection and its
-// errors, no segment left behind, bounded memory.
+// The shared-memory transport: conformance of every collective over it and over TCP, each forced
+// (CMESH_TRANSPORT; faults.test.ts runs the fault set over both too), a stopped peer, selection
+// and its errors, no segment left behind, bounded memory.
 import { readdirSync } from 'fs';
 import { runRanks } from './support/ranks';
 
@@ -19,9 +19,17 @@ const linux = process.platform === 'linux';
     expect(leftovers(before)).toEqual([]);
   });
 
-  describe.each([2, 3, 4])('at world size %i', (world) => {
-    it('every collective x dtype x op x algorithm matches the reference over shared memory', async () => {
-      const results = await runRanks('matrix', world, { timeoutMs: 110000, env: shm });
+  // collectives.test.ts runs the default (auto: shared memory on one host); both forced here
+  describe.each([
+    ['shm', 2],
+    ['shm', 3],
+    ['shm', 4],
+    ['tcp', 2],
+    ['tcp', 3],
+    ['tcp', 4],
+  ])('over %s at world size %i', (transport, world) => {
+    it('every collective x dtype x op x algorithm matches the reference', async () => {
+      const results = await runRanks('matrix', world, { timeoutMs: 110000, env: () => ({ CMESH_TRANSPORT: transport as string }) });
       for (const r of results) {
         expect({ rank: r.rank, code: r.code, stderr: r.stderr.slice(-2000), failures: r.result?.failures }).toEqual({ rank: r.rank, code: 0, stderr: '', failures: [] });
         expect(r.result.checks).toBeGreaterThan(500);

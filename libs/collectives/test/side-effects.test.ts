@@ -77,8 +77,10 @@ describe('no hidden side effects', () => {
         expect.stringMatching(canBind ? /mesh: data plane listening on 127\.0\.0\.1:\d+, world 2, busy-poll 200 us$/ : /mesh: data plane listening on/),
         expect.stringMatching(rank === 0 ? /mesh: connection from rank 1 accepted$/ : /mesh: connected to rank 0 at 127\.0\.0\.1:\d+$/),
         expect.stringMatching(/mesh: connected to all 1 peers$/),
+        // by default, ranks of one host move their messages through shared memory
+        expect.stringMatching(new RegExp(`shm: shared memory with ranks \\[${1 - rank}\\]: \\d+ B rings, segment \\d+ B$`)),
         expect.stringMatching(new RegExp(`init: process group ready: rank ${rank} of 2, backend tcp$`)),
-        expect.stringMatching(/algorithm: allReduce of 4 B at world 2: [a-z-]+ \(cost model\)$/),
+        expect.stringMatching(/algorithm: allReduce of 4 B at world 2: [a-z-]+ \(cost model, shm\)$/),
       ];
       if (canBind) expected.push(expect.stringMatching(new RegExp(`binding: main thread bound to cpu ${ALLOWED[rank]}$`)));
       expect(lines).toEqual(expect.arrayContaining(expected));

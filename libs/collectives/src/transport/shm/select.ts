@@ -8,7 +8,7 @@ import { InvalidArgumentError } from '../../errors';
 
 export const TRANSPORTS = ['auto', 'tcp', 'shm'] as const;
 export type TransportMode = (typeof TRANSPORTS)[number];
-export const DEFAULT_TRANSPORT: TransportMode = 'tcp';
+export const DEFAULT_TRANSPORT: TransportMode = 'auto';
 
 export function transportMode(option?: string, env: Record<string, string | undefined> = process.env): TransportMode {
   const raw = option ?? env.CMESH_TRANSPORT;

@@ -23,8 +23,8 @@ describe('shm sizes and selection', () => {
     expect(ringBytesFor(3, 100 * 1024)).toBe(0);
   });
 
-  it('CMESH_TRANSPORT and the option: tcp by default, the option wins, unknown names are errors', () => {
-    expect(transportMode(undefined, {})).toBe('tcp');
+  it('CMESH_TRANSPORT and the option: auto by default, the option wins, unknown names are errors', () => {
+    expect(transportMode(undefined, {})).toBe('auto');
     expect(transportMode(undefined, { CMESH_TRANSPORT: 'SHM' })).toBe('shm');
     expect(transportMode('auto', { CMESH_TRANSPORT: 'tcp' })).toBe('auto');
     expect(() => transportMode('udp', {})).toThrow('initProcessGroup: transport must be one of auto, tcp, shm, got "udp"');

@@ -1,0 +1,757 @@
+// Simulated NCCL: the ranks of a communicator are separate processes (one sidecar each) joined
+// by Unix sockets named after the unique id; every collective runs as a task on the caller's
+// CUDA stream (sim_cuda.cpp) that exchanges whole buffers with the peers and reduces in rank
+// order, so every rank gets the same bits. Contracts the sidecar relies on are enforced: two
+// ranks of one communicator on one device (per CMESH_SIM_HOST) fail init with ncclInvalidUsage,
+// non-blocking communicators (NCCL_COMM_BLOCKING=0) answer ncclInProgress and report errors
+// through ncclCommGetAsyncError, ncclCommAbort may be called from any thread and ends the
+// communicator's pending work. Faults come from the environment (README "Simulation").
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim.hpp"
+
+using ncclResult_t = int;
+struct ncclUniqueId {
+  char internal[128];
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr ncclResult_t kSuccess = 0, kUnhandledCuda = 1, kSystemError = 2, kInternalError = 3, kInvalidArgument = 4,
+                       kInvalidUsage = 5, kRemoteError = 6, kInProgress = 7;
+
+// ncclDataType_t / ncclRedOp_t
+enum { tInt8, tUint8, tInt32, tUint32, tInt64, tUint64, tFloat16, tFloat32, tFloat64, tBfloat16 };
+enum { opSum, opProd, opMax, opMin, opAvg };
+
+size_t dtypeBytes(int t) {
+  static const size_t b[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  return t >= 0 && t <= tBfloat16 ? b[t] : 0;
+}
+
+// ---- 16-bit floats (round to nearest even, as the GPU's conversions) ----
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+  if (exp == 0) {
+    float v = std::ldexp(static_cast<float>(man), -24);
+    return sign ? -v : v;
+  }
+  uint32_t bits = exp == 31 ? sign | 0x7f800000u | (man << 13) : sign | ((exp + 112) << 23) | (man << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7e00;
+  if (a >= 65520.0f) return sign | 0x7c00;
+  if (a < 6.103515625e-05f) return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));  // subnormal
+  uint32_t ax;
+  std::memcpy(&ax, &a, 4);
+  uint32_t rounded = ax + 0xfffu + ((ax >> 13) & 1u);
+  return sign | static_cast<uint16_t>(((rounded >> 13) - (112u << 10)) & 0x7fffu);
+}
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t floatToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+template <typename T>
+T applyOp(int op, T a, T b) {
+  switch (op) {
+    case opProd: return a * b;
+    case opMax: return a > b ? a : b;
+    case opMin: return a < b ? a : b;
+    default: return a + b;  // sum, avg
+  }
+}
+
+template <typename T>
+void reduceTyped(int op, int n, const std::vector<const char*>& in, char* out, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    T acc;
+    std::memcpy(&acc, in[0] + i * sizeof(T), sizeof(T));
+    bool premul = op == opAvg && std::is_floating_point<T>::value;
+    if (premul) acc = static_cast<T>(acc * (T(1) / T(n)));
+    for (int r = 1; r < n; r++) {
+      T v;
+      std::memcpy(&v, in[r] + i * sizeof(T), sizeof(T));
+      if (premul) v = static_cast<T>(v * (T(1) / T(n)));
+      acc = applyOp(op, acc, v);
+    }
+    if (op == opAvg && !premul) acc = static_cast<T>(acc / static_cast<T>(n));  // integers: sum, then divide
+    std::memcpy(out + i * sizeof(T), &acc, sizeof(T));
+  }
+}
+
+// 16-bit floats reduce pairwise in their own precision (each step rounds), as NCCL's kernels do.
+void reduceHalf(int op, int n, const std::vector<const char*>& in, char* out, size_t count, bool bf) {
+  auto load = [&](const char* p, size_t i) {
+    uint16_t h;
+    std::memcpy(&h, p + i * 2, 2);
+    return bf ? bf16ToFloat(h) : halfToFloat(h);
+  };
+  auto round = [&](float f) { return bf ? bf16ToFloat(floatToBf16(f)) : halfToFloat(floatToHalf(f)); };
+  const float scale = round(1.0f / static_cast<float>(n));
+  for (size_t i = 0; i < count; i++) {
+    float acc = load(in[0], i);
+    if (op == opAvg) acc = round(acc * scale);
+    for (int r = 1; r < n; r++) {
+      float v = load(in[r], i);
+      if (op == opAvg) v = round(v * scale);
+      acc = round(applyOp(op, acc, v));
+    }
+    uint16_t h = bf ? floatToBf16(acc) : floatToHalf(acc);
+    std::memcpy(out + i * 2, &h, 2);
+  }
+}
+
+void reduceInto(int dtype, int op, int n, const std::vector<const char*>& in, char* out, size_t count) {
+  switch (dtype) {
+    case tInt8: return reduceTyped<int8_t>(op, n, in, out, count);
+    case tUint8: return reduceTyped<uint8_t>(op, n, in, out, count);
+    case tInt32: return reduceTyped<int32_t>(op, n, in, out, count);
+    case tUint32: return reduceTyped<uint32_t>(op, n, in, out, count);
+    case tInt64: return reduceTyped<int64_t>(op, n, in, out, count);
+    case tUint64: return reduceTyped<uint64_t>(op, n, in, out, count);
+    case tFloat16: return reduceHalf(op, n, in, out, count, false);
+    case tFloat32: return reduceTyped<float>(op, n, in, out, count);
+    case tFloat64: return reduceTyped<double>(op, n, in, out, count);
+    case tBfloat16: return reduceHalf(op, n, in, out, count, true);
+  }
+}
+
+// ---- process-wide settings and fault injection ----
+bool blockingComms() {
+  const char* b = std::getenv("NCCL_COMM_BLOCKING");
+  return !(b && b[0] == '0');
+}
+std::string hostName() {
+  if (const char* h = std::getenv("CMESH_SIM_HOST")) return h;
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+std::string faultKind() {
+  const char* f = std::getenv("CMESH_SIM_FAULT");
+  return f ? f : "";
+}
+std::atomic<int64_t> launches{0};  // collective calls in this process, for CMESH_SIM_FAULT_AFTER
+
+/** The fault this launch triggers ("" for none): the (CMESH_SIM_FAULT_AFTER+1)-th launch onwards. */
+std::string faultForLaunch() {
+  std::string kind = faultKind();
+  int64_t n = launches.fetch_add(1);
+  if (kind.empty() || n < cmesh_sim::envInt("CMESH_SIM_FAULT_AFTER", 0)) return "";
+  return kind;
+}
+
+bool writeAll(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+bool readAll(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n) {
+    ssize_t r = ::recv(fd, c, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+sockaddr_un rankAddress(const std::string& key, int rank, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::string name = "cmesh-sim-" + key + "-" + std::to_string(rank);
+  a.sun_path[0] = '\0';  // abstract namespace: nothing to clean up on disk
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return a;
+}
+
+struct Hello {
+  int32_t rank, nranks, device;
+  char host[64];
+};
+
+}  // namespace
+
+/** One rank's communicator state; shared with the stream tasks and reader threads that use it. */
+struct CommState {
+  std::string key;
+  int rank = 0, nranks = 0, device = 0;
+  bool blocking = true;
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> initializing{true};
+  std::atomic<bool> finalizing{false};
+  std::atomic<bool> callInProgress{false};
+  std::atomic<int> pendingOps{0};
+  std::mutex m;
+  std::condition_variable cv;
+  ncclResult_t asyncError = kSuccess;
+  std::string lastError;
+  std::vector<int> fds;  // per peer; -1 for self
+  std::vector<std::unique_ptr<std::mutex>> sendLocks;
+  std::vector<std::deque<std::vector<char>>> inbox;
+  std::vector<bool> dead;
+  int listenFd = -1;
+
+  ~CommState() {
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+    if (listenFd >= 0) ::close(listenFd);
+  }
+
+  void fail(ncclResult_t r, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lk(m);
+      if (asyncError == kSuccess) {
+        asyncError = r;
+        lastError = why;
+      }
+    }
+    cmesh_sim::log("rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ": " + why);
+    cv.notify_all();
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lk(m);
+    return asyncError != kSuccess || aborted;
+  }
+  /** Ends every wait and connection (abort, destroy). */
+  void shutdown() {
+    aborted = true;
+    for (int fd : fds)
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    if (listenFd >= 0) ::shutdown(listenFd, SHUT_RDWR);
+    cv.notify_all();
+  }
+};
+
+struct ncclComm {
+  std::shared_ptr<CommState> s;
+};
+
+namespace {
+
+void readerLoop(std::shared_ptr<CommState> s, int peer) {
+  int fd = s->fds[peer];
+  for (;;) {
+    uint64_t bytes = 0;
+    if (!readAll(fd, &bytes, sizeof bytes)) break;
+    std::vector<char> data(bytes);
+    if (bytes && !readAll(fd, data.data(), bytes)) break;
+    {
+      std::lock_guard<std::mutex> lk(s->m);
+      s->inbox[peer].push_back(std::move(data));
+    }
+    s->cv.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lk(s->m);
+    s->dead[peer] = true;
+  }
+  s->cv.notify_all();
+}
+
+bool sendTo(CommState& s, int peer, const void* data, size_t bytes) {
+  if (peer == s.rank) {
+    {
+      std::lock_guard<std::mutex> lk(s.m);
+      s.inbox[peer].emplace_back(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+    }
+    s.cv.notify_all();
+    return true;
+  }
+  std::lock_guard<std::mutex> lk(*s.sendLocks[peer]);
+  uint64_t n = bytes;
+  if (writeAll(s.fds[peer], &n, sizeof n) && (!bytes || writeAll(s.fds[peer], data, bytes))) return true;
+  if (!s.aborted) s.fail(kRemoteError, "send to rank " + std::to_string(peer) + " failed: its connection is closed");
+  return false;
+}
+
+/** The next message from `peer`; false (and the communicator's error set) when it cannot come. */
+bool recvFrom(CommState& s, int peer, std::vector<char>& out) {
+  std::unique_lock<std::mutex> lk(s.m);
+  auto until = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
+  for (;;) {
+    if (s.aborted || s.asyncError != kSuccess) return false;
+    if (!s.inbox[peer].empty()) {
+      out = std::move(s.inbox[peer].front());
+      s.inbox[peer].pop_front();
+      return true;
+    }
+    if (s.dead[peer]) {
+      lk.unlock();
+      s.fail(kRemoteError, "rank " + std::to_string(peer) + " closed its connection (process gone?) mid-collective");
+      return false;
+    }
+    if (s.cv.wait_until(lk, until) == std::cv_status::timeout && Clock::now() >= until) {
+      lk.unlock();
+      s.fail(kInternalError, "waited " + std::to_string(cmesh_sim::hangLimitMs()) + " ms for rank " +
+                                 std::to_string(peer) + " (CMESH_SIM_HANG_MS)");
+      return false;
+    }
+  }
+}
+
+/** Connects the full mesh and checks the ranks' devices. Returns the error (and sets lastError). */
+ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
+  CommState& s = *sp;
+  auto deadline = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
+  auto failWith = [&](ncclResult_t r, const std::string& why) {
+    s.fail(r, why);
+    return r;
+  };
+  Hello me{};
+  me.rank = s.rank;
+  me.nranks = s.nranks;
+  me.device = s.device;
+  std::string host = hostName();
+  std::strncpy(me.host, host.c_str(), sizeof me.host - 1);
+  std::vector<Hello> peers(s.nranks);
+  peers[s.rank] = me;
+
+  socklen_t len;
+  sockaddr_un addr = rankAddress(s.key, s.rank, len);
+  s.listenFd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::bind(s.listenFd, reinterpret_cast<sockaddr*>(&addr), len) != 0)
+    return failWith(kInvalidUsage, "rank " + std::to_string(s.rank) + " of this communicator is already taken (" +
+                                       std::strerror(errno) + ")");
+  ::listen(s.listenFd, 64);
+  // Lower ranks are dialled, higher ranks dial us.
+  for (int p = 0; p < s.rank; p++) {
+    for (;;) {
+      if (s.aborted) return kInternalError;
+      if (Clock::now() >= deadline)
+        return failWith(kSystemError, "rank " + std::to_string(p) + " never joined (CMESH_SIM_HANG_MS)");
+      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      socklen_t plen;
+      sockaddr_un pa = rankAddress(s.key, p, plen);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&pa), plen) == 0) {
+        Hello h{};
+        if (!writeAll(fd, &me, sizeof me) || !readAll(fd, &h, sizeof h)) {
+          ::close(fd);
+          return failWith(kRemoteError, "rank " + std::to_string(p) + " hung up during setup");
+        }
+        s.fds[p] = fd;
+        peers[p] = h;
+        break;
+      }
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  for (int accepted = 0; accepted < s.nranks - 1 - s.rank;) {
+    if (s.aborted) return kInternalError;
+    if (Clock::now() >= deadline) return failWith(kSystemError, "not every higher rank joined (CMESH_SIM_HANG_MS)");
+    pollfd pfd{s.listenFd, POLLIN, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    int fd = ::accept4(s.listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Hello h{};
+    if (!readAll(fd, &h, sizeof h) || h.rank <= s.rank || h.rank >= s.nranks || s.fds[h.rank] >= 0 ||
+        !writeAll(fd, &me, sizeof me)) {
+      ::close(fd);
+      return failWith(kInvalidUsage, "a peer joined with a bad or duplicate rank");
+    }
+    s.fds[h.rank] = fd;
+    peers[h.rank] = h;
+    accepted++;
+  }
+  ::close(s.listenFd);
+  s.listenFd = -1;
+  for (int p = 0; p < s.nranks; p++) {
+    if (peers[p].nranks != s.nranks)
+      return failWith(kInvalidUsage, "rank " + std::to_string(p) + " was initialised with nranks " +
+                                         std::to_string(peers[p].nranks) + ", this rank with " + std::to_string(s.nranks));
+    // NCCL: "Duplicate GPU detected": one device for two ranks of a communicator is unsupported.
+    if (p != s.rank && peers[p].device == s.device && std::strncmp(peers[p].host, me.host, sizeof me.host) == 0)
+      return failWith(kInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(s.rank) + " and rank " +
+                                         std::to_string(p) + " both on simulated device " + std::to_string(s.device) +
+                                         " of host " + host);
+  }
+  for (int p = 0; p < s.nranks; p++)
+    if (p != s.rank) std::thread(readerLoop, sp, p).detach();
+  return kSuccess;
+}
+
+thread_local int groupDepth = 0;
+struct P2p {
+  bool send;
+  const void* sendBuf;
+  void* recvBuf;
+  size_t bytes;
+  int peer;
+};
+struct PendingGroup {
+  std::shared_ptr<CommState> s;
+  cudaStream_t stream = nullptr;
+  std::vector<P2p> ops;
+};
+thread_local std::vector<PendingGroup> groupOps;
+
+/**
+ * Runs `body` on the stream as one operation of the communicator: skipped once it failed or was
+ * aborted; the fault (if any) applies at its start.
+ */
+ncclResult_t launch(ncclComm* comm, cudaStream_t stream, std::function<void(CommState&)> body) {
+  if (!comm || !comm->s) return kInvalidArgument;
+  std::shared_ptr<CommState> sp = comm->s;
+  if (sp->initializing) return kInvalidUsage;
+  std::string fault = faultForLaunch();
+  if (fault == "launch-fail") {
+    std::lock_guard<std::mutex> lk(sp->m);
+    sp->lastError = "simulated launch failure (CMESH_SIM_FAULT=launch-fail)";
+    return kUnhandledCuda;
+  }
+  if (fault == "async-error") {
+    // The call is accepted, and the error shows while the caller polls the communicator.
+    sp->fail(kRemoteError, "simulated asynchronous error (CMESH_SIM_FAULT=async-error)");
+    sp->callInProgress = !sp->blocking;
+    return sp->blocking ? kSuccess : kInProgress;
+  }
+  sp->pendingOps++;
+  bool queued = cmesh_sim::enqueue(stream, [sp, body, fault] {
+    if (fault == "die") {
+      cmesh_sim::log("CMESH_SIM_FAULT=die: killing this process mid-collective");
+      ::kill(::getpid(), SIGKILL);
+    }
+    if (fault == "stall") {
+      cmesh_sim::log("CMESH_SIM_FAULT=stall: this rank stops inside a collective until aborted");
+      std::unique_lock<std::mutex> lk(sp->m);
+      sp->cv.wait_for(lk, std::chrono::milliseconds(cmesh_sim::hangLimitMs()), [&] { return sp->aborted.load(); });
+    }
+    if (!sp->failed()) body(*sp);
+    sp->pendingOps--;
+    sp->cv.notify_all();
+  });
+  if (!queued) {
+    sp->pendingOps--;
+    std::lock_guard<std::mutex> lk(sp->m);
+    sp->lastError = "the stream's launch queue stayed full for CMESH_SIM_HANG_MS";
+    return kInternalError;
+  }
+  // Non-blocking communicators report the call in progress until the caller polls once.
+  if (!sp->blocking) {
+    sp->callInProgress = true;
+    return kInProgress;
+  }
+  return kSuccess;
+}
+
+/** The collectives, as whole-buffer exchanges (a message per peer), reduced in rank order. */
+void reduceFromAll(CommState& s, const char* mine, size_t count, int dtype, int op, char* out,
+                   const std::vector<int>& from, size_t chunkOffset) {
+  std::vector<std::vector<char>> got(s.nranks);
+  std::vector<const char*> in(s.nranks);
+  for (int p : from) {
+    if (p == s.rank) {
+      in[p] = mine;
+      continue;
+    }
+    if (!recvFrom(s, p, got[p])) return;
+    in[p] = got[p].data();
+  }
+  (void)chunkOffset;
+  reduceInto(dtype, op, s.nranks, in, out, count);
+}
+
+std::vector<int> allRanks(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; i++) v[i] = i;
+  return v;
+}
+
+}  // namespace
+
+CMESH_SIM_API ncclResult_t ncclGetVersion(int* v) {
+  *v = static_cast<int>(cmesh_sim::envInt("CMESH_SIM_NCCL_VERSION", 22703));
+  return kSuccess;
+}
+
+CMESH_SIM_API ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  std::memset(id, 0, sizeof *id);
+  std::random_device rd;
+  for (int i = 0; i < 16; i++) id->internal[i] = static_cast<char>(rd());
+  return kSuccess;
+}
+
+CMESH_SIM_API const char* ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+    case kSuccess: return "no error";
+    case kUnhandledCuda: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case kSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case kInternalError: return "internal error - please report this issue to the NCCL developers";
+    case kInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case kInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case kRemoteError: return "remote process exited or there was a network error";
+    case kInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+CMESH_SIM_API const char* ncclGetLastError(ncclComm* comm) {
+  thread_local std::string copy;
+  if (!comm || !comm->s) return "";
+  std::lock_guard<std::mutex> lk(comm->s->m);
+  copy = comm->s->lastError;
+  return copy.c_str();
+}
+
+CMESH_SIM_API ncclResult_t ncclCommInitRank(ncclComm** out, int nranks, ncclUniqueId id, int rank) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) return kInvalidArgument;
+  auto sp = std::make_shared<CommState>();
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    sp->key += hex[(id.internal[i] >> 4) & 0xf];
+    sp->key += hex[id.internal[i] & 0xf];
+  }
+  sp->rank = rank;
+  sp->nranks = nranks;
+  sp->device = cmesh_sim::currentDevice();
+  sp->blocking = blockingComms();
+  sp->fds.assign(nranks, -1);
+  for (int i = 0; i < nranks; i++) sp->sendLocks.emplace_back(new std::mutex());
+  sp->inbox.resize(nranks);
+  sp->dead.assign(nranks, false);
+  auto* comm = new ncclComm{sp};
+  if (sp->blocking) {
+    ncclResult_t r = rendezvous(sp);
+    sp->initializing = false;
+    if (r != kSuccess) {
+      sp->shutdown();
+      delete comm;
+      *out = nullptr;
+      return r;
+    }
+    *out = comm;
+    return kSuccess;
+  }
+  *out = comm;
+  std::thread([sp] {
+    rendezvous(sp);
+    sp->initializing = false;
+  }).detach();
+  return kInProgress;
+}
+
+CMESH_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm* comm, ncclResult_t* state) {
+  if (!comm || !comm->s) return kInvalidArgument;
+  CommState& s = *comm->s;
+  {
+    std::lock_guard<std::mutex> lk(s.m);
+    if (s.asyncError != kSuccess) {
+      *state = s.asyncError;
+      return kSuccess;
+    }
+  }
+  if (s.initializing || s.callInProgress.exchange(false) || (s.finalizing && s.pendingOps > 0)) {
+    *state = kInProgress;
+    return kSuccess;
+  }
+  *state = kSuccess;
+  return kSuccess;
+}
+
+CMESH_SIM_API ncclResult_t ncclCommFinalize(ncclComm* comm) {
+  if (!comm || !comm->s) return kInvalidArgument;
+  CommState& s = *comm->s;
+  s.finalizing = true;
+  if (!s.blocking) return kInProgress;
+  std::unique_lock<std::mutex> lk(s.m);
+  if (!s.cv.wait_for(lk, std::chrono::milliseconds(cmesh_sim::hangLimitMs()), [&] { return s.pendingOps == 0 || s.aborted; }))
+    return kInternalError;
+  return kSuccess;
+}
+
+CMESH_SIM_API ncclResult_t ncclCommDestroy(ncclComm* comm) {
+  if (!comm) return kInvalidArgument;
+  comm->s->shutdown();
+  delete comm;
+  return kSuccess;
+}
+
+CMESH_SIM_API ncclResult_t ncclCommAbort(ncclComm* comm) {
+  // Callable from any thread while the communicator's work is pending: that work ends at once.
+  if (!comm) return kInvalidArgument;
+  comm->s->shutdown();
+  delete comm;
+  return kSuccess;
+}
+
+CMESH_SIM_API ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, ncclComm* comm,
+                                         cudaStream_t stream) {
+  if (!dtypeBytes(dtype) || op < opSum || op > opAvg) return kInvalidArgument;
+  size_t bytes = count * dtypeBytes(dtype);
+  return launch(comm, stream, [=](CommState& s) {
+    for (int p = 0; p < s.nranks; p++)
+      if (p != s.rank && !sendTo(s, p, send, bytes)) return;
+    std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+    reduceFromAll(s, mine.data(), count, dtype, op, static_cast<char*>(recv), allRanks(s.nranks), 0);
+  });
+}
+
+CMESH_SIM_API ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, int dtype, int root, ncclComm* comm,
+                                         cudaStream_t stream) {
+  if (!dtypeBytes(dtype)) return kInvalidArgument;
+  size_t bytes = count * dtypeBytes(dtype);
+  return launch(comm, stream, [=](CommState& s) {
+    if (s.rank == root) {
+      for (int p = 0; p < s.nranks; p++)
+        if (p != s.rank && !sendTo(s, p, send, bytes)) return;
+      if (recv != send) std::memmove(recv, send, bytes);
+      return;
+    }
+    std::vector<char> got;
+    if (recvFrom(s, root, got)) std::memcpy(recv, got.data(), bytes);
+  });
+}
+
+CMESH_SIM_API ncclResult_t ncclReduce(const void* send, void* recv, size_t count, int dtype, int op, int root,
+                                      ncclComm* comm, cudaStream_t stream) {
+  if (!dtypeBytes(dtype) || op < opSum || op > opAvg) return kInvalidArgument;
+  size_t bytes = count * dtypeBytes(dtype);
+  return launch(comm, stream, [=](CommState& s) {
+    if (s.rank != root) {
+      sendTo(s, root, send, bytes);
+      return;
+    }
+    std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+    reduceFromAll(s, mine.data(), count, dtype, op, static_cast<char*>(recv), allRanks(s.nranks), 0);
+  });
+}
+
+CMESH_SIM_API ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int dtype, ncclComm* comm,
+                                         cudaStream_t stream) {
+  if (!dtypeBytes(dtype)) return kInvalidArgument;
+  size_t bytes = count * dtypeBytes(dtype);
+  return launch(comm, stream, [=](CommState& s) {
+    for (int p = 0; p < s.nranks; p++)
+      if (p != s.rank && !sendTo(s, p, send, bytes)) return;
+    std::memmove(static_cast<char*>(recv) + s.rank * bytes, send, bytes);
+    for (int p = 0; p < s.nranks; p++) {
+      if (p == s.rank) continue;
+      std::vector<char> got;
+      if (!recvFrom(s, p, got)) return;
+      std::memcpy(static_cast<char*>(recv) + p * bytes, got.data(), bytes);
+    }
+  });
+}
+
+CMESH_SIM_API ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op,
+                                             ncclComm* comm, cudaStream_t stream) {
+  if (!dtypeBytes(dtype) || op < opSum || op > opAvg) return kInvalidArgument;
+  size_t bytes = count * dtypeBytes(dtype);
+  return launch(comm, stream, [=](CommState& s) {
+    const char* in = static_cast<const char*>(send);
+    for (int p = 0; p < s.nranks; p++)
+      if (p != s.rank && !sendTo(s, p, in + p * bytes, bytes)) return;
+    std::vector<char> mine(in + s.rank * bytes, in + (s.rank + 1) * bytes);
+    reduceFromAll(s, mine.data(), count, dtype, op, static_cast<char*>(recv), allRanks(s.nranks), 0);
+  });
+}
+
+CMESH_SIM_API ncclResult_t ncclGroupStart() {
+  groupDepth++;
+  return kSuccess;
+}
+
+namespace {
+
+ncclResult_t p2p(bool isSend, const void* sendBuf, void* recvBuf, size_t count, int dtype, int peer, ncclComm* comm,
+                 cudaStream_t stream) {
+  if (!dtypeBytes(dtype) || !comm || !comm->s || peer < 0 || peer >= comm->s->nranks) return kInvalidArgument;
+  P2p op{isSend, sendBuf, recvBuf, count * dtypeBytes(dtype), peer};
+  if (groupDepth > 0) {
+    for (auto& g : groupOps)
+      if (g.s == comm->s && g.stream == stream) {
+        g.ops.push_back(op);
+        return kSuccess;
+      }
+    groupOps.push_back(PendingGroup{comm->s, stream, {op}});
+    return kSuccess;
+  }
+  return launch(comm, stream, [op](CommState& s) {
+    if (op.send) {
+      sendTo(s, op.peer, op.sendBuf, op.bytes);
+      return;
+    }
+    std::vector<char> got;
+    if (recvFrom(s, op.peer, got)) std::memcpy(op.recvBuf, got.data(), std::min(op.bytes, got.size()));
+  });
+}
+
+}  // namespace
+
+CMESH_SIM_API ncclResult_t ncclSend(const void* send, size_t count, int dtype, int peer, ncclComm* comm,
+                                    cudaStream_t stream) {
+  return p2p(true, send, nullptr, count, dtype, peer, comm, stream);
+}
+
+CMESH_SIM_API ncclResult_t ncclRecv(void* recv, size_t count, int dtype, int peer, ncclComm* comm, cudaStream_t stream) {
+  return p2p(false, nullptr, recv, count, dtype, peer, comm, stream);
+}
+
+CMESH_SIM_API ncclResult_t ncclGroupEnd() {
+  if (groupDepth == 0) return kInvalidUsage;
+  if (--groupDepth > 0) return kSuccess;
+  std::vector<PendingGroup> groups;
+  groups.swap(groupOps);
+  ncclResult_t result = kSuccess;
+  for (auto& g : groups) {
+    ncclComm handle{g.s};
+    // Sends never block (each peer's reader thread drains its socket), so the group's sends go
+    // first, then its receives in call order: no ordering between ranks can deadlock.
+    ncclResult_t r = launch(&handle, g.stream, [ops = g.ops](CommState& s) {
+      for (const auto& op : ops)
+        if (op.send && !sendTo(s, op.peer, op.sendBuf, op.bytes)) return;
+      for (const auto& op : ops) {
+        if (op.send) continue;
+        std::vector<char> got;
+        if (!recvFrom(s, op.peer, got)) return;
+        std::memcpy(op.recvBuf, got.data(), std::min(op.bytes, got.size()));
+      }
+    });
+    if (result == kSuccess || result == kInProgress) result = r == kSuccess ? result : r;
+  }
+  return result;
+}

@@ -1,5 +1,6 @@
-// The sidecar's C++ unit tests (framing, request validation, error replies; native/nccl-sidecar/
-// tests) run under jest, so `make test` fails when they do.
+// The sidecar's C++ unit tests (framing, request validation, error replies, and the server over the
+// CPU simulation of CUDA and NCCL; native/nccl-sidecar/tests) run under jest, so `make test` fails
+// when they do.
 import { spawnSync } from 'child_process';
 
 import { buildSidecar, SIDECAR_BUILD_DIR } from '../src/backends/nccl';
@@ -18,5 +19,6 @@ describe('nccl sidecar C++ unit tests (ctest)', () => {
     expect(output).toMatch(/protocol[ .]+Passed/);
     expect(output).toMatch(/framing[ .]+Passed/);
     expect(output).toMatch(/server[ .]+Passed/);
+    expect(output).toMatch(/sim[ .]+Passed/);
   }, 600_000);
 });

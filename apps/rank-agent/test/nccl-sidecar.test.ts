@@ -127,6 +127,7 @@ beforeAll(async () => {
     socketPath: path.join(dir, 'main.sock'),
     ncclLib: MISSING_NCCL,
     stallTimeoutMs: 400,
+    maxFrameBytes: 1 << 20,
     startTimeoutMs: 20_000,
   });
   client = await SidecarClient.connect(sidecar.socketPath, { marginMs: 3000 });
@@ -246,14 +247,15 @@ describe('malformed frames', () => {
     expect(await raw.next()).toMatchObject({ id: 4, ok: true, op: 'ping' });
   });
 
-  it('answers an oversized frame and closes only that connection', async () => {
-    raw.write(rawFrame({ id: 5, op: 'copyIn', buf: 1, count: 1 }, undefined, (h) => h.writeUInt32LE(0xfffffff0, 28)));
-    const err = errorOf(await raw.next());
+  it('refuses an oversized frame by id, drops its payload and keeps the connection', async () => {
+    const big = 2 << 20; // over the 1 MiB limit
+    raw.write(Buffer.concat([rawFrame({ id: 5, op: 'copyIn', buf: 1, count: big }, Buffer.alloc(big, 1)), rawFrame({ id: 6, op: 'ping' })]));
+    const reply = await raw.next(5000);
+    expect(reply!.id).toBe(5);
+    const err = errorOf(reply);
     expect(err.code).toBe('BAD_FRAME');
-    expect(err.message).toContain('exceeds the limit');
-    await raw.waitClosed();
-    const hello = await client.hello();
-    expect(hello.pid).toBe(sidecar.pid);
+    expect(err.message).toContain('exceeds the limit of 1048576 bytes');
+    expect(await raw.next()).toMatchObject({ id: 6, ok: true, op: 'ping' });
   });
 
   it('times out a frame that stalls half-way and keeps serving others', async () => {

@@ -74,8 +74,10 @@ std::string bindAll(void* h, CudaApi& api) {
 
 CudaProbe loadCuda(const std::string& explicitPath, CudaApi& api) {
   CudaProbe probe;
+  // CUDA 11's runtime is not a candidate: cudaSetDevice there does not make the device's context
+  // current until the next runtime call, and NCCL >= 2.14 (non-blocking communicators) needs 11.3+.
   auto candidates = libraryCandidates(
-      explicitPath, {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"},
+      explicitPath, {"libcudart.so", "libcudart.so.13", "libcudart.so.12"},
       {"nvidia/cuda_runtime/lib/libcudart.so.*", "nvidia/cu13/lib/libcudart.so.*"},
       {"/usr/local/cuda/lib64/libcudart.so.*", "/usr/local/cuda-*/lib64/libcudart.so.*"});
   std::string attempts;

@@ -50,12 +50,22 @@ void Executor::loop() {
 }
 
 Response Executor::run(const std::string& label, const Deadline& deadline, int64_t graceMs, Task task) {
+  return wait(submit(label, deadline, std::move(task)), graceMs);
+}
+
+Executor::JobPtr Executor::submit(const std::string& label, const Deadline& deadline, Task task) {
   auto job = std::make_shared<Job>(label, deadline, std::move(task));
   {
     std::lock_guard<std::mutex> lk(m_);
     queue_.push_back(job);
   }
   cv_.notify_one();
+  return job;
+}
+
+Response Executor::wait(const JobPtr& job, int64_t graceMs) {
+  const Deadline& deadline = job->deadline;
+  const std::string& label = job->label;
   std::unique_lock<std::mutex> lk(job->m);
   bool done = job->cv.wait_until(lk, deadline.at() + std::chrono::milliseconds(graceMs), [&] { return job->done; });
   if (!done) {

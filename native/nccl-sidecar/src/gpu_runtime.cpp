@@ -68,12 +68,13 @@ Json GpuRuntime::describe() const {
 
 bool GpuRuntime::handles(Op op) {
   switch (op) {
-    case Op::Hello: case Op::Ping: case Op::Shutdown: return false;
+    case Op::Hello: case Op::Ping: case Op::Shutdown: case Op::Abort: return false;
     default: return true;
   }
 }
 
-Response GpuRuntime::handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& d) {
+Response GpuRuntime::handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& d, uint64_t owner) {
+  owner_ = owner;  // the GPU thread runs one request at a time
   switch (req.op) {
     case Op::GetUniqueId: return getUniqueId();
     case Op::CommInitRank: return commInitRank(req, payload, d);
@@ -84,7 +85,6 @@ Response GpuRuntime::handle(const Request& req, std::vector<uint8_t>& payload, c
     case Op::CopyOut: return copyOut(req, d);
     case Op::Collective: return collective(req, d);
     case Op::AsyncError: return asyncError(req);
-    case Op::Abort: return abort(req);
     case Op::Destroy: return destroy(req, d);
     default: break;
   }
@@ -105,19 +105,36 @@ void GpuRuntime::check(cudaError_t e, const std::string& what) const {
 }
 
 GpuRuntime::Buffer& GpuRuntime::buffer(int64_t handle) {
+  std::lock_guard<std::mutex> lk(m_);
   auto it = buffers_.find(handle);
-  if (it == buffers_.end()) throw SidecarError(codes::kNotFound, "no buffer with handle " + std::to_string(handle));
+  // Another connection's handle is as unknown as a freed one: handles do not cross connections.
+  if (it == buffers_.end() || it->second.owner != owner_)
+    throw SidecarError(codes::kNotFound, "no buffer with handle " + std::to_string(handle) + " on this connection");
+  return it->second;  // only the GPU thread erases buffers, so the reference stays valid
+}
+
+GpuRuntime::CommPtr GpuRuntime::findComm(int64_t handle) {
+  std::lock_guard<std::mutex> lk(m_);
+  auto it = comms_.find(handle);
+  if (it == comms_.end() || it->second->owner != owner_)
+    throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle) + " on this connection");
   return it->second;
 }
 
-GpuRuntime::Comm& GpuRuntime::liveComm(int64_t handle) {
-  auto it = comms_.find(handle);
-  if (it == comms_.end())
-    throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
-  if (it->second.aborted)
-    throw SidecarError(codes::kAborted,
-                       "communicator " + std::to_string(handle) + " was aborted: " + it->second.abortReason);
-  return it->second;
+GpuRuntime::Use::Use(CommPtr c, int64_t requireLive) : c_(std::move(c)) {
+  std::lock_guard<std::mutex> lk(c_->m);
+  // Checked and marked in one step: an abort from a connection thread either sees `busy` or came first.
+  if (requireLive && c_->aborted)
+    throw SidecarError(codes::kAborted, "communicator " + std::to_string(requireLive) + " was aborted: " + c_->abortReason);
+  c_->busy = true;
+}
+
+GpuRuntime::Use::~Use() {
+  {
+    std::lock_guard<std::mutex> lk(c_->m);
+    c_->busy = false;
+  }
+  c_->cv.notify_all();
 }
 
 char* GpuRuntime::span(const Buffer& b, size_t offset, size_t bytes, const char* field) const {
@@ -152,27 +169,54 @@ void GpuRuntime::waitStream(cudaStream_t s, const Deadline& d, const std::string
 void GpuRuntime::releaseComm(Comm& c) {
   if (c.start) cuda.eventDestroy(c.start);
   if (c.stop) cuda.eventDestroy(c.stop);
+  if (c.sync) cuda.eventDestroy(c.sync);
   if (c.stream) cuda.streamDestroy(c.stream);
-  c.start = c.stop = nullptr;
+  // After the abort nothing is queued on the communicator's stream, so this free does not wait on it.
+  if (c.scratch) cuda.free(c.scratch);
+  c.start = c.stop = c.sync = nullptr;
   c.stream = nullptr;
+  c.scratch = nullptr;
+}
+
+void GpuRuntime::abortLocked(Comm& c, const std::string& reason, bool releaseResources) {
+  if (!c.aborted) {
+    cuda.setDevice(c.device);
+    if (c.comm) nccl.commAbort(c.comm);
+    c.comm = nullptr;
+    c.aborted = true;
+    c.abortReason = reason;
+  }
+  if (releaseResources) releaseComm(c);
 }
 
 void GpuRuntime::abortAndThrow(Comm& c, const std::string& code, const std::string& reason) {
-  if (c.comm) nccl.commAbort(c.comm);
-  c.comm = nullptr;
-  c.aborted = true;
-  c.abortReason = reason;
-  releaseComm(c);
+  {
+    std::lock_guard<std::mutex> lk(c.m);
+    if (c.aborted) {
+      // A connection thread aborted it while this thread was inside a library call.
+      releaseComm(c);
+      throw SidecarError(codes::kAborted, reason + "; the communicator was aborted: " + c.abortReason);
+    }
+    abortLocked(c, reason, true);
+  }
+  c.cv.notify_all();
   throw SidecarError(code, reason + "; communicator aborted");
 }
 
-ncclResult_t GpuRuntime::waitComm(Comm& c, const Deadline& d, const std::string& what) {
+void GpuRuntime::checkAbortRequest(Comm& c, const std::string& what) {
+  if (c.abortRequested) abortAndThrow(c, codes::kAborted, what + " was interrupted by an abort request");
+}
+
+void GpuRuntime::waitComm(Comm& c, const Deadline& d, const std::string& what) {
   Backoff backoff;
   for (;;) {
+    checkAbortRequest(c, what);
     ncclResult_t st = kNcclSuccess;
     ncclResult_t r = nccl.commGetAsyncError(c.comm, &st);
-    if (r != kNcclSuccess) return r;
-    if (st != kNcclInProgress) return st;
+    if (r != kNcclSuccess)
+      abortAndThrow(c, codes::kNcclError, what + ": ncclCommGetAsyncError: " + nccl.describe(r, c.comm));
+    if (st == kNcclSuccess) return;
+    if (st != kNcclInProgress) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(st, c.comm));
     if (d.expired())
       abortAndThrow(c, codes::kTimeout,
                     what + " did not complete within " + std::to_string(d.budgetMs()) + " ms (rank " +
@@ -184,6 +228,7 @@ ncclResult_t GpuRuntime::waitComm(Comm& c, const Deadline& d, const std::string&
 void GpuRuntime::waitEvent(Comm& c, cudaEvent_t ev, const Deadline& d, const std::string& what) {
   Backoff backoff;
   for (;;) {
+    checkAbortRequest(c, what);
     cudaError_t e = cuda.eventQuery(ev);
     if (e == kCudaSuccess) return;
     if (e != kCudaErrorNotReady) abortAndThrow(c, codes::kCudaError, what + ": " + cuda.describe(e));
@@ -223,29 +268,36 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
                                                     "-byte ncclUniqueId (from getUniqueId)");
   std::memcpy(&id, payload.data(), sizeof id);
   check(cuda.setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  Comm c;
-  c.device = device;
-  c.rank = rank;
-  c.nranks = nranks;
-  ncclResult_t r = nccl.commInitRank(&c.comm, nranks, id, rank);
+  auto c = std::make_shared<Comm>();
+  c->device = device;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->owner = owner_;
   const std::string what = "ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")";
-  if (r == kNcclInProgress || (r == kNcclSuccess && nccl_.nonblocking && c.comm)) r = waitComm(c, d, what);
-  if (r != kNcclSuccess) {
-    std::string msg = what + ": " + nccl.describe(r, c.comm);
-    if (c.comm) nccl.commAbort(c.comm);
+  ncclResult_t r = nccl.commInitRank(&c->comm, nranks, id, rank);
+  if (r != kNcclSuccess && r != kNcclInProgress) {
+    std::string msg = what + ": " + nccl.describe(r, c->comm);
+    if (c->comm) nccl.commAbort(c->comm);
     throw SidecarError(codes::kNcclError, msg);
   }
+  if (r == kNcclInProgress || nccl_.nonblocking) waitComm(*c, d, what);  // aborts on error or deadline
   try {
-    check(cuda.streamCreateWithFlags(&c.stream, kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    check(cuda.eventCreateWithFlags(&c.start, kCudaEventDefault), "cudaEventCreate");
-    check(cuda.eventCreateWithFlags(&c.stop, kCudaEventDefault), "cudaEventCreate");
+    check(cuda.streamCreateWithFlags(&c->stream, kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cuda.eventCreateWithFlags(&c->start, kCudaEventDefault), "cudaEventCreate");
+    check(cuda.eventCreateWithFlags(&c->stop, kCudaEventDefault), "cudaEventCreate");
+    check(cuda.eventCreateWithFlags(&c->sync, kCudaEventDefault), "cudaEventCreate");
+    check(cuda.malloc(&c->scratch, sizeof(double)), "cudaMalloc(scratch)");
   } catch (...) {
-    releaseComm(c);
-    nccl.commAbort(c.comm);
+    std::lock_guard<std::mutex> lk(c->m);
+    abortLocked(*c, "set-up failed", true);
     throw;
   }
-  int64_t handle = nextHandle_++;
-  comms_[handle] = c;
+  int64_t handle;
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    handle = nextHandle_++;
+    comms_[handle] = c;
+  }
   Response out;
   out.result.set("comm", handle).set("rank", rank).set("nranks", nranks).set("device", device);
   return out;
@@ -259,8 +311,12 @@ Response GpuRuntime::alloc(const Request& req) {
   check(cuda.setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   void* ptr = nullptr;
   check(cuda.malloc(&ptr, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes on device " + std::to_string(device) + ")");
-  int64_t handle = nextHandle_++;
-  buffers_[handle] = Buffer{device, ptr, bytes};
+  int64_t handle;
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    handle = nextHandle_++;
+    buffers_[handle] = Buffer{device, ptr, bytes, owner_};
+  }
   Response out;
   out.result.set("buf", handle).set("bytes", static_cast<int64_t>(bytes)).set("device", device);
   return out;
@@ -271,6 +327,7 @@ Response GpuRuntime::free(const Request& req) {
   Buffer& b = buffer(handle);
   check(cuda.setDevice(b.device), "cudaSetDevice");
   check(cuda.free(b.ptr), "cudaFree");
+  std::lock_guard<std::mutex> lk(m_);
   buffers_.erase(handle);
   return Response{};
 }
@@ -319,10 +376,23 @@ Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
   return out;
 }
 
+double GpuRuntime::allReduceMax(Comm& c, double value, const Deadline& d, const std::string& what) {
+  check(cuda.memcpyAsync(c.scratch, &value, sizeof value, kCudaMemcpyHostToDevice, c.stream), "cudaMemcpyAsync(H2D)");
+  ncclResult_t r = nccl.allReduce(c.scratch, c.scratch, 1, kNcclFloat64, kNcclMax, c.comm, c.stream);
+  if (r == kNcclInProgress) waitComm(c, d, what);
+  else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, c.comm));
+  double out = 0;
+  check(cuda.memcpyAsync(&out, c.scratch, sizeof out, kCudaMemcpyDeviceToHost, c.stream), "cudaMemcpyAsync(D2H)");
+  check(cuda.eventRecord(c.sync, c.stream), "cudaEventRecord");
+  waitEvent(c, c.sync, d, what);
+  return out;
+}
+
 Response GpuRuntime::collective(const Request& req, const Deadline& d) {
   requireNccl();
   int64_t handle = static_cast<int64_t>(req.comm);
-  Comm& c = liveComm(handle);
+  Use use(findComm(handle), handle);
+  Comm& c = *use;
   CollectiveSpec s = parseCollective(req, c.nranks, c.rank);
   size_t sendBytes = sendExtentBytes(s, c.nranks, c.rank);
   size_t recvBytes = recvExtentBytes(s, c.nranks, c.rank);
@@ -344,43 +414,65 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
   }
   check(cuda.setDevice(c.device), "cudaSetDevice");
   const std::string what = s.name + "(count " + std::to_string(s.count) + ", " + s.dtypeName + ")";
-  auto launch = [&] {
+  // Every error aborts the communicator (as nccl-tests does): a failed launch may leave peers
+  // inside the collective, and a later free would wait on their kernels.
+  int sinceWait = 0;
+  auto launch = [&](const std::string& phase) {
+    checkAbortRequest(c, what);
     ncclResult_t r = enqueueCollective(nccl, s, send, recv, c.nranks, c.rank, c.comm, c.stream);
-    if (r == kNcclInProgress) r = waitComm(c, d, what);
-    if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, what + ": " + nccl.describe(r, c.comm));
+    if (r == kNcclInProgress) waitComm(c, d, what);
+    else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, c.comm));
+    // A full CUDA launch queue would block the next launch inside the library, where neither the
+    // deadline nor an abort request is seen: wait for the stream every kLaunchesPerWait launches.
+    if (++sinceWait >= kLaunchesPerWait) {
+      sinceWait = 0;
+      check(cuda.eventRecord(c.sync, c.stream), "cudaEventRecord");
+      waitEvent(c, c.sync, d, what + phase);
+    }
   };
   auto hostStart = std::chrono::steady_clock::now();
   if (s.warmup > 0) {
-    for (int i = 0; i < s.warmup; i++) launch();
+    for (int i = 0; i < s.warmup; i++) launch(" warm-up");
     check(cuda.eventRecord(c.stop, c.stream), "cudaEventRecord");
     waitEvent(c, c.stop, d, what + " warm-up");
   }
+  // Ranks reach this point at different times; a 1-element all-reduce (completed) lines them up
+  // so the first timed iteration does not absorb the skew. Only collectives every rank calls.
+  const bool everyRank = s.kind != CollKind::Send && s.kind != CollKind::Recv && s.kind != CollKind::SendRecv;
+  const bool timed = s.warmup > 0 && everyRank;
+  if (timed) allReduceMax(c, 0.0, d, what + " alignment");
   check(cuda.eventRecord(c.start, c.stream), "cudaEventRecord");
   auto timedStart = std::chrono::steady_clock::now();
-  for (int i = 0; i < s.iters; i++) launch();
+  for (int i = 0; i < s.iters; i++) launch("");
   check(cuda.eventRecord(c.stop, c.stream), "cudaEventRecord");
   waitEvent(c, c.stop, d, what);
   auto hostEnd = std::chrono::steady_clock::now();
   float ms = 0;
   check(cuda.eventElapsedTime(&ms, c.start, c.stop), "cudaEventElapsedTime");
+  const double rankSeconds = static_cast<double>(ms) / 1e3 / s.iters;
+  // Rank 0 is the root of rooted ops and finishes early: report the slowest rank's time.
+  const double deviceSeconds = timed ? allReduceMax(c, rankSeconds, d, what + " slowest-rank time") : rankSeconds;
   Response out;
   out.result.set("collective", s.name).set("count", static_cast<int64_t>(s.count)).set("dtype", s.dtypeName);
   out.result.set("iters", s.iters).set("warmup", s.warmup);
-  out.result.set("deviceSeconds", static_cast<double>(ms) / 1e3 / s.iters);
+  out.result.set("deviceSeconds", deviceSeconds).set("rankDeviceSeconds", rankSeconds);
+  out.result.set("slowestRank", timed);
   out.result.set("hostSeconds", std::chrono::duration<double>(hostEnd - timedStart).count() / s.iters);
   out.result.set("wallSeconds", std::chrono::duration<double>(hostEnd - hostStart).count());
   return out;
 }
 
 Response GpuRuntime::asyncError(const Request& req) {
-  int64_t handle = static_cast<int64_t>(req.comm);
-  auto it = comms_.find(handle);
-  if (it == comms_.end()) throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
-  Comm& c = it->second;
+  CommPtr cp = findComm(static_cast<int64_t>(req.comm));
+  Use use(cp, 0);
+  Comm& c = *use;
   Response out;
-  if (c.aborted) {
-    out.result.set("aborted", true).set("reason", c.abortReason).set("result", Json());
-    return out;
+  {
+    std::lock_guard<std::mutex> lk(c.m);
+    if (c.aborted) {
+      out.result.set("aborted", true).set("reason", c.abortReason).set("result", Json());
+      return out;
+    }
   }
   ncclResult_t st = kNcclSuccess;
   ncclResult_t r = nccl.commGetAsyncError(c.comm, &st);
@@ -390,43 +482,137 @@ Response GpuRuntime::asyncError(const Request& req) {
   return out;
 }
 
-Response GpuRuntime::abort(const Request& req) {
+void GpuRuntime::abortFromConnection(const CommPtr& cp, const std::string& reason) {
+  Comm& c = *cp;
+  c.abortRequested = true;
+  std::unique_lock<std::mutex> lk(c.m);
+  // The GPU thread polls the request flag between library calls and aborts itself; give it a moment.
+  c.cv.wait_for(lk, std::chrono::milliseconds(kAbortHandoffMs), [&] { return !c.busy || c.aborted; });
+  if (c.aborted) return;
+  // Either the communicator is idle, or the GPU thread is stuck inside a library call (a launch
+  // blocked on a full queue, a blocking init): NCCL allows ncclCommAbort from another thread, and
+  // the GPU thread, back from the call, sees `aborted` and releases the rest.
+  abortLocked(c, reason, !c.busy);
+}
+
+Response GpuRuntime::abort(const Request& req, uint64_t owner) {
   int64_t handle = static_cast<int64_t>(req.comm);
-  auto it = comms_.find(handle);
-  if (it == comms_.end()) throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
-  Comm& c = it->second;
-  bool wasAborted = c.aborted;
-  if (!c.aborted) {
-    cuda.setDevice(c.device);
-    nccl.commAbort(c.comm);
-    releaseComm(c);
+  CommPtr c;
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    auto it = comms_.find(handle);
+    if (it == comms_.end() || it->second->owner != owner)
+      throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle) + " on this connection");
+    c = it->second;
+    comms_.erase(it);
   }
-  comms_.erase(it);
+  bool wasAborted;
+  {
+    std::lock_guard<std::mutex> lk(c->m);
+    wasAborted = c->aborted;
+  }
+  abortFromConnection(c, "aborted by request");
   Response out;
   out.result.set("aborted", true).set("alreadyAborted", wasAborted);
   return out;
 }
 
+void GpuRuntime::abortOwned(uint64_t owner, const std::string& why) {
+  std::vector<CommPtr> mine;
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    for (auto it = comms_.begin(); it != comms_.end();) {
+      if (it->second->owner == owner) {
+        mine.push_back(it->second);
+        it = comms_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& c : mine) abortFromConnection(c, why);
+}
+
+Response GpuRuntime::freeOwned(uint64_t owner) {
+  std::vector<std::pair<int64_t, Buffer>> mine;
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    for (const auto& [h, b] : buffers_)
+      if (b.owner == owner) mine.emplace_back(h, b);
+  }
+  int64_t freed = 0;
+  for (const auto& [h, b] : mine) {
+    cuda.setDevice(b.device);
+    cudaError_t e = cuda.free(b.ptr);
+    std::lock_guard<std::mutex> lk(m_);
+    buffers_.erase(h);
+    if (e == kCudaSuccess) freed++;
+  }
+  Response out;
+  out.result.set("freed", freed);
+  return out;
+}
+
+bool GpuRuntime::ownsBuffers(uint64_t owner) const {
+  std::lock_guard<std::mutex> lk(m_);
+  for (const auto& [h, b] : buffers_)
+    if (b.owner == owner) return true;
+  return false;
+}
+
+Json GpuRuntime::resources() const {
+  std::lock_guard<std::mutex> lk(m_);
+  int64_t bytes = 0;
+  for (const auto& [h, b] : buffers_) bytes += static_cast<int64_t>(b.bytes);
+  Json r = Json::object();
+  r.set("comms", static_cast<int64_t>(comms_.size())).set("buffers", static_cast<int64_t>(buffers_.size()));
+  r.set("bufferBytes", bytes);
+  return r;
+}
+
 Response GpuRuntime::destroy(const Request& req, const Deadline& d) {
   int64_t handle = static_cast<int64_t>(req.comm);
-  auto it = comms_.find(handle);
-  if (it == comms_.end()) throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle));
-  Comm& c = it->second;
-  if (c.aborted) {
-    comms_.erase(it);
-    return Response{};
+  CommPtr cp = findComm(handle);
+  auto release = [&] {
+    std::lock_guard<std::mutex> lk(m_);
+    comms_.erase(handle);
+  };
+  {
+    Use use(cp, 0);
+    Comm& c = *use;
+    bool aborted;
+    {
+      std::lock_guard<std::mutex> lk(c.m);
+      aborted = c.aborted;
+    }
+    if (aborted) {
+      release();
+      return Response{};
+    }
+    cuda.setDevice(c.device);
+    try {
+      if (nccl.commFinalize) {
+        // Finalize flushes outstanding work; a peer that never arrives must not hang us.
+        ncclResult_t r = nccl.commFinalize(c.comm);
+        if (r == kNcclInProgress || (r == kNcclSuccess && nccl_.nonblocking)) waitComm(c, d, "ncclCommFinalize");
+        else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, "ncclCommFinalize: " + nccl.describe(r, c.comm));
+      }
+    } catch (...) {
+      release();  // aborted: the handle goes
+      throw;
+    }
+    ncclResult_t r;
+    {
+      std::lock_guard<std::mutex> lk(c.m);
+      r = nccl.commDestroy(c.comm);
+      c.comm = nullptr;
+      c.aborted = true;
+      c.abortReason = "destroyed";
+      releaseComm(c);
+    }
+    release();
+    if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, "ncclCommDestroy: " + nccl.describe(r));
   }
-  cuda.setDevice(c.device);
-  if (nccl.commFinalize) {
-    // Finalize flushes outstanding work; a peer that never arrives must not hang us.
-    ncclResult_t r = nccl.commFinalize(c.comm);
-    if (r == kNcclInProgress || r == kNcclSuccess) r = waitComm(c, d, "ncclCommFinalize");
-    if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, "ncclCommFinalize: " + nccl.describe(r, c.comm));
-  }
-  ncclResult_t r = nccl.commDestroy(c.comm);
-  releaseComm(c);
-  comms_.erase(it);
-  if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, "ncclCommDestroy: " + nccl.describe(r));
   return Response{};
 }
 

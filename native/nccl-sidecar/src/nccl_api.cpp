@@ -9,10 +9,10 @@
 namespace cmesh {
 
 std::string NcclApi::describe(ncclResult_t r, ncclComm_t comm) const {
-  static const char* names[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
-                                "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
-                                "ncclRemoteError",     "ncclInProgress"};
-  std::string out = (r >= 0 && r < 8) ? names[r] : "ncclResult " + std::to_string(r);
+  static const char* names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                "ncclRemoteError",   "ncclInProgress",         "ncclTimeout"};
+  std::string out = (r >= 0 && r < 9) ? names[r] : "ncclResult " + std::to_string(r);
   if (getErrorString) out += std::string(" (") + getErrorString(r) + ")";
   if (getLastError) {
     const char* last = getLastError(comm);
@@ -37,7 +37,7 @@ NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
   // chose otherwise. Must be set before NCCL reads its environment.
   ::setenv("NCCL_COMM_BLOCKING", "0", 0);
   const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
-  probe.nonblocking = blocking && blocking[0] == '0';
+  const bool nonblockingAsked = blocking && blocking[0] == '0';
 
   auto candidates = libraryCandidates(explicitPath, {"libnccl.so.2", "libnccl.so"},
                                       {"nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/lib/libnccl.so*"},
@@ -86,6 +86,9 @@ NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
     int major = v >= 10000 ? v / 10000 : v / 1000;
     int minor = v >= 10000 ? (v % 10000) / 100 : (v % 1000) / 100;
     probe.versionString = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(v % 100);
+    // Non-blocking communicators (ncclInProgress, NCCL_COMM_BLOCKING) came with NCCL 2.14; older
+    // libraries ignore the variable and block, so do not claim abortable waits there.
+    probe.nonblocking = nonblockingAsked && (major > 2 || (major == 2 && minor >= 14));
     probe.available = true;
     return probe;
   }

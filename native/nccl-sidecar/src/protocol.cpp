@@ -244,11 +244,6 @@ DecodeResult decodeRequest(const uint8_t* p, size_t n, const ProtocolLimits& lim
                    "field 'headerLength' = " + std::to_string(headerLength) + ", expected " +
                        std::to_string(kRequestHeaderBytes)};
     r.payloadLength = loadLe32(p + kOffPayloadLength);
-    if (r.payloadLength > limits.maxFrameBytes || kRequestHeaderBytes > limits.maxFrameBytes - r.payloadLength)
-      throw Reject{DecodeResult::Kind::Fatal, ErrorCode::BadFrame,
-                   "frame of " + std::to_string(kRequestHeaderBytes + uint64_t(r.payloadLength)) +
-                       " bytes (field 'payloadLength' = " + std::to_string(r.payloadLength) +
-                       ") exceeds the limit of " + std::to_string(limits.maxFrameBytes) + " bytes"};
     // From here on the frame's extent is known: errors skip it and the connection goes on.
     for (size_t i = kOffReserved; i < kOffId; i++)
       if (p[i] != 0)
@@ -264,6 +259,15 @@ DecodeResult decodeRequest(const uint8_t* p, size_t n, const ProtocolLimits& lim
     if (op == 0 || op > kMaxOpCode)
       throw Reject{DecodeResult::Kind::Skip, ErrorCode::UnknownOp,
                    "unknown op " + std::to_string(op) + "; known ops: " + knownOps()};
+    // An oversized frame is refused, not fatal: the header is sound, so its payload is read and
+    // dropped (never stored) and the connection stays usable for the requests that follow
+    // (clean-up included). Clients split copies into frames of at most limits.maxFrameBytes.
+    if (r.payloadLength > limits.maxFrameBytes || kRequestHeaderBytes > limits.maxFrameBytes - r.payloadLength)
+      throw Reject{DecodeResult::Kind::Skip, ErrorCode::BadFrame,
+                   "frame of " + std::to_string(kRequestHeaderBytes + uint64_t(r.payloadLength)) +
+                       " bytes (field 'payloadLength' = " + std::to_string(r.payloadLength) +
+                       ") exceeds the limit of " + std::to_string(limits.maxFrameBytes) +
+                       " bytes (hello's limits.maxFrameBytes); its payload was discarded: copy in chunks"};
     r.dtype = p[kOffDtype];
     r.redOp = p[kOffRedOp];
     r.collective = p[kOffCollective];

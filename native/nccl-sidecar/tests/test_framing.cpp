@@ -99,18 +99,29 @@ TEST(framing, skips_an_invalid_frame_with_its_payload_and_stays_in_sync) {
   writer.join();
 }
 
-TEST(framing, oversized_frames_are_fatal_before_any_payload_is_read) {
+TEST(framing, oversized_frames_are_drained_without_storing_and_the_stream_goes_on) {
   SocketPair sp;
-  Request r = copyIn(9, 0xFFFFFFF0u);
-  auto bytes = frameBytes(r);
-  CHECK(writeAll(sp.a, bytes.data(), bytes.size()));
+  const uint32_t big = (2u << 20) + 5;  // over the 1 MiB limit
+  Request r = copyIn(9, big);
+  auto bytes = frameBytes(r, std::vector<uint8_t>(big, 0xab));
+  Request next = copyIn(10, 16);
+  auto more = frameBytes(next, pattern(16));
+  bytes.insert(bytes.end(), more.begin(), more.end());
+  std::thread writer([&] { CHECK(writeAll(sp.a, bytes.data(), bytes.size())); });
   FrameReader reader(sp.b, limits(), 1000);
   Frame f;
   DecodeResult err;
-  CHECK(reader.read(f, err) == ReadStatus::Fatal);
+  CHECK(reader.read(f, err) == ReadStatus::Malformed);
   CHECK(err.code == ErrorCode::BadFrame);
+  CHECK(err.idKnown);
+  CHECK_EQ(f.req.id, 9u);
   CHECK_CONTAINS(err.message, "exceeds the limit of 1048576 bytes");
   CHECK(f.payload.capacity() == 0);
+  Frame g;
+  CHECK(reader.read(g, err) == ReadStatus::Ok);
+  CHECK_EQ(g.req.id, 10u);
+  CHECK(g.payload == pattern(16));
+  writer.join();
 }
 
 TEST(framing, garbage_is_fatal) {

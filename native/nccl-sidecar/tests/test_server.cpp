@@ -150,13 +150,18 @@ TEST(server, unrecoverable_frames_get_an_error_then_the_connection_closes) {
     big.buf = 1;
     big.dtype = 1;
     big.count = big.payloadLength = 2 << 20;
-    auto bytes = frameBytes(big);
-    writeAll(c.sp.a, bytes.data(), bytes.size());
+    auto bytes = frameBytes(big, std::vector<uint8_t>(2 << 20, 1));
+    std::thread writer([&] { writeAll(c.sp.a, bytes.data(), bytes.size()); });
     Reply r;
     CHECK(readReply(c.sp.a, r));
+    writer.join();
+    // Refused with the request's id, and the connection goes on (clean-up requests still work).
     CHECK(r.header.status == ErrorCode::BadFrame);
+    CHECK(r.header.idKnown);
+    CHECK_EQ(r.header.id, 20u);
     CHECK_CONTAINS(r.body, "exceeds the limit of 1048576 bytes");
-    CHECK(peerClosed(c.sp.a));
+    Reply h = c.call(req(Op::Hello, 21));
+    CHECK(h.header.status == ErrorCode::Ok);
   }
   {
     Conn c;

@@ -152,6 +152,8 @@ void reduceInto(int dtype, int op, int n, const std::vector<const char*>& in, ch
 
 // ---- process-wide settings and fault injection ----
 bool blockingComms() {
+  // NCCL before 2.14 has no non-blocking communicators and ignores the variable.
+  if (cmesh_sim::envInt("CMESH_SIM_NCCL_VERSION", 22703) < 21400) return true;
   const char* b = std::getenv("NCCL_COMM_BLOCKING");
   return !(b && b[0] == '0');
 }
@@ -455,7 +457,7 @@ ncclResult_t launch(ncclComm* comm, cudaStream_t stream, std::function<void(Comm
       cmesh_sim::log("CMESH_SIM_FAULT=die: killing this process mid-collective");
       ::kill(::getpid(), SIGKILL);
     }
-    if (fault == "stall") {
+    if (fault == "stall" && !sp->failed()) {
       cmesh_sim::log("CMESH_SIM_FAULT=stall: this rank stops inside a collective until aborted");
       std::unique_lock<std::mutex> lk(sp->m);
       sp->cv.wait_for(lk, std::chrono::milliseconds(cmesh_sim::hangLimitMs()), [&] { return sp->aborted.load(); });

@@ -28,7 +28,12 @@ class Executor {
    */
   Response run(const std::string& label, const Deadline& deadline, int64_t graceMs, Task task);
 
- private:
+  struct Job;
+  using JobPtr = std::shared_ptr<Job>;
+  /** run() in two steps: queue the task now (requests keep their order), wait for it later. */
+  JobPtr submit(const std::string& label, const Deadline& deadline, Task task);
+  Response wait(const JobPtr& job, int64_t graceMs);
+
   struct Job {
     std::string label;
     Deadline deadline;
@@ -40,6 +45,8 @@ class Executor {
     std::string errorCode, errorMessage;
     Job(std::string l, const Deadline& d, Task t) : label(std::move(l)), deadline(d), task(std::move(t)) {}
   };
+
+ private:
 
   void loop();
 

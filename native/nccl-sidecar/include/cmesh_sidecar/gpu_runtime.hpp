@@ -1,9 +1,16 @@
 // The sidecar's GPU state (loaded libraries, device buffers, NCCL communicators) and the request
-// handlers that act on it. Handlers run on the executor thread only, one at a time.
+// handlers that act on it. Handlers run on the executor thread, one at a time; abort and the
+// release of a closed connection's handles run on connection threads (so they can interrupt a
+// hung collective, as torch's watchdog aborts from its own thread). Every buffer and communicator
+// belongs to the connection that created it.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,26 +36,69 @@ class GpuRuntime {
 
   /** True when `op` runs on the GPU thread (one of the handlers below). */
   static bool handles(Op op);
-  /** Runs one decoded request; throws SidecarError. `payload` is the request payload (moved from). */
-  Response handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& deadline);
+  /**
+   * Runs one decoded request for connection `owner` on the executor thread; throws SidecarError.
+   * `payload` is the request payload (moved from).
+   */
+  Response handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& deadline, uint64_t owner);
+
+  /**
+   * The abort op, on the calling (connection) thread: asks the GPU thread to abort the
+   * communicator and, if that thread is stuck inside a library call for longer than
+   * kAbortHandoffMs, calls ncclCommAbort itself (NCCL allows it from another thread). The handle
+   * is released at once.
+   */
+  Response abort(const Request& req, uint64_t owner);
+  /** A closed connection's communicators: aborted (connection thread), handles released. */
+  void abortOwned(uint64_t owner, const std::string& why);
+  /** A closed connection's buffers: freed (run it on the executor thread, after abortOwned). */
+  Response freeOwned(uint64_t owner);
+  bool ownsBuffers(uint64_t owner) const;
+  /** Live handles of every connection: {comms, buffers, bufferBytes} (hello's `resources`). */
+  Json resources() const;
+
+  /** Launches between two waits on the stream (a bounded launch queue, checked deadlines). */
+  static constexpr int kLaunchesPerWait = 128;
+  static constexpr int64_t kAbortHandoffMs = 1000;
 
  private:
   struct Buffer {
     int device = 0;
     void* ptr = nullptr;
     size_t bytes = 0;
+    uint64_t owner = 0;
   };
   struct Comm {
     ncclComm_t comm = nullptr;
     int device = 0, rank = 0, nranks = 0;
+    uint64_t owner = 0;
     cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr, sync = nullptr;
+    void* scratch = nullptr;  // 8 device bytes for the timing alignment and the slowest-rank time
+    std::mutex m;             // guards aborted, abortReason, busy
+    std::condition_variable cv;
     bool aborted = false;
     std::string abortReason;
+    bool busy = false;  // the GPU thread is running a request on it
+    std::atomic<bool> abortRequested{false};
+  };
+  using CommPtr = std::shared_ptr<Comm>;
+  /** Marks a communicator in use by the GPU thread for a scope (abort waits for it to notice). */
+  class Use {
+   public:
+    /** With requireLive = the handle (not 0): throws ABORTED for an aborted communicator. */
+    Use(CommPtr c, int64_t requireLive);
+    ~Use();
+    Comm& operator*() const { return *c_; }
+
+   private:
+    CommPtr c_;
   };
 
   Response getUniqueId();
   Response commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d);
+  /** The timed loop's start and result across ranks: a 1-element all-reduce aligns them; max gives the slowest. */
+  double allReduceMax(Comm& c, double value, const Deadline& d, const std::string& what);
   Response alloc(const Request& req);
   Response free(const Request& req);
   Response memset(const Request& req, const Deadline& d);
@@ -56,32 +106,43 @@ class GpuRuntime {
   Response copyOut(const Request& req, const Deadline& d);
   Response collective(const Request& req, const Deadline& d);
   Response asyncError(const Request& req);
-  Response abort(const Request& req);
   Response destroy(const Request& req, const Deadline& d);
 
   void requireCuda() const;
   void requireNccl() const;
   void check(cudaError_t e, const std::string& what) const;
   Buffer& buffer(int64_t handle);
-  Comm& liveComm(int64_t handle);
+  /** A communicator of this connection (NOT_FOUND otherwise). */
+  CommPtr findComm(int64_t handle);
   /** Bounds-checks [offset, offset+bytes) against a buffer; returns its device address. */
   char* span(const Buffer& b, size_t offset, size_t bytes, const char* field) const;
   cudaStream_t copyStream(int device);
   void waitStream(cudaStream_t s, const Deadline& d, const std::string& what);
-  /** Polls until the communicator leaves ncclInProgress; aborts it on deadline. */
-  ncclResult_t waitComm(Comm& c, const Deadline& d, const std::string& what);
+  /**
+   * Polls until the communicator leaves ncclInProgress. Any error, the deadline or an abort
+   * request aborts the communicator and throws (as nccl-tests aborts on any async error).
+   */
+  void waitComm(Comm& c, const Deadline& d, const std::string& what);
   /** Polls an event recorded on the comm's stream, watching NCCL's async error; aborts on hang. */
   void waitEvent(Comm& c, cudaEvent_t ev, const Deadline& d, const std::string& what);
   /** Aborts the communicator and keeps the handle, marked, so later calls say why. */
   [[noreturn]] void abortAndThrow(Comm& c, const std::string& code, const std::string& reason);
+  /** ncclCommAbort once, then the stream, events and scratch buffer (c.m held by the caller). */
+  void abortLocked(Comm& c, const std::string& reason, bool releaseResources);
   void releaseComm(Comm& c);
+  /** Throws ABORTED when an abort was requested from a connection thread. */
+  void checkAbortRequest(Comm& c, const std::string& what);
+  /** Aborts a communicator from a connection thread (see abort()). */
+  void abortFromConnection(const CommPtr& c, const std::string& reason);
 
   CudaApi cuda;
   NcclApi nccl;
   CudaProbe cuda_;
   NcclProbe nccl_;
+  uint64_t owner_ = 0;  // the connection of the request running on the GPU thread
+  mutable std::mutex m_;  // guards the maps; only the GPU thread adds or frees buffers
   std::map<int64_t, Buffer> buffers_;
-  std::map<int64_t, Comm> comms_;
+  std::map<int64_t, CommPtr> comms_;
   std::map<int, cudaStream_t> copyStreams_;
   int64_t nextHandle_ = 1;
 };

@@ -19,6 +19,7 @@ using ncclResult_t = int;
 constexpr ncclResult_t kNcclSuccess = 0;
 constexpr ncclResult_t kNcclInvalidArgument = 4;
 constexpr ncclResult_t kNcclInProgress = 7;
+constexpr ncclResult_t kNcclTimeout = 8;
 
 // ncclDataType_t values
 enum NcclDataType : int {

@@ -42,12 +42,17 @@ class Server {
 
  private:
   /** Runs one decoded request; sets `reply` and returns the result (never throws). */
-  Response dispatch(Frame& frame, bool& shutdown, ReplyHeader& reply, std::string& errorMessage);
+  Response dispatch(Frame& frame, bool& shutdown, ReplyHeader& reply, std::string& errorMessage, uint64_t owner);
+  /** Queues a ping or GPU request on the executor. */
+  Executor::JobPtr submit(Frame& frame, uint64_t owner);
+  /** Aborts a closed connection's communicators and frees its buffers. */
+  void releaseConnection(uint64_t owner);
 
   ServerOptions opts_;
   GpuRuntime& runtime_;
   Executor executor_;
   int listenFd_ = -1;
+  std::atomic<uint64_t> nextConnection_{1};
 };
 
 }  // namespace cmesh

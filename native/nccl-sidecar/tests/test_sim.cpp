@@ -1,0 +1,344 @@
+// The server over the CPU simulation of CUDA and NCCL (native/nccl-sim, loaded by path like the
+// real libraries): abort from the connection thread, abort on every error, the bounded launch
+// queue, handles per connection, timing across ranks. Several ranks run in this one process, one
+// Server (and GPU thread) each, as separate sidecars would.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <thread>
+
+#include "cmesh_sidecar/server.hpp"
+#include "harness.hpp"
+#include "support.hpp"
+
+using namespace cmesh;
+using namespace testsupport;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+GpuRuntime& runtime(int i) {
+  static GpuRuntime* rts[2] = {nullptr, nullptr};
+  if (!rts[i]) {
+    ::setenv("CMESH_SIM_DEVICES", "2", 1);
+    ::setenv("CMESH_SIM_HANG_MS", "8000", 1);  // no wait in the simulation outlives a test
+    rts[i] = new GpuRuntime(RuntimeOptions{CMESH_SIM_NCCL_LIB, CMESH_SIM_CUDART_LIB});
+  }
+  return *rts[i];
+}
+
+/** Never destroyed (see test_server.cpp): the executor thread stays parked. */
+Server& server(int i) {
+  static Server* srvs[2] = {nullptr, nullptr};
+  if (!srvs[i]) {
+    ServerOptions o;
+    o.socketPath = "/nonexistent/cmesh-sim-test.sock";
+    o.maxFrameBytes = 1 << 20;
+    o.graceMs = 500;
+    srvs[i] = new Server(o, runtime(i));
+  }
+  return *srvs[i];
+}
+
+struct Conn {
+  SocketPair sp;
+  std::thread t;
+  uint64_t nextId = 1;
+  explicit Conn(int srv = 0) {
+    int fd = sp.b;
+    sp.b = -1;
+    t = std::thread([fd, srv] { server(srv).serveConnection(fd, false); });
+  }
+  ~Conn() { close(); }
+  void close() {
+    if (!t.joinable()) return;
+    sp.closeA();
+    t.join();
+  }
+  uint64_t send(Request r, const std::vector<uint8_t>& payload = {}) {
+    r.id = nextId++;
+    if (!r.timeoutMs) r.timeoutMs = 10000;
+    auto bytes = frameBytes(r, payload);
+    writeAll(sp.a, bytes.data(), bytes.size());
+    return r.id;
+  }
+  Reply read(int timeoutMs = 5000) {
+    Reply out;
+    if (!readReply(sp.a, out, timeoutMs)) harness::fail(__FILE__, __LINE__, "no reply");
+    return out;
+  }
+  Reply call(const Request& r, const std::vector<uint8_t>& payload = {}) {
+    send(r, payload);
+    return read(15000);
+  }
+};
+
+Request req(Op op) {
+  Request r;
+  r.op = op;
+  return r;
+}
+
+int64_t field(const std::string& body, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(body, m, std::regex("\"" + key + "\":(-?[0-9]+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+std::vector<uint8_t> fromHex(const std::string& hex) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+std::vector<uint8_t> uniqueId(Conn& c) {
+  Reply r = c.call(req(Op::GetUniqueId));
+  std::smatch m;
+  std::regex_search(r.body, m, std::regex("\"uniqueId\":\"([0-9a-f]+)\""));
+  return fromHex(m[1]);
+}
+
+uint64_t commInit(Conn& c, const std::vector<uint8_t>& id, uint32_t nranks, uint32_t rank, uint32_t device) {
+  Request r = req(Op::CommInitRank);
+  r.nranks = nranks;
+  r.rank = rank;
+  r.device = device;
+  r.payloadLength = 128;
+  Reply rep = c.call(r, id);
+  CHECK(rep.header.status == ErrorCode::Ok);
+  return static_cast<uint64_t>(field(rep.body, "comm"));
+}
+
+uint64_t alloc(Conn& c, uint32_t device, uint64_t bytes) {
+  Request r = req(Op::Alloc);
+  r.device = device;
+  r.count = bytes;
+  r.dtype = 1;
+  Reply rep = c.call(r);
+  CHECK(rep.header.status == ErrorCode::Ok);
+  return static_cast<uint64_t>(field(rep.body, "buf"));
+}
+
+Request allReduce(uint64_t comm, uint64_t send, uint64_t recv, uint64_t count) {
+  Request r = req(Op::Collective);
+  r.comm = comm;
+  r.collective = 0;
+  r.dtype = 7;  // float32
+  r.count = count;
+  r.sendBuf = send;
+  r.recvBuf = recv;
+  r.iters = 1;
+  return r;
+}
+
+/** A 1-rank communicator with two 64-byte buffers on device 0. */
+struct OneRank {
+  Conn c;
+  uint64_t comm, send, recv;
+  OneRank() {
+    comm = commInit(c, uniqueId(c), 1, 0, 0);
+    send = alloc(c, 0, 64);
+    recv = alloc(c, 0, 64);
+  }
+};
+
+struct Fault {
+  Fault(const char* kind) { ::setenv("CMESH_SIM_FAULT", kind, 1); }
+  ~Fault() { ::unsetenv("CMESH_SIM_FAULT"); }
+};
+
+int64_t msSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+std::string hello(Conn& c) { return c.call(req(Op::Hello)).body; }
+
+}  // namespace
+
+TEST(sim, a_two_rank_all_reduce_sums_and_reports_the_slowest_rank) {
+  Conn a(0), b(1);
+  auto id = uniqueId(a);
+  Request init = req(Op::CommInitRank);
+  init.nranks = 2;
+  init.payloadLength = 128;
+  init.device = 0;
+  init.rank = 0;
+  a.send(init, id);
+  init.device = 1;
+  init.rank = 1;
+  b.send(init, id);
+  uint64_t ca = field(a.read().body, "comm"), cb = field(b.read().body, "comm");
+  uint64_t sa = alloc(a, 0, 16), ra = alloc(a, 0, 16), sb = alloc(b, 1, 16), rb = alloc(b, 1, 16);
+  auto floats = [](std::vector<float> v) {
+    std::vector<uint8_t> out(v.size() * 4);
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  Request in = req(Op::CopyIn);
+  in.dtype = 1;
+  in.count = in.payloadLength = 16;
+  in.buf = sa;
+  CHECK(a.call(in, floats({1, 2, 3, 4})).header.status == ErrorCode::Ok);
+  in.buf = sb;
+  CHECK(b.call(in, floats({10, 20, 30, 40})).header.status == ErrorCode::Ok);
+  Request ar = allReduce(ca, sa, ra, 4);
+  ar.warmup = 2;
+  ar.iters = 5;
+  a.send(ar);
+  ar = allReduce(cb, sb, rb, 4);
+  ar.warmup = 2;
+  ar.iters = 5;
+  b.send(ar);
+  Reply x = a.read(), y = b.read();
+  CHECK(x.header.status == ErrorCode::Ok);
+  CHECK(y.header.status == ErrorCode::Ok);
+  CHECK_CONTAINS(x.body, "\"slowestRank\":true");
+  // Both ranks report the same (slowest) time.
+  std::smatch mx, my;
+  std::regex dev("\"deviceSeconds\":([0-9.e-]+)");
+  CHECK(std::regex_search(x.body, mx, dev) && std::regex_search(y.body, my, dev) && mx[1] == my[1]);
+  Request out = req(Op::CopyOut);
+  out.dtype = 1;
+  out.count = 16;
+  out.buf = ra;
+  CHECK(a.call(out).payload == floats({11, 22, 33, 44}));
+  out.buf = rb;
+  CHECK(b.call(out).payload == floats({11, 22, 33, 44}));
+  Request d = req(Op::Destroy);
+  d.comm = ca;
+  a.send(d);
+  d.comm = cb;
+  b.send(d);
+  CHECK(a.read().header.status == ErrorCode::Ok);
+  CHECK(b.read().header.status == ErrorCode::Ok);
+}
+
+TEST(sim, two_ranks_of_one_communicator_on_one_device_fail_init) {
+  Conn a(0), b(1);
+  auto id = uniqueId(a);
+  Request init = req(Op::CommInitRank);
+  init.nranks = 2;
+  init.payloadLength = 128;
+  init.device = 1;
+  init.rank = 0;
+  a.send(init, id);
+  init.rank = 1;
+  b.send(init, id);
+  Reply x = a.read(), y = b.read();
+  CHECK(x.header.status == ErrorCode::NcclError);
+  CHECK(y.header.status == ErrorCode::NcclError);
+  CHECK_CONTAINS(x.body, "Duplicate GPU");
+}
+
+TEST(sim, abort_interrupts_a_hung_collective_from_the_connection_thread) {
+  OneRank r;
+  Fault f("stall");
+  Request ar = allReduce(r.comm, r.send, r.recv, 16);
+  ar.timeoutMs = 20000;
+  uint64_t collId = r.c.send(ar);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Request ab = req(Op::Abort);
+  ab.comm = r.comm;
+  auto t0 = Clock::now();
+  uint64_t abortId = r.c.send(ab);
+  // Both are answered at once, although the collective came first and was still running (which
+  // reply is written first is a race between the two threads: replies carry their ids).
+  Reply x = r.c.read(4000), y = r.c.read(4000);
+  const Reply& abortReply = x.header.id == abortId ? x : y;
+  const Reply& collReply = x.header.id == abortId ? y : x;
+  CHECK_EQ(abortReply.header.id, abortId);
+  CHECK(abortReply.header.status == ErrorCode::Ok);
+  CHECK_EQ(collReply.header.id, collId);
+  CHECK(collReply.header.status == ErrorCode::Aborted);
+  CHECK_CONTAINS(collReply.body, "abort request");
+  CHECK(msSince(t0) < 3000);
+}
+
+TEST(sim, every_error_aborts_the_communicator) {
+  for (const char* kind : {"launch-fail", "async-error"}) {
+    OneRank r;
+    {
+      Fault f(kind);
+      Reply rep = r.c.call(allReduce(r.comm, r.send, r.recv, 16));
+      CHECK(rep.header.status == ErrorCode::NcclError);
+      CHECK_CONTAINS(rep.body, "communicator aborted");
+    }
+    Request q = req(Op::AsyncError);
+    q.comm = r.comm;
+    CHECK_CONTAINS(r.c.call(q).body, "\"aborted\":true");
+    // Buffers are freed after the abort, without waiting on the failed work.
+    Request fr = req(Op::Free);
+    fr.buf = r.send;
+    auto t0 = Clock::now();
+    CHECK(r.c.call(fr).header.status == ErrorCode::Ok);
+    CHECK(msSince(t0) < 2000);
+  }
+}
+
+TEST(sim, launches_wait_on_the_stream_so_deadlines_hold_with_a_full_queue) {
+  ::setenv("CMESH_SIM_QUEUE_DEPTH", "160", 1);  // > kLaunchesPerWait + the events around it
+  OneRank r;
+  {
+    Fault f("stall");
+    Request ar = allReduce(r.comm, r.send, r.recv, 16);
+    ar.iters = 1000;
+    ar.timeoutMs = 1500;
+    auto t0 = Clock::now();
+    Reply rep = r.c.call(ar);
+    // Answered by the sidecar's own deadline check (communicator aborted), not by the reply's
+    // grace timer while the GPU thread is stuck inside a launch.
+    CHECK(rep.header.status == ErrorCode::Timeout);
+    CHECK_CONTAINS(rep.body, "communicator aborted");
+    CHECK(msSince(t0) < 1500 + 400);
+  }
+  Request p = req(Op::Ping);
+  p.timeoutMs = 1000;
+  auto t1 = Clock::now();
+  CHECK(r.c.call(p).header.status == ErrorCode::Ok);  // the GPU thread is free again
+  CHECK(msSince(t1) < 1000);
+  ::unsetenv("CMESH_SIM_QUEUE_DEPTH");
+}
+
+TEST(sim, handles_belong_to_their_connection_and_are_released_when_it_closes) {
+  Conn other;
+  std::string before = hello(other);
+  int64_t comms0 = field(before, "comms"), bufs0 = field(before, "buffers");
+  {
+    OneRank r;
+    Request fr = req(Op::Free);
+    fr.buf = r.send;
+    Reply rep = other.call(fr);
+    CHECK(rep.header.status == ErrorCode::NotFound);
+    CHECK_CONTAINS(rep.body, "on this connection");
+    Request ab = req(Op::Abort);
+    ab.comm = r.comm;
+    CHECK(other.call(ab).header.status == ErrorCode::NotFound);
+    std::string during = hello(other);
+    CHECK_EQ(field(during, "comms"), comms0 + 1);
+    CHECK_EQ(field(during, "buffers"), bufs0 + 2);
+    // Closing with a collective hung inside: the abort on close interrupts it, then the frees run.
+    Fault f("stall");
+    Request ar = allReduce(r.comm, r.send, r.recv, 16);
+    ar.timeoutMs = 30000;
+    r.c.send(ar);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto t0 = Clock::now();
+    r.c.close();
+    CHECK(msSince(t0) < 5000);
+  }
+  std::string after = hello(other);
+  CHECK_EQ(field(after, "comms"), comms0);
+  CHECK_EQ(field(after, "buffers"), bufs0);
+  CHECK_EQ(field(after, "bufferBytes"), 0);
+}
+
+TEST(sim, non_blocking_is_reported_only_for_nccl_2_14_and_later) {
+  ::setenv("CMESH_SIM_NCCL_VERSION", "21304", 1);
+  GpuRuntime old(RuntimeOptions{CMESH_SIM_NCCL_LIB, CMESH_SIM_CUDART_LIB});
+  ::unsetenv("CMESH_SIM_NCCL_VERSION");
+  std::string d = old.describe().dump();
+  CHECK_CONTAINS(d, "\"versionString\":\"2.13.4\"");
+  CHECK_CONTAINS(d, "\"nonblocking\":false");
+  CHECK_CONTAINS(runtime(0).describe().dump(), "\"nonblocking\":true");
+}

@@ -5,7 +5,10 @@
 # Without a GPU it prints "skipped: no GPU" and exits 0.
 #
 # Env: CMESH_NCCL_LIB (libnccl.so.2 to use; default: torch's nvidia-nccl wheel, then the
-# loader's search), GPU_CHECK_MAX_BYTES (largest size, default 64 MiB), GPU_CHECK_ITERS (20).
+# loader's search), CMESH_CUDART_LIB (libcudart to use; default: the nvidia-cuda-runtime wheel
+# beside it, then the loader's search), GPU_CHECK_MAX_BYTES (largest size, default 64 MiB),
+# GPU_CHECK_ITERS (20). The world is the number of devices CUDA sees (CUDA_VISIBLE_DEVICES and
+# MIG respected), from the sidecar's probe.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +20,7 @@ if [ "${gpus:-0}" -eq 0 ]; then
   echo "skipped: no GPU (nvidia-smi lists no device)"
   exit 0
 fi
-echo "# gpu-check: $gpus GPU(s)"
+echo "# gpu-check: nvidia-smi lists $gpus GPU(s)"
 nvidia-smi -L
 
 cmake -S native/nccl-sidecar -B native/nccl-sidecar/build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
@@ -26,24 +29,35 @@ cmake -S native/nccl-sidecar -B native/nccl-sidecar/build -DCMAKE_BUILD_TYPE=Rel
 have_torch=0
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then have_torch=1; fi
 
-if [ -z "${CMESH_NCCL_LIB:-}" ]; then
-  # torch's wheels bring libnccl.so.2 (nvidia-nccl-cu12/cu13); use the same library as the peer.
-  CMESH_NCCL_LIB=$(python3 - <<'PY' 2>/dev/null
-import glob, os
+# torch's wheels bring libnccl.so.2 (nvidia-nccl-cu12/cu13) and libcudart (nvidia-cuda-runtime):
+# use the same libraries as the peer. wheel_lib MODULE PATTERN prints the first match.
+wheel_lib() {
+  python3 - "$1" "$2" <<'PY' 2>/dev/null
+import glob, importlib, os, sys
 try:
-    import nvidia.nccl as m
-    roots = list(m.__path__)
+    roots = list(importlib.import_module(sys.argv[1]).__path__)
 except Exception:
     roots = []
 for r in roots:
-    for p in sorted(glob.glob(os.path.join(r, "lib", "libnccl.so*"))):
+    for p in sorted(glob.glob(os.path.join(r, "lib", sys.argv[2]))):
         print(p); raise SystemExit
 PY
-  )
-fi
-export CMESH_NCCL_LIB
+}
+[ -z "${CMESH_NCCL_LIB:-}" ] && CMESH_NCCL_LIB=$(wheel_lib nvidia.nccl 'libnccl.so*')
+[ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia.cuda_runtime 'libcudart.so*')
+[ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia.cu13 'libcudart.so*')
+export CMESH_NCCL_LIB CMESH_CUDART_LIB
 echo "# libnccl: ${CMESH_NCCL_LIB:-<loader search>}"
-native/nccl-sidecar/build/cmesh-nccl-sidecar --probe
+echo "# libcudart: ${CMESH_CUDART_LIB:-<loader search>}"
+probe=$(native/nccl-sidecar/build/cmesh-nccl-sidecar --probe)
+echo "$probe"
+# What CUDA sees (CUDA_VISIBLE_DEVICES, MIG instances), not every board nvidia-smi lists.
+gpus=$(printf '%s' "$probe" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("deviceCount", 0))' 2>/dev/null || echo 0)
+if [ "${gpus:-0}" -eq 0 ]; then
+  echo "gpu-check: CUDA sees no device (CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES-}'); see the probe above"
+  exit 1
+fi
+echo "# world: $gpus visible device(s)"
 
 if [ ! -d node_modules/@swc-node ]; then
   echo "gpu-check: node_modules missing: run 'npm ci' (or 'make deps') first"

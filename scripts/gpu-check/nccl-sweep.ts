@@ -21,6 +21,11 @@ async function main(): Promise<number> {
   const dtype = arg('dtype', 'float32') as DType;
   const iters = Number(arg('iters', '20'));
   const warmup = Number(arg('warmup', '5'));
+  if (!(warmup >= 1)) {
+    // The first iterations set up NCCL's connections lazily; timing them would skew the row.
+    console.log('--warmup must be at least 1');
+    return 1;
+  }
   const store = new MemoryStore();
   const backends = Array.from({ length: world }, () => new NcclBackend({ ncclLib: process.env.CMESH_NCCL_LIB }));
   let failures = 0;
@@ -44,7 +49,8 @@ async function main(): Promise<number> {
             b.runSweep({ store, key, rank, worldSize: world, device: rank, collective, dtype, sizes, warmup, iters, root: 0, verify: true }),
           ),
         );
-        // nccl-tests reports rank 0's timing and the wrong-element count summed over ranks.
+        // Every rank's row carries the slowest rank's time (the sidecar's max over ranks);
+        // wrong elements are summed over ranks, as nccl-tests does.
         const rows = perRank[0].map((row, i) => ({
           ...row,
           wrong: perRank.reduce((acc, r) => acc + (r[i].wrong ?? 0), 0),

@@ -32,17 +32,19 @@ def pattern(rank, n_elems, offset=0):
     return ((torch.arange(n_elems, dtype=torch.float64) + offset + rank * 7) % 61).to(torch.float32)
 
 
-def run_op(op, send, recv, rank, n, count, root):
-    """One call of the collective, out of place where torch allows."""
-    if op == "allReduce":
+def prepare(op, send, recv, rank, root):
+    """torch's in-place ops start from the input: copied once, before the op (never timed)."""
+    if op in ("allReduce", "reduce") or (op == "broadcast" and rank == root):
         recv.copy_(send)
+
+
+def run_op(op, send, recv, rank, n, count, root):
+    """One call of the collective alone (in place on `recv` where torch has no out-of-place form)."""
+    if op == "allReduce":
         dist.all_reduce(recv)
     elif op == "broadcast":
-        if rank == root:
-            recv.copy_(send)
         dist.broadcast(recv, src=root)
     elif op == "reduce":
-        recv.copy_(send)
         dist.reduce(recv, dst=root)
     elif op == "allGather":
         dist.all_gather_into_tensor(recv, send)
@@ -102,11 +104,14 @@ def worker(rank, n, port, sizes, iters, warmup):
         for size in sizes:
             es = 4
             count = size // es // (n if op in SPLIT else 1)
+            if count == 0:
+                continue  # as nccl-tests: a size too small to split over n ranks has no row
             one = count
             send_n = one * n if op in ("reduceScatter", "scatter", "allToAll") else one
             recv_n = one * n if op in ("allGather", "gather", "allToAll") else one
             send = pattern(rank, send_n).to(dev)
             recv = torch.full((recv_n,), float("nan"), device=dev)
+            prepare(op, send, recv, rank, root)
             run_op(op, send, recv, rank, n, count, root)
             torch.cuda.synchronize()
             exp = expected(op, rank, n, count, root, dev)
@@ -116,14 +121,20 @@ def worker(rank, n, port, sizes, iters, warmup):
             for _ in range(warmup):
                 run_op(op, send, recv, rank, n, count, root)
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            dist.barrier()
+            # Line the ranks up (a completed 1-element all-reduce) so the first timed iteration
+            # does not absorb the skew between them.
+            align = torch.zeros(1, device=dev)
+            dist.all_reduce(align)
             torch.cuda.synchronize()
             start.record()
             for _ in range(iters):
                 run_op(op, send, recv, rank, n, count, root)
             stop.record()
             torch.cuda.synchronize()
-            sec = start.elapsed_time(stop) / 1e3 / iters
+            # The slowest rank's time (rank 0, the root of rooted ops, finishes early).
+            sec_t = torch.tensor([start.elapsed_time(stop) / 1e3 / iters], dtype=torch.float64, device=dev)
+            dist.all_reduce(sec_t, op=dist.ReduceOp.MAX)
+            sec = float(sec_t.item())
             size_b = count * es * (n if op in SPLIT else 1)
             algbw = size_b / sec / 1e9 if sec > 0 else 0.0
             rows.append((size_b, count, sec * 1e6, algbw, algbw * bus_factor(op, n), int(wrong_t.item())))
@@ -155,6 +166,8 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     a = p.parse_args()
+    if a.warmup < 1:
+        p.error("--warmup must be at least 1 (the first iterations set up connections lazily)")
     sizes = []
     s = a.min
     while s <= a.max:

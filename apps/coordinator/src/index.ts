@@ -1,3 +1,5 @@
 export { AppModule } from './app.module';
 export { startCoordinator } from './main';
-export { loadCoordinatorConfig, CoordinatorConfig } from './config/coordinator-config';
+/** AppModule alone serves REST; this adds its NATS controllers (startCoordinator does both). */
+export { connectNatsControllers } from './nats/nats-transport';
+export { CoordinatorSettings, coordinatorHelp, loadCoordinatorConfig, CoordinatorConfig } from './config/coordinator-config';

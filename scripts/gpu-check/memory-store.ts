@@ -1,8 +1,7 @@
 // An in-process Store for the GPU check, where every rank is a NcclBackend in one Node process
 // (each with its own sidecar): the unique id goes through it as it would through the
 // coordinator's store.
-import { DistTimeoutError } from '@cmesh/collectives/src/errors';
-import { Store, StoreValue, toBuffer } from '@cmesh/collectives/src/store/store';
+import { DistTimeoutError, Store, StoreValue, toBuffer } from '@cmesh/collectives';
 
 export class MemoryStore implements Store {
   timeoutMs = 300_000;

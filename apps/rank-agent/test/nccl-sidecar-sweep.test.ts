@@ -15,10 +15,12 @@ function isAlive(pid: number): boolean {
 }
 
 describe('sweep spec validation', () => {
-  const base = { store: null as never, key: 'jobs/1', rank: 0, worldSize: 2, collective: 'allReduce' as const, dtype: 'float32' as const, sizes: [8] };
+  const base = { store: null as never, key: 'jobs/1', rank: 0, worldSize: 2, device: 0, collective: 'allReduce' as const, dtype: 'float32' as const, sizes: [8] };
   it('accepts a good spec with defaults', () => {
     expect(validateSweep(base, 2)).toMatchObject({ rank: 0, worldSize: 2, device: 0, redOp: 'sum', root: null, warmup: 5, iters: 20, verify: true });
-    expect(validateSweep({ ...base, rank: 1 }, 1).device).toBe(0);
+    // The agent's device, never rank % deviceCount (rank 1 of a job on a 2-GPU host's device 0).
+    expect(validateSweep({ ...base, rank: 1 }, 2).device).toBe(0);
+    expect(validateSweep({ ...base, rank: 0, device: 1 }, 2).device).toBe(1);
     expect(validateSweep({ ...base, collective: 'broadcast', root: 1 }, 1)).toMatchObject({ root: 1, redOp: null });
   });
   it('rejects bad ranks, roots, ops, dtypes and sizes naming the field', () => {
@@ -30,6 +32,7 @@ describe('sweep spec validation', () => {
     expect(() => validateSweep({ ...base, sizes: [] }, 1)).toThrow(/sizes/);
     expect(() => validateSweep({ ...base, sizes: [1.5] }, 1)).toThrow(/sizes\[0\]/);
     expect(() => validateSweep({ ...base, device: 3 }, 2)).toThrow(/device/);
+    expect(() => validateSweep({ ...base, warmup: 0 }, 2)).toThrow(/warmup must be an integer in \[1,/);
     expect(() => validateSweep(base, 0)).toThrow(NcclUnavailableError);
   });
 });
@@ -53,7 +56,7 @@ describe('NcclBackend without NCCL', () => {
       const pid = backend.sidecarPid!;
       expect(isAlive(pid)).toBe(true);
       const err = await backend
-        .runSweep({ store: null as never, key: 'jobs/x', rank: 0, worldSize: 1, collective: 'allReduce', dtype: 'float32', sizes: [8] })
+        .runSweep({ store: null as never, key: 'jobs/x', rank: 0, worldSize: 1, device: 0, collective: 'allReduce', dtype: 'float32', sizes: [8] })
         .catch((e) => e);
       expect(err).toBeInstanceOf(NcclUnavailableError);
       expect(err.reason).toContain(MISSING_NCCL);

@@ -29,8 +29,8 @@ CMESH_SIM_INTERNAL bool enqueue(cudaStream_t s, Task t);
 CMESH_SIM_INTERNAL int currentDevice();
 /** Every wait inside the simulation gives up after this long (CMESH_SIM_HANG_MS, default 60 s). */
 CMESH_SIM_INTERNAL int64_t hangLimitMs();
-/** An integer environment variable, or `fallback`. */
-CMESH_SIM_INTERNAL int64_t envInt(const char* name, int64_t fallback);
+/** An environment variable's value (std::getenv's) as an integer, or `fallback` when unset or not one. */
+CMESH_SIM_INTERNAL int64_t envInt(const char* value, int64_t fallback);
 /** One line on stderr, prefixed "cmesh-sim[pid]: ". */
 CMESH_SIM_INTERNAL void log(const std::string& line);
 

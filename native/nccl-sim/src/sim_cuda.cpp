@@ -24,9 +24,9 @@ using Clock = std::chrono::steady_clock;
 constexpr cudaError_t kSuccess = 0, kInvalidValue = 1, kMemoryAllocation = 2, kNoDevice = 100,
                       kInvalidDevice = 101, kInvalidHandle = 400, kNotReady = 600, kLaunchTimeout = 702;
 
-int deviceCount() { return static_cast<int>(cmesh_sim::envInt("CMESH_SIM_DEVICES", 2)); }
-size_t deviceMemory() { return static_cast<size_t>(cmesh_sim::envInt("CMESH_SIM_DEVICE_MEMORY", int64_t(1) << 30)); }
-size_t queueDepth() { return static_cast<size_t>(cmesh_sim::envInt("CMESH_SIM_QUEUE_DEPTH", 1024)); }
+int deviceCount() { return static_cast<int>(cmesh_sim::envInt(std::getenv("CMESH_SIM_DEVICES"), 2)); }
+size_t deviceMemory() { return static_cast<size_t>(cmesh_sim::envInt(std::getenv("CMESH_SIM_DEVICE_MEMORY"), int64_t(1) << 30)); }
+size_t queueDepth() { return static_cast<size_t>(cmesh_sim::envInt(std::getenv("CMESH_SIM_QUEUE_DEPTH"), 1024)); }
 
 thread_local int tlsDevice = 0;
 
@@ -109,15 +109,14 @@ bool deviceRange(const void* p, size_t n) {
 
 namespace cmesh_sim {
 
-int64_t envInt(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
+int64_t envInt(const char* v, int64_t fallback) {
   if (!v || !*v) return fallback;
   char* end = nullptr;
   long long n = std::strtoll(v, &end, 10);
   return *end ? fallback : n;
 }
 
-int64_t hangLimitMs() { return envInt("CMESH_SIM_HANG_MS", 60000); }
+int64_t hangLimitMs() { return envInt(std::getenv("CMESH_SIM_HANG_MS"), 60000); }
 
 void log(const std::string& line) {
   std::fprintf(stderr, "cmesh-sim[%d]: %s\n", static_cast<int>(::getpid()), line.c_str());

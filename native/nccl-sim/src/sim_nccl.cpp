@@ -153,7 +153,7 @@ void reduceInto(int dtype, int op, int n, const std::vector<const char*>& in, ch
 // ---- process-wide settings and fault injection ----
 bool blockingComms() {
   // NCCL before 2.14 has no non-blocking communicators and ignores the variable.
-  if (cmesh_sim::envInt("CMESH_SIM_NCCL_VERSION", 22703) < 21400) return true;
+  if (cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) < 21400) return true;
   const char* b = std::getenv("NCCL_COMM_BLOCKING");
   return !(b && b[0] == '0');
 }
@@ -173,7 +173,7 @@ std::atomic<int64_t> launches{0};  // collective calls in this process, for CMES
 std::string faultForLaunch() {
   std::string kind = faultKind();
   int64_t n = launches.fetch_add(1);
-  if (kind.empty() || n < cmesh_sim::envInt("CMESH_SIM_FAULT_AFTER", 0)) return "";
+  if (kind.empty() || n < cmesh_sim::envInt(std::getenv("CMESH_SIM_FAULT_AFTER"), 0)) return "";
   return kind;
 }
 
@@ -506,7 +506,7 @@ std::vector<int> allRanks(int n) {
 }  // namespace
 
 CMESH_SIM_API ncclResult_t ncclGetVersion(int* v) {
-  *v = static_cast<int>(cmesh_sim::envInt("CMESH_SIM_NCCL_VERSION", 22703));
+  *v = static_cast<int>(cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703));
   return kSuccess;
 }
 

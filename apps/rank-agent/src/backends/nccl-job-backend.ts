@@ -45,6 +45,8 @@ export class NcclJobBackend implements JobBackend {
         key: a.storePrefix,
         rank,
         worldSize: a.members.length,
+        // this agent's GPU (its configured index), not one derived from the job rank
+        device: this.deviceIndex,
         collective: a.sweep.op,
         dtype: a.sweep.dtype,
         redOp: a.sweep.redop,
@@ -54,6 +56,8 @@ export class NcclJobBackend implements JobBackend {
         iters: a.sweep.iters,
         verify: a.sweep.check,
         timeoutMs: a.sweep.timeoutMs,
+        // job cancel aborts the communicator (the sidecar interrupts a collective in flight)
+        signal,
       });
       hooks.onJoined(`cuda:${this.deviceIndex} [nccl]`);
       const aborted = new Promise<never>((_, reject) => {

@@ -17,6 +17,9 @@ import type { SidecarHello } from './protocol';
 import { SidecarClient } from './sidecar-client';
 import { SidecarProcess, spawnSidecar } from './sidecar-process';
 
+/** Bound for clean-up requests (abort, finalize, free) (ms). */
+const CLEANUP_TIMEOUT_MS = 15_000;
+
 /** Bytes written over the receive buffer before the op, so a skipped write cannot pass: 0xFF is NaN or -1/255, never a pattern value. */
 const RECV_SENTINEL_BYTE = 0xff;
 
@@ -32,6 +35,8 @@ export interface NcclBackendOptions {
   requestTimeoutMs?: number;
   startTimeoutMs?: number;
   onSidecarStderr?: (line: string) => void;
+  /** The spawned sidecar's environment (default: this process's). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface NcclSweepSpec {
@@ -40,8 +45,11 @@ export interface NcclSweepSpec {
   key: string;
   rank: number;
   worldSize: number;
-  /** CUDA device for this rank; default: rank modulo the device count. */
-  device?: number;
+  /**
+   * This agent's CUDA device (its configured device index, i.e. its local rank on the host). Not
+   * derived from the job rank: two ranks of one host on one GPU is unsupported by NCCL and may hang.
+   */
+  device: number;
   collective: BenchOp;
   dtype: DType;
   redOp?: BenchRedop;
@@ -53,6 +61,8 @@ export interface NcclSweepSpec {
   verify?: boolean;
   /** Bounds each blocking step (unique-id wait, comm init, each collective) (ms). Default 5 min. */
   timeoutMs?: number;
+  /** Job cancel: aborts the communicator at once, interrupting a collective in flight. */
+  signal?: AbortSignal;
 }
 
 export interface NcclSweepRow {
@@ -106,6 +116,7 @@ export class NcclBackend {
           cudartLib: this.opts.cudartLib,
           startTimeoutMs: this.opts.startTimeoutMs,
           onStderr: this.opts.onSidecarStderr,
+          env: this.opts.env,
         });
       }
       this.client = await SidecarClient.connect(socketPath, { defaultTimeoutMs: this.opts.requestTimeoutMs ?? 60_000 });
@@ -129,6 +140,12 @@ export class NcclBackend {
     return this.helloInfo;
   }
 
+  /** A fresh hello: live handles (`resources`) and the rest, as the sidecar sees them now. */
+  async helloNow(): Promise<SidecarHello> {
+    if (!this.client) throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend not started', 'hello');
+    return this.client.hello();
+  }
+
   get sidecarPid(): number | null {
     return this.proc?.pid ?? this.helloInfo?.pid ?? null;
   }
@@ -142,8 +159,18 @@ export class NcclBackend {
     const plan = validateSweep(spec, this.helloInfo.deviceCount);
     const { rank, worldSize: nranks, timeoutMs } = plan;
 
+    spec.signal?.throwIfAborted();
     const uniqueId = await exchangeUniqueId(client, spec.store, `${spec.key}/nccl/unique-id`, rank, timeoutMs);
     const comm = await client.commInitRank({ nranks, rank, uniqueId, device: plan.device }, timeoutMs);
+    // The sidecar answers abort at once, on its connection thread: a cancelled job's collective
+    // (possibly hung on a peer) fails ABORTED instead of running to its timeout.
+    let cancelled = false;
+    const onCancel = () => {
+      cancelled = true;
+      void client.abort(comm, CLEANUP_TIMEOUT_MS).catch(() => undefined);
+    };
+    if (spec.signal?.aborted) onCancel();
+    else spec.signal?.addEventListener('abort', onCancel, { once: true });
     // sizes, data and checks as every sweep has them (@cmesh/bench); the sidecar runs and times the op
     const coll = benchCollective(spec.collective);
     const es = elementSize(spec.dtype);
@@ -204,10 +231,20 @@ export class NcclBackend {
       healthy = true;
       return rows;
     } finally {
-      for (const b of bufs) await client.free(b, timeoutMs).catch(() => undefined);
-      // A failed sweep may leave peers mid-collective: abort rather than finalize with them.
-      if (healthy) await client.destroy(comm, timeoutMs);
-      else await client.abort(comm, timeoutMs).catch(() => undefined);
+      spec.signal?.removeEventListener('abort', onCancel);
+      // The communicator goes before its buffers: cudaFree synchronises the device, so a free
+      // under a collective still queued (a failed or hung sweep) would never return. A failed
+      // sweep may leave peers mid-collective: abort rather than finalize with them. A finished
+      // sweep finalizes, bounded, and aborts if that fails (a peer gone after its last op must
+      // not hold this rank for the whole timeout); its rows stand either way.
+      if (!cancelled) {
+        if (healthy) {
+          await client.destroy(comm, Math.min(timeoutMs, CLEANUP_TIMEOUT_MS)).catch(() => client.abort(comm, CLEANUP_TIMEOUT_MS).catch(() => undefined));
+        } else {
+          await client.abort(comm, CLEANUP_TIMEOUT_MS).catch(() => undefined);
+        }
+      }
+      for (const b of bufs) await client.free(b, CLEANUP_TIMEOUT_MS).catch(() => undefined);
     }
   }
 
@@ -262,7 +299,7 @@ export function validateSweep(spec: NcclSweepSpec, deviceCount: number): SweepPl
   }
   const root = coll.rooted ? checkInt('root', spec.root ?? 0, 0, worldSize - 1) : null;
   if (deviceCount < 1) throw new NcclUnavailableError('no CUDA device');
-  const device = checkInt('device', spec.device ?? rank % deviceCount, 0, deviceCount - 1);
+  const device = checkInt('device', spec.device, 0, deviceCount - 1);
   if (!Array.isArray(spec.sizes) || spec.sizes.length === 0) throw new InvalidArgumentError('sizes must be a non-empty array of byte counts');
   spec.sizes.forEach((s, i) => checkInt(`sizes[${i}]`, s, 0, Number.MAX_SAFE_INTEGER));
   if (typeof spec.key !== 'string' || spec.key === '') throw new InvalidArgumentError('key must be a non-empty store prefix');
@@ -272,7 +309,9 @@ export function validateSweep(spec: NcclSweepSpec, deviceCount: number): SweepPl
     device,
     redOp,
     root,
-    warmup: checkInt('warmup', spec.warmup ?? 5, 0, 1_000_000),
+    // At least one: the first launches set up NCCL's connections lazily, and the sidecar aligns
+    // the ranks and reports the slowest one only for runs with a warm-up.
+    warmup: checkInt('warmup', spec.warmup ?? 5, 1, 1_000_000),
     iters: checkInt('iters', spec.iters ?? 20, 1, 1_000_000),
     verify: spec.verify ?? true,
     timeoutMs: checkInt('timeoutMs', spec.timeoutMs ?? 300_000, 1, 24 * 3600_000),

@@ -43,6 +43,8 @@ export const helloSchema = z.object({
     maxTimeoutMs: z.number().int().positive(),
     stallTimeoutMs: z.number().int().positive(),
   }),
+  /** Live handles of all the sidecar's connections. */
+  resources: z.object({ comms: z.number().int(), buffers: z.number().int(), bufferBytes: z.number().int() }),
   ops: z.array(z.string()),
 });
 export type SidecarHello = z.infer<typeof helloSchema>;
@@ -61,7 +63,10 @@ export const collectiveResultSchema = z.object({
   dtype: z.string(),
   iters: z.number().int(),
   warmup: z.number().int(),
+  /** The slowest rank's time per iteration when `slowestRank`, else this rank's. */
   deviceSeconds: z.number(),
+  rankDeviceSeconds: z.number(),
+  slowestRank: z.boolean(),
   hostSeconds: z.number(),
   wallSeconds: z.number(),
 });

@@ -11,6 +11,8 @@ import {
   FrameDecoder,
   FrameEncodeError,
   NO_PEER,
+  REPLY_HEADER_BYTES,
+  REQUEST_HEADER_BYTES,
   RequestFields,
   SidecarOp,
 } from './frame-codec';
@@ -63,11 +65,18 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+/** The sidecar's default frame limit (1 GiB + 1 MiB), used until hello says otherwise. */
+const DEFAULT_MAX_FRAME_BYTES = 2 ** 30 + 2 ** 20;
+/** Room left in a copyOut reply for its result body. */
+const COPY_OUT_BODY_ALLOWANCE = 64;
+
 export class SidecarClient {
   private readonly decoder = new FrameDecoder();
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closedError: Error | null = null;
+  /** The sidecar's frame limit (hello's limits.maxFrameBytes); its default until hello. */
+  private maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
 
   private constructor(
     private readonly socket: net.Socket,
@@ -147,6 +156,7 @@ export class SidecarClient {
         'hello',
       );
     }
+    this.maxFrameBytes = hello.limits.maxFrameBytes;
     return hello;
   }
 
@@ -191,11 +201,36 @@ export class SidecarClient {
     await this.request('memset', { buf, offset: args.offset, count, value: args.value, dtype: 'uint8' }, { timeoutMs });
   }
 
+  /**
+   * Writes `data` at `offset`, in requests of at most the sidecar's frame limit (a larger frame
+   * would be refused; above 4 GiB its length would not even fit the header). `timeoutMs` bounds
+   * each request.
+   */
   async copyIn(buf: number, data: Uint8Array, offset = 0, timeoutMs?: number): Promise<void> {
-    await this.request('copyIn', { buf, offset, count: data.byteLength, dtype: 'uint8' }, { payload: data, timeoutMs });
+    const chunk = this.maxFrameBytes - REQUEST_HEADER_BYTES;
+    let done = 0;
+    do {
+      const piece = data.subarray(done, Math.min(data.byteLength, done + chunk));
+      await this.request('copyIn', { buf, offset: offset + done, count: piece.byteLength, dtype: 'uint8' }, { payload: piece, timeoutMs });
+      done += piece.byteLength;
+    } while (done < data.byteLength);
   }
 
+  /** Reads `bytes` at `offset`, in replies of at most the sidecar's frame limit. */
   async copyOut(buf: number, bytes: number, offset = 0, timeoutMs?: number): Promise<Buffer> {
+    // The reply carries a 32-byte header and a small body ({}) before the bytes.
+    const chunk = this.maxFrameBytes - REPLY_HEADER_BYTES - COPY_OUT_BODY_ALLOWANCE;
+    if (bytes <= chunk) return this.copyOutOne(buf, bytes, offset, timeoutMs);
+    const out = Buffer.allocUnsafe(bytes);
+    for (let done = 0; done < bytes; ) {
+      const n = Math.min(chunk, bytes - done);
+      (await this.copyOutOne(buf, n, offset + done, timeoutMs)).copy(out, done);
+      done += n;
+    }
+    return out;
+  }
+
+  private async copyOutOne(buf: number, bytes: number, offset: number, timeoutMs?: number): Promise<Buffer> {
     const r = await this.request('copyOut', { buf, offset, count: bytes, dtype: 'uint8' }, { timeoutMs });
     if (r.payload.length !== bytes) {
       throw new SidecarProtocolError(`copyOut asked ${bytes} bytes, got ${r.payload.length}`, 'SHORT_REPLY', 'copyOut');

@@ -151,9 +151,16 @@ export function spawnSidecar(opts: SpawnSidecarOptions): Promise<SidecarProcess>
       ),
     );
     child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (s: string) => {
+    const onStdout = (s: string) => {
       stdout += s;
-      if (stdout.includes('"event":"listening"')) settle(() => resolve(proc));
-    });
+      if (!stdout.includes('"event":"listening"')) return;
+      // Only the listening line matters: later output (NCCL_DEBUG=INFO writes to stdout) is
+      // drained and dropped, never kept, or a long-lived sidecar's would grow without bound.
+      stdout = '';
+      child.stdout!.off('data', onStdout);
+      child.stdout!.resume();
+      settle(() => resolve(proc));
+    };
+    child.stdout!.on('data', onStdout);
   });
 }

@@ -1,0 +1,244 @@
+// The nccl backend end to end over the CPU simulation of CUDA and NCCL (native/nccl-sim): real
+// sidecar processes, one per rank, joined by the simulated NCCL; the agents' NcclBackend runs the
+// sweep and checks every element with @cmesh/bench. What this proves and what only a GPU can:
+// native/nccl-sidecar/README.md, "The CPU simulation".
+import * as crypto from 'crypto';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import { DTYPES, DType } from '@cmesh/collectives';
+import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop } from '@cmesh/protocol';
+import { benchCollective } from '@cmesh/bench';
+
+import { buildSidecar, NcclBackend, NcclSweepRow, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '../src/backends/nccl';
+import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
+
+const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
+const SIM_NCCL = path.join(SIM_DIR, 'libcmesh-sim-nccl.so');
+const SIM_CUDART = path.join(SIM_DIR, 'libcmesh-sim-cudart.so');
+/** Every wait in the simulation gives up after this (no test can hang on it). */
+const SIM_ENV = { CMESH_SIM_DEVICES: '4', CMESH_SIM_HANG_MS: '20000' };
+/** 8 B (count 0 for split ops at world 4), an uneven count, and a few KiB. */
+const SIZES = [8, 96, 4096];
+
+let binary: string;
+const live: NcclBackend[] = [];
+
+beforeAll(() => {
+  binary = buildSidecar(); // builds the simulation with the sidecar's tests
+  expect(fs.existsSync(SIM_NCCL) && fs.existsSync(SIM_CUDART)).toBe(true);
+}, 300_000);
+
+afterEach(async () => {
+  await Promise.all(live.splice(0).map((b) => b.stop()));
+});
+
+async function startWorld(n: number, envOf: (rank: number) => Record<string, string> = () => ({})): Promise<NcclBackend[]> {
+  const backends = Array.from(
+    { length: n },
+    (_, rank) =>
+      new NcclBackend({ binary, ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV, ...envOf(rank) }, requestTimeoutMs: 20_000 }),
+  );
+  live.push(...backends);
+  const avail = await Promise.all(backends.map((b) => b.start()));
+  for (const a of avail) expect(a).toEqual({ ok: true });
+  return backends;
+}
+
+interface SweepArgs {
+  collective: BenchOp;
+  dtype: DType;
+  redOp?: BenchRedop;
+  timeoutMs?: number;
+  signals?: AbortSignal[];
+  devices?: number[];
+}
+
+function sweep(backends: NcclBackend[], store: MemoryStore, key: string, a: SweepArgs): Promise<PromiseSettledResult<NcclSweepRow[]>[]> {
+  return Promise.allSettled(
+    backends.map((b, rank) =>
+      b.runSweep({
+        store,
+        key,
+        rank,
+        worldSize: backends.length,
+        device: a.devices?.[rank] ?? rank,
+        collective: a.collective,
+        dtype: a.dtype,
+        redOp: a.redOp,
+        root: benchCollective(a.collective).rooted ? backends.length - 1 : undefined,
+        sizes: SIZES,
+        warmup: 1,
+        iters: 2,
+        timeoutMs: a.timeoutMs ?? 20_000,
+        signal: a.signals?.[rank],
+      }),
+    ),
+  );
+}
+
+function rowsOf(results: PromiseSettledResult<NcclSweepRow[]>[]): NcclSweepRow[][] {
+  return results.map((r) => {
+    if (r.status === 'rejected') throw r.reason;
+    return r.value;
+  });
+}
+
+async function resources(b: NcclBackend): Promise<{ comms: number; buffers: number; bufferBytes: number }> {
+  return (await b.helloNow()).resources;
+}
+
+const FLOATS = new Set<DType>(['float16', 'bfloat16', 'float32', 'float64']);
+
+describe('nccl backend over the simulated CUDA and NCCL', () => {
+  it.each([1, 2, 4])(
+    'world %i: every op, dtype and reduce op, checked element by element',
+    async (n) => {
+      const backends = await startWorld(n);
+      const store = new MemoryStore();
+      let sweeps = 0;
+      let checked = 0;
+      for (const collective of BENCH_OPS) {
+        const reduces = benchCollective(collective).reduces;
+        for (const dtype of DTYPES) {
+          const redOps: (BenchRedop | undefined)[] = reduces ? BENCH_REDOPS.filter((op) => op !== 'avg' || FLOATS.has(dtype)) : [undefined];
+          for (const redOp of redOps) {
+            const label = `${collective} ${dtype} ${redOp ?? ''} world ${n}`;
+            const perRank = rowsOf(await sweep(backends, store, `sim/${n}/${sweeps++}`, { collective, dtype, redOp }));
+            for (let i = 0; i < SIZES.length; i++) {
+              const rows = perRank.map((r) => r[i]);
+              if (rows[0].count === 0) continue; // too small to split over n ranks: nothing to check
+              // Each rank whose output is defined checked all of it; none was wrong.
+              const verified = rows.filter((r) => r.wrong !== null);
+              expect({ label, size: SIZES[i], verified: verified.length > 0, wrong: verified.map((r) => r.wrong) }).toEqual({
+                label,
+                size: SIZES[i],
+                verified: true,
+                wrong: verified.map(() => 0),
+              });
+              checked += verified.length;
+              // every rank reports the same (slowest rank's) time for collectives all ranks call
+              if (collective !== 'sendRecv') expect(new Set(rows.map((r) => r.timeSeconds)).size).toBe(1);
+            }
+          }
+        }
+      }
+      const reducing = BENCH_OPS.filter((op) => benchCollective(op).reduces).length;
+      expect(sweeps).toBe((BENCH_OPS.length - reducing) * DTYPES.length + reducing * ((BENCH_REDOPS.length - 1) * DTYPES.length + FLOATS.size));
+      expect(checked).toBeGreaterThan(sweeps);
+      for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+    },
+    240_000,
+  );
+
+  it('two ranks of one communicator on one device fail init naming the duplicate (the agent passes its own device)', async () => {
+    const backends = await startWorld(2);
+    const results = await sweep(backends, new MemoryStore(), 'dup', { collective: 'allReduce', dtype: 'float32', devices: [1, 1] });
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      expect(String((r as PromiseRejectedResult).reason.message)).toContain('Duplicate GPU detected');
+    }
+    for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+  }, 60_000);
+
+  it('copies larger than the frame limit go in chunks of at most the advertised size', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-sim-'));
+    const proc = await spawnSidecar({
+      binary,
+      socketPath: path.join(dir, 's.sock'),
+      ncclLib: SIM_NCCL,
+      cudartLib: SIM_CUDART,
+      maxFrameBytes: 1 << 20,
+      env: { ...process.env, ...SIM_ENV },
+    });
+    const client = await SidecarClient.connect(proc.socketPath);
+    try {
+      expect((await client.hello()).limits.maxFrameBytes).toBe(1 << 20);
+      const bytes = 3 * (1 << 20) + 5;
+      const data = crypto.randomBytes(bytes);
+      const buf = await client.alloc(0, bytes + 100);
+      await client.copyIn(buf, data, 100);
+      const back = await client.copyOut(buf, bytes, 100);
+      expect(back.equals(data)).toBe(true);
+      await client.free(buf);
+    } finally {
+      client.close();
+      await proc.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('job cancel aborts at once: a collective hung on a stalled peer ends, and nothing is left behind', async () => {
+    const backends = await startWorld(2, (rank): Record<string, string> => (rank === 1 ? { CMESH_SIM_FAULT: 'stall' } : {}));
+    const controllers = backends.map(() => new AbortController());
+    const t0 = Date.now();
+    const running = sweep(backends, new MemoryStore(), 'cancel', {
+      collective: 'allReduce',
+      dtype: 'float32',
+      timeoutMs: 30_000,
+      signals: controllers.map((c) => c.signal),
+    });
+    await new Promise((r) => setTimeout(r, 800));
+    for (const c of controllers) c.abort('job cancelled');
+    const results = await running;
+    expect(Date.now() - t0).toBeLessThan(6000); // not the 30 s timeout
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      expect(String((r as PromiseRejectedResult).reason.message)).toMatch(/abort/i);
+    }
+    for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+  }, 60_000);
+
+  it('a killed peer: the healthy rank ends with an abort naming it, well within the timeout', async () => {
+    const backends = await startWorld(2, (rank): Record<string, string> => (rank === 1 ? { CMESH_SIM_FAULT: 'die', CMESH_SIM_FAULT_AFTER: '1' } : {}));
+    const t0 = Date.now();
+    const [healthy, killed] = await sweep(backends, new MemoryStore(), 'killed', { collective: 'allReduce', dtype: 'float32', timeoutMs: 30_000 });
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(killed.status).toBe('rejected'); // its sidecar is gone
+    expect(healthy.status).toBe('rejected');
+    const msg = String((healthy as PromiseRejectedResult).reason.message);
+    expect(msg).toContain('communicator aborted');
+    expect(msg).toContain('rank 1');
+    expect(await resources(backends[0])).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+  }, 60_000);
+
+  it('a failed launch aborts the communicator and frees its buffers; the sidecar stays usable', async () => {
+    const [b] = await startWorld(1, () => ({ CMESH_SIM_FAULT: 'launch-fail' }));
+    const [r] = await sweep([b], new MemoryStore(), 'launch-fail', { collective: 'allReduce', dtype: 'float32' });
+    expect(r.status).toBe('rejected');
+    const msg = String((r as PromiseRejectedResult).reason.message);
+    expect(msg).toContain('simulated launch failure');
+    expect(msg).toContain('communicator aborted');
+    expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+  }, 60_000);
+
+  it('no device memory or communicator is left after agent reconnects', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-sim-'));
+    const proc = await spawnSidecar({ binary, socketPath: path.join(dir, 's.sock'), ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV } });
+    try {
+      for (let i = 0; i < 3; i++) {
+        // An agent that dies mid-job: a communicator and buffers, then the connection drops.
+        const c = await SidecarClient.connect(proc.socketPath);
+        const comm = await c.commInitRank({ nranks: 1, rank: 0, uniqueId: await c.getUniqueId(), device: 0 });
+        const buf = await c.alloc(0, 1 << 16);
+        await c.collective({ comm, collective: 'allReduce', count: 16, sendBuf: buf, recvBuf: buf, iters: 3 });
+        c.close();
+      }
+      const probe = await SidecarClient.connect(proc.socketPath);
+      try {
+        let res = (await probe.hello()).resources;
+        for (let t = 0; t < 50 && (res.comms > 0 || res.buffers > 0); t++) {
+          await new Promise((r) => setTimeout(r, 100));
+          res = (await probe.hello()).resources;
+        }
+        expect(res).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+      } finally {
+        probe.close();
+      }
+    } finally {
+      await proc.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

@@ -67,12 +67,12 @@ export function fillPeriodic(t: Tensor, enc: Tensor): void {
 
 /**
  * Relative tolerance for AVG: NCCL averages by pre-multiplying each rank's value by 1/n in the
- * dtype before summing, so a 16-bit result may be a few ulps off (bfloat16 has 8 bits).
+ * dtype before summing, so a 16-bit result may be a few ulps off (bfloat16 has 8 bits), and the
+ * error grows with every rank added: scaled by max(1, n-1), as nccl-tests does.
  */
-function avgTolerance(t: Tensor): number {
-  if (t instanceof BFloat16BitsArray) return 2e-2;
-  if (t instanceof Float16BitsArray) return 1e-2;
-  return t instanceof Float32Array ? 1e-5 : 1e-12;
+function avgTolerance(t: Tensor, nranks: number): number {
+  const base = t instanceof BFloat16BitsArray ? 2e-2 : t instanceof Float16BitsArray ? 1e-2 : t instanceof Float32Array ? 1e-5 : 1e-12;
+  return base * Math.max(1, nranks - 1);
 }
 
 /**
@@ -80,7 +80,7 @@ function avgTolerance(t: Tensor): number {
  * (all expected values are exactly representable), except AVG, which is compared on decoded
  * values with a tolerance fitting the dtype.
  */
-export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], redop: BenchRedop): number {
+export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], redop: BenchRedop, nranks = 1): number {
   let wrong = 0;
   if (redop !== 'avg') {
     const got = t as unknown as { [i: number]: number | bigint; length: number };
@@ -92,7 +92,7 @@ export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], 
     return wrong;
   }
   const half = t instanceof Float16BitsArray || t instanceof BFloat16BitsArray;
-  const tol = avgTolerance(t);
+  const tol = avgTolerance(t, nranks);
   for (let i = 0, p = 0; i < t.length; i++) {
     const v = half ? (t as Float16BitsArray).getFloat(i) : Number((t as Float64Array)[i]);
     if (!(Math.abs(v - expected[p]) <= tol * Math.max(1, Math.abs(expected[p])))) wrong++;
@@ -101,11 +101,11 @@ export function countWrong(t: Tensor, enc: Tensor, expected: readonly number[], 
   return wrong;
 }
 
-/** Wrong elements of a receive buffer, slice by slice (collectives/descriptor.ts's expected()). */
-export function checkOutput(recv: Tensor, slices: readonly ExpectedSlice[], redop: BenchRedop): number {
+/** Wrong elements of a receive buffer, slice by slice (collectives/descriptor.ts's expected()); `nranks` scales AVG's tolerance. */
+export function checkOutput(recv: Tensor, slices: readonly ExpectedSlice[], redop: BenchRedop, nranks = 1): number {
   const dtype = dtypeOf(recv);
   let wrong = 0;
-  for (const s of slices) wrong += countWrong(recv.subarray(s.offset, s.offset + s.count) as Tensor, encodeTable(dtype, s.table), s.table, redop);
+  for (const s of slices) wrong += countWrong(recv.subarray(s.offset, s.offset + s.count) as Tensor, encodeTable(dtype, s.table), s.table, redop, nranks);
   return wrong;
 }
 

@@ -77,6 +77,6 @@ export function prepareStep(ctx: StepContext, bytes: number, mode: BenchMode): B
     shape,
     reset,
     run: () => coll.run(run),
-    check: expected ? () => (sweep.check ? checkOutput(recv, expected, sweep.redop) : 0) : () => null,
+    check: expected ? () => (sweep.check ? checkOutput(recv, expected, sweep.redop, nranks) : 0) : () => null,
   };
 }

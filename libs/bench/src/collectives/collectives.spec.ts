@@ -104,6 +104,14 @@ describe('collective descriptors', () => {
     expect(checkOutput(near, avg, 'avg')).toBe(0);
     near[1] = near[1] * 1.01 + 0.01;
     expect(checkOutput(near, avg, 'avg')).toBe(1);
+    // AVG's error grows with the world (1/n pre-multiplied in the dtype): bfloat16 5% off is
+    // within tolerance at 8 ranks (scaled by n-1, as nccl-tests), not at 2.
+    const avg8 = BENCH_COLLECTIVES.allReduce.expected({ rank: 0, nranks: 8, root: -1, redop: 'avg', count: 4 })!;
+    const bf = filledTensor('bfloat16', 4, avg8[0].table) as BFloat16BitsArray;
+    const k = avg8[0].table.findIndex((v) => v >= 1);
+    bf.setFloat(k, bf.getFloat(k) * 1.05);
+    expect(checkOutput(bf, avg8, 'avg', 8)).toBe(0);
+    expect(checkOutput(bf, avg8, 'avg', 2)).toBe(1);
   });
 });
 

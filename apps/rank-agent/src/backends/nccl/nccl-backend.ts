@@ -208,7 +208,7 @@ export class NcclBackend {
           const expected = coll.expected(data);
           if (expected) {
             const got = await client.copyOut(recvBuf, p.recvCount * es, 0, timeoutMs);
-            wrong = checkOutput(viewAs(alignedCopy(got), spec.dtype), expected, data.redop);
+            wrong = checkOutput(viewAs(alignedCopy(got), spec.dtype), expected, data.redop, nranks);
           }
         }
         const timed = await client.collective({ ...request, warmup: plan.warmup, iters: plan.iters }, timeoutMs);

@@ -35,8 +35,8 @@ if [ -f "$report" ]; then
     const r = require(process.argv[1]);
     const skipped = r.numPendingTests + r.numTodoTests;
     let failed = r.numFailedTests;
-    // a suite that fails to load has no tests counted; count it as a failure
-    failed += r.testResults.filter((s) => s.status === "failed" && s.assertionResults.length === 0).length;
+    // a suite that fails outside its tests (load error, a failing afterAll) counts as one failure
+    failed += r.testResults.filter((s) => s.status === "failed" && !s.assertionResults.some((a) => a.status === "failed")).length;
     const [cp, cf] = process.argv.slice(2).map(Number);
     console.log(`${r.numPassedTests + cp} passed, ${failed + cf} failed, ${skipped} skipped`);
   ' "$PWD/$report" "$checks_passed" "$checks_failed"

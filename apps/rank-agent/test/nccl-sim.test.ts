@@ -8,11 +8,13 @@ import * as os from 'os';
 import * as path from 'path';
 
 import { DTYPES, DType } from '@cmesh/collectives';
-import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop } from '@cmesh/protocol';
+import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop, JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
 import { benchCollective } from '@cmesh/bench';
 
 import { buildSidecar, NcclBackend, NcclSweepRow, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '../src/backends/nccl';
 import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
+import { JobAbortedError } from '../src/execution/job-backend';
+import { NcclJobBackend } from '../src/backends/nccl-job-backend';
 
 const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
 const SIM_NCCL = path.join(SIM_DIR, 'libcmesh-sim-nccl.so');
@@ -239,6 +241,64 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
     } finally {
       await proc.stop();
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe("the agent's nccl job backend over the simulation", () => {
+  function assignment(n: number, timeoutMs: number): JobAssignment {
+    return {
+      jobId: 'sim-job',
+      sweep: { op: 'allReduce', dtype: 'float32', redop: 'sum', root: 0, sizes: [64, 4096], iters: 2, warmup: 1, check: true, modes: ['out-of-place'], timeoutMs, backend: 'nccl' },
+      members: Array.from({ length: n }, (_, rank) => ({ agentId: `a${rank}`, name: `agent-${rank}`, rank })),
+      storePrefix: 'jobs/sim-job',
+    };
+  }
+
+  async function agents(devices: number[], envOf: (rank: number) => Record<string, string> = () => ({})): Promise<{ jobs: NcclJobBackend[]; backends: NcclBackend[] }> {
+    const store = new MemoryStore();
+    const backends = devices.map(
+      (_, rank) => new NcclBackend({ binary, ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV, ...envOf(rank) } }),
+    );
+    live.push(...backends);
+    const jobs = backends.map((b, rank) => new NcclJobBackend(b, devices[rank], async () => Object.assign(store, { close: async () => undefined })));
+    for (const j of jobs) expect(await j.start()).toEqual({ ok: true });
+    return { jobs, backends };
+  }
+
+  it("runs each rank on its agent's own device (never rank % device count)", async () => {
+    // Agents configured for devices 1 and 0: fine. Both for device 1: NCCL's duplicate-GPU error,
+    // where the rank-derived device (0 and 1) used to hide the agent's configuration.
+    const ok = await agents([1, 0]);
+    const samples: SizeSamplesMsg[][] = [[], []];
+    const joined: string[] = [];
+    const signal = new AbortController().signal;
+    await Promise.all(ok.jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: (d) => joined.push(d), onSize: (m) => samples[rank].push(m) }, signal)));
+    expect(joined.sort()).toEqual(['cuda:0 [nccl]', 'cuda:1 [nccl]']);
+    for (const s of samples) expect(s.map((m) => m.variants[0].wrong)).toEqual([0, 0]);
+    await Promise.all(live.splice(0).map((b) => b.stop()));
+
+    const dup = await agents([1, 1]);
+    const results = await Promise.allSettled(dup.jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: () => undefined, onSize: () => undefined }, signal)));
+    for (const r of results) expect(String((r as PromiseRejectedResult).reason?.message)).toContain('Duplicate GPU detected');
+  }, 60_000);
+
+  it('job cancel aborts the communicator: the hung collective ends and the sidecars hold nothing', async () => {
+    const { jobs, backends } = await agents([0, 1], (rank): Record<string, string> => (rank === 1 ? { CMESH_SIM_FAULT: 'stall' } : {}));
+    const controllers = jobs.map(() => new AbortController());
+    const running = Promise.allSettled(jobs.map((j, rank) => j.run(assignment(2, 30_000), rank, { onJoined: () => undefined, onSize: () => undefined }, controllers[rank].signal)));
+    await new Promise((r) => setTimeout(r, 800));
+    const t0 = Date.now();
+    for (const c of controllers) c.abort('job cancelled');
+    for (const r of await running) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(JobAbortedError);
+    // The sweep behind the job did not run on to its 30 s timeout: its communicator and buffers are gone.
+    for (const b of backends) {
+      let res = await resources(b);
+      while (Date.now() - t0 < 5000 && (res.comms > 0 || res.buffers > 0)) {
+        await new Promise((r) => setTimeout(r, 100));
+        res = await resources(b);
+      }
+      expect(res).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
     }
   }, 60_000);
 });

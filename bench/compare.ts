@@ -21,7 +21,8 @@ import { placementEnv } from '../apps/cli/src/run/binding';
 const ROOT = join(__dirname, '..');
 const PEERS = join(__dirname, 'peers');
 const PYTHON = '/usr/bin/python3'; // Debian's python3-torch lives here, not in pyenv's python3
-const BACKENDS = ['cmesh', 'gloo', 'mpi-shm', 'mpi-tcp'] as const;
+// cmesh: its default data plane (one host: shared memory); cmesh-tcp: forced onto TCP
+const BACKENDS = ['cmesh', 'cmesh-tcp', 'gloo', 'mpi-shm', 'mpi-tcp'] as const;
 type Backend = (typeof BACKENDS)[number];
 
 const MiB = 1 << 20;
@@ -133,10 +134,17 @@ function launch(backend: Backend, world: number, control: string, masterPort: nu
   });
   switch (backend) {
     case 'cmesh':
+    case 'cmesh-tcp': {
+      const transport = backend === 'cmesh' ? 'auto' : 'tcp';
       return Array.from({ length: world }, (_, r) =>
         // bound as `cmesh run` binds its workers (the library binds only when asked)
-        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control], { ...quiet, cwd: ROOT, env: { ...rankEnv(r), ...placementEnv({}, process.env, r, world) } }),
+        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control, '--name', backend], {
+          ...quiet,
+          cwd: ROOT,
+          env: { ...rankEnv(r), ...placementEnv({}, process.env, r, world), CMESH_TRANSPORT: transport },
+        }),
       );
+    }
     case 'gloo':
       return Array.from({ length: world }, (_, r) =>
         spawn(PYTHON, [join(PEERS, 'gloo_peer.py'), '--control', control], { ...quiet, env: { ...rankEnv(r), OMP_NUM_THREADS: '1' } }),
@@ -194,12 +202,15 @@ export function verdict(row: Partial<Record<Backend, Cell>>): string {
   const bytes = row.cmesh!.bytes;
   if (tcp && bytes <= 4096 && c.timeUs > 3 * tcp.timeUs) misses.push(`${(c.timeUs / tcp.timeUs).toFixed(1)}x MPI-TCP time (>3x)`);
   if (tcp && bytes >= 8 * MiB && c.busBwGBs < tcp.busBwGBs) misses.push(`busbw ${(c.busBwGBs / tcp.busBwGBs).toFixed(2)}x MPI-TCP`);
+  // shared memory must not lose to cmesh's own TCP
+  const own = row['cmesh-tcp']?.m;
+  if (own && c.timeUs > own.timeUs * 1.1) misses.push(`${(c.timeUs / own.timeUs).toFixed(2)}x cmesh-tcp`);
   return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
 }
 
 export function table(cells: Cell[]): string {
-  const head = ['world', 'op', 'size (B)', 'count', 'cmesh us', 'gloo us', 'mpi-shm us', 'mpi-tcp us', 'cmesh/gloo', 'cmesh/mpi-tcp',
-    'cmesh busbw', 'gloo busbw', 'mpi-shm busbw', 'mpi-tcp busbw', '#wrong', 'targets'];
+  const head = ['world', 'op', 'size (B)', 'count', 'cmesh us', 'cmesh-tcp us', 'gloo us', 'mpi-shm us', 'mpi-tcp us', 'cmesh/gloo', 'cmesh/mpi-shm', 'cmesh/mpi-tcp',
+    'cmesh busbw', 'cmesh-tcp busbw', 'gloo busbw', 'mpi-shm busbw', 'mpi-tcp busbw', '#wrong', 'targets'];
   const rows = new Map<string, Partial<Record<Backend, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -211,8 +222,8 @@ export function table(cells: Cell[]): string {
     const any = Object.values(r)[0]!;
     const wrong = BACKENDS.map((b) => r[b]?.m?.wrong ?? 0).reduce((a, b) => a + b, 0);
     lines.push(
-      `| ${[any.world, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
-        ratio(r.cmesh, r.gloo), ratio(r.cmesh, r['mpi-tcp']), fmtBw(r.cmesh), fmtBw(r.gloo), fmtBw(r['mpi-shm']), fmtBw(r['mpi-tcp']),
+      `| ${[any.world, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r['cmesh-tcp']), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
+        ratio(r.cmesh, r.gloo), ratio(r.cmesh, r['mpi-shm']), ratio(r.cmesh, r['mpi-tcp']), fmtBw(r.cmesh), fmtBw(r['cmesh-tcp']), fmtBw(r.gloo), fmtBw(r['mpi-shm']), fmtBw(r['mpi-tcp']),
         wrong, verdict(r)].join(' | ')} |`,
     );
   }

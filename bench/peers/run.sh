@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Side-by-side comparison: cmesh vs torch Gloo vs Open MPI (shared memory, TCP loopback), one run.
+# Side-by-side comparison: cmesh (its default: shared memory on one host; and forced onto TCP) vs
+# torch Gloo vs Open MPI (shared memory, TCP loopback), one run.
 # Installs the peers from Debian if missing, then runs bench/compare.ts. Arguments pass through:
 #   bench/peers/run.sh                      # full run: worlds 2 and 4 (see bench/RESULTS.md)
 #   bench/peers/run.sh --quick --worlds 2   # a few sizes, ~10 s

@@ -215,6 +215,15 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
     expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
   }, 60_000);
 
+  it("a failed destroy in clean-up keeps a finished sweep's rows (and aborts instead)", async () => {
+    const [b] = await startWorld(1, () => ({ CMESH_SIM_FAULT: 'finalize-fail' }));
+    const [r] = await sweep([b], new MemoryStore(), 'finalize-fail', { collective: 'allReduce', dtype: 'float32' });
+    expect(r.status).toBe('fulfilled');
+    const rows = (r as PromiseFulfilledResult<NcclSweepRow[]>).value;
+    expect(rows.map((row) => row.wrong)).toEqual(SIZES.map(() => 0));
+    expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+  }, 60_000);
+
   it('no device memory or communicator is left after agent reconnects', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-sim-'));
     const proc = await spawnSidecar({ binary, socketPath: path.join(dir, 's.sock'), ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV } });

@@ -597,6 +597,11 @@ CMESH_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm* comm, ncclResult_t* s
 CMESH_SIM_API ncclResult_t ncclCommFinalize(ncclComm* comm) {
   if (!comm || !comm->s) return kInvalidArgument;
   CommState& s = *comm->s;
+  if (faultKind() == "finalize-fail") {
+    std::lock_guard<std::mutex> lk(s.m);
+    s.lastError = "simulated finalize failure (CMESH_SIM_FAULT=finalize-fail)";
+    return kInternalError;
+  }
   s.finalizing = true;
   if (!s.blocking) return kInProgress;
   std::unique_lock<std::mutex> lk(s.m);

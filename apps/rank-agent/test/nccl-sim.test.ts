@@ -88,7 +88,15 @@ function rowsOf(results: PromiseSettledResult<NcclSweepRow[]>[]): NcclSweepRow[]
 }
 
 async function resources(b: NcclBackend): Promise<{ comms: number; buffers: number; bufferBytes: number }> {
-  return (await b.helloNow()).resources;
+  const r = (await b.helloNow()).resources;
+  if (!r) throw new Error('the sidecar reports no resources');
+  return r;
+}
+
+async function clientResources(c: SidecarClient): Promise<{ comms: number; buffers: number; bufferBytes: number }> {
+  const r = (await c.hello()).resources;
+  if (!r) throw new Error('the sidecar reports no resources');
+  return r;
 }
 
 const FLOATS = new Set<DType>(['float16', 'bfloat16', 'float32', 'float64']);
@@ -238,10 +246,10 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
       }
       const probe = await SidecarClient.connect(proc.socketPath);
       try {
-        let res = (await probe.hello()).resources;
+        let res = await clientResources(probe);
         for (let t = 0; t < 50 && (res.comms > 0 || res.buffers > 0); t++) {
           await new Promise((r) => setTimeout(r, 100));
-          res = (await probe.hello()).resources;
+          res = await clientResources(probe);
         }
         expect(res).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
       } finally {

@@ -43,8 +43,8 @@ export const helloSchema = z.object({
     maxTimeoutMs: z.number().int().positive(),
     stallTimeoutMs: z.number().int().positive(),
   }),
-  /** Live handles of all the sidecar's connections. */
-  resources: z.object({ comms: z.number().int(), buffers: z.number().int(), bufferBytes: z.number().int() }),
+  /** Live handles of all the sidecar's connections (absent from sidecars before handles were per connection). */
+  resources: z.object({ comms: z.number().int(), buffers: z.number().int(), bufferBytes: z.number().int() }).optional(),
   ops: z.array(z.string()),
 });
 export type SidecarHello = z.infer<typeof helloSchema>;
@@ -65,8 +65,8 @@ export const collectiveResultSchema = z.object({
   warmup: z.number().int(),
   /** The slowest rank's time per iteration when `slowestRank`, else this rank's. */
   deviceSeconds: z.number(),
-  rankDeviceSeconds: z.number(),
-  slowestRank: z.boolean(),
+  rankDeviceSeconds: z.number().optional(),
+  slowestRank: z.boolean().optional(),
   hostSeconds: z.number(),
   wallSeconds: z.number(),
 });

@@ -2,6 +2,7 @@
 // real libraries): abort from the connection thread, abort on every error, the bounded launch
 // queue, handles per connection, timing across ranks. Several ranks run in this one process, one
 // Server (and GPU thread) each, as separate sidecars would.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -339,4 +340,74 @@ TEST(sim, non_blocking_is_reported_only_for_nccl_2_14_and_later) {
   CHECK_CONTAINS(d, "\"versionString\":\"2.13.4\"");
   CHECK_CONTAINS(d, "\"nonblocking\":false");
   CHECK_CONTAINS(runtime(0).describe().dump(), "\"nonblocking\":true");
+}
+
+namespace {
+
+/** The simulation's own entry points, resolved like the sidecar does (cuda_api / nccl_api). */
+struct SimLibs {
+  CudaApi cuda;
+  NcclApi nccl;
+  SimLibs() {
+    CudaProbe c = loadCuda(CMESH_SIM_CUDART_LIB, cuda);
+    NcclProbe n = loadNccl(CMESH_SIM_NCCL_LIB, nccl);
+    CHECK(c.available && n.available);
+  }
+};
+
+bool pollComm(const NcclApi& nccl, ncclComm_t comm, int timeoutMs = 5000) {
+  auto until = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (Clock::now() < until) {
+    ncclResult_t st = kNcclInProgress;
+    nccl.commGetAsyncError(comm, &st);
+    if (st == kNcclSuccess) return true;
+    if (st != kNcclInProgress) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(sim, the_simulation_keeps_cuda_contracts_events_complete_in_order_and_cudaFree_waits_for_pending_work) {
+  SimLibs L;
+  CHECK_EQ(L.cuda.setDevice(1), kCudaSuccess);
+  void* buf = nullptr;
+  CHECK_EQ(L.cuda.malloc(&buf, 64), kCudaSuccess);
+  cudaStream_t s = nullptr;
+  cudaEvent_t ev = nullptr;
+  CHECK_EQ(L.cuda.streamCreateWithFlags(&s, kCudaStreamNonBlocking), kCudaSuccess);
+  CHECK_EQ(L.cuda.eventCreateWithFlags(&ev, kCudaEventDefault), kCudaSuccess);
+  ncclUniqueId id;
+  L.nccl.getUniqueId(&id);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = L.nccl.commInitRank(&comm, 1, id, 0);
+  CHECK(r == kNcclSuccess || r == kNcclInProgress);
+  CHECK(pollComm(L.nccl, comm));
+  {
+    Fault f("stall");  // the collective stays on the stream until the communicator is aborted
+    r = L.nccl.allReduce(buf, buf, 16, kNcclFloat32, kNcclSum, comm, s);
+    CHECK(r == kNcclSuccess || r == kNcclInProgress);
+  }
+  CHECK(pollComm(L.nccl, comm));
+  CHECK_EQ(L.cuda.eventRecord(ev, s), kCudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_EQ(L.cuda.eventQuery(ev), kCudaErrorNotReady);  // queued behind the hung collective
+  CHECK_EQ(L.cuda.streamQuery(s), kCudaErrorNotReady);
+  // cudaFree synchronises the device: it does not return while the collective is pending.
+  std::atomic<bool> freed{false};
+  std::thread freer([&] {
+    L.cuda.free(buf);
+    freed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(!freed);
+  auto t0 = Clock::now();
+  L.nccl.commAbort(comm);  // from another thread, as the sidecar's connection thread does
+  freer.join();
+  CHECK(msSince(t0) < 2000);
+  CHECK_EQ(L.cuda.eventQuery(ev), kCudaSuccess);
+  CHECK_EQ(L.cuda.streamQuery(s), kCudaSuccess);
+  L.cuda.eventDestroy(ev);
+  L.cuda.streamDestroy(s);
 }

@@ -13,6 +13,7 @@
 //   startPoll(readFd, fn)           -> poll             calls fn on the event loop whenever the
 //                                                       doorbell rang (uv_poll; the bytes are drained)
 //   stopPoll(poll)
+//   yield()                                             sched_yield()
 //
 // A segment's ArrayBuffer owns its mapping: the finalizer unmaps it, so no JavaScript view can
 // outlive the memory it points at.
@@ -30,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sched.h>
 
 namespace {
 
@@ -202,7 +204,15 @@ Napi::Value StopPoll(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// The busy-polling loop of an oversubscribed rank gives its core to a runnable peer each turn
+// (Open MPI's mpi_yield_when_idle).
+Napi::Value Yield(const Napi::CallbackInfo& info) {
+  sched_yield();
+  return info.Env().Undefined();
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("yield", Napi::Function::New(env, Yield));
   exports.Set("createSegment", Napi::Function::New(env, CreateSegment));
   exports.Set("openSegment", Napi::Function::New(env, OpenSegment));
   exports.Set("closeFd", Napi::Function::New(env, CloseFd));

@@ -50,7 +50,7 @@ export class Mesh {
   private readonly aborts = new Map<string, AbortNotice>();
   private closing = false;
   private readonly headerPool: Buffer[] = [];
-  private readonly spinner = Spinner.fromEnv();
+  private spinner = Spinner.fromEnv();
   /** The shared-memory rings to peers on this host, when any (see shm/). */
   private shm?: ShmTransport;
 
@@ -166,7 +166,9 @@ export class Mesh {
       link.attach((chunk) => conn.feed(chunk));
     }
     this.shm.start();
-    this.spinner.poller = this.shm.poller;
+    this.spinner = Spinner.forShm();
+    this.spinner.poller = this.shm.poller(this.spinner.yields);
+    if (debugOn && this.spinner.yields) debug('shm', `ranks share cores: busy-poll ${this.spinner.budgetUs} us, yielding the core each turn`);
   }
 
   private connectionFor(peer: number, onHello?: (conn: PeerConnection) => void): PeerConnection {

@@ -1,11 +1,18 @@
 import { performance } from 'perf_hooks';
-import { DEFAULT_SPIN_US, Spinner } from './spinner';
+import { DEFAULT_SPIN_US, Spinner, YIELDING_SPIN_US } from './spinner';
 
 describe('Spinner.fromEnv', () => {
   it('spins by default only when the local ranks fit on the cores', () => {
     expect(Spinner.fromEnv({ LOCAL_WORLD_SIZE: '2' }, 2).budgetUs).toBe(DEFAULT_SPIN_US);
     expect(Spinner.fromEnv({ LOCAL_WORLD_SIZE: '4' }, 2).budgetUs).toBe(0);
     expect(Spinner.fromEnv({}, 2).budgetUs).toBe(0);
+  });
+
+  it('over shared memory, ranks that share cores poll too, yielding; CMESH_SPIN_US still wins', () => {
+    expect(Spinner.forShm({ LOCAL_WORLD_SIZE: '4' }, 2)).toMatchObject({ budgetUs: YIELDING_SPIN_US, yields: true });
+    expect(Spinner.forShm({ LOCAL_WORLD_SIZE: '2' }, 2)).toMatchObject({ budgetUs: DEFAULT_SPIN_US, yields: false });
+    expect(Spinner.forShm({}, 2)).toMatchObject({ budgetUs: 0, yields: false });
+    expect(Spinner.forShm({ LOCAL_WORLD_SIZE: '4', CMESH_SPIN_US: '0' }, 2)).toMatchObject({ budgetUs: 0, yields: false });
   });
 
   it('CMESH_SPIN_US wins; 0 turns spinning off', () => {

@@ -13,6 +13,12 @@ import { performance } from 'perf_hooks';
 import { isOversubscribed, localRanks } from '../oversubscription';
 
 export const DEFAULT_SPIN_US = 200;
+/**
+ * Over shared memory, ranks that share cores still poll, yielding the core each turn (Open MPI's
+ * mpi_yield_when_idle): a turn costs no system call but sched_yield, and a peer that is runnable
+ * gets the core. 4 ranks on 2 cores, 8 B allReduce: about 2-3x faster than sleeping in epoll.
+ */
+export const YIELDING_SPIN_US = 1000;
 /** Transfers larger than this do not spin. */
 export const SPIN_MAX_BYTES = 64 * 1024;
 
@@ -30,7 +36,11 @@ export class Spinner {
   private active = false;
   poller?: Poller;
 
-  constructor(private readonly budgetMs: number) {}
+  constructor(
+    private readonly budgetMs: number,
+    /** the ranks share cores: the poller gives the core away each turn */
+    readonly yields = false,
+  ) {}
 
   /** CMESH_SPIN_US, else the default when LOCAL_WORLD_SIZE ranks fit on this machine's cores, else off. */
   static fromEnv(env: NodeJS.ProcessEnv = process.env, cores = os.availableParallelism()): Spinner {
@@ -40,6 +50,17 @@ export class Spinner {
       us = localRanks(env) !== undefined && !isOversubscribed(env, cores) ? DEFAULT_SPIN_US : 0;
     }
     return new Spinner(us > 0 ? us / 1000 : 0);
+  }
+
+  /**
+   * The spinner for a rank whose peers are on shared memory: as fromEnv, but ranks that share
+   * cores poll too, yielding each turn (YIELDING_SPIN_US), unless CMESH_SPIN_US says otherwise.
+   */
+  static forShm(env: NodeJS.ProcessEnv = process.env, cores = os.availableParallelism()): Spinner {
+    const raw = env.CMESH_SPIN_US;
+    const explicit = raw !== undefined && raw !== '' && Number.isFinite(Number(raw));
+    if (!explicit && localRanks(env) !== undefined && isOversubscribed(env, cores)) return new Spinner(YIELDING_SPIN_US / 1000, true);
+    return Spinner.fromEnv(env, cores);
   }
 
   get budgetUs(): number {

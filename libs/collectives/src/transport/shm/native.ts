@@ -17,10 +17,12 @@ export interface ShmAddon {
   /** Calls `fn` on the event loop whenever the doorbell rang (uv_poll on the read end). */
   startPoll(readFd: number, fn: () => void): object;
   stopPoll(poll: object): void;
+  /** sched_yield(): the core to a runnable peer. */
+  yield(): void;
 }
 
 const ADDON = 'cmesh_shm.node';
-const FUNCTIONS: (keyof ShmAddon)[] = ['createSegment', 'openSegment', 'closeFd', 'createDoorbell', 'openDoorbell', 'ring', 'startPoll', 'stopPoll'];
+const FUNCTIONS: (keyof ShmAddon)[] = ['createSegment', 'openSegment', 'closeFd', 'createDoorbell', 'openDoorbell', 'ring', 'startPoll', 'stopPoll', 'yield'];
 /** The package's root: src/transport/shm or dist/transport/shm, three levels up. */
 const PACKAGE_ROOT = resolve(__dirname, '../../..');
 

@@ -30,6 +30,7 @@ import {
 import { ShmLink } from './link';
 import { ShmAddon, loadShmAddon } from './native';
 import { Segment } from './segment';
+import type { Poller } from '../spinner';
 import { TransportMode, hostIdentity } from './select';
 
 interface HostInfo {
@@ -208,18 +209,28 @@ export class ShmTransport {
     this.service();
   }
 
-  /** For the busy-polling loop (Spinner): while it spins, producers make no wake-up calls. */
-  readonly poller = {
-    begin: (): void => {
-      this.spinning = true;
-      this.mine.disarm();
-    },
-    poll: (): void => this.service(),
-    end: (): void => {
-      this.spinning = false;
-      this.rearm();
-    },
-  };
+  /**
+   * For the busy-polling loop (Spinner): while it spins, producers make no wake-up calls. With
+   * `yields` (ranks share cores) each turn gives the core to a runnable peer first.
+   */
+  poller(yields: boolean): Poller {
+    return {
+      begin: () => {
+        this.spinning = true;
+        this.mine.disarm();
+      },
+      poll: yields
+        ? () => {
+            this.addon.yield();
+            this.service();
+          }
+        : this.service,
+      end: () => {
+        this.spinning = false;
+        this.rearm();
+      },
+    };
+  }
 
   /** Reads every inbound ring and writes what waits for room in the outbound ones. */
   readonly service = (): void => {

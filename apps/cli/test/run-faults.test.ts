@@ -1,6 +1,8 @@
 // `cmesh run`: line prefixing details, signals, --node-rank in a c10d round, and a node that dies.
 import { ChildProcess, spawn } from 'child_process';
+import * as fs from 'fs';
 import * as net from 'net';
+import * as os from 'os';
 import * as path from 'path';
 import { assignNodeRanks } from '../src/run/node-ranks';
 import { parseNprocPerNode, parseRdzvConf } from '../src/commands/run';
@@ -208,9 +210,10 @@ describe('cmesh run c10d rounds', () => {
     const port = await freePort();
     const endpoint = `127.0.0.1:${port}`;
     const common = ['--nnodes', '2', '--nproc-per-node', '1', '--rdzv-endpoint', endpoint];
-    const host = cmesh(['run', ...common, '--node-rank', '0', path.join(FIX, 'run-sleeper.js'), 'fail', '0']);
+    const started = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-started-'));
+    const host = cmesh(['run', ...common, '--node-rank', '0', path.join(FIX, 'run-sleeper.js'), 'fail', '0', started]);
     await listening(port);
-    const other = cmesh(['run', ...common, '--node-rank', '1', path.join(FIX, 'run-sleeper.js'), 'fail', '0']);
+    const other = cmesh(['run', ...common, '--node-rank', '1', path.join(FIX, 'run-sleeper.js'), 'fail', '0', started]);
     const [a, b] = await Promise.all([host.done, other.done]);
     expect(a.code).toBe(7);
     expect(host.err()).toContain('cmesh run: rank 0 (local_rank 0) failed with exit code 7 on node 0');
@@ -218,5 +221,6 @@ describe('cmesh run c10d rounds', () => {
     expect(other.err()).toContain('cmesh run: rank 0 (local_rank 0) failed with exit code 7 on node 0');
     const otherWorker = Number(/pid (\d+)/.exec(other.out())![1]);
     expect(alive(otherWorker)).toBe(false);
+    fs.rmSync(started, { recursive: true, force: true });
   });
 });

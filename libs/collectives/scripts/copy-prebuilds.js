@@ -1,5 +1,5 @@
-// npm pack/publish hook: puts the native addons this checkout built (`make native`) into
-// prebuilds/<platform>-<arch>/, where an installed package looks for them. Without a build the
+// npm pack/publish hooks: prepack puts the native addons this checkout built (`make native`) into
+// prebuilds/<platform>-<arch>/, where an installed package looks for them; postpack (--remove) takes them out again. Without a build the
 // package ships no reduce addon (it uses its JavaScript kernels) and no shm addon (its data plane
 // stays on TCP).
 const fs = require('fs');
@@ -11,6 +11,8 @@ const ADDONS = [
 ];
 const dir = path.resolve(__dirname, '..', 'prebuilds', `${process.platform}-${process.arch}`);
 fs.rmSync(path.resolve(__dirname, '..', 'prebuilds'), { recursive: true, force: true });
+// postpack: the copies served the tarball only; left in the checkout they would go stale
+if (process.argv.includes('--remove')) process.exit(0);
 for (const [native, file, without] of ADDONS) {
   const built = path.resolve(__dirname, '../../../native', native, 'build/Release', file);
   if (fs.existsSync(built)) {

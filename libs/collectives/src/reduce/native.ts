@@ -25,8 +25,9 @@ const PACKAGE_ROOT = resolve(__dirname, '../..');
 export function nativeAddonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
   return [
     ...(env.CMESH_REDUCE_ADDON ? [resolve(env.CMESH_REDUCE_ADDON)] : []),
-    join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON),
+    // a checkout's own build first: a fresh `make native` wins over a copy packed earlier
     resolve(PACKAGE_ROOT, '../../native/reduce-addon/build/Release', ADDON),
+    join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON),
   ];
 }
 

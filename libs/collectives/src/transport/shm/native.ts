@@ -27,7 +27,8 @@ const FUNCTIONS: (keyof ShmAddon)[] = ['createSegment', 'openSegment', 'closeFd'
 const PACKAGE_ROOT = resolve(__dirname, '../../..');
 
 export function shmAddonCandidates(): string[] {
-  return [join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON), resolve(PACKAGE_ROOT, '../../native/shm-transport/build/Release', ADDON)];
+  // a checkout's own build first: a fresh `make native` wins over a copy packed earlier
+  return [resolve(PACKAGE_ROOT, '../../native/shm-transport/build/Release', ADDON), join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON)];
 }
 
 let loaded: ShmAddon | undefined;

@@ -14,6 +14,8 @@ export interface ProcessMemory {
   heapUsed: number;
   /** heap in use after a full GC: what the process really holds */
   heapAfterGc: number;
+  /** heapAfterGc without compiled code: the objects a leak would add to */
+  objectsAfterGc: number;
   rss: number;
 }
 
@@ -80,8 +82,8 @@ export class MeshMemory {
           expression: '(() => { const m = process.memoryUsage(); return { heapUsed: m.heapUsed, rss: m.rss }; })()',
           returnByValue: true,
         });
-        const after = gc ? await insp.heapAfterGc() : { heapUsed: NaN, rss: before.result.value.rss };
-        out.push({ name, heapUsed: before.result.value.heapUsed, heapAfterGc: after.heapUsed, rss: after.rss });
+        const after = gc ? await insp.heapAfterGc() : { heapUsed: NaN, codeUsed: NaN, rss: before.result.value.rss };
+        out.push({ name, heapUsed: before.result.value.heapUsed, heapAfterGc: after.heapUsed, objectsAfterGc: after.heapUsed - after.codeUsed, rss: after.rss });
       } finally {
         insp.close();
       }

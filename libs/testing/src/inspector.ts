@@ -6,6 +6,8 @@ import WebSocket from 'ws';
 export interface HeapUse {
   /** V8 heap in use after a full GC */
   heapUsed: number;
+  /** of which compiled code (grows while the JIT warms up, bounded by V8's code flushing) */
+  codeUsed: number;
   rss: number;
   external: number;
 }
@@ -59,8 +61,12 @@ export class Inspector {
     await this.send('HeapProfiler.collectGarbage');
     await this.send('HeapProfiler.collectGarbage');
     const r = await this.send<{ result: { value: HeapUse } }>('Runtime.evaluate', {
-      expression: '(() => { const m = process.memoryUsage(); return { heapUsed: m.heapUsed, rss: m.rss, external: m.external }; })()',
+      // require comes from the inspector's command-line API
+      expression:
+        "(() => { const m = process.memoryUsage(); const code = require('v8').getHeapSpaceStatistics().find((s) => s.space_name === 'code_space'); " +
+        'return { heapUsed: m.heapUsed, codeUsed: code ? code.space_used_size : 0, rss: m.rss, external: m.external }; })()',
       returnByValue: true,
+      includeCommandLineAPI: true,
     });
     return r.result.value;
   }

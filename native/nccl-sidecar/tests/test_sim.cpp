@@ -49,7 +49,10 @@ struct Conn {
   explicit Conn(int srv = 0) {
     int fd = sp.b;
     sp.b = -1;
-    t = std::thread([fd, srv] { server(srv).serveConnection(fd, false); });
+    // made here, not on the connection thread: two threads creating servers at once would race
+    // on the lazy statics and on setenv against the other runtime's getenv (a segfault under load)
+    Server& s = server(srv);
+    t = std::thread([fd, &s] { s.serveConnection(fd, false); });
   }
   ~Conn() { close(); }
   void close() {

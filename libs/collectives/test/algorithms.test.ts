@@ -1,4 +1,4 @@
-// Every algorithm, over real loopback TCP between in-process ranks, at world sizes 1..5 and 8,
+// Every algorithm, over the library's data plane (Mesh and OpComm over TCP) between in-process ranks, at world sizes 1..5 and 8,
 // element counts 0, 1, P-1, 7 and 1000, checked element by element against a reference, plus the
 // seed's traffic formulas checked through the byte counters.
 import { ALGORITHMS, Scratch, algorithmNames } from '../src/algorithms';
@@ -6,14 +6,14 @@ import { treeChildren } from '../src/algorithms/allreduce/tree';
 import { ReduceOp } from '../src/reduce-op';
 import { DType, Tensor, allocTensor, bytesOf, elementSize } from '../src/tensor/dtype';
 import { bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from '../src/tensor/half';
-import { SocketComm, SocketMesh, createSocketMesh } from './support/socket-comm';
+import { CountingComm, MeshComms } from './support/mesh-comms';
 
 const SIZES = [1, 2, 3, 4, 5, 8];
-const meshes = new Map<number, SocketMesh>();
+const meshes = new Map<number, MeshComms>();
 const scratches = Array.from({ length: 8 }, () => new Scratch());
 
 beforeAll(async () => {
-  for (const p of SIZES) meshes.set(p, await createSocketMesh(p));
+  for (const p of SIZES) meshes.set(p, await MeshComms.create(p));
 });
 
 afterAll(async () => {
@@ -21,9 +21,8 @@ afterAll(async () => {
 });
 
 /** Runs fn on every rank at once; fails instead of hanging. */
-async function onAllRanks(p: number, fn: (comm: SocketComm, rank: number) => Promise<void>): Promise<void> {
-  const comms = meshes.get(p)!.comms;
-  for (const c of comms) c.resetCounters();
+async function onAllRanks(p: number, fn: (comm: CountingComm, rank: number) => Promise<void>): Promise<void> {
+  const comms = meshes.get(p)!.nextOp();
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`ranks did not finish within 10 s (P=${p})`)), 10_000);

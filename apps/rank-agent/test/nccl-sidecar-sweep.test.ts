@@ -1,7 +1,8 @@
 // The nccl backend above the protocol: spec validation, and NcclBackend on a machine without
 // NCCL (unavailable, with the reason; a sweep fails with it; the sidecar is stopped by pid). The
 // sweep's sizes, data and checks are @cmesh/bench's (tested there against a simulation).
-import { buildSidecar, NcclBackend, NcclUnavailableError, validateSweep } from '../src/backends/nccl';
+import { buildSidecar, NcclUnavailableError } from '@cmesh/collectives';
+import { NcclBackend, validateSweep } from '../src/backends/nccl';
 
 const MISSING_NCCL = '/nonexistent/cmesh-test/libnccl.so.2';
 

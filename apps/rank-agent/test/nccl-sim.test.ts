@@ -7,11 +7,11 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { DTYPES, DType } from '@cmesh/collectives';
+import { buildSidecar, DTYPES, DType, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '@cmesh/collectives';
 import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop, JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
 import { benchCollective } from '@cmesh/bench';
 
-import { buildSidecar, NcclBackend, NcclSweepRow, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '../src/backends/nccl';
+import { NcclBackend, NcclSweepRow } from '../src/backends/nccl';
 import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
 import { JobAbortedError } from '../src/execution/job-backend';
 import { NcclJobBackend } from '../src/backends/nccl-job-backend';

@@ -18,3 +18,35 @@ export { COLLECTIVES, Collective, SWEEP_OPS, SweepOp, isCollective, isSweepOp } 
 export type { Comm } from './transport/comm';
 export * from './launch';
 export * from './metrics';
+// The nccl backend's sidecar client (native/nccl-sidecar): the sidecar's owner, its connection and typed errors.
+export {
+  NcclSidecar,
+  NcclSidecarOptions,
+  NcclAvailability,
+  SidecarClient,
+  SidecarClientOptions,
+  SidecarProcess,
+  SidecarExit,
+  SpawnSidecarOptions,
+  spawnSidecar,
+  locateSidecarBinary,
+  buildSidecar,
+  SIDECAR_SOURCE_DIR,
+  SIDECAR_BUILD_DIR,
+  SIDECAR_PROTOCOL_VERSION,
+  SidecarHello,
+  CollectiveRequest,
+  CollectiveResult,
+  AsyncErrorState,
+  NcclCollective,
+  SidecarDType,
+  SidecarRedOp,
+  exchangeUniqueId,
+  NcclUnavailableError,
+  SidecarFailure,
+  SidecarTimeoutError,
+  SidecarInvalidArgumentError,
+  SidecarProtocolError,
+  SidecarRemoteError,
+  SidecarConnectionError,
+} from './backends/nccl';

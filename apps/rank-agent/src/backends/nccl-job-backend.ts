@@ -2,10 +2,11 @@
 // runs the sweep on this agent's GPU; its rows become per-size samples like the tcp backend's.
 // Without a GPU the sidecar says why at hello, and that reason is what a job asking for nccl
 // fails with.
+import { NcclUnavailableError } from '@cmesh/collectives';
 import type { Store } from '@cmesh/collectives';
 import type { JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../execution/job-backend';
-import { NcclBackend, NcclUnavailableError } from './nccl';
+import { NcclBackend } from './nccl';
 
 export class NcclJobBackend implements JobBackend {
   readonly name = 'nccl' as const;

@@ -1,6 +1,1 @@
-export * from './errors';
-export * from './frame-codec';
-export * from './protocol';
-export * from './sidecar-client';
-export * from './sidecar-process';
 export * from './nccl-backend';

@@ -1,21 +1,11 @@
-// The rank agent's `nccl` backend: owns (spawns or attaches) this agent's sidecar, reports
-// whether NCCL is usable here, and runs a job's collective sweep on the GPU in lock-step with
-// the other ranks, which find the NCCL unique id through the coordinator's store.
-import * as fs from 'fs';
-import * as os from 'os';
-import * as path from 'path';
-
-import { DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives';
-import { validateReduceOp } from '@cmesh/collectives';
+// The rank agent's `nccl` backend: the library's sidecar owner (NcclSidecar: spawns or attaches,
+// says whether NCCL is usable here), running a job's collective sweep on the GPU in lock-step
+// with the other ranks, which find the NCCL unique id through the coordinator's store.
+import { exchangeUniqueId, InvalidArgumentError, NcclSidecar, NcclSidecarOptions, NcclUnavailableError, validateReduceOp } from '@cmesh/collectives';
 import type { Store } from '@cmesh/collectives';
 import { DType, elementSize, isDType, isSweepOp, viewAs } from '@cmesh/collectives';
 import { benchCollective, checkOutput, filledTensor } from '@cmesh/bench';
 import type { BenchOp, BenchRedop } from '@cmesh/protocol';
-
-import { NcclUnavailableError } from './errors';
-import type { SidecarHello } from './protocol';
-import { SidecarClient } from './sidecar-client';
-import { SidecarProcess, spawnSidecar } from './sidecar-process';
 
 /** Bound for clean-up requests (abort, finalize, free) (ms). */
 const CLEANUP_TIMEOUT_MS = 15_000;
@@ -23,21 +13,7 @@ const CLEANUP_TIMEOUT_MS = 15_000;
 /** Bytes written over the receive buffer before the op, so a skipped write cannot pass: 0xFF is NaN or -1/255, never a pattern value. */
 const RECV_SENTINEL_BYTE = 0xff;
 
-export interface NcclBackendOptions {
-  /** Attach to a sidecar already listening here (a pod's sidecar container) instead of spawning one. */
-  attachSocketPath?: string;
-  /** Where a spawned sidecar listens; a fresh temp dir by default. */
-  socketPath?: string;
-  binary?: string;
-  ncclLib?: string;
-  cudartLib?: string;
-  /** Timeout for sidecar requests that are not part of a sweep (ms). */
-  requestTimeoutMs?: number;
-  startTimeoutMs?: number;
-  onSidecarStderr?: (line: string) => void;
-  /** The spawned sidecar's environment (default: this process's). */
-  env?: NodeJS.ProcessEnv;
-}
+export type NcclBackendOptions = NcclSidecarOptions;
 
 export interface NcclSweepSpec {
   store: Store;
@@ -81,82 +57,14 @@ export interface NcclSweepRow {
   wrong: number | null;
 }
 
-export interface Availability {
-  ok: boolean;
-  reason?: string;
-}
-
-export class NcclBackend {
+/** The agent's nccl backend: the library's sidecar owner, plus the job sweep it runs on the GPU. */
+export class NcclBackend extends NcclSidecar {
   readonly name = 'nccl';
-  private client: SidecarClient | null = null;
-  private proc: SidecarProcess | null = null;
-  private tempDir: string | null = null;
-  private helloInfo: SidecarHello | null = null;
-  private availability: Availability = { ok: false, reason: 'nccl backend not started' };
-
-  constructor(private readonly opts: NcclBackendOptions = {}) {}
-
-  /**
-   * Spawns or attaches to the sidecar and says hello. Never throws for an unusable GPU/NCCL or a
-   * missing sidecar: available() then carries the reason.
-   */
-  async start(): Promise<Availability> {
-    try {
-      let socketPath = this.opts.attachSocketPath;
-      if (!socketPath) {
-        socketPath = this.opts.socketPath;
-        if (!socketPath) {
-          this.tempDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-nccl-'));
-          socketPath = path.join(this.tempDir, 'sidecar.sock');
-        }
-        this.proc = await spawnSidecar({
-          socketPath,
-          binary: this.opts.binary,
-          ncclLib: this.opts.ncclLib,
-          cudartLib: this.opts.cudartLib,
-          startTimeoutMs: this.opts.startTimeoutMs,
-          onStderr: this.opts.onSidecarStderr,
-          env: this.opts.env,
-        });
-      }
-      this.client = await SidecarClient.connect(socketPath, { defaultTimeoutMs: this.opts.requestTimeoutMs ?? 60_000 });
-      this.helloInfo = await this.client.hello();
-      this.availability = this.helloInfo.available
-        ? { ok: true }
-        : { ok: false, reason: this.helloInfo.reason ?? 'sidecar reports NCCL unavailable' };
-    } catch (e) {
-      this.availability = { ok: false, reason: `nccl sidecar failed to start: ${(e as Error).message}` };
-      await this.stop();
-    }
-    return this.availability;
-  }
-
-  available(): Availability {
-    return this.availability;
-  }
-
-  /** The sidecar's hello (devices, NCCL version), once started. */
-  get hello(): SidecarHello | null {
-    return this.helloInfo;
-  }
-
-  /** A fresh hello: live handles (`resources`) and the rest, as the sidecar sees them now. */
-  async helloNow(): Promise<SidecarHello> {
-    if (!this.client) throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend not started', 'hello');
-    return this.client.hello();
-  }
-
-  get sidecarPid(): number | null {
-    return this.proc?.pid ?? this.helloInfo?.pid ?? null;
-  }
 
   /** Runs the sweep on this rank; every rank of the job calls it with the same spec but its rank. */
   async runSweep(spec: NcclSweepSpec): Promise<NcclSweepRow[]> {
-    if (!this.availability.ok || !this.client || !this.helloInfo) {
-      throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend unavailable', spec.collective);
-    }
-    const client = this.client;
-    const plan = validateSweep(spec, this.helloInfo.deviceCount);
+    const { client, hello } = this.client(spec.collective);
+    const plan = validateSweep(spec, hello.deviceCount);
     const { rank, worldSize: nranks, timeoutMs } = plan;
 
     spec.signal?.throwIfAborted();
@@ -247,17 +155,6 @@ export class NcclBackend {
       for (const b of bufs) await client.free(b, CLEANUP_TIMEOUT_MS).catch(() => undefined);
     }
   }
-
-  /** Closes the connection and stops a sidecar this backend spawned (by pid). */
-  async stop(): Promise<void> {
-    this.client?.close();
-    this.client = null;
-    if (this.proc) await this.proc.stop();
-    this.proc = null;
-    if (this.tempDir) fs.rmSync(this.tempDir, { recursive: true, force: true });
-    this.tempDir = null;
-    if (this.availability.ok) this.availability = { ok: false, reason: 'nccl backend stopped' };
-  }
 }
 
 interface SweepPlan {
@@ -316,33 +213,6 @@ export function validateSweep(spec: NcclSweepSpec, deviceCount: number): SweepPl
     verify: spec.verify ?? true,
     timeoutMs: checkInt('timeoutMs', spec.timeoutMs ?? 300_000, 1, 24 * 3600_000),
   };
-}
-
-/** Rank 0 makes the NCCL unique id and publishes it; the others wait for it in the store. */
-async function exchangeUniqueId(client: SidecarClient, store: Store, key: string, rank: number, timeoutMs: number): Promise<string> {
-  if (rank === 0) {
-    const id = await client.getUniqueId(timeoutMs);
-    await store.set(key, id);
-    return id;
-  }
-  let value: Buffer;
-  try {
-    value = await store.get(key, timeoutMs);
-  } catch (e) {
-    if (e instanceof DistTimeoutError) {
-      throw new DistTimeoutError(`rank ${rank} waited ${timeoutMs} ms for rank 0's NCCL unique id at store key ${key}`, {
-        op: 'commInitRank',
-        rank,
-        peers: [0],
-      });
-    }
-    throw e;
-  }
-  const id = value.toString('utf8');
-  if (!/^[0-9a-f]{256}$/.test(id)) {
-    throw new InvalidArgumentError(`store key ${key} does not hold an NCCL unique id (256 hex digits)`);
-  }
-  return id;
 }
 
 /** A copy whose offset suits any dtype (a Buffer from the socket may start at an odd offset). */

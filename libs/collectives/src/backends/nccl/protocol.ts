@@ -1,5 +1,6 @@
 // Shapes of the sidecar's replies (native/nccl-sidecar/README.md, "Ops"), checked at the edge.
-import type { ReduceOp, SweepOp } from '@cmesh/collectives';
+import type { SweepOp } from '../../ops/names';
+import type { ReduceOp } from '../../reduce-op';
 import { z } from 'zod';
 
 /** The protocol hello reports; 2 = binary request/reply headers (frame-codec.ts). */

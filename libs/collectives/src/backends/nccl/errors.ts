@@ -1,6 +1,6 @@
 // Typed errors of the nccl backend. The sidecar's error code (README "Errors") is kept as
 // `sidecarCode`; the class says what kind of failure it is.
-import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives';
+import { CmeshError, DistTimeoutError, InvalidArgumentError } from '../../errors';
 
 export interface SidecarFailure {
   /** The sidecar's error code (BAD_FRAME, TIMEOUT, NCCL_ERROR, …) or a client-side one. */

@@ -1,5 +1,6 @@
-// Finding, building and running the sidecar binary. The agent either spawns its own sidecar
-// (one per agent) or attaches to one already running, e.g. the sidecar container of its pod.
+// Finding, building and running the sidecar binary. A process either spawns its own sidecar
+// (one per process: a rank agent, a training process) or attaches to one already running, e.g.
+// the sidecar container of its pod.
 import { ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -61,7 +62,7 @@ export interface SidecarExit {
   signal: NodeJS.Signals | null;
 }
 
-/** A sidecar process this agent started; stop() ends it by pid. */
+/** A sidecar process this process started; stop() ends it by pid. */
 export class SidecarProcess {
   readonly exited: Promise<SidecarExit>;
   private exitInfo: SidecarExit | null = null;

@@ -1,15 +1,23 @@
 // `cmesh`: one commander program; each subcommand lives in commands/<name>.ts and exports
 // `register(program)`.
 import { Command } from 'commander';
+import * as fs from 'fs';
+import * as path from 'path';
 import * as bench from './commands/bench';
 import * as demo from './commands/demo';
 import * as run from './commands/run';
 import * as status from './commands/status';
 import * as up from './commands/up';
 
+/** The CLI package's version (package.json sits one level above src/ and dist/ alike). */
+export function cliVersion(): string {
+  return (JSON.parse(fs.readFileSync(path.join(__dirname, '../package.json'), 'utf8')) as { version: string }).version;
+}
+
 export function buildProgram(): Command {
   const program = new Command('cmesh')
     .description('collective communication as a service: launcher, local cluster, benchmarks')
+    .version(cliVersion(), '-V, --version', 'print the version of cmesh')
     .showHelpAfterError()
     .enablePositionalOptions();
   for (const command of [run, up, status, bench, demo]) command.register(program);

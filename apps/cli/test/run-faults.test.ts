@@ -107,6 +107,10 @@ describe('cmesh run helpers', () => {
       keepAliveMaxAttempt: 2,
     });
     expect(() => parseRdzvConf('bogus=1')).toThrow(/unknown or invalid key "bogus=1"/);
+    expect(parseRdzvConf('close_timeout=2,read_timeout=0.5,is_host=false')).toEqual({ closeTimeoutMs: 2000, readTimeoutMs: 500, isHost: false });
+    expect(parseRdzvConf('is_host=1')).toEqual({ isHost: true });
+    expect(() => parseRdzvConf('is_host=maybe')).toThrow(/is_host=true or false/);
+    expect(() => parseRdzvConf('join_timeout=')).toThrow(/join_timeout=<non-negative number of seconds>/);
   });
 });
 

@@ -7,6 +7,7 @@ import { launch } from '../run/launcher';
 import { freePort } from '../run/rdzv-c10d';
 import { metricsPortFrom, parseBindTo } from '../run/binding';
 import type { RunOptions } from '../run/rdzv';
+import { parseLocalRanksFilter, parseStd } from '../run/worker-logs';
 
 function positiveInt(name: string) {
   return (v: string) => {
@@ -38,21 +39,57 @@ export function parseNprocPerNode(v: string): number {
   return n;
 }
 
+export interface RdzvConf {
+  joinTimeoutMs?: number;
+  lastCallMs?: number;
+  closeTimeoutMs?: number;
+  readTimeoutMs?: number;
+  keepAliveIntervalMs?: number;
+  keepAliveMaxAttempt?: number;
+  isHost?: boolean;
+}
+
+const RDZV_CONF_KEYS = 'join_timeout, last_call_timeout, close_timeout, read_timeout, keep_alive_interval (seconds), keep_alive_max_attempt, is_host';
+
 /** torchrun's --rdzv-conf key=value,...: times in seconds like torch. */
-export function parseRdzvConf(v: string | undefined): { joinTimeoutMs?: number; lastCallMs?: number; keepAliveIntervalMs?: number; keepAliveMaxAttempt?: number } {
-  const out: ReturnType<typeof parseRdzvConf> = {};
+export function parseRdzvConf(v: string | undefined): RdzvConf {
+  const out: RdzvConf = {};
   if (!v) return out;
   for (const pair of v.split(',').filter(Boolean)) {
-    const [key, value] = pair.split('=');
-    const n = Number(value);
-    if (value === undefined || !(n >= 0)) throw new InvalidArgumentError(`--rdzv-conf ${JSON.stringify(pair)}: expected key=<non-negative number>`);
-    if (key === 'join_timeout' || key === 'timeout') out.joinTimeoutMs = n * 1000;
-    else if (key === 'last_call_timeout') out.lastCallMs = n * 1000;
-    else if (key === 'keep_alive_interval') out.keepAliveIntervalMs = n * 1000;
-    else if (key === 'keep_alive_max_attempt' && Number.isInteger(n) && n >= 1) out.keepAliveMaxAttempt = n;
-    else throw new InvalidArgumentError(`--rdzv-conf: unknown or invalid key ${JSON.stringify(pair)} (join_timeout, last_call_timeout, keep_alive_interval, keep_alive_max_attempt)`);
+    const [key, value, ...extra] = pair.split('=');
+    const bad = (what: string) => new InvalidArgumentError(`--rdzv-conf ${JSON.stringify(pair)}: expected ${what}`);
+    if (value === undefined || extra.length) throw bad('key=value');
+    if (key === 'is_host') {
+      const b = value.toLowerCase();
+      if (!['true', 'false', '1', '0', 'yes', 'no'].includes(b)) throw bad('is_host=true or false');
+      out.isHost = b === 'true' || b === '1' || b === 'yes';
+      continue;
+    }
+    const n = value.trim() === '' ? NaN : Number(value);
+    const seconds = () => {
+      if (!(n >= 0) || !Number.isFinite(n)) throw bad(`${key}=<non-negative number of seconds>`);
+      return n * 1000;
+    };
+    if (key === 'join_timeout' || key === 'timeout') out.joinTimeoutMs = seconds();
+    else if (key === 'last_call_timeout') out.lastCallMs = seconds();
+    else if (key === 'close_timeout') out.closeTimeoutMs = seconds();
+    else if (key === 'read_timeout') out.readTimeoutMs = seconds();
+    else if (key === 'keep_alive_interval') out.keepAliveIntervalMs = seconds();
+    else if (key === 'keep_alive_max_attempt') {
+      if (!Number.isInteger(n) || n < 1) throw bad('keep_alive_max_attempt=<integer >= 1>');
+      out.keepAliveMaxAttempt = n;
+    } else throw new InvalidArgumentError(`--rdzv-conf: unknown or invalid key ${JSON.stringify(pair)} (${RDZV_CONF_KEYS})`);
   }
   return out;
+}
+
+/** --monitor-interval: seconds (a fraction allowed), like torchrun. */
+export function parseSeconds(flag: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (v.trim() === '' || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError(`${flag} must be a positive number of seconds, got ${JSON.stringify(v)}`);
+    return n;
+  };
 }
 
 export function parseNnodes(v: string): { min: number; max: number } {
@@ -68,13 +105,17 @@ export function parseNnodes(v: string): { min: number; max: number } {
 export function normaliseFlags(argv: string[]): string[] {
   const out = [...argv];
   const runAt = out.indexOf('run');
+  if (runAt < 0) return out;
+  const isFlag = (a: string) => a.startsWith('-') && a.length > 1;
   for (let i = runAt + 1; i < out.length; i++) {
     const a = out[i];
-    if (!a.startsWith('--')) {
-      if (i > runAt + 1 && out[i - 1].startsWith('--') && !out[i - 1].includes('=') && !BOOLEAN_FLAGS.has(out[i - 1])) continue; // a flag's value
+    if (!isFlag(a)) {
+      const prev = out[i - 1];
+      if (i > runAt + 1 && isFlag(prev) && !prev.includes('=') && !BOOLEAN_FLAGS.has(prev)) continue; // a flag's value
       break; // the script: everything after belongs to it
     }
     if (a === '--') break;
+    if (!a.startsWith('--')) continue; // a short flag (-r, -t)
     const [flag, ...rest] = a.split('=');
     out[i] = [flag.replace(/_/g, '-'), ...rest].join('=');
   }
@@ -98,7 +139,14 @@ export function register(program: Command): void {
     .option('--rdzv-id <id>', 'job id shared by all nodes', 'none')
     .addOption(new Option('--rdzv-last-call <ms>', 'last-call window of a MIN:MAX rendezvous').default(1000).argParser(positiveInt('--rdzv-last-call')))
     .addOption(new Option('--rdzv-timeout <ms>', 'rendezvous timeout').default(600000).argParser(positiveInt('--rdzv-timeout')))
-    .option('--rdzv-conf <k=v,...>', 'join_timeout, last_call_timeout, keep_alive_interval (seconds), keep_alive_max_attempt')
+    .option('--rdzv-conf <k=v,...>', RDZV_CONF_KEYS)
+    .addOption(new Option('--max-restarts <n>', 'restarts of the worker group after a failure (on every node, counted for the whole job) before the job fails').default(0).argParser(positiveInt('--max-restarts')))
+    .addOption(new Option('--monitor-interval <seconds>', 'how often the launcher looks at its workers and the rendezvous').default(0.1).argParser(parseSeconds('--monitor-interval')))
+    .option('--role <name>', 'the workers\' ROLE_NAME', 'default')
+    .option('--log-dir <dir>', 'base directory of the workers\' log files (<dir>/<rdzv id>_<random>/attempt_<n>/<local rank>/)')
+    .addOption(new Option('-r, --redirects <std>', 'send workers\' stdout (1), stderr (2) or both (3) to their log files instead of the console; per local rank: 0:1,1:2').argParser((v) => parseStd('--redirects', v)))
+    .addOption(new Option('-t, --tee <std>', 'copy workers\' stdout (1), stderr (2) or both (3) to their log files as well; per local rank: 0:1,1:2').argParser((v) => parseStd('--tee', v)))
+    .addOption(new Option('--local-ranks-filter <ranks>', 'show only these local ranks\' output on the console, e.g. 0,2 (log files are unaffected)').argParser(parseLocalRanksFilter))
     .addOption(new Option('--bind-to <what>', 'core: bind each worker\'s main thread to a core of its own (LOCAL_RANK over the allowed cores); none: never. Default: CMESH_BIND, else core when the node\'s workers busy-poll').argParser(parseBindTo))
     .addOption(new Option('--metrics-port <port>', 'each worker serves its collectives on /metrics at port + LOCAL_RANK (0: free ports). Default: CMESH_METRICS_PORT').argParser(positiveInt('--metrics-port')))
     .option('--metrics-host <addr>', 'address the workers\' exporters listen on. Default: CMESH_METRICS_HOST, else 127.0.0.1')
@@ -121,6 +169,13 @@ export function register(program: Command): void {
         timeoutMs: conf.joinTimeoutMs ?? flags.rdzvTimeout,
         keepAliveIntervalMs: conf.keepAliveIntervalMs ?? 5000,
         keepAliveMaxAttempt: conf.keepAliveMaxAttempt ?? 3,
+        closeTimeoutMs: conf.closeTimeoutMs,
+        readTimeoutMs: conf.readTimeoutMs,
+        isHost: conf.isHost,
+        maxRestarts: flags.maxRestarts,
+        monitorIntervalMs: flags.monitorInterval * 1000,
+        role: flags.role,
+        logs: { logDir: flags.logDir, redirects: flags.redirects, tee: flags.tee, localRanksFilter: flags.localRanksFilter },
         placement: {
           bindTo: flags.bindTo,
           metricsPort: metricsPortFrom(flags.metricsPort, process.env),

@@ -1,99 +1,157 @@
-// `cmesh run`: torchrun for Node. Starts --nproc-per-node workers with torchrun's environment,
-// prefixes their output with the rank, and when one fails stops the others (on every node) and
-// exits non-zero naming the failed rank and its exit code. Like mpirun it binds each worker to a
-// core (--bind-to) and asks it for a metrics exporter (--metrics-port): see binding.ts.
-import { spawn } from 'child_process';
+// `cmesh run`: torchrun for Node, its elastic agent included. Round after round it enters the
+// rendezvous, starts --nproc-per-node workers with torchrun's environment and looks at them once
+// per --monitor-interval. A worker failure restarts the whole worker group on every node in a new
+// round while --max-restarts lasts (a lost node too; a node joining late restarts the groups
+// without counting); after that the launcher stops the workers on every node and exits non-zero
+// with torch's failure summary. Like mpirun it binds each worker to a core (--bind-to) and asks it
+// for a metrics exporter (--metrics-port): see binding.ts.
 import * as os from 'os';
-import { ChildExit, ChildGroup, describeExit, toEnvVars } from '@cmesh/collectives';
-import { placementEnv } from './binding';
-import { prefixLines } from './line-prefix';
-import { NodeAssignment, RunOptions, rdzvBackend } from './rdzv';
+import { ChildExit, describeExit } from '@cmesh/collectives';
+import { WorkerFailure, exitcodeOf, formatFailureSummary } from './failure-summary';
+import { DEFAULT_MONITOR_INTERVAL_MS, JoinReason, RoundAssignment, RoundEvent, RunOptions, rdzvBackend } from './rdzv';
 import './rdzv-c10d';
 import './rdzv-nats';
 import { workerCommand } from './script';
+import { WorkerGroup, startWorkers } from './worker-group';
+import { WorkerLogs } from './worker-logs';
 
 /** How long to wait for the last output of exited workers (a grandchild may hold the pipe open). */
 const DRAIN_MS = 2000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface LaunchResult {
   exitCode: number;
   message?: string;
 }
 
-export function failureMessage(e: ChildExit, node: Pick<NodeAssignment, 'rankOffset' | 'nodeRank' | 'nnodes'>): string {
+export function failureMessage(e: Pick<ChildExit, 'rank' | 'code' | 'signal'>, node: Pick<RoundAssignment, 'rankOffset' | 'nodeRank' | 'nnodes'>): string {
   const where = node.nnodes > 1 ? ` on node ${node.nodeRank}` : '';
   return `cmesh run: rank ${e.rank} (local_rank ${e.rank - node.rankOffset}) failed with ${describeExit(e)}${where}`;
 }
 
-export async function launch(o: RunOptions, script: string, args: string[]): Promise<LaunchResult> {
-  const node: NodeAssignment = await rdzvBackend(o.rdzvBackend)(o);
-  const cmd = workerCommand(script, args);
-  const outputs: Promise<void>[] = [];
-  const children = Array.from({ length: o.nprocPerNode }, (_, local) => {
-    const rank = node.rankOffset + local;
-    const child = spawn(cmd.command, cmd.args, {
-      stdio: ['inherit', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        ...cmd.env,
-        ...toEnvVars({
-          RANK: rank,
-          LOCAL_RANK: local,
-          WORLD_SIZE: node.worldSize,
-          LOCAL_WORLD_SIZE: o.nprocPerNode,
-          GROUP_RANK: node.nodeRank,
-          MASTER_ADDR: node.masterAddr,
-          MASTER_PORT: node.masterPort,
-          CMESH_RUN_ID: o.rdzvId,
-        }),
-        ...placementEnv(o.placement ?? {}, process.env, local, o.nprocPerNode),
-      },
-    });
-    child.on('error', (err) => process.stderr.write(`cmesh run: cannot start ${cmd.command} for rank ${rank}: ${err.message}\n`));
-    outputs.push(prefixLines(child.stdout!, process.stdout, `[rank${rank}]:`), prefixLines(child.stderr!, process.stderr, `[rank${rank}]:`));
-    return { rank, child };
-  });
-  const group = new ChildGroup(children);
+type Outcome = { kind: 'succeeded' } | { kind: 'interrupted' } | { kind: 'workers-failed'; failures: ChildExit[] } | RoundEvent;
 
-  let localFailure: string | undefined;
-  let stoppedBy: { message: string; exitCode: number } | undefined;
-  // tell the other nodes at once, not after the local workers have been stopped
-  group.onFailure((e) => {
-    localFailure = failureMessage(e, node);
-    void node.reportFailure(localFailure);
-  });
-  const stopWatching = node.watchFailures((message) => {
-    if (localFailure || stoppedBy) return;
-    stoppedBy = { message: message.startsWith('cmesh run:') ? message : `cmesh run: stopped because ${message}`, exitCode: 1 };
-    group.stop();
-  });
+/** Looks at the workers and the rendezvous once per interval until something happens (torch's monitor loop). */
+async function monitor(w: WorkerGroup, round: RoundAssignment, intervalMs: number, interrupted: () => boolean): Promise<Outcome> {
+  for (;;) {
+    await sleep(intervalMs);
+    if (interrupted()) return { kind: 'interrupted' };
+    const state = w.group.state();
+    if (state === 'failed') return { kind: 'workers-failed', failures: w.group.failures() };
+    if (state === 'succeeded') return { kind: 'succeeded' };
+    const event = await round.check();
+    if (event) return event;
+  }
+}
+
+/** Stops the workers and waits until they and their output are gone. */
+async function stopWorkers(w: WorkerGroup, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  w.group.stop(signal);
+  await w.group.wait();
+  await Promise.race([w.outputs, sleep(DRAIN_MS)]);
+}
+
+export async function launch(o: RunOptions, script: string, args: string[]): Promise<LaunchResult> {
+  const rdzv = await rdzvBackend(o.rdzvBackend)(o);
+  const logs = WorkerLogs.create(o.logs ?? {}, o.rdzvId);
+  if (logs.writesFiles) process.stderr.write(`cmesh run: worker logs in ${logs.dir}\n`);
+  const cmd = workerCommand(script, args);
+  const maxRestarts = o.maxRestarts ?? 0;
+  const abort = new AbortController();
+  let current: WorkerGroup | undefined;
+  let interrupted: LaunchResult | undefined;
+  let nodeLabel = '';
   const onSignal = (sig: NodeJS.Signals) => {
-    if (!stoppedBy && !localFailure) {
-      const message = `cmesh run: interrupted by ${sig}${node.nnodes > 1 ? ` on node ${node.nodeRank}` : ''}`;
-      stoppedBy = { message, exitCode: 128 + (os.constants.signals[sig] ?? 15) };
-      void node.reportFailure(message);
+    if (!interrupted) {
+      const message = `cmesh run: interrupted by ${sig}${nodeLabel}`;
+      interrupted = { message, exitCode: 128 + (os.constants.signals[sig] ?? 15) };
+      void rdzv.reportFailure(message);
+      abort.abort();
     }
-    group.stop(sig === 'SIGINT' ? 'SIGINT' : 'SIGTERM');
+    current?.group.stop(sig === 'SIGINT' ? 'SIGINT' : 'SIGTERM');
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  let failure: ChildExit | undefined;
+  let result: LaunchResult | undefined;
+  let reason: JoinReason = 'start';
   try {
-    failure = await group.wait();
-    await Promise.race([Promise.all(outputs), new Promise((r) => setTimeout(r, DRAIN_MS).unref())]);
+    while (!result) {
+      let round: RoundAssignment;
+      try {
+        round = await rdzv.next(reason, abort.signal);
+      } catch (err) {
+        result = interrupted ?? { exitCode: 1, message: `cmesh run: ${(err as Error).message}` };
+        break;
+      }
+      nodeLabel = round.nnodes > 1 ? ` on node ${round.nodeRank}` : '';
+      const w = startWorkers(o, round, cmd, logs.attempt(round.restartCount, o.nprocPerNode));
+      current = w;
+      const outcome = await monitor(w, round, o.monitorIntervalMs ?? DEFAULT_MONITOR_INTERVAL_MS, () => interrupted !== undefined);
+      const restartsLeft = round.restartCount < maxRestarts;
+      switch (outcome.kind) {
+        case 'succeeded':
+          await Promise.race([w.outputs, sleep(DRAIN_MS)]);
+          result = { exitCode: 0 };
+          break;
+        case 'interrupted':
+          await stopWorkers(w, 'SIGTERM');
+          result = interrupted!;
+          break;
+        case 'workers-failed': {
+          // the first observed failure is the root cause; the others often follow from it
+          const root = outcome.failures.reduce((a, b) => (b.at < a.at ? b : a));
+          const message = failureMessage(root, round);
+          if (restartsLeft) {
+            await round.requestRestart(); // tell the other nodes before stopping ours
+            process.stderr.write(`${message}; restarting the workers on every node (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
+            await stopWorkers(w);
+            reason = 'failure';
+            break;
+          }
+          await rdzv.reportFailure(message); // tell the other nodes at once, not after ours have stopped
+          await stopWorkers(w);
+          const failures: WorkerFailure[] = outcome.failures.map((f) => ({
+            rank: f.rank,
+            localRank: f.rank - w.rankOffset,
+            exitcode: exitcodeOf(f.code, f.signal),
+            pid: f.pid,
+            at: f.at,
+            errorFile: w.streams[f.rank - w.rankOffset].errorFile,
+          }));
+          const exitcode = exitcodeOf(root.code, root.signal);
+          result = { exitCode: exitcode > 0 ? exitcode : 1, message: `${message}${formatFailureSummary(script, failures)}` };
+          break;
+        }
+        case 'node-lost':
+          if (restartsLeft) {
+            await round.requestRestart();
+            process.stderr.write(`${outcome.message}; restarting the workers on every node (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
+            await stopWorkers(w);
+            reason = 'failure';
+            break;
+          }
+          await rdzv.reportFailure(outcome.message);
+          await stopWorkers(w);
+          result = { exitCode: 1, message: outcome.message };
+          break;
+        case 'new-round':
+          process.stderr.write(`${outcome.message}\n`);
+          await stopWorkers(w);
+          reason = 'new-round';
+          break;
+        case 'failed':
+          await stopWorkers(w);
+          result = { exitCode: 1, message: outcome.message };
+          break;
+      }
+      current = undefined;
+    }
   } finally {
-    stopWatching();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
-  let result: LaunchResult = { exitCode: 0 };
-  if (failure && localFailure) {
-    await node.reportFailure(localFailure);
-    result = { exitCode: failure.code && failure.code > 0 ? failure.code : 1, message: localFailure };
-  } else if (stoppedBy) {
-    result = stoppedBy;
-  }
-  await node.finish();
+  await rdzv.finish(result.exitCode === 0 ? 'succeeded' : 'failed');
+  logs.cleanup();
   return result;
 }

@@ -1,11 +1,13 @@
 // --rdzv-backend c10d: torchrun's c10d rendezvous on our TcpStore. The launcher that can bind the
-// endpoint (its host is local and the port is free) hosts the store; the others connect to it.
+// endpoint (its host is local and the port is free) hosts the store, unless --rdzv-conf is_host
+// says otherwise; the others connect to it. The store lives as long as its host: when that
+// launcher dies, the job cannot go on (as with torch's c10d backend).
 import * as os from 'os';
 import { InvalidArgumentError, PrefixStore, TcpStore } from '@cmesh/collectives';
-import { registerRdzvBackend } from './rdzv';
-import { joinRound } from './rdzv-round';
+import { DEFAULT_READ_TIMEOUT_MS, RunOptions, registerRdzvBackend } from './rdzv';
+import { StoreRendezvous } from './rdzv-round';
 
-export { freePort, joinRound } from './rdzv-round';
+export { freePort } from './rdzv-round';
 
 /** torchrun's C10D default port, used when --rdzv-endpoint names only a host. */
 export const DEFAULT_C10D_PORT = 29400;
@@ -17,14 +19,17 @@ export function parseEndpoint(endpoint: string | undefined, defaultPort?: number
   return { host: m[1], port: Number(m[2]) };
 }
 
-async function openStore(host: string, port: number, timeoutMs: number): Promise<TcpStore> {
+async function openStore(host: string, port: number, o: RunOptions): Promise<TcpStore> {
+  // the store's own timeout bounds each operation (read_timeout); the connect waits for the host up to the join timeout
+  const timeoutMs = o.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
+  if (o.isHost === false) return TcpStore.create({ host, port, isMaster: false, timeoutMs: Math.max(timeoutMs, o.timeoutMs) });
   try {
     return await TcpStore.create({ host, port, isMaster: true, timeoutMs });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // another launcher hosts it already, or the endpoint is not an address of this machine
-    if (code !== 'EADDRINUSE' && code !== 'EADDRNOTAVAIL' && code !== 'ENOTFOUND') throw err;
-    return TcpStore.create({ host, port, isMaster: false, timeoutMs });
+    if (o.isHost || (code !== 'EADDRINUSE' && code !== 'EADDRNOTAVAIL' && code !== 'ENOTFOUND')) throw err;
+    return TcpStore.create({ host, port, isMaster: false, timeoutMs: Math.max(timeoutMs, o.timeoutMs) });
   }
 }
 
@@ -45,11 +50,6 @@ export function localAddressFor(endpointHost: string, hostsEndpoint: boolean): s
 
 registerRdzvBackend('c10d', async (o) => {
   const { host, port } = parseEndpoint(o.rdzvEndpoint, DEFAULT_C10D_PORT);
-  const base = await openStore(host, port, o.timeoutMs);
-  try {
-    return await joinRound(new PrefixStore(`rdzv/${o.rdzvId}`, base), o, localAddressFor(host, base.isMaster), base.isMaster, () => base.close());
-  } catch (err) {
-    await base.close();
-    throw err;
-  }
+  const base = await openStore(host, port, o);
+  return new StoreRendezvous(new PrefixStore(`rdzv/${o.rdzvId}`, base), o, localAddressFor(host, base.isMaster), base.isMaster, () => base.close());
 });

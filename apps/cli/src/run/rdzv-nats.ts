@@ -1,15 +1,20 @@
 // --rdzv-backend nats: the c10d round protocol on a JetStream KV bucket of the cluster's NATS
-// server, so launchers on different nodes need only reach NATS (--rdzv-endpoint host:port).
+// server, so launchers on different nodes need only reach NATS (--rdzv-endpoint host:port). No
+// launcher hosts anything: any node may be lost. The bucket is deleted once every node finished.
 import { NatsKvStore, PrefixStore, jobBucket } from '@cmesh/collectives';
 import * as os from 'os';
-import { joinRound, parseEndpoint } from './rdzv-c10d';
-import { registerRdzvBackend } from './rdzv';
+import { parseEndpoint } from './rdzv-c10d';
+import { DEFAULT_READ_TIMEOUT_MS, registerRdzvBackend } from './rdzv';
+import { StoreRendezvous } from './rdzv-round';
 
 registerRdzvBackend('nats', async (o) => {
   const { host, port } = parseEndpoint(o.rdzvEndpoint);
-  const store = await NatsKvStore.open({ servers: `nats://${host}:${port}`, bucket: jobBucket(`rdzv_${o.rdzvId}`), timeoutMs: o.timeoutMs });
+  const store = await NatsKvStore.open({ servers: `nats://${host}:${port}`, bucket: jobBucket(`rdzv_${o.rdzvId}`), timeoutMs: o.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS });
   const loopback = host === 'localhost' || host.startsWith('127.');
-  return joinRound(new PrefixStore(`rdzv/${o.rdzvId}`, store), o, loopback ? '127.0.0.1' : firstIPv4() ?? host, false, () => store.close());
+  return new StoreRendezvous(new PrefixStore(`rdzv/${o.rdzvId}`, store), o, loopback ? '127.0.0.1' : (firstIPv4() ?? host), false, async (jobOver) => {
+    if (jobOver) await store.destroy().catch(() => undefined);
+    await store.close();
+  });
 });
 
 function firstIPv4(): string | undefined {

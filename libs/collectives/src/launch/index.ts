@@ -1,3 +1,4 @@
 export * from './env';
 export * from './spawn';
-export { ChildGroup, ChildExit, describeExit, KILL_GRACE_MS } from './children';
+export { record, recordError, ErrorFileData, ERROR_FILE_ENV } from './record';
+export { ChildGroup, ChildGroupOptions, ChildExit, describeExit, KILL_GRACE_MS } from './children';

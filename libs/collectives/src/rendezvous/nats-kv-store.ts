@@ -167,6 +167,11 @@ export class NatsKvStore implements Store {
     return n;
   }
 
+  /** Deletes the whole bucket (the job is over); the store cannot be used afterwards. */
+  async destroy(): Promise<void> {
+    await this.kv.destroy();
+  }
+
   async close(): Promise<void> {
     if (this.ownsConnection && !this.nc.isClosed()) await this.nc.close();
   }

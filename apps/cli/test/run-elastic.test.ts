@@ -171,6 +171,26 @@ describe.each(['c10d', 'nats'] as const)('cmesh run --max-restarts (%s rendezvou
   }, 90000);
 });
 
+describe('cmesh run --max-restarts on one node (static rendezvous)', () => {
+  it('--standalone: the killed worker\'s group restarts with the same port and world, then completes', async () => {
+    const r = cmesh(['run', '--standalone', '--nproc-per-node', '2', '--max-restarts', '2', WORKER, 'hold', '1']);
+    await until(() => /victim pid \d+ rank 1/.test(r.out()), 40000, 'rank 1 ready to be killed');
+    process.kill(Number(/victim pid (\d+) rank 1/.exec(r.out())![1]), 'SIGKILL');
+    expect(await r.done).toBe(0);
+    const envs = lines(r.out(), 'env').sort((x, y) => x.TORCHELASTIC_RESTART_COUNT - y.TORCHELASTIC_RESTART_COUNT || x.RANK - y.RANK);
+    expect(envs.map((e) => [e.TORCHELASTIC_RESTART_COUNT, e.RANK, e.WORLD_SIZE, e.GROUP_WORLD_SIZE, e.TORCHELASTIC_MAX_RESTARTS])).toEqual([
+      [0, 0, 2, 1, 2],
+      [0, 1, 2, 1, 2],
+      [1, 0, 2, 1, 2],
+      [1, 1, 2, 1, 2],
+    ]);
+    const results = lines(r.out(), 'result').filter((x) => x.count === 1).sort((x, y) => x.rank - y.rank);
+    expect(results.map((x) => x.rank)).toEqual([0, 1]);
+    for (const x of results) expect(x.values).toEqual(expectedValues(2, 1));
+    expect(r.err()).toContain('cmesh run: rank 1 (local_rank 1) failed with signal SIGKILL; restarting the workers (restart 1 of 2)\n');
+  }, 60000);
+});
+
 describe('cmesh run --nnodes MIN:MAX elasticity', () => {
   it('a node lost with its workers: the job goes on and completes on the remaining node (nats)', async () => {
     const flags = ['--nnodes', '1:2', '--max-restarts', '1', '--rdzv-conf', 'last_call_timeout=2,join_timeout=30'];
@@ -247,6 +267,8 @@ describe('cmesh run when restarts run out', () => {
     expect(failed.err() + other.err()).toMatch(/failed with exit code 3 on node \d; restarting the workers on every node \(restart 1 of 1\)/);
     const pidsAfter = [...workerPids].filter(alive);
     expect(envs.filter((e) => pidsAfter.includes(e.pid))).toEqual([]);
+    // a summary that names error files keeps them for the user: remove them here
+    for (const m of (a.err() + b.err()).matchAll(/error_file: (\/\S+)\/attempt_\d+\/\d+\/error\.json\n/g)) fs.rmSync(m[1], { recursive: true, force: true });
   }, 90000);
 
   it('a worker that throws inside record() shows its error and stack in the summary (standalone)', async () => {

@@ -5,6 +5,7 @@
 // without counting); after that the launcher stops the workers on every node and exits non-zero
 // with torch's failure summary. Like mpirun it binds each worker to a core (--bind-to) and asks it
 // for a metrics exporter (--metrics-port): see binding.ts.
+import * as fs from 'fs';
 import * as os from 'os';
 import { ChildExit, describeExit } from '@cmesh/collectives';
 import { WorkerFailure, exitcodeOf, formatFailureSummary } from './failure-summary';
@@ -74,6 +75,7 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
   process.on('SIGTERM', onSignal);
 
   let result: LaunchResult | undefined;
+  let summaryNamesFiles = false;
   let reason: JoinReason = 'start';
   try {
     while (!result) {
@@ -104,7 +106,7 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
           const message = failureMessage(root, round);
           if (restartsLeft) {
             await round.requestRestart(); // tell the other nodes before stopping ours
-            process.stderr.write(`${message}; restarting the workers on every node (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
+            process.stderr.write(`${message}; restarting the workers${round.nnodes > 1 ? ' on every node' : ''} (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
             await stopWorkers(w);
             reason = 'failure';
             break;
@@ -119,6 +121,7 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
             at: f.at,
             errorFile: w.streams[f.rank - w.rankOffset].errorFile,
           }));
+          summaryNamesFiles = failures.some((f) => fs.existsSync(f.errorFile));
           const exitcode = exitcodeOf(root.code, root.signal);
           result = { exitCode: exitcode > 0 ? exitcode : 1, message: `${message}${formatFailureSummary(script, failures)}` };
           break;
@@ -126,7 +129,7 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
         case 'node-lost':
           if (restartsLeft) {
             await round.requestRestart();
-            process.stderr.write(`${outcome.message}; restarting the workers on every node (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
+            process.stderr.write(`${outcome.message}; restarting the workers${round.nnodes > 1 ? ' on every node' : ''} (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
             await stopWorkers(w);
             reason = 'failure';
             break;
@@ -152,6 +155,6 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
     process.off('SIGTERM', onSignal);
   }
   await rdzv.finish(result.exitCode === 0 ? 'succeeded' : 'failed');
-  logs.cleanup();
+  logs.cleanup(summaryNamesFiles);
   return result;
 }

@@ -5,7 +5,8 @@
 //   <log-dir>/<run id>_<random>/attempt_<restart count>/<local rank>/{stdout.log,stderr.log,error.json}
 // error.json is the worker's TORCHELASTIC_ERROR_FILE (written by record()). Without --log-dir the
 // run's directory is a temporary one, removed at the end unless it holds redirected or teed logs
-// or an error file.
+// or an error file that the failure summary names.
+import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -74,19 +75,23 @@ export class WorkerLogs {
     private readonly opts: LogOptions,
   ) {}
 
-  /** Makes the run's directory: under --log-dir, else a temporary one. */
+  /**
+   * The run's directory: made under --log-dir (or in the temporary directory when streams go to
+   * files); otherwise only named, in the temporary directory, and made by the first worker that
+   * writes its error file there.
+   */
   static create(opts: LogOptions, runId: string): WorkerLogs {
     const temporary = !opts.logDir;
     const root = opts.logDir ?? os.tmpdir();
+    const prefix = path.join(root, temporary ? `cmesh-run-${safe(runId)}_` : `${safe(runId)}_`);
+    if (temporary && !streamsToFiles(opts)) return new WorkerLogs(`${prefix}${process.pid}${crypto.randomBytes(4).toString('hex')}`, true, opts);
     fs.mkdirSync(root, { recursive: true });
-    const dir = fs.mkdtempSync(path.join(root, temporary ? `cmesh-run-${safe(runId)}_` : `${safe(runId)}_`));
-    return new WorkerLogs(dir, temporary, opts);
+    return new WorkerLogs(fs.mkdtempSync(prefix), temporary, opts);
   }
 
   /** True when some worker's stream is written to a file. */
   get writesFiles(): boolean {
-    const any = (s: StdSpec | undefined) => s !== undefined && (typeof s === 'number' ? s !== 0 : [...s.values()].some((v) => v !== 0));
-    return any(this.opts.redirects) || any(this.opts.tee);
+    return streamsToFiles(this.opts);
   }
 
   /**
@@ -98,7 +103,7 @@ export class WorkerLogs {
     fs.rmSync(attemptDir, { recursive: true, force: true });
     return Array.from({ length: nproc }, (_, local) => {
       const dir = path.join(attemptDir, String(local));
-      fs.mkdirSync(dir, { recursive: true });
+      if (!this.temporary || this.writesFiles) fs.mkdirSync(dir, { recursive: true });
       const redirect = stdFor(this.opts.redirects, local);
       const tee = stdFor(this.opts.tee, local);
       const shown = !this.opts.localRanksFilter || this.opts.localRanksFilter.has(local);
@@ -110,15 +115,15 @@ export class WorkerLogs {
     });
   }
 
-  /** Removes a temporary directory that holds no log the user asked for, nor an error file a failure summary names. */
-  cleanup(): void {
-    if (!this.temporary || this.writesFiles) return;
-    const errorFiles = fs.readdirSync(this.dir).some((attempt) => {
-      const dir = path.join(this.dir, attempt);
-      return fs.readdirSync(dir).some((local) => fs.existsSync(path.join(dir, local, 'error.json')));
-    });
-    if (!errorFiles) fs.rmSync(this.dir, { recursive: true, force: true });
+  /** Removes a temporary directory unless it holds logs the user asked for, or error files a failure summary names (`keepErrorFiles`). */
+  cleanup(keepErrorFiles: boolean): void {
+    if (this.temporary && !this.writesFiles && !keepErrorFiles) fs.rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+function streamsToFiles(opts: LogOptions): boolean {
+  const any = (s: StdSpec | undefined) => s !== undefined && (typeof s === 'number' ? s !== 0 : [...s.values()].some((v) => v !== 0));
+  return any(opts.redirects) || any(opts.tee);
 }
 
 function safe(runId: string): string {

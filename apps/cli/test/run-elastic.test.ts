@@ -219,6 +219,24 @@ describe('cmesh run --nnodes MIN:MAX elasticity', () => {
     for (const r of results) expect(r.values).toEqual(expectedValues(2, 1));
   }, 90000);
 
+  it('a launcher lost while its workers run on: keep-alive notices, the job restarts without that node (c10d)', async () => {
+    const flags = ['--nnodes', '1:2', '--max-restarts', '1', '--rdzv-conf', 'last_call_timeout=2,keep_alive_interval=0.5,keep_alive_max_attempt=2'];
+    const { a, b } = await twoNodes('c10d', flags, ['hold', '1']);
+    await until(() => /victim pid \d+ rank 1/.test(a.out() + b.out()) && lines(a.out() + b.out(), 'result').filter((r) => r.world === 4).length === 4, 40000, 'four workers running');
+    // b's launcher dies; its workers (orphans now) keep everyone's collective waiting, so only keep-alive tells
+    const t0 = Date.now();
+    b.child.kill('SIGKILL');
+    expect(await a.done).toBe(0);
+    expect(a.err()).toMatch(/cmesh run: node \d stopped responding \(no keep-alive for 1000 ms\); restarting the workers on every node \(restart 1 of 1\)/);
+    const envs = lines(a.out(), 'env').filter((e) => e.TORCHELASTIC_RESTART_COUNT === 1);
+    expect(envs.map((e) => [e.RANK, e.WORLD_SIZE, e.GROUP_WORLD_SIZE]).sort()).toEqual([
+      [0, 2, 1],
+      [1, 2, 1],
+    ]);
+    for (const r of lines(a.out(), 'result').filter((x) => x.count === 1)) expect(r.values).toEqual(expectedValues(2, 1));
+    expect(Date.now() - t0).toBeLessThan(20000);
+  }, 90000);
+
   it('a node joining late is admitted in a new round, without using a restart (c10d)', async () => {
     const port = await freePort();
     const id = `late${Date.now()}`;

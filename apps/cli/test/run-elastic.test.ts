@@ -97,9 +97,15 @@ function expectedValues(world: number, count: number): number[] {
   return Array.from({ length: 8 }, (_, i) => ((i + 1) * world * (world + 1)) / 2 + 100 * count * world);
 }
 
+const runIds = new Set<string>();
+
 afterAll(() => {
   for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   for (const pid of workerPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  // workers of a launcher killed by a test wrote their error files where it can no longer clean up
+  for (const name of fs.readdirSync(os.tmpdir())) {
+    if ([...runIds].some((id) => name.startsWith(`cmesh-run-${id}_`))) fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true });
+  }
 });
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -116,6 +122,7 @@ afterAll(async () => {
 async function twoNodes(backend: 'c10d' | 'nats', flags: string[], workerArgs: string[]): Promise<{ a: Running; b: Running; id: string }> {
   const port = backend === 'c10d' ? await freePort() : nats!.port;
   const id = `el${Date.now()}${Math.floor(Math.random() * 1000)}`;
+  runIds.add(id);
   const args = ['run', '--nproc-per-node', '2', '--rdzv-backend', backend, '--rdzv-endpoint', `127.0.0.1:${port}`, '--rdzv-id', id, ...flags, WORKER, ...workerArgs];
   const a = cmesh(args);
   if (backend === 'c10d') await listening(port);

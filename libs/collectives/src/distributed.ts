@@ -4,12 +4,14 @@ import type { AlgorithmName } from './algorithms';
 import { timeoutArg } from './ops/validate';
 import { InvalidArgumentError, NotInitializedError } from './errors';
 import { DEFAULT_TIMEOUT_MS, ProcessGroup } from './process-group';
+import { BACKEND_NAMES, BackendKind, BackendName, BackendProvider, isBackendName } from './backends/backend';
+import { openTcp } from './backends/tcp/open-tcp';
+import { NcclOptions, openNccl } from './backends/nccl/open-nccl';
 import { ReduceOp } from './reduce-op';
 import { rendezvous } from './rendezvous';
 import { PrefixStore, Store } from './store';
 import type { Tensor } from './tensor/dtype';
 import type { TrafficCounters } from './traffic';
-import { Mesh } from './transport/mesh';
 import { transportMode } from './transport/shm/select';
 import { MetricsExporter, startLauncherExporter } from './metrics/exporter';
 import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBinding, planRankBinding, unbindMainThread } from './transport/core-binding';
@@ -29,7 +31,8 @@ export type NonGroupMember = typeof GroupMember.NON_GROUP_MEMBER;
 export type Group = ProcessGroup | NonGroupMember | undefined;
 
 export interface InitOptions {
-  backend?: 'tcp' | 'gloo' | string;
+  /** `tcp` (default; `gloo` is the same, torch's name for it) or `nccl` (the GPU sidecar). */
+  backend?: BackendName;
   initMethod?: string;
   rank?: number;
   worldSize?: number;
@@ -47,6 +50,10 @@ export interface InitOptions {
    * TransportUnavailableError; `tcp` = TCP only.
    */
   transport?: 'auto' | 'tcp' | 'shm';
+  /** nccl: this rank's GPU (torch's device_id). Default: LOCAL_RANK, else 0. */
+  deviceId?: number;
+  /** nccl: the sidecar to attach to or spawn (binary, library paths, socket). */
+  nccl?: NcclOptions;
 }
 
 export interface CommonOptions {
@@ -57,7 +64,9 @@ export interface CommonOptions {
 
 interface World {
   pg: ProcessGroup;
-  mesh: Mesh;
+  /** What every group's backend shares (tcp: the Mesh; nccl: the sidecar). */
+  backends: BackendProvider;
+  rank: number;
   store: Store;
   groups: ProcessGroup[];
   nextGroupId: number;
@@ -73,31 +82,40 @@ let launcherExporter: Promise<MetricsExporter | undefined> | undefined;
 export { bindToCore, planRankBinding, allowedCpus, unbindMainThread, LAUNCHER_BIND_ENV };
 export type { Binding };
 
-const BACKENDS = ['tcp', 'gloo'];
-
 export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   if (world) throw new InvalidArgumentError('initProcessGroup: the default process group is already initialized; call destroyProcessGroup() first');
-  const backend = opts.backend ?? 'tcp';
-  if (!BACKENDS.includes(backend)) {
-    throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(backend)} (available: ${BACKENDS.join(', ')}; nccl runs through the rank agent's sidecar)`);
+  const requested: unknown = opts.backend ?? 'tcp';
+  if (!isBackendName(requested)) {
+    throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(requested)} (available: ${BACKEND_NAMES.join(', ')})`);
   }
+  const backend: BackendKind = requested === 'gloo' ? 'tcp' : requested;
   const transport = transportMode(opts.transport);
   const timeoutMs = opts.timeout ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
   const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs });
   const prefixed = new PrefixStore('cmesh/default_pg', store);
-  const mesh = await Mesh.create({ rank, size: worldSize, store: prefixed, timeoutMs, masterAddr: process.env.MASTER_ADDR, transport }).catch((e: Error) => {
-    if (debugOn) debug('init', `error: ${e.message}`);
+  const everyone = [...Array(worldSize).keys()];
+  let backends: BackendProvider | undefined;
+  let pg: ProcessGroup;
+  try {
+    backends =
+      backend === 'nccl'
+        ? await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl })
+        : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport });
+    pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs);
+  } catch (e) {
+    if (debugOn) debug('init', `error: ${(e as Error).message}`);
+    await backends?.close().catch(() => undefined);
+    if (!opts.store) await store.close().catch(() => undefined); // ours (rank 0's may be the TCP store's server); a caller's stays open
     throw e;
-  });
+  }
   // only when asked: by this call, or by `cmesh run` (CMESH_RUN_BIND_CPU, its plan for this rank).
   // After the mesh: a bound main thread sees one core, and the data plane decides whether to
   // busy-poll from the cores it sees.
   const bind = opts.bindToCore ?? launcherBinding();
   if (typeof bind === 'number') bindMainThread(bind);
   else if (bind === true) bindToCore();
-  const pg = new ProcessGroup(0, [...Array(worldSize).keys()], mesh, timeoutMs);
-  world = { pg, mesh, store, groups: [pg], nextGroupId: 1 };
+  world = { pg, backends, rank, store, groups: [pg], nextGroupId: 1 };
   if (debugOn) debug('init', `process group ready: rank ${rank} of ${worldSize}, backend ${backend}`);
   // `cmesh run --metrics-port` asked for it (CMESH_RUN_METRICS_PORT); nothing else starts one
   launcherExporter ??= startLauncherExporter().catch((e: Error) => {
@@ -139,7 +157,7 @@ export function getWorldSize(group?: Group): number {
   return pg ? pg.size : -1;
 }
 
-export function getBackend(group?: Group): string {
+export function getBackend(group?: Group): BackendKind {
   const pg = resolve('getBackend', group);
   if (!pg) throw new InvalidArgumentError('getBackend: this rank is not a member of the group');
   return pg.backend;
@@ -165,7 +183,7 @@ export async function newGroup(ranks?: number[], opts: { timeout?: number } = {}
   timeoutArg(opts.timeout, 'newGroup');
   const id = w.nextGroupId++; // same order on every rank, so the same id everywhere
   if (!members.includes(w.pg.rank)) return GroupMember.NON_GROUP_MEMBER;
-  const pg = new ProcessGroup(id, members, w.mesh, opts.timeout ?? w.pg.timeoutMs);
+  const pg = new ProcessGroup(id, members, w.rank, await w.backends.forGroup(id, members), opts.timeout ?? w.pg.timeoutMs);
   w.groups.push(pg);
   return pg;
 }
@@ -174,12 +192,13 @@ export async function destroyProcessGroup(group?: Group): Promise<void> {
   const w = requireWorld('destroyProcessGroup');
   if (isNonMember(group)) return;
   if (group !== undefined && group !== w.pg) {
-    (group as ProcessGroup).markDestroyed();
+    const g = group as ProcessGroup;
+    if (!g.isDestroyed) await g.destroy();
     return;
   }
   world = undefined;
-  for (const g of w.groups) g.markDestroyed();
-  await w.mesh.close();
+  for (const g of w.groups) if (!g.isDestroyed) await g.destroy().catch(() => undefined);
+  await w.backends.close();
   await w.store.close();
 }
 

@@ -49,6 +49,22 @@ export class TransportUnavailableError extends CmeshError {
   override readonly code = 'TRANSPORT_UNAVAILABLE';
 }
 
+/**
+ * The process group's backend cannot run this call (an op, dtype, reduce op or argument form it
+ * does not have, e.g. a bitwise reduce op on nccl). Checked before anything moves: nothing changed.
+ */
+export class BackendUnsupportedError extends CmeshError {
+  override readonly code = 'BACKEND_UNSUPPORTED';
+  constructor(
+    message: string,
+    /** The backend that refused ('tcp', 'nccl'). */
+    readonly backend: string,
+    context: ErrorContext = {},
+  ) {
+    super(message, context);
+  }
+}
+
 /** Store (rendezvous key-value) failures other than timeouts. */
 export class StoreError extends CmeshError {
   override readonly code = 'STORE_ERROR';

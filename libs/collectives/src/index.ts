@@ -18,9 +18,19 @@ export { COLLECTIVES, Collective, SWEEP_OPS, SweepOp, isCollective, isSweepOp } 
 export type { Comm } from './transport/comm';
 export * from './launch';
 export * from './metrics';
-// The nccl backend's sidecar client (native/nccl-sidecar): the sidecar's owner, its connection and typed errors.
+// Backends behind ProcessGroup (tcp: the CPU data plane; nccl: the GPU sidecar) and what each can run.
+export { BACKEND_NAMES, BackendName, BackendKind, Backend, BackendCapabilities, BackendOp, BackendProvider, CollectiveCall, isBackendName } from './backends/backend';
+export { TCP_CAPABILITIES } from './backends/tcp/tcp-backend';
+export { ncclCapabilities } from './backends/nccl/capabilities';
+export { NcclOptions } from './backends/nccl/open-nccl';
+// The nccl backend's sidecar client (native/nccl-sidecar): the sidecar's owner, a communicator, the connection and typed errors.
 export {
   NcclSidecar,
+  NcclCommunicator,
+  CommunicatorSpec,
+  missingFromHello,
+  NcclMissing,
+  NcclError,
   NcclSidecarOptions,
   NcclAvailability,
   SidecarClient,

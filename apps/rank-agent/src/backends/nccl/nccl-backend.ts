@@ -1,14 +1,11 @@
 // The rank agent's `nccl` backend: the library's sidecar owner (NcclSidecar: spawns or attaches,
 // says whether NCCL is usable here), running a job's collective sweep on the GPU in lock-step
 // with the other ranks, which find the NCCL unique id through the coordinator's store.
-import { exchangeUniqueId, InvalidArgumentError, NcclSidecar, NcclSidecarOptions, NcclUnavailableError, validateReduceOp } from '@cmesh/collectives';
+import { InvalidArgumentError, NcclCommunicator, NcclSidecar, NcclSidecarOptions, NcclUnavailableError, validateReduceOp } from '@cmesh/collectives';
 import type { Store } from '@cmesh/collectives';
 import { DType, elementSize, isDType, isSweepOp, viewAs } from '@cmesh/collectives';
 import { benchCollective, checkOutput, filledTensor } from '@cmesh/bench';
 import type { BenchOp, BenchRedop } from '@cmesh/protocol';
-
-/** Bound for clean-up requests (abort, finalize, free) (ms). */
-const CLEANUP_TIMEOUT_MS = 15_000;
 
 /** Bytes written over the receive buffer before the op, so a skipped write cannot pass: 0xFF is NaN or -1/255, never a pattern value. */
 const RECV_SENTINEL_BYTE = 0xff;
@@ -68,34 +65,22 @@ export class NcclBackend extends NcclSidecar {
     const { rank, worldSize: nranks, timeoutMs } = plan;
 
     spec.signal?.throwIfAborted();
-    const uniqueId = await exchangeUniqueId(client, spec.store, `${spec.key}/nccl/unique-id`, rank, timeoutMs);
-    const comm = await client.commInitRank({ nranks, rank, uniqueId, device: plan.device }, timeoutMs);
+    const comm = await NcclCommunicator.create(client, { store: spec.store, key: `${spec.key}/nccl/unique-id`, rank, nranks, device: plan.device, timeoutMs });
     // The sidecar answers abort at once, on its connection thread: a cancelled job's collective
     // (possibly hung on a peer) fails ABORTED instead of running to its timeout.
-    let cancelled = false;
-    const onCancel = () => {
-      cancelled = true;
-      void client.abort(comm, CLEANUP_TIMEOUT_MS).catch(() => undefined);
-    };
+    const onCancel = () => void comm.abort();
     if (spec.signal?.aborted) onCancel();
     else spec.signal?.addEventListener('abort', onCancel, { once: true });
     // sizes, data and checks as every sweep has them (@cmesh/bench); the sidecar runs and times the op
     const coll = benchCollective(spec.collective);
     const es = elementSize(spec.dtype);
     const points = spec.sizes.map((s) => coll.shape(s, es, nranks));
-    const maxSend = Math.max(es, ...points.map((p) => p.sendCount * es));
-    const maxRecv = Math.max(es, ...points.map((p) => p.recvCount * es));
-    const bufs: number[] = [];
     let healthy = false;
     try {
-      const sendBuf = await client.alloc(plan.device, maxSend, timeoutMs);
-      bufs.push(sendBuf);
-      const recvBuf = await client.alloc(plan.device, maxRecv, timeoutMs);
-      bufs.push(recvBuf);
+      await comm.reserve(Math.max(es, ...points.map((p) => p.sendCount * es)), Math.max(es, ...points.map((p) => p.recvCount * es)), timeoutMs);
       const rows: NcclSweepRow[] = [];
       for (const p of points) {
         const request = {
-          comm,
           collective: spec.collective,
           count: p.count,
           dtype: spec.dtype,
@@ -103,23 +88,21 @@ export class NcclBackend extends NcclSidecar {
           root: plan.root ?? undefined,
           sendPeer: spec.collective === 'sendRecv' ? (rank + 1) % nranks : undefined,
           recvPeer: spec.collective === 'sendRecv' ? (rank - 1 + nranks) % nranks : undefined,
-          sendBuf,
-          recvBuf,
         };
         let wrong: number | null = null;
         if (plan.verify && p.count > 0) {
           const data = { rank, nranks, root: plan.root ?? -1, redop: plan.redOp ?? 'sum', count: p.count } as const;
           const input = filledTensor(spec.dtype, p.sendCount, coll.input(data));
-          await client.copyIn(sendBuf, new Uint8Array(input.buffer, input.byteOffset, input.byteLength), 0, timeoutMs);
-          await client.memset(recvBuf, { bytes: p.recvCount * es, value: RECV_SENTINEL_BYTE }, timeoutMs);
-          await client.collective({ ...request, warmup: 0, iters: 1 }, timeoutMs);
+          await client.copyIn(comm.sendBuf, new Uint8Array(input.buffer, input.byteOffset, input.byteLength), 0, timeoutMs);
+          await client.memset(comm.recvBuf, { bytes: p.recvCount * es, value: RECV_SENTINEL_BYTE }, timeoutMs);
+          await comm.collective({ ...request, warmup: 0, iters: 1 }, timeoutMs);
           const expected = coll.expected(data);
           if (expected) {
-            const got = await client.copyOut(recvBuf, p.recvCount * es, 0, timeoutMs);
+            const got = await client.copyOut(comm.recvBuf, p.recvCount * es, 0, timeoutMs);
             wrong = checkOutput(viewAs(alignedCopy(got), spec.dtype), expected, data.redop, nranks);
           }
         }
-        const timed = await client.collective({ ...request, warmup: plan.warmup, iters: plan.iters }, timeoutMs);
+        const timed = await comm.collective({ ...request, warmup: plan.warmup, iters: plan.iters }, timeoutMs);
         const t = timed.deviceSeconds;
         const algbw = t > 0 ? p.bytes / t : 0;
         rows.push({
@@ -140,19 +123,9 @@ export class NcclBackend extends NcclSidecar {
       return rows;
     } finally {
       spec.signal?.removeEventListener('abort', onCancel);
-      // The communicator goes before its buffers: cudaFree synchronises the device, so a free
-      // under a collective still queued (a failed or hung sweep) would never return. A failed
-      // sweep may leave peers mid-collective: abort rather than finalize with them. A finished
-      // sweep finalizes, bounded, and aborts if that fails (a peer gone after its last op must
-      // not hold this rank for the whole timeout); its rows stand either way.
-      if (!cancelled) {
-        if (healthy) {
-          await client.destroy(comm, Math.min(timeoutMs, CLEANUP_TIMEOUT_MS)).catch(() => client.abort(comm, CLEANUP_TIMEOUT_MS).catch(() => undefined));
-        } else {
-          await client.abort(comm, CLEANUP_TIMEOUT_MS).catch(() => undefined);
-        }
-      }
-      for (const b of bufs) await client.free(b, CLEANUP_TIMEOUT_MS).catch(() => undefined);
+      // destroy after a finished sweep (abort if that fails; its rows stand either way), abort
+      // after a failed one (peers may be mid-collective); then the buffers
+      await comm.close(healthy, timeoutMs);
     }
   }
 }

@@ -1,6 +1,6 @@
 // Typed errors of the nccl backend. The sidecar's error code (README "Errors") is kept as
 // `sidecarCode`; the class says what kind of failure it is.
-import { CmeshError, DistTimeoutError, InvalidArgumentError } from '../../errors';
+import { CmeshError, DistTimeoutError, ErrorContext, InvalidArgumentError } from '../../errors';
 
 export interface SidecarFailure {
   /** The sidecar's error code (BAD_FRAME, TIMEOUT, NCCL_ERROR, …) or a client-side one. */
@@ -9,15 +9,42 @@ export interface SidecarFailure {
   readonly op?: string;
 }
 
-/** CUDA or NCCL cannot be used on this machine (or the sidecar is missing); `reason` says why. */
+/** What a machine lacks for the nccl backend. */
+export type NcclMissing = 'sidecar-binary' | 'sidecar' | 'cuda-runtime' | 'device' | 'nccl-library';
+
+const MISSING_TEXT: Record<NcclMissing, string> = {
+  'sidecar-binary': 'sidecar binary',
+  sidecar: 'a running sidecar',
+  'cuda-runtime': 'CUDA runtime',
+  device: 'CUDA device',
+  'nccl-library': 'NCCL library',
+};
+
+/**
+ * CUDA or NCCL cannot be used on this machine, or the sidecar is missing: `missing` names what
+ * (when known), `reason` says why in the sidecar's words.
+ */
 export class NcclUnavailableError extends CmeshError implements SidecarFailure {
   override readonly code = 'NCCL_UNAVAILABLE';
   readonly sidecarCode = 'UNAVAILABLE';
   constructor(
     readonly reason: string,
     readonly op?: string,
+    readonly missing: readonly NcclMissing[] = [],
   ) {
-    super(`nccl backend unavailable: ${reason}`, { op });
+    super(`nccl backend unavailable${missing.length ? ` (missing: ${missing.map((m) => MISSING_TEXT[m]).join(', ')})` : ''}: ${reason}`, { op });
+  }
+}
+
+/** An NCCL collective failed (a CUDA/NCCL error, an aborted communicator, the sidecar gone); `sidecarCode` says which. */
+export class NcclError extends CmeshError {
+  override readonly code = 'NCCL_ERROR';
+  constructor(
+    message: string,
+    readonly sidecarCode: string,
+    context: ErrorContext = {},
+  ) {
+    super(message, context);
   }
 }
 

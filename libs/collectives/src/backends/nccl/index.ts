@@ -5,3 +5,8 @@ export * from './sidecar-client';
 export * from './sidecar-process';
 export * from './sidecar';
 export * from './unique-id';
+export * from './communicator';
+export * from './capabilities';
+export * from './device';
+export * from './nccl-backend';
+export * from './open-nccl';

@@ -15,7 +15,7 @@ const BINARY_NAME = 'cmesh-nccl-sidecar';
 export function locateSidecarBinary(): string {
   const fromEnv = process.env.CMESH_NCCL_SIDECAR;
   if (fromEnv) {
-    if (!fs.existsSync(fromEnv)) throw new NcclUnavailableError(`sidecar binary not found at ${fromEnv} (from CMESH_NCCL_SIDECAR)`);
+    if (!fs.existsSync(fromEnv)) throw new NcclUnavailableError(`sidecar binary not found at ${fromEnv} (from CMESH_NCCL_SIDECAR)`, undefined, ['sidecar-binary']);
     return fromEnv;
   }
   const candidates = [path.join(SIDECAR_BUILD_DIR, BINARY_NAME), ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, BINARY_NAME))];
@@ -23,6 +23,8 @@ export function locateSidecarBinary(): string {
   if (!found) {
     throw new NcclUnavailableError(
       `${BINARY_NAME} not found (looked in ${SIDECAR_BUILD_DIR} and on PATH): build it from native/nccl-sidecar (\`make native\`) and set CMESH_NCCL_SIDECAR to its path, or put it on PATH`,
+      undefined,
+      ['sidecar-binary'],
     );
   }
   return found;
@@ -71,8 +73,21 @@ export class SidecarProcess {
     private readonly child: ChildProcess,
     readonly socketPath: string,
   ) {
+    // A process that exits without stopping its sidecar (process.exit, an uncaught error) takes
+    // it along: a sidecar left behind would hold its GPU memory. (SIGKILL gives no chance.)
+    const onOwnerExit = () => {
+      if (this.exitInfo === null && child.pid !== undefined) {
+        try {
+          process.kill(child.pid, 'SIGTERM');
+        } catch {
+          // already gone
+        }
+      }
+    };
+    process.once('exit', onOwnerExit);
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
+        process.off('exit', onOwnerExit);
         this.exitInfo = { code, signal };
         resolve(this.exitInfo);
       });

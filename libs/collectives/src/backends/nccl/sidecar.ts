@@ -4,7 +4,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { NcclUnavailableError } from './errors';
+import { NcclMissing, NcclUnavailableError } from './errors';
 import type { SidecarHello } from './protocol';
 import { SidecarClient } from './sidecar-client';
 import { SidecarProcess, spawnSidecar } from './sidecar-process';
@@ -28,6 +28,17 @@ export interface NcclSidecarOptions {
 export interface NcclAvailability {
   ok: boolean;
   reason?: string;
+  /** What this machine lacks, when the sidecar or its hello said so. */
+  missing?: NcclMissing[];
+}
+
+/** What hello says is missing: the CUDA runtime, a device (with a runtime), the NCCL library. */
+export function missingFromHello(hello: SidecarHello): NcclMissing[] {
+  const missing: NcclMissing[] = [];
+  if (!hello.cuda.available) missing.push('cuda-runtime');
+  else if (hello.deviceCount < 1) missing.push('device');
+  if (!hello.nccl.available) missing.push('nccl-library');
+  return missing;
 }
 
 export class NcclSidecar {
@@ -66,9 +77,13 @@ export class NcclSidecar {
       this.helloInfo = await this.connection.hello();
       this.availability = this.helloInfo.available
         ? { ok: true }
-        : { ok: false, reason: this.helloInfo.reason ?? 'sidecar reports NCCL unavailable' };
+        : { ok: false, reason: this.helloInfo.reason ?? 'sidecar reports NCCL unavailable', missing: missingFromHello(this.helloInfo) };
     } catch (e) {
-      this.availability = { ok: false, reason: `nccl sidecar failed to start: ${(e as Error).message}` };
+      const err = e as Error;
+      // a binary that is not there (or not executable) is missing; anything else is the sidecar failing
+      const missing: NcclMissing[] =
+        e instanceof NcclUnavailableError && e.missing.length ? [...e.missing] : !this.opts.attachSocketPath && /\b(ENOENT|EACCES)\b/.test(err.message) ? ['sidecar-binary'] : ['sidecar'];
+      this.availability = { ok: false, reason: `nccl sidecar failed to start: ${err.message}`, missing };
       await this.stop();
     }
     return this.availability;
@@ -96,7 +111,7 @@ export class NcclSidecar {
   /** The connection of a sidecar that can run NCCL; NcclUnavailableError (with the reason) otherwise. */
   client(op?: string): { client: SidecarClient; hello: SidecarHello } {
     if (!this.availability.ok || !this.connection || !this.helloInfo) {
-      throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend unavailable', op);
+      throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend unavailable', op, this.availability.missing);
     }
     return { client: this.connection, hello: this.helloInfo };
   }

@@ -1,0 +1,23 @@
+// The tcp backend's process side: one Mesh (connections to every other rank, TCP or shared
+// memory) that every group of the process shares.
+import type { Store } from '../../store';
+import { Mesh } from '../../transport/mesh';
+import type { BackendProvider } from '../backend';
+import { TcpBackend } from './tcp-backend';
+
+export interface OpenTcpOptions {
+  rank: number;
+  worldSize: number;
+  store: Store;
+  timeoutMs: number;
+  transport: 'auto' | 'tcp' | 'shm';
+}
+
+export async function openTcp(o: OpenTcpOptions): Promise<BackendProvider> {
+  const mesh = await Mesh.create({ rank: o.rank, size: o.worldSize, store: o.store, timeoutMs: o.timeoutMs, masterAddr: process.env.MASTER_ADDR, transport: o.transport });
+  return {
+    name: 'tcp',
+    forGroup: async (id, worldRanks) => new TcpBackend(mesh, id, worldRanks),
+    close: () => mesh.close(),
+  };
+}

@@ -134,8 +134,8 @@ describe('nccl backend faults (world 2, over the simulation)', () => {
     expect(r[1].error).toMatchObject({ name: 'NcclError', code: 'NCCL_ERROR', sidecarCode: 'CONNECTION' });
     expect(r[1].error.message).toMatch(/^allReduce failed: .*sidecar socket .* closed/);
     // the surviving rank hears it from NCCL (asynchronous ncclRemoteError); its communicator is aborted
-    expect(r[0].error).toMatchObject({ name: 'NcclError', code: 'NCCL_ERROR', sidecarCode: 'NCCL_ERROR', context: { op: 'allReduce', group: '0', seq: 1, rank: 0 } });
+    expect(r[0].error).toMatchObject({ name: 'NcclError', code: 'NCCL_ERROR', sidecarCode: 'NCCL_ERROR', context: { op: 'allReduce', group: '0', rank: 0 } });
     expect(r[0].error.message).toMatch(/^allReduce failed: .*ncclRemoteError/);
-    for (const o of r) expect(o.ms).toBeLessThan(15_000 + 1000);
+    for (const o of r) expect(o.ms).toBeLessThan(10_000);
   }, 70_000);
 });

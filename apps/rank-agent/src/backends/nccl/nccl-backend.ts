@@ -93,12 +93,12 @@ export class NcclBackend extends NcclSidecar {
         if (plan.verify && p.count > 0) {
           const data = { rank, nranks, root: plan.root ?? -1, redop: plan.redOp ?? 'sum', count: p.count } as const;
           const input = filledTensor(spec.dtype, p.sendCount, coll.input(data));
-          await client.copyIn(comm.sendBuf, new Uint8Array(input.buffer, input.byteOffset, input.byteLength), 0, timeoutMs);
-          await client.memset(comm.recvBuf, { bytes: p.recvCount * es, value: RECV_SENTINEL_BYTE }, timeoutMs);
+          await comm.writeSend(new Uint8Array(input.buffer, input.byteOffset, input.byteLength), timeoutMs);
+          await comm.fillRecv(p.recvCount * es, RECV_SENTINEL_BYTE, timeoutMs);
           await comm.collective({ ...request, warmup: 0, iters: 1 }, timeoutMs);
           const expected = coll.expected(data);
           if (expected) {
-            const got = await client.copyOut(comm.recvBuf, p.recvCount * es, 0, timeoutMs);
+            const got = await comm.readRecv(p.recvCount * es, timeoutMs);
             wrong = checkOutput(viewAs(alignedCopy(got), spec.dtype), expected, data.redop, nranks);
           }
         }

@@ -31,7 +31,7 @@ export class NcclCommunicator {
   private ended = false;
 
   private constructor(
-    readonly client: SidecarClient,
+    private readonly client: SidecarClient,
     readonly comm: number,
     readonly device: number,
   ) {}
@@ -74,6 +74,21 @@ export class NcclCommunicator {
 
   collective(req: BufferCollective, timeoutMs: number): Promise<CollectiveResult> {
     return this.client.collective({ ...req, comm: this.comm, sendBuf: this.send.buf, recvBuf: this.recv.buf }, timeoutMs);
+  }
+
+  /** Writes `data` at the start of the send buffer (in pieces of the sidecar's frame limit). */
+  writeSend(data: Uint8Array, timeoutMs: number): Promise<void> {
+    return this.client.copyIn(this.send.buf, data, 0, timeoutMs);
+  }
+
+  /** Sets the first `bytes` of the receive buffer to `value`. */
+  fillRecv(bytes: number, value: number, timeoutMs: number): Promise<void> {
+    return this.client.memset(this.recv.buf, { bytes, value }, timeoutMs);
+  }
+
+  /** Reads the first `bytes` of the receive buffer. */
+  readRecv(bytes: number, timeoutMs: number): Promise<Buffer> {
+    return this.client.copyOut(this.recv.buf, bytes, 0, timeoutMs);
   }
 
   /** Aborts the communicator now (also interrupting a collective in flight); once, never throws. */

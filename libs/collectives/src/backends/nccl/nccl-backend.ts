@@ -9,6 +9,9 @@ import type { Backend, BackendCapabilities, BackendOp, CollectiveCall } from '..
 import type { NcclCommunicator } from './communicator';
 import { CLEANUP_TIMEOUT_MS } from './communicator';
 import { NcclError, NcclUnavailableError, SidecarFailure } from './errors';
+
+/** How much later than the group's timeout the sidecar's deadline for an op falls (ms). */
+const SIDECAR_DEADLINE_GRACE_MS = 1000;
 import type { NcclCollective, SidecarRedOp } from './protocol';
 
 /** One sidecar collective with the host data around it. */
@@ -45,6 +48,8 @@ export class NcclBackend implements Backend {
     /** Group rank -> world rank. */
     private readonly worldRanks: readonly number[],
     private readonly worldRank: number,
+    /** The longest deadline the sidecar takes (hello's limits.maxTimeoutMs). */
+    private readonly maxTimeoutMs: number,
   ) {
     this.rank = worldRanks.indexOf(worldRank);
     this.size = worldRanks.length;
@@ -82,7 +87,9 @@ export class NcclBackend implements Backend {
   }
 
   private issue<T>(launch: Launch, timeoutMs: number, peers: number[], result: T): BackendOp<T> {
-    const deadline = Date.now() + timeoutMs;
+    // The group's timer ends the op first (naming the peers) and aborts the communicator; the
+    // sidecar's own deadline, a little later, bounds its waits should that abort not reach it.
+    const deadline = Date.now() + timeoutMs + SIDECAR_DEADLINE_GRACE_MS;
     const done = this.tail.then(() => this.execute(launch, deadline)).then(() => result);
     this.tail = done.catch(() => undefined);
     return new NcclOp(this, done, peers);
@@ -91,15 +98,14 @@ export class NcclBackend implements Backend {
   private async execute(l: Launch, deadline: number): Promise<void> {
     if (this.failure) throw new NcclError(`the communicator was aborted after an earlier failure: ${this.failure.message}`, 'ABORTED');
     if (l.count === 0) return; // nothing to move, on every rank alike (their counts agree)
-    const left = () => Math.max(1, deadline - Date.now());
+    const left = () => Math.min(this.maxTimeoutMs, Math.max(1, deadline - Date.now()));
     const comm = this.comm;
-    const client = comm.client;
     await comm.reserve(l.sendBytes, l.recvBytes, left());
-    if (l.inputs) await client.copyIn(comm.sendBuf, joined(l.inputs), 0, left());
+    if (l.inputs) await comm.writeSend(joined(l.inputs), left());
     await comm.collective({ collective: l.collective, count: l.count, dtype: l.dtype, redOp: l.redOp, root: l.root, sendPeer: l.sendPeer, recvPeer: l.recvPeer, warmup: 0, iters: 1 }, left());
     if (l.outputs) {
       const total = l.outputs.reduce((a, t) => a + t.byteLength, 0);
-      const got = await client.copyOut(comm.recvBuf, total, 0, left());
+      const got = await comm.readRecv(total, left());
       let off = 0;
       for (const t of l.outputs) {
         bytesOf(t).set(got.subarray(off, off + t.byteLength));
@@ -109,8 +115,8 @@ export class NcclBackend implements Backend {
   }
 
   /** The typed error for a failed op; the first failure aborts the communicator. */
-  failed(raw: unknown, ctx: ErrorContext): CmeshError {
-    const err = explain(raw, ctx);
+  failed(raw: unknown, ctx: ErrorContext, peers: number[]): CmeshError {
+    const err = explain(raw, ctx, peers);
     if (!this.failure) {
       this.failure = err;
       void this.comm.abort();
@@ -182,7 +188,7 @@ class NcclOp<T> implements BackendOp<T> {
   }
 
   fail(raw: unknown, ctx: ErrorContext): CmeshError {
-    return this.backend.failed(raw, ctx);
+    return this.backend.failed(raw, ctx, this.peers);
   }
 }
 
@@ -203,11 +209,10 @@ function joined(list: readonly Tensor[]): Uint8Array {
   return out;
 }
 
-function explain(raw: unknown, ctx: ErrorContext): CmeshError {
-  const where = describeContext(ctx);
-  const text = (e: unknown) => `${ctx.op} failed: ${(e as Error)?.message ?? String(e)} (${where})`;
-  // the group's own timeout already names the group; the sidecar's names only its request
-  if (raw instanceof DistTimeoutError) return raw.context.group !== undefined ? raw : new DistTimeoutError(text(raw), ctx);
+function explain(raw: unknown, ctx: ErrorContext, peers: number[]): CmeshError {
+  const text = (e: unknown, c = ctx) => `${ctx.op} failed: ${(e as Error)?.message ?? String(e)} (${describeContext(c)})`;
+  // the group's own timeout already names the group and the peers; the sidecar's only its request
+  if (raw instanceof DistTimeoutError) return raw.context.group !== undefined ? raw : new DistTimeoutError(text(raw, { ...ctx, peers }), { ...ctx, peers });
   if (raw instanceof NcclUnavailableError) return raw;
   if (raw instanceof NcclError) return new NcclError(text(raw), raw.sidecarCode, ctx);
   const code = (raw as Partial<SidecarFailure>)?.sidecarCode;

@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { buildSidecar, SIDECAR_BUILD_DIR } from '../src/backends/nccl';
+import { buildSidecar, SIDECAR_BUILD_DIR, SidecarClient, SidecarProcess, spawnSidecar } from '../src/backends/nccl';
 import { RankResult, runRanks } from './support/ranks';
 
 const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
@@ -61,6 +61,36 @@ describe.each([1, 2, 4])('initProcessGroup({ backend: "nccl" }) over the simulat
       expect(o.events.errors).toBe(0);
     }
   }, 120_000);
+});
+
+describe('initProcessGroup({ backend: "nccl" }) attached to running sidecars (CMESH_NCCL_SOCKET)', () => {
+  const sidecars: SidecarProcess[] = [];
+  let dir: string;
+  afterAll(async () => {
+    await Promise.all(sidecars.map((s) => s.stop()));
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs on them, spawns none, and leaves them running with no communicator or buffer', async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-nccl-attach-'));
+    const sockets = [0, 1].map((r) => path.join(dir, `rank${r}.sock`));
+    for (const socketPath of sockets) sidecars.push(await spawnSidecar({ socketPath, env: { ...process.env, ...SIM_ENV } }));
+    const r = results(await runRanks('nccl', 2, { timeoutMs: 60_000, args: { sizes: [1, 7] }, env: (rank) => ({ CMESH_NCCL_SOCKET: sockets[rank], LOCAL_RANK: String(rank) }) }));
+    for (const o of r) {
+      expect(o.failures).toEqual([]);
+      expect(o.checks).toBeGreaterThan(100);
+      expect({ spawned: o.sidecars, after: o.sidecarsAfterDestroy }).toEqual({ spawned: 0, after: 0 });
+    }
+    for (const [i, s] of sidecars.entries()) {
+      expect(s.running).toBe(true);
+      const client = await SidecarClient.connect(sockets[i]);
+      try {
+        expect((await client.hello()).resources).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+      } finally {
+        client.close();
+      }
+    }
+  }, 70_000);
 });
 
 describe('initProcessGroup({ backend: "nccl" }) where NCCL cannot run', () => {

@@ -25,7 +25,7 @@ apt:
 # npm install, not npm ci: the lock holds only the optional native binaries (@swc/core-*) that
 # the registry these machines use serves, which `npm ci` rejects; install follows the lock exactly.
 deps:
-	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm install --no-audit --no-fund; fi
+	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm install --no-audit --no-fund --no-save; fi
 
 native:
 	@if [ -f native/nccl-sidecar/CMakeLists.txt ]; then \

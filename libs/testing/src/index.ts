@@ -2,3 +2,4 @@ export * from './free-port';
 export * from './nats-server';
 export * from './prometheus';
 export * from './inspector';
+export * from './fuzz';

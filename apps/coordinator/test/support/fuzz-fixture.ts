@@ -1,0 +1,95 @@
+// What the coordinator fuzz tests share: a real nats-server and coordinator process holding some
+// state (an agent, a group, a closed rendezvous round), a snapshot of every KV bucket and REST
+// registry to compare before and after, and the coordinator's output scanned for crashes.
+import { JSONCodec, NatsConnection, connect } from 'nats';
+import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS, clusterNames } from '@cmesh/protocol';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { CoordinatorProcess, startCoordinatorProcess } from './coordinator-process';
+
+const json = JSONCodec();
+
+export const FIXTURE_AGENT = {
+  protocolVersion: PROTOCOL_VERSION,
+  agentId: 'fz-agent',
+  name: 'fz-agent',
+  host: '127.0.0.1',
+  device: { kind: 'cpu', index: 0 },
+  backends: [{ name: 'tcp', available: true }],
+  dataPlane: { host: '127.0.0.1' },
+};
+
+export interface CoordinatorFuzzFixture {
+  nats: NatsServer;
+  nc: NatsConnection;
+  coord: CoordinatorProcess;
+  /** every line the coordinator wrote after it started */
+  output: string[];
+  request(subject: string, data: Uint8Array, timeoutMs?: number): Promise<unknown>;
+  /** KV buckets (leases left out: they are renewed on a timer) and the REST registries */
+  snapshot(): Promise<Record<string, unknown>>;
+  /** the coordinator still answers a valid request and its process is alive */
+  healthy(): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+export async function startCoordinatorFuzzFixture(): Promise<CoordinatorFuzzFixture> {
+  const nats = await startNatsServer();
+  const nc = await connect({ servers: nats.url });
+  // heartbeats far apart: the fixture's agent must not turn lost while the cases run
+  const coord = await startCoordinatorProcess(nats.url, { CMESH_HEARTBEAT_MS: '600000' });
+  const output: string[] = [];
+  for (const s of [coord.proc.stdout!, coord.proc.stderr!]) s.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
+
+  const request = async (subject: string, data: Uint8Array, timeoutMs = 15_000) => json.decode((await nc.request(subject, data, { timeout: timeoutMs })).data);
+  const ok = async (subject: string, body: unknown) => {
+    const r = (await request(subject, json.encode(body))) as { ok: boolean };
+    if (!r.ok) throw new Error(`fixture ${subject}: ${JSON.stringify(r)}`);
+    return r;
+  };
+  await ok(AGENT_SUBJECTS.register, FIXTURE_AGENT);
+  await ok(GROUP_SUBJECTS.create, { members: [FIXTURE_AGENT.agentId], name: 'fz-group' });
+  await ok(RDZV_SUBJECTS.join, { runId: 'fz-run', nodeId: 'fz-node', minNodes: 1, maxNodes: 1, lastCallMs: 0 });
+
+  const names = clusterNames();
+  const js = nc.jetstream();
+  const snapshot = async () => {
+    const out: Record<string, unknown> = {};
+    for (const bucket of [names.buckets.state, names.buckets.jobs, names.buckets.claims]) {
+      const kv = await js.views.kv(bucket);
+      const keys: string[] = [];
+      for await (const k of await kv.keys()) keys.push(k);
+      for (const k of keys.sort()) {
+        if (bucket === names.buckets.state && k === 'leader') continue;
+        const e = await kv.get(k);
+        if (e && e.operation === 'PUT') out[`${bucket}/${k}`] = e.string();
+      }
+    }
+    for (const path of ['/agents', '/groups', '/rendezvous', '/jobs']) out[`GET ${path}`] = await (await fetch(`${coord.url}${path}`)).json();
+    return out;
+  };
+  const healthy = async () => {
+    if (coord.proc.exitCode !== null || coord.proc.signalCode !== null) return false;
+    const r = (await request(AGENT_SUBJECTS.list, json.encode({}))) as { ok: boolean; agents?: Array<{ agentId: string }> };
+    const h = await fetch(`${coord.url}/health`);
+    return r.ok && !!r.agents?.some((a) => a.agentId === FIXTURE_AGENT.agentId) && h.status === 200;
+  };
+  return {
+    nats,
+    nc,
+    coord,
+    output,
+    request,
+    snapshot,
+    healthy,
+    stop: async () => {
+      await nc.close().catch(() => {});
+      await coord.stop();
+      await nats.stop();
+    },
+  };
+}
+
+/** Lines of a process's output that say it crashed or let a rejection or exception escape. */
+export function crashLines(output: readonly string[]): string[] {
+  return output.filter((l) => /unhandled ?rejection|uncaught ?exception|FATAL ERROR|heap out of memory/i.test(l));
+}

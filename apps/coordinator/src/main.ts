@@ -5,6 +5,7 @@ import { exitOnFatal } from '@cmesh/protocol';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
+import { HttpErrorFilter, httpClientErrors } from './http/http-error.filter';
 import { NATS_CONNECTION } from './nats/nats-connection';
 import { connectNatsControllers } from './nats/nats-transport';
 import { wantsHelp } from '@cmesh/protocol';
@@ -14,6 +15,9 @@ export async function startCoordinator(config: CoordinatorConfig) {
   const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true });
   app.useLogger(app.get(Logger));
   app.enableShutdownHooks();
+  // every error answered in the standard shape, also those raised before a handler runs
+  app.useGlobalFilters(new HttpErrorFilter());
+  httpClientErrors(app.getHttpServer());
   const doc = new DocumentBuilder().setTitle('cmesh coordinator').setDescription('agents, rendezvous, process groups and jobs').setVersion('1').build();
   SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
   connectNatsControllers(app, NATS_CONNECTION, config.cluster);

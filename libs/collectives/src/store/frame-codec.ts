@@ -58,33 +58,89 @@ export function readI64(b: Buffer): number {
 
 export const flag = (v: boolean): Buffer => Buffer.from([v ? 1 : 0]);
 
-/** Accumulates socket chunks and yields complete frames; throws on a malformed frame. */
+/**
+ * A frame that cannot be parsed; `id` is its request id when the header was readable, `frames`
+ * the complete frames that came before it in the same push.
+ */
+export class MalformedFrameError extends Error {
+  frames: Frame[] = [];
+  constructor(
+    message: string,
+    readonly id?: number,
+  ) {
+    super(`malformed store frame (${message})`);
+    this.name = 'MalformedFrameError';
+  }
+}
+
+/**
+ * Accumulates socket chunks and yields complete frames; throws MalformedFrameError on a malformed
+ * frame. Chunks are kept in a list until a whole frame is there, so a large frame arriving in
+ * many pieces is copied once, not once per piece.
+ */
 export class FrameDecoder {
-  private pending: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private buffered = 0;
 
   push(chunk: Buffer): Frame[] {
-    this.pending = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    if (chunk.length) {
+      this.chunks.push(chunk);
+      this.buffered += chunk.length;
+    }
     const frames: Frame[] = [];
-    while (this.pending.length >= 4) {
-      const len = this.pending.readUInt32LE(0);
-      if (len < 7 || len > MAX_FRAME_BYTES) throw new Error(`malformed store frame (length ${len})`);
-      if (this.pending.length < 4 + len) break;
-      const body = this.pending.subarray(4, 4 + len);
-      const tag = body.readUInt8(0);
-      const id = body.readUInt32LE(1);
-      const count = body.readUInt16LE(5);
-      const fields: Buffer[] = [];
-      let at = 7;
-      for (let i = 0; i < count; i++) {
-        if (at + 4 > body.length) throw new Error('malformed store frame (truncated field)');
-        const flen = body.readUInt32LE(at);
-        if (at + 4 + flen > body.length) throw new Error('malformed store frame (field overruns frame)');
-        fields.push(Buffer.from(body.subarray(at + 4, at + 4 + flen))); // own copy: the chunk is reused
-        at += 4 + flen;
-      }
-      frames.push({ tag, id, fields });
-      this.pending = this.pending.subarray(4 + len);
+    try {
+      this.parse(frames);
+    } catch (e) {
+      if (e instanceof MalformedFrameError) e.frames = frames;
+      throw e;
     }
     return frames;
   }
+
+  private parse(frames: Frame[]): void {
+    while (this.buffered >= 4) {
+      const head = this.peek(Math.min(this.buffered, 11));
+      const len = head.readUInt32LE(0);
+      const id = head.length >= 9 ? head.readUInt32LE(5) : undefined;
+      if (len < 7) throw new MalformedFrameError(`length ${len} is shorter than a header`, id);
+      if (len > MAX_FRAME_BYTES) throw new MalformedFrameError(`length ${len} is over the limit of ${MAX_FRAME_BYTES} bytes`, id);
+      if (this.buffered < 4 + len) break;
+      const body = this.take(4 + len).subarray(4);
+      frames.push(parseBody(body));
+    }
+  }
+
+  /** The first n buffered bytes (n <= buffered), joining chunks only when the first is shorter. */
+  private peek(n: number): Buffer {
+    if (this.chunks[0].length < n) this.chunks = [Buffer.concat(this.chunks)];
+    return this.chunks[0].subarray(0, n);
+  }
+
+  /** Removes and returns the first n buffered bytes. */
+  private take(n: number): Buffer {
+    if (this.chunks[0].length < n) this.chunks = [Buffer.concat(this.chunks)];
+    const first = this.chunks[0];
+    const out = first.subarray(0, n);
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
+    this.buffered -= n;
+    return out;
+  }
+}
+
+function parseBody(body: Buffer): Frame {
+  const tag = body.readUInt8(0);
+  const id = body.readUInt32LE(1);
+  const count = body.readUInt16LE(5);
+  const fields: Buffer[] = [];
+  let at = 7;
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > body.length) throw new MalformedFrameError(`field ${i} of ${count} is truncated`, id);
+    const flen = body.readUInt32LE(at);
+    if (at + 4 + flen > body.length) throw new MalformedFrameError(`field ${i} of ${flen} bytes overruns the frame`, id);
+    fields.push(Buffer.from(body.subarray(at + 4, at + 4 + flen))); // own copy: the chunk is reused
+    at += 4 + flen;
+  }
+  if (at !== body.length) throw new MalformedFrameError(`${body.length - at} bytes after the last field`, id);
+  return { tag, id, fields };
 }

@@ -2,7 +2,7 @@
 // that are answered as soon as their keys appear.
 import * as net from 'net';
 import { InvalidArgumentError } from '../errors';
-import { Cmd, encodeFrame, flag, Frame, FrameDecoder, i64, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
+import { Cmd, encodeFrame, flag, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
 
 interface Waiter {
   socket: net.Socket;
@@ -40,13 +40,22 @@ export class TcpStoreServer {
     socket.setNoDelay(true);
     this.sockets.add(socket);
     const decoder = new FrameDecoder();
-    socket.on('data', (chunk) => {
+    const onData = (chunk: Buffer) => {
+      let frames: Frame[];
       try {
-        for (const f of decoder.push(chunk)) this.handle(socket, f);
+        frames = decoder.push(chunk);
       } catch (err) {
-        socket.destroy(err as Error); // a client speaking another protocol
+        // a client speaking another protocol: the rest of the stream cannot be framed
+        socket.off('data', onData);
+        const malformed = err instanceof MalformedFrameError ? err : undefined;
+        this.run(socket, malformed?.frames ?? []);
+        if (malformed?.id !== undefined) this.fail(socket, malformed.id, malformed.message);
+        socket.end(() => socket.destroy());
+        return;
       }
-    });
+      this.run(socket, frames);
+    };
+    socket.on('data', onData);
     const drop = () => {
       this.sockets.delete(socket);
       this.waiters = this.waiters.filter((w) => w.socket !== socket);
@@ -63,11 +72,17 @@ export class TcpStoreServer {
     if (!socket.destroyed) socket.write(encodeFrame(REPLY_ERROR, id, [Buffer.from(message, 'utf8')]));
   }
 
+  private run(socket: net.Socket, frames: Frame[]): void {
+    for (const f of frames) {
+      const problem = checkFields(f);
+      if (problem) this.fail(socket, f.id, problem);
+      else this.handle(socket, f);
+    }
+  }
+
+  /** Runs a command whose fields checkFields() accepted. */
   private handle(socket: net.Socket, { tag, id, fields }: Frame): void {
-    const key = () => {
-      if (!fields[0]) throw new Error('missing key');
-      return fields[0].toString('utf8');
-    };
+    const key = () => fields[0].toString('utf8');
     switch (tag) {
       case Cmd.SET:
         this.data.set(key(), fields[1] ?? Buffer.alloc(0));
@@ -84,9 +99,11 @@ export class TcpStoreServer {
         return;
       case Cmd.ADD: {
         const k = key();
-        const cur = this.data.has(k) ? Number(this.data.get(k)!.toString('utf8')) : 0;
+        const held = this.data.get(k)?.toString('utf8');
+        const cur = held === undefined ? 0 : /^-?\d{1,16}$/.test(held) ? Number(held) : NaN;
         if (!Number.isSafeInteger(cur)) return this.fail(socket, id, `key ${k} does not hold an integer`);
         const next = cur + readI64(fields[1]);
+        if (!Number.isSafeInteger(next)) return this.fail(socket, id, `add: ${held ?? 0} + ${fields[1].readBigInt64LE(0)} is outside the safe integer range`);
         this.data.set(k, Buffer.from(String(next)));
         this.reply(socket, id, [i64(next)]);
         this.wake();
@@ -114,8 +131,6 @@ export class TcpStoreServer {
       case Cmd.NUM_KEYS:
         this.reply(socket, id, [i64(this.data.size)]);
         return;
-      default:
-        this.fail(socket, id, `unknown store command ${tag}`);
     }
   }
 
@@ -133,6 +148,29 @@ export class TcpStoreServer {
     }
     this.waiters = still;
   }
+}
+
+/** Fields each command takes: [min, max] (a WAIT or CHECK names 1 to 65535 keys). */
+const FIELDS: Record<number, [number, number]> = {
+  [Cmd.SET]: [2, 2],
+  [Cmd.GET]: [1, 1],
+  [Cmd.ADD]: [2, 2],
+  [Cmd.COMPARE_SET]: [3, 3],
+  [Cmd.WAIT]: [1, 0xffff],
+  [Cmd.CHECK]: [1, 0xffff],
+  [Cmd.DELETE]: [1, 1],
+  [Cmd.NUM_KEYS]: [0, 0],
+};
+
+/** Why a well-framed request cannot be run (answered with an error, nothing changed), or undefined. */
+function checkFields({ tag, fields }: Frame): string | undefined {
+  const range = FIELDS[tag];
+  if (!range) return `unknown store command ${tag}`;
+  const [min, max] = range;
+  if (fields.length < min || fields.length > max) return `store command ${tag} takes ${min === max ? min : `${min} to ${max}`} fields, got ${fields.length}`;
+  if (tag === Cmd.ADD && fields[1].length !== 8) return `add: the amount must be 8 bytes, got ${fields[1].length}`;
+  if (tag === Cmd.ADD && !Number.isSafeInteger(readI64(fields[1]))) return `add: amount ${fields[1].readBigInt64LE(0)} is outside the safe integer range`;
+  return undefined;
 }
 
 /**

@@ -1,0 +1,42 @@
+// A process the fuzz tests aim at, so that a crash shows as its exit: `store` serves a TcpStore;
+// `mesh` is rank 0 of world 2 over and over (a new Mesh per round, its peer the test), receiving
+// P2P group 7 tag 7 messages of 16 bytes and echoing each back on tag 8. It prints one JSON line
+// per event on stdout.
+import { Mesh } from '../../src/transport/mesh';
+import { FrameKind, NO_SIGNATURE } from '../../src/transport/frame';
+import { PrefixStore, TcpStore, startTcpStoreServer } from '../../src/store';
+
+const say = (o: object) => process.stdout.write(`${JSON.stringify(o)}\n`);
+
+async function serveStore() {
+  const server = await startTcpStoreServer({ port: 0 });
+  say({ event: 'listening', port: server.port });
+}
+
+async function serveMesh(storePort: number) {
+  const store = await TcpStore.create({ port: storePort, timeoutMs: 60_000 });
+  say({ event: 'started' });
+  for (let round = 0; ; round++) {
+    const mesh = await Mesh.create({ rank: 0, size: 2, store: new PrefixStore(`round${round}`, store), timeoutMs: 60_000, transport: 'tcp' });
+    say({ event: 'ready', round });
+    let echoed = 0;
+    for (;;) {
+      const buf = new Uint8Array(16);
+      try {
+        await mesh.recv(1, FrameKind.P2P, 7, 7, NO_SIGNATURE, buf).done;
+      } catch (e) {
+        say({ event: 'peer-gone', round, echoed, error: `${(e as Error).name}: ${(e as Error).message}` });
+        break;
+      }
+      echoed++;
+      await mesh.send(1, FrameKind.P2P, 7, 8, NO_SIGNATURE, buf).catch(() => {});
+    }
+    await mesh.close();
+  }
+}
+
+const [mode, arg] = process.argv.slice(2);
+(mode === 'store' ? serveStore() : serveMesh(Number(arg))).catch((e: Error) => {
+  say({ event: 'failed', error: e.stack ?? e.message });
+  process.exit(1);
+});

@@ -68,17 +68,26 @@ export class Mesh {
     if (opts.size === 1) return mesh;
     const host = dataPlaneHost(opts.masterAddr);
     const accepted = new Set<number>();
+    /** accepted connections that have not said which rank they are */
+    const anonymous = new Set<PeerConnection>();
     let onAccept: () => void = () => {};
     // paused, so that no byte is read before the socket is re-wrapped with our own read buffers
     mesh.server = net.createServer({ pauseOnConnect: true }, (raw) => {
       const conn = mesh.connectionFor(-1, (c) => {
-        // the dialer's first 4 bytes said which rank it is
+        // the dialer's first 4 bytes said which rank it is: one of the higher ranks, once
+        anonymous.delete(c);
+        if (c.peer <= opts.rank || c.peer >= opts.size || accepted.has(c.peer)) {
+          if (debugOn) debug('mesh', `refused a connection that says it is rank ${c.peer}`);
+          return c.violate(`said it is rank ${c.peer}, which is not a rank in (${opts.rank}, ${opts.size}) that has not connected yet`);
+        }
         mesh.peers[c.peer] = c;
         accepted.add(c.peer);
         if (debugOn) debug('mesh', `connection from rank ${c.peer} accepted`);
         onAccept();
       });
       conn.attach(adoptAccepted(raw, conn));
+      anonymous.add(conn);
+      conn.socket.once('close', () => anonymous.delete(conn));
       mesh.watch(conn);
     });
     const port = await listenInRange(mesh.server, host);
@@ -111,8 +120,9 @@ export class Mesh {
       };
       onAccept();
     });
-    // no one else may connect once the mesh is complete
+    // no one else may connect once the mesh is complete, nor stay connected without a rank
     mesh.server.close();
+    for (const c of anonymous) c.violate('did not say which rank it is before the mesh was complete');
     if (debugOn) debug('mesh', `connected to all ${opts.size - 1} peers`);
     if (mode !== 'tcp') {
       await mesh.attachShm({ ...opts, mode });
@@ -198,7 +208,9 @@ export class Mesh {
     if (this.closing) return;
     const err = conn.leaving
       ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
-      : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
+      : conn.protocolError
+        ? new PeerFailureError(`rank ${conn.peer} broke the data-plane protocol (${conn.protocolError}); its connection was closed`, { rank: this.rank, peers: [conn.peer] })
+        : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
     conn.rejectPosted(err);
     conn.link?.close(err);
     for (const [key, q] of [...this.anySource]) {
@@ -212,19 +224,21 @@ export class Mesh {
     }
   }
 
-  private onControl(peer: number, h: FrameHeader, payload: Buffer): void {
+  /** An abort or bye from a peer; returns why the frame is malformed, if it is. */
+  private onControl(peer: number, h: FrameHeader, payload: Buffer): string | undefined {
     if (h.kind === FrameKind.Bye) {
       this.peers[peer]!.leaving = true;
-      return;
+      return undefined;
     }
-    if (h.kind !== FrameKind.Abort) return;
-    const notice = JSON.parse(payload.toString('utf8')) as AbortNotice;
+    const notice = parseAbortNotice(payload);
+    if (!notice) return `an abort frame whose payload is not an abort notice (${payload.length} bytes)`;
     if (debugOn) debug('mesh', `error: rank ${peer} aborted op (group ${h.group}, tag ${h.tag}): ${notice.message}`);
     const key = matchKey(FrameKind.Collective, h.group, h.tag);
     if (this.aborts.size >= MAX_ABORTS) this.aborts.delete(this.aborts.keys().next().value!);
     this.aborts.set(key, notice);
     const err = abortError(notice, peer, this.rank);
     for (const p of this.peers) p?.rejectPosted(err, (k) => k === key);
+    return undefined;
   }
 
   /** The abort a peer sent for this op, if any. */
@@ -358,6 +372,20 @@ export class Mesh {
     for (const c of this.peers) c?.socket.end();
     this.server?.close();
   }
+}
+
+/** An abort frame's payload as a notice, or undefined when it is not one. */
+function parseAbortNotice(payload: Buffer): AbortNotice | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(payload.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const n = v as Partial<AbortNotice> | null;
+  if (typeof n !== 'object' || n === null || !Number.isInteger(n.failedRank) || typeof n.message !== 'string') return undefined;
+  if (n.reason !== undefined && typeof n.reason !== 'string') return undefined;
+  return n as AbortNotice;
 }
 
 export function abortError(notice: AbortNotice, via: number | undefined, rank: number): CmeshError {

@@ -36,8 +36,8 @@ export class FrameMismatch extends Error {
 }
 
 export interface ConnectionEvents {
-  /** A control frame (abort, bye) arrived complete. */
-  onControl(peer: number, header: FrameHeader, payload: Buffer): void;
+  /** A control frame (abort, bye) arrived complete; returns why it is malformed, if it is. */
+  onControl(peer: number, header: FrameHeader, payload: Buffer): string | undefined;
   /** No specific receive was posted: an any-source receive may take the P2P message. */
   takeAnySource(header: FrameHeader): PostedRecv | undefined;
   /** A P2P message was buffered: any-source receives may want it. */
@@ -63,6 +63,13 @@ const STAGING_BYTES = 64 * 1024;
 const COALESCE_BYTES = 4096;
 /** Payload remainders at least this large are read straight into their destination. */
 const DIRECT_READ_BYTES = 16 * 1024;
+/**
+ * A message nobody waits for yet starts in a buffer this large that doubles as its bytes arrive:
+ * a header alone (its length is the peer's word) never makes us allocate more than this.
+ */
+const UNEXPECTED_INITIAL_BYTES = 64 * 1024;
+/** The largest control payload: an abort notice (JSON); a bye has none. */
+export const MAX_CONTROL_BYTES = 64 * 1024;
 
 export class PeerConnection {
   readonly posted = new Map<string, PostedRecv[]>();
@@ -72,11 +79,15 @@ export class PeerConnection {
   closed = false;
   /** The peer announced it is leaving (Bye): its close is not a failure. */
   leaving = false;
+  /** Set when the peer broke the framing protocol: what it did. The socket is then destroyed. */
+  protocolError?: string;
 
   private readonly hdr = Buffer.allocUnsafe(HEADER_BYTES);
   private hdrFilled = 0;
   private cur?: FrameHeader;
-  private target?: Uint8Array; // where the current payload goes
+  private target?: Uint8Array; // where the current payload goes; none: the payload is skipped
+  /** The buffered message being filled: its buffer (target) grows as its bytes arrive. */
+  private growing?: Unexpected;
   private targetFilled = 0;
   private onDone?: () => void;
   private readonly staging = Buffer.allocUnsafe(STAGING_BYTES);
@@ -110,16 +121,18 @@ export class PeerConnection {
   }
 
   private nextBuffer(): Uint8Array {
-    const t = this.target;
-    if (t && this.cur && this.cur.length - this.targetFilled >= DIRECT_READ_BYTES) {
+    const remaining = this.cur ? this.cur.length - this.targetFilled : 0;
+    if (this.target && remaining >= DIRECT_READ_BYTES) {
+      if (this.growing) this.reserve(Math.min(remaining, Math.max(this.target.length, STAGING_BYTES)));
       this.direct = true;
-      return t.subarray(this.targetFilled, this.cur.length);
+      return this.target.subarray(this.targetFilled, Math.min(this.target.length, this.cur!.length));
     }
     this.direct = false;
     return this.staging;
   }
 
   private onRead(n: number): boolean {
+    if (this.protocolError) return true;
     if (this.direct) {
       this.targetFilled += n;
       if (this.targetFilled === this.cur!.length) this.end();
@@ -165,7 +178,7 @@ export class PeerConnection {
       this.peer = this.hdr.readUInt32LE(0);
       this.onHello?.(this);
     }
-    while (off < chunk.length) {
+    while (off < chunk.length && !this.protocolError) {
       if (!this.cur) {
         const n = Math.min(HEADER_BYTES - this.hdrFilled, chunk.length - off);
         chunk.copy(this.hdr, this.hdrFilled, off, off + n);
@@ -177,7 +190,10 @@ export class PeerConnection {
         }
       } else {
         const n = Math.min(this.cur.length - this.targetFilled, chunk.length - off);
-        this.target!.set(chunk.subarray(off, off + n), this.targetFilled);
+        if (this.target) {
+          if (this.growing) this.reserve(n);
+          this.target.set(chunk.subarray(off, off + n), this.targetFilled);
+        }
         this.targetFilled += n;
         off += n;
         if (this.targetFilled === this.cur.length) this.end();
@@ -205,11 +221,12 @@ export class PeerConnection {
         const r = recv;
         this.onDone = () => r.resolve(this.peer);
       } else {
-        const u: Unexpected = { header: h, data: Buffer.allocUnsafe(h.length), filled: 0 };
+        const u: Unexpected = { header: h, data: Buffer.allocUnsafe(Math.min(h.length, UNEXPECTED_INITIAL_BYTES)), filled: 0 };
         let q = this.unexpected.get(key);
         if (!q) this.unexpected.set(key, (q = []));
         q.push(u);
         this.target = u.data;
+        this.growing = u;
         this.onDone = () => {
           u.filled = h.length;
           if (u.claim) {
@@ -220,25 +237,57 @@ export class PeerConnection {
           } else if (h.kind === FrameKind.P2P) this.events.onUnexpectedP2P(this.peer);
         };
       }
-    } else {
+    } else if (h.kind === FrameKind.Abort || h.kind === FrameKind.Bye) {
+      const max = h.kind === FrameKind.Bye ? 0 : MAX_CONTROL_BYTES;
+      if (h.length > max) return this.violate(`a ${h.kind === FrameKind.Bye ? 'bye' : 'abort'} frame of ${h.length} bytes (at most ${max})`);
       const payload = Buffer.allocUnsafe(h.length);
       this.target = payload;
-      this.onDone = () => this.events.onControl(this.peer, h, payload);
-    }
+      this.onDone = () => {
+        const bad = this.events.onControl(this.peer, h, payload);
+        if (bad) this.violate(bad);
+      };
+    } else return this.violate(`a frame of unknown kind ${h.kind}`);
     if (h.length === 0) this.end();
   }
 
+  /** Skips the current payload without storing it, then calls `then`. */
   private discard(then: () => void): void {
-    this.target = Buffer.allocUnsafe(this.cur!.length);
+    this.target = undefined;
     this.onDone = then;
+  }
+
+  /** Makes room for n more bytes in the growing message's buffer (doubling, up to its length). */
+  private reserve(n: number): void {
+    const t = this.target!;
+    const need = this.targetFilled + n;
+    if (t.length >= need) return;
+    const grown = Buffer.allocUnsafe(Math.min(this.cur!.length, Math.max(need, t.length * 2)));
+    grown.set(t.subarray(0, this.targetFilled));
+    this.target = grown;
+    this.growing!.data = grown;
   }
 
   private end(): void {
     const done = this.onDone!;
     this.cur = undefined;
     this.target = undefined;
+    this.growing = undefined;
     this.onDone = undefined;
     done();
+  }
+
+  /**
+   * The peer broke the framing protocol: nothing more is read from it and the connection is closed
+   * (its owner then fails what waits on this peer, saying what it did).
+   */
+  violate(why: string): void {
+    if (this.protocolError) return;
+    this.protocolError = why;
+    this.cur = undefined;
+    this.target = undefined;
+    this.growing = undefined;
+    this.onDone = undefined;
+    this.socket?.destroy();
   }
 
   private shift<T>(m: Map<string, T[]>, key: string): void {

@@ -1,0 +1,126 @@
+// The mesh the chaos soak attacks: nats-server (JetStream on disk, so a restart finds its
+// streams again), R coordinator replicas and A rank agents, each a ChaosProcess that keeps its
+// name, ports and state across a SIGKILL and restart. The first replica started is the leader.
+import { mkdtempSync, rmSync } from 'fs';
+import { connect as netConnect } from 'net';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { freePort } from '@cmesh/testing';
+import { MeshClient } from '../../apps/cli/src/mesh/client';
+import { listAgents } from '../../apps/cli/src/mesh/launch';
+import { nodeArgs, programEnv, programOf } from '../../apps/cli/src/programs';
+import { ChaosProcess } from './processes';
+
+export interface ChaosMeshOptions {
+  agents: number;
+  replicas: number;
+  /** extra environment for the coordinators and agents */
+  env?: NodeJS.ProcessEnv;
+  readyTimeoutMs?: number;
+}
+
+const HOST = '127.0.0.1';
+
+export async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await probe().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${what} not ready within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function tcpOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = netConnect({ host: HOST, port });
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+}
+
+export class ChaosMesh {
+  private constructor(
+    readonly nats: ChaosProcess,
+    readonly natsUrl: string,
+    private readonly natsPort: number,
+    readonly replicas: { proc: ChaosProcess; client: MeshClient; id: string }[],
+    readonly agents: ChaosProcess[],
+    private readonly storeDir: string,
+    private readonly readyMs: number,
+  ) {}
+
+  static async start(o: ChaosMeshOptions): Promise<ChaosMesh> {
+    const readyMs = o.readyTimeoutMs ?? 60_000;
+    const storeDir = mkdtempSync(join(tmpdir(), 'cmesh-chaos-nats-'));
+    const natsPort = await freePort();
+    const natsUrl = `nats://${HOST}:${natsPort}`;
+    const nats = new ChaosProcess({ name: 'nats', command: 'nats-server', args: ['-js', '-a', HOST, '-p', String(natsPort), '-sd', storeDir] });
+    const env = { ...process.env, ...programEnv(), NO_COLOR: '1', LOG_LEVEL: 'warn', ...o.env, NATS_URL: natsUrl };
+    const replicas: { proc: ChaosProcess; client: MeshClient; id: string }[] = [];
+    for (let i = 0; i < o.replicas; i++) {
+      const port = await freePort();
+      const id = `replica-${i}`;
+      const proc = new ChaosProcess({
+        name: id,
+        command: process.execPath,
+        args: nodeArgs(programOf('@cmesh/coordinator', 'main')),
+        env: { ...env, HTTP_PORT: String(port), HTTP_HOST: HOST, CMESH_REPLICA_ID: id },
+      });
+      replicas.push({ proc, client: new MeshClient(`http://${HOST}:${port}`, 5000), id });
+    }
+    const agents = Array.from(
+      { length: o.agents },
+      (_, i) =>
+        new ChaosProcess({
+          name: `agent-${i}`,
+          command: process.execPath,
+          args: nodeArgs(programOf('@cmesh/rank-agent', 'main')),
+          env: { ...env, CMESH_AGENT_NAME: `agent-${i}`, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: HOST },
+        }),
+    );
+    const mesh = new ChaosMesh(nats, natsUrl, natsPort, replicas, agents, storeDir, readyMs);
+    try {
+      await mesh.restart(nats);
+      for (const r of replicas) await mesh.restart(r.proc);
+      for (const a of agents) a.start();
+      await until(`${o.agents} agents`, readyMs, async () => (await mesh.liveAgents()).length === o.agents);
+      return mesh;
+    } catch (e) {
+      await mesh.stop();
+      throw e;
+    }
+  }
+
+  /** Every process of the mesh, nats-server first. */
+  get all(): ChaosProcess[] {
+    return [this.nats, ...this.replicas.map((r) => r.proc), ...this.agents];
+  }
+
+  /** Clients of the replicas that are running now. */
+  clients(): MeshClient[] {
+    return this.replicas.filter((r) => r.proc.alive).map((r) => r.client);
+  }
+
+  async liveAgents(): Promise<string[]> {
+    for (const c of this.clients()) {
+      const list = await listAgents(c).catch(() => undefined);
+      if (list) return list.filter((a) => a.alive).map((a) => a.name);
+    }
+    return [];
+  }
+
+  /** Starts `p` again (it must be down) and waits until it serves. */
+  async restart(p: ChaosProcess): Promise<void> {
+    p.start();
+    if (p === this.nats) return until('nats-server', this.readyMs, () => tcpOpen(this.natsPort));
+    const replica = this.replicas.find((r) => r.proc === p);
+    if (replica) return until(p.name, this.readyMs, async () => !!(await replica.client.get('/health')));
+    // an agent is back when the coordinators list it alive again
+    return until(p.name, this.readyMs, async () => (await this.liveAgents()).includes(p.name));
+  }
+
+  async stop(): Promise<void> {
+    for (const p of [...this.agents, ...this.replicas.map((r) => r.proc), this.nats]) await p.stop();
+    rmSync(this.storeDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,145 @@
+// What a soak run found: every accepted job's outcome, how long each fault took to fail the
+// jobs it hit, and how the processes that lived through the whole run grew.
+import { isFinished } from '@cmesh/protocol';
+import { Fault } from './faults';
+import { ProcessSample } from './processes';
+import { TrackedJob } from './workload';
+
+export interface JobOutcomes {
+  submitted: number;
+  succeeded: number;
+  /** failed, and the reason names a fault made while the job was open */
+  failedExplained: number;
+  /** every failed job's reason, for the reader to judge */
+  failures: { id: string; reason: string }[];
+  /** failed with a reason no fault of the run explains */
+  failedUnexplained: { id: string; reason: string }[];
+  cancelled: number;
+  /** accepted, never seen ending, and no replica knows the job any more */
+  lost: string[];
+  /** accepted, known, and still not ended when the soak gave up waiting */
+  hung: { id: string; state: string }[];
+  refused: number;
+  /** refusals by message (numbers replaced by N) */
+  refusals: Record<string, number>;
+}
+
+export interface Detection {
+  kind: string;
+  /** fault to the first failed job that names its target, ms */
+  samplesMs: number[];
+  p50Ms: number | null;
+  p99Ms: number | null;
+  /** the slowest detection's failure reason */
+  slowest?: string;
+}
+
+export interface Growth {
+  name: string;
+  rssStartBytes: number;
+  rssEndBytes: number;
+  fdsStart: number;
+  fdsEnd: number;
+}
+
+export interface SoakReport {
+  seconds: number;
+  faults: Record<string, number>;
+  jobs: JobOutcomes;
+  detection: Detection[];
+  growth: Growth[];
+}
+
+const ms = (iso?: string) => (iso ? Date.parse(iso) : NaN);
+
+/** A fault explains a failed job when it was made while the job was open (with a little slack for queueing). */
+function explains(f: Fault, j: TrackedJob, end: number): boolean {
+  const rec = j.last!;
+  const open = f.at <= end && (f.recoveredAt ?? Infinity) >= j.submittedAt - 1000;
+  if (!open) return false;
+  // a fault of one rank must be the rank blamed, when the coordinator blames one
+  if (f.kind === 'kill-agent' || f.kind === 'pause-rank') return !rec.failedAgent || rec.failedAgent === f.target || (rec.reason ?? '').includes(f.target);
+  return true;
+}
+
+export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[], known: Set<string>): JobOutcomes {
+  const out: JobOutcomes = { submitted: jobs.length, succeeded: 0, failedExplained: 0, failures: [], failedUnexplained: [], cancelled: 0, lost: [], hung: [], refused: refused.length, refusals: {} };
+  for (const m of refused) {
+    const key = m.replace(/\d+/g, 'N');
+    out.refusals[key] = (out.refusals[key] ?? 0) + 1;
+  }
+  for (const j of jobs) {
+    const rec = j.last;
+    if (!known.has(j.id) && !(rec && isFinished(rec.state))) out.lost.push(j.id);
+    else if (!rec || !isFinished(rec.state)) out.hung.push({ id: j.id, state: rec?.state ?? 'unknown' });
+    else if (rec.state === 'succeeded') out.succeeded++;
+    else if (rec.state === 'cancelled') out.cancelled++;
+    else {
+      const reason = rec.reason ?? '(no reason)';
+      out.failures.push({ id: j.id, reason });
+      if (rec.reason && faults.some((f) => explains(f, j, ms(rec.finishedAt) || Date.now()))) out.failedExplained++;
+      else out.failedUnexplained.push({ id: j.id, reason });
+    }
+  }
+  return out;
+}
+
+function percentile(xs: number[], p: number): number | null {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+}
+
+/** For each rank fault: the time until the first job failed naming that rank. */
+export function detection(jobs: TrackedJob[], faults: Fault[]): Detection[] {
+  const byKind = new Map<string, { ms: number; reason: string }[]>();
+  for (const f of faults) {
+    if (f.kind !== 'kill-agent' && f.kind !== 'pause-rank') continue;
+    const hits = jobs
+      .map((j) => j.last)
+      .filter((r) => r?.state === 'failed' && r.failedAgent === f.target && ms(r.finishedAt) >= f.at)
+      .map((r) => ({ ms: ms(r!.finishedAt) - f.at, reason: r!.reason ?? '' }))
+      .sort((a, b) => a.ms - b.ms);
+    // a fault that hit no job (the agent was idle) has nothing to detect
+    if (hits.length) byKind.set(f.kind, [...(byKind.get(f.kind) ?? []), hits[0]]);
+  }
+  return [...byKind].map(([kind, hits]) => {
+    const samplesMs = hits.map((h) => h.ms);
+    const slowest = hits.reduce((a, b) => (b.ms > a.ms ? b : a));
+    return { kind, samplesMs, p50Ms: percentile(samplesMs, 50), p99Ms: percentile(samplesMs, 99), slowest: `${slowest.ms} ms: ${slowest.reason}` };
+  });
+}
+
+/** Processes sampled at both ends under the same pid (never restarted). */
+export function growth(start: ProcessSample[], end: ProcessSample[]): Growth[] {
+  return end.flatMap((e) => {
+    const s = start.find((x) => x.name === e.name && x.pid === e.pid);
+    return s ? [{ name: e.name, rssStartBytes: s.rssBytes, rssEndBytes: e.rssBytes, fdsStart: s.fds, fdsEnd: e.fds }] : [];
+  });
+}
+
+export function formatReport(r: SoakReport): string {
+  const j = r.jobs;
+  const mb = (b: number) => (b / 2 ** 20).toFixed(1);
+  const lines = [
+    `soak: ${r.seconds.toFixed(0)} s, faults: ${Object.entries(r.faults).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`,
+    '',
+    '| jobs submitted | succeeded | failed, reason names the fault | failed, unexplained | cancelled | lost | hung | refused at submit |',
+    '|---|---|---|---|---|---|---|---|',
+    `| ${j.submitted} | ${j.succeeded} | ${j.failedExplained} | ${j.failedUnexplained.length} | ${j.cancelled} | ${j.lost.length} | ${j.hung.length} | ${j.refused} |`,
+    '',
+    '| fault | faults that hit a job | detection p50 | detection p99 |',
+    '|---|---|---|---|',
+    ...r.detection.map((d) => `| ${d.kind} | ${d.samplesMs.length} | ${d.p50Ms} ms | ${d.p99Ms} ms |`),
+    '',
+    '| process (never restarted) | RSS start | RSS end | fds start | fds end |',
+    '|---|---|---|---|---|',
+    ...r.growth.map((g) => `| ${g.name} | ${mb(g.rssStartBytes)} MiB | ${mb(g.rssEndBytes)} MiB | ${g.fdsStart} | ${g.fdsEnd} |`),
+  ];
+  for (const d of r.detection) lines.push(`slowest ${d.kind} detection: ${d.slowest}`);
+  for (const [m, n] of Object.entries(j.refusals)) lines.push(`refused at submit (${n}x): ${m}`);
+  for (const u of j.failedUnexplained) lines.push(`unexplained failure: ${u.id}: ${u.reason}`);
+  for (const h of j.hung) lines.push(`hung: ${h.id} (${h.state})`);
+  for (const l of j.lost) lines.push(`lost: ${l}`);
+  return lines.join('\n');
+}

@@ -18,6 +18,11 @@ import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBin
 import type { Binding } from './transport/core-binding';
 import { debug, debugOn } from './debug';
 import { Work } from './work';
+import { WorldTrace } from './trace/world-trace';
+import { flightRecorder } from './trace/recorder';
+import { traceExchangeMs } from './trace/exchange';
+import type { TraceDump } from './trace/dump';
+import { startTraceResponder, TraceResponder } from './trace/responder';
 
 /** torch's GroupMember.NON_GROUP_MEMBER: what newGroup returns to ranks outside the group. */
 export const GroupMember = {
@@ -70,6 +75,10 @@ interface World {
   store: Store;
   groups: ProcessGroup[];
   nextGroupId: number;
+  /** the flight recorder of this world's groups */
+  trace: WorldTrace;
+  /** answers the coordinator's trace requests (ranks launched with CMESH_TRACE_NATS_URL) */
+  responder?: TraceResponder;
 }
 
 let world: World | undefined;
@@ -91,19 +100,24 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   const backend: BackendKind = requested === 'gloo' ? 'tcp' : requested;
   const transport = transportMode(opts.transport);
   const timeoutMs = opts.timeout ?? DEFAULT_TIMEOUT_MS;
+  // the flight recorder's settings are checked before anything starts
+  flightRecorder();
+  traceExchangeMs();
   if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
   const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs });
   const prefixed = new PrefixStore('cmesh/default_pg', store);
   const everyone = [...Array(worldSize).keys()];
   let backends: BackendProvider | undefined;
   let pg: ProcessGroup;
+  const trace = new WorldTrace({ rank, worldSize, store });
   try {
     backends =
       backend === 'nccl'
         ? await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl })
         : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport });
-    pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs);
+    pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs, trace);
   } catch (e) {
+    trace.close();
     if (debugOn) debug('init', `error: ${(e as Error).message}`);
     await backends?.close().catch(() => undefined);
     if (!opts.store) await store.close().catch(() => undefined); // ours (rank 0's may be the TCP store's server); a caller's stays open
@@ -115,7 +129,13 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   const bind = opts.bindToCore ?? launcherBinding();
   if (typeof bind === 'number') bindMainThread(bind);
   else if (bind === true) bindToCore();
-  world = { pg, backends, rank, store, groups: [pg], nextGroupId: 1 };
+  world = { pg, backends, rank, store, groups: [pg], nextGroupId: 1, trace };
+  // `cmesh run --rdzv-backend nats` and the agents' job workers ask for it (CMESH_TRACE_NATS_URL)
+  const w = world;
+  w.responder = await startTraceResponder(trace).catch((e: Error) => {
+    console.error(`cmesh: flight recorder not published on NATS: ${e.message}`);
+    return undefined;
+  });
   if (debugOn) debug('init', `process group ready: rank ${rank} of ${worldSize}, backend ${backend}`);
   // `cmesh run --metrics-port` asked for it (CMESH_RUN_METRICS_PORT); nothing else starts one
   launcherExporter ??= startLauncherExporter().catch((e: Error) => {
@@ -183,7 +203,7 @@ export async function newGroup(ranks?: number[], opts: { timeout?: number } = {}
   timeoutArg(opts.timeout, 'newGroup');
   const id = w.nextGroupId++; // same order on every rank, so the same id everywhere
   if (!members.includes(w.pg.rank)) return GroupMember.NON_GROUP_MEMBER;
-  const pg = new ProcessGroup(id, members, w.rank, await w.backends.forGroup(id, members), opts.timeout ?? w.pg.timeoutMs);
+  const pg = new ProcessGroup(id, members, w.rank, await w.backends.forGroup(id, members), opts.timeout ?? w.pg.timeoutMs, w.trace);
   w.groups.push(pg);
   return pg;
 }
@@ -197,6 +217,8 @@ export async function destroyProcessGroup(group?: Group): Promise<void> {
     return;
   }
   world = undefined;
+  w.trace.close();
+  await w.responder?.close().catch(() => undefined);
   for (const g of w.groups) if (!g.isDestroyed) await g.destroy().catch(() => undefined);
   await w.backends.close();
   await w.store.close();
@@ -303,4 +325,22 @@ export function getTrafficCounters(group?: Group): TrafficCounters {
 
 export function resetTrafficCounters(group?: Group): void {
   resolve('resetTrafficCounters', group)?.traffic.reset();
+}
+
+// ---- flight recorder ----
+
+/**
+ * This rank's flight recorder dump (torch's _dump_nccl_trace): every kept entry of every group,
+ * oldest first, with torch's field names. Empty entries when CMESH_TRACE_BUFFER_SIZE=0.
+ */
+export function getTrace(): TraceDump {
+  return requireWorld('getTrace').trace.dump();
+}
+
+/**
+ * Writes this rank's dump to <dir>/cmesh_trace_rank_<rank>.json (dir: the argument, else
+ * CMESH_TRACE_DUMP_DIR) and returns the file's path.
+ */
+export function dumpTrace(dir?: string): string {
+  return requireWorld('dumpTrace').trace.writeDump(dir);
 }

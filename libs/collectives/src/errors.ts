@@ -1,4 +1,5 @@
 // Typed errors: every failure says what, where and who (op, group, sequence number, this rank, peers).
+import type { GroupReport } from './trace/analysis';
 
 export interface ErrorContext {
   op?: string;
@@ -32,6 +33,11 @@ export class NotInitializedError extends CmeshError {
 /** A blocking call did not finish within its timeout. */
 export class DistTimeoutError extends CmeshError {
   override readonly code = 'TIMEOUT';
+  /**
+   * A collective's timeout: what every member of the group was doing (the flight recorder's
+   * report, from the members that answered through the store); its lines end the message.
+   */
+  desync?: GroupReport;
 }
 
 /** A peer died or closed its connection while work that needs it was pending. */

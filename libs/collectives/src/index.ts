@@ -60,3 +60,5 @@ export {
   SidecarRemoteError,
   SidecarConnectionError,
 } from './backends/nccl';
+// The flight recorder (torch's): per-rank ring of recent ops, dumps, and the stuck-rank analysis.
+export * from './trace';

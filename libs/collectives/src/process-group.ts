@@ -11,9 +11,11 @@ import type { Collective } from './ops/names';
 import { signature } from './ops/signature';
 import { sameDtype, sameLength, splitSizes, tensorArg, tensorList, timeoutArg } from './ops/validate';
 import { ReduceOp, validateReduceOp } from './reduce-op';
-import { DTYPES, DType, Tensor, dtypeOf } from './tensor/dtype';
+import { DTYPES, DType, Tensor, dtypeOf, elementSize } from './tensor/dtype';
+import type { GroupTrace, TraceRecord } from './trace/recorder';
+import type { WorldTrace } from './trace/world-trace';
 import { TrafficCounter, TrafficCounters } from './traffic';
-import type { OpSignature } from './transport/frame';
+import { ANY_COUNT, OpSignature } from './transport/frame';
 
 export const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
 
@@ -34,6 +36,8 @@ export class ProcessGroup {
   readonly traffic = new TrafficCounter();
   private seq = 0;
   private destroyed = false;
+  /** this group's part of the flight recorder (undefined when it is off) */
+  private readonly trace: GroupTrace | undefined;
 
   constructor(
     readonly id: number,
@@ -44,10 +48,13 @@ export class ProcessGroup {
     /** What moves the data. */
     private readonly impl: Backend,
     public timeoutMs: number = DEFAULT_TIMEOUT_MS,
+    /** the world's flight recorder: records each op, dumps on failure, explains timeouts */
+    private readonly worldTrace?: WorldTrace,
   ) {
     this.rank = worldRanks.indexOf(worldRank);
     this.size = worldRanks.length;
     this.backend = impl.name;
+    this.trace = worldTrace?.group(id, worldRanks, impl.name);
   }
 
   get name(): string {
@@ -89,7 +96,7 @@ export class ProcessGroup {
     this.memberRank('send', dst, 'dst');
     if (dst === this.worldRank) throw new InvalidArgumentError(`send: dst ${dst} is this rank; sending to yourself is not allowed`, { op: 'send' });
     checkP2P(this.backend, this.impl.capabilities, 'send', dtypeOf(t), false);
-    return this.p2p('send', tag, opts.timeout, (ms) => this.impl.send(t, dst, tag, ms));
+    return this.p2p('send', tag, opts.timeout, t, dst, (ms) => this.impl.send(t, dst, tag, ms));
   }
 
   /** Receives into `tensor`; src undefined = from any member. Resolves with the sender's world rank. */
@@ -100,7 +107,7 @@ export class ProcessGroup {
       if (src === this.worldRank) throw new InvalidArgumentError(`recv: src ${src} is this rank`, { op: 'recv' });
     }
     checkP2P(this.backend, this.impl.capabilities, 'recv', dtypeOf(t), src === undefined);
-    return this.p2p('recv', tag, opts.timeout, (ms) => this.impl.recv(t, src, tag, ms));
+    return this.p2p('recv', tag, opts.timeout, t, src, (ms) => this.impl.recv(t, src, tag, ms));
   }
 
   // ---- collectives ----
@@ -254,6 +261,8 @@ export class ProcessGroup {
     const ctx: ErrorContext = { op, group: this.name, seq, rank: this.worldRank };
     const timeoutMs = opts.timeout ?? this.timeoutMs;
     const started = performance.now();
+    const trace = this.trace;
+    const rec = trace?.collective(seq, op, algorithm, dtype ?? 'none', sig.count !== ANY_COUNT ? sig.count : dtype ? bytes / elementSize(dtype) : 0, timeoutMs);
     const work = impl.run(call, algorithm, seq, sig, timeoutMs);
     const finish = (error?: Error) => {
       this.traffic.record(op, algorithm, work.bytesSent, work.bytesReceived);
@@ -283,8 +292,16 @@ export class ProcessGroup {
         settled = true;
         clearTimeout(timer);
         const err = work.fail(raw, ctx);
+        if (rec) trace!.failed(rec, err.code);
         finish(err);
-        reject(err);
+        if (!(rec && err instanceof DistTimeoutError)) {
+          if (rec) this.worldTrace!.dumpIfAsked();
+          reject(err);
+          return;
+        }
+        // torch's desync report: before the error is raised, ask the other members (through the
+        // store, bounded by CMESH_TRACE_EXCHANGE_MS) what they are doing, and name the ones not here
+        void this.explainTimeout(err).then(reject);
       };
       const timer = setTimeout(() => {
         const peers = work.awaitedPeers();
@@ -294,15 +311,35 @@ export class ProcessGroup {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        if (rec) trace!.completed(rec);
         finish();
         resolve();
       }, fail);
     });
   }
 
+  /** The timeout's error, with what every other member was doing when it fired (when they said). */
+  private async explainTimeout(err: DistTimeoutError): Promise<DistTimeoutError> {
+    const world = this.worldTrace!;
+    let out = err;
+    try {
+      const desync = await world.desync(this.trace!);
+      if (desync?.lines.length) {
+        out = new DistTimeoutError(`${err.message}; ${desync.lines.join('; ')}`, err.context);
+        out.desync = desync.report;
+      }
+    } catch {
+      // the plain timeout is still the answer
+    }
+    world.dumpIfAsked();
+    return out;
+  }
+
   /** Runs a send or recv with the group's timeout; its bytes count under "send/p2p" / "recv/p2p". */
-  private p2p<T>(op: 'send' | 'recv', tag: number, timeoutMs: number | undefined, start: (ms: number) => BackendOp<T>): Promise<T> {
+  private p2p<T>(op: 'send' | 'recv', tag: number, timeoutMs: number | undefined, tensor: Tensor, peer: number | undefined, start: (ms: number) => BackendOp<T>): Promise<T> {
     const ms = timeoutMs ?? this.timeoutMs;
+    const trace = this.trace;
+    const rec: TraceRecord | undefined = trace?.p2p(op, peer, dtypeOf(tensor), tensor.length, ms);
     const work = start(ms);
     const peers = work.awaitedPeers();
     const ctx: ErrorContext = { op, group: this.name, rank: this.worldRank, peers };
@@ -312,7 +349,12 @@ export class ProcessGroup {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        reject(work.fail(raw, ctx));
+        const err = work.fail(raw, ctx);
+        if (rec) {
+          trace!.failed(rec, err.code);
+          this.worldTrace!.dumpIfAsked();
+        }
+        reject(err);
       };
       const timer = setTimeout(() => {
         fail(new DistTimeoutError(`${op} (tag ${tag}) timed out after ${ms} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, ctx));
@@ -321,6 +363,7 @@ export class ProcessGroup {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        if (rec) trace!.completed(rec);
         this.traffic.record(op, 'p2p', work.bytesSent, work.bytesReceived);
         resolve(v);
       }, fail);

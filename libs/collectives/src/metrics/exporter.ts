@@ -10,6 +10,7 @@ import { InvalidArgumentError } from '../errors';
 import { CollectiveEvent, addCollectiveObserver } from '../observers';
 import { CounterVec, HistogramVec } from './exposition';
 import { DURATION_BUCKETS, METRICS, opLabel, sizeBucket } from './names';
+import { FlightRecorder, flightRecorder } from '../trace/recorder';
 
 export interface MetricsExporter {
   port: number;
@@ -23,6 +24,9 @@ export class CollectiveMetrics {
   readonly payload = new CounterVec(METRICS.collectivePayloadBytes.name, METRICS.collectivePayloadBytes.help);
   readonly errors = new CounterVec(METRICS.collectiveErrors.name, METRICS.collectiveErrors.help);
 
+  /** recorder: where the oldest in-flight op's age is read at each scrape (the process's, by default) */
+  constructor(private readonly recorder: () => FlightRecorder = flightRecorder) {}
+
   record(e: CollectiveEvent): void {
     const op = opLabel(e.op);
     this.duration.observe({ op, backend: e.backend, algorithm: e.algorithm, dtype: e.dtype, size_bucket: sizeBucket(e.bytes) }, e.durationSeconds);
@@ -33,7 +37,17 @@ export class CollectiveMetrics {
   }
 
   render(): string {
-    return `${[this.duration, this.bytes, this.payload, this.errors].map((m) => m.render()).join('\n')}\n`;
+    return `${[this.duration, this.bytes, this.payload, this.errors].map((m) => m.render()).join('\n')}\n${this.renderInflight()}`;
+  }
+
+  /** Read at scrape time: nothing on the collectives' path. Absent until the process has a rank. */
+  private renderInflight(): string {
+    const rec = this.recorder();
+    if (!rec.enabled || rec.rank < 0) return '';
+    const oldest = rec.oldestInFlight();
+    const age = oldest ? Math.max(0, (performance.now() - oldest.started) / 1000) : 0;
+    const m = METRICS.collectiveOldestInflightAge;
+    return `# HELP ${m.name} ${m.help}\n# TYPE ${m.name} gauge\n${m.name}{rank="${rec.rank}"} ${age}\n`;
   }
 }
 

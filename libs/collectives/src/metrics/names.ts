@@ -28,6 +28,11 @@ export const METRICS = {
     help: 'Algorithm bandwidth (size / time) of the last sweep per op and size',
     labels: ['op', 'backend', 'dtype', 'size_bytes'],
   },
+  collectiveOldestInflightAge: {
+    name: 'cmesh_collective_oldest_inflight_age_seconds',
+    help: 'Age of the oldest collective or send/recv this rank has in flight, from the flight recorder (0 when none)',
+    labels: ['rank'],
+  },
   collectiveErrors: {
     name: 'cmesh_collective_errors_total',
     help: 'Collective calls or jobs that failed, by op and reason',

@@ -1,0 +1,48 @@
+// Live flight recorder: a rank started by `cmesh run --rdzv-backend nats` or by a rank agent
+// answers the coordinator's trace requests on NATS (CMESH_TRACE_NATS_URL, CMESH_TRACE_SUBJECT: the
+// launcher builds the subject in the cluster's namespace) with its summary, from its own event
+// loop, whatever it is waiting in. Started only when the launcher asks.
+import { InvalidArgumentError } from '../errors';
+import type { WorldTrace } from './world-trace';
+
+export const TRACE_NATS_URL_ENV = 'CMESH_TRACE_NATS_URL';
+export const TRACE_SUBJECT_ENV = 'CMESH_TRACE_SUBJECT';
+
+/** A trace request's body: every rank answers, or those of one job (run id, job id) when `job` is set. */
+export interface TraceRequest {
+  job?: string;
+}
+
+export interface TraceResponder {
+  close(): Promise<void>;
+}
+
+export async function startTraceResponder(trace: WorldTrace, env: NodeJS.ProcessEnv = process.env): Promise<TraceResponder | undefined> {
+  const url = env[TRACE_NATS_URL_ENV];
+  if (!url) return undefined;
+  const subject = env[TRACE_SUBJECT_ENV];
+  if (!subject) throw new InvalidArgumentError(`${TRACE_NATS_URL_ENV} is set but ${TRACE_SUBJECT_ENV} is not: the subject to answer on is needed`);
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- optional peer dependency, loaded only when asked
+  const nats = require('nats') as typeof import('nats');
+  const nc = await nats.connect({ servers: url, name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000, maxReconnectAttempts: -1 });
+  nc.subscribe(subject, {
+    callback: (err, msg) => {
+      if (err) return;
+      let req: TraceRequest = {};
+      try {
+        const body = msg.data.length ? (JSON.parse(new TextDecoder().decode(msg.data)) as unknown) : {};
+        if (body && typeof body === 'object') req = body as TraceRequest;
+      } catch {
+        return; // not ours to answer
+      }
+      if (req.job !== undefined && req.job !== trace.job) return;
+      if (!msg.reply) return;
+      msg.respond(new TextEncoder().encode(JSON.stringify(trace.summary())));
+    },
+  });
+  return {
+    close: async () => {
+      await nc.drain().catch(() => nc.close());
+    },
+  };
+}

@@ -7,6 +7,7 @@ import * as bench from './commands/bench';
 import * as demo from './commands/demo';
 import * as run from './commands/run';
 import * as status from './commands/status';
+import * as trace from './commands/trace';
 import * as up from './commands/up';
 
 /** The CLI package's version (package.json sits one level above src/ and dist/ alike). */
@@ -20,7 +21,7 @@ export function buildProgram(): Command {
     .version(cliVersion(), '-V, --version', 'print the version of cmesh')
     .showHelpAfterError()
     .enablePositionalOptions();
-  for (const command of [run, up, status, bench, demo]) command.register(program);
+  for (const command of [run, up, status, trace, bench, demo]) command.register(program);
   return program;
 }
 

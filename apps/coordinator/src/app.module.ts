@@ -15,6 +15,7 @@ import { CoordinatorMetrics } from './metrics/coordinator-metrics';
 import { MetricsModule } from './metrics/metrics.module';
 import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
 import { RendezvousModule } from './rendezvous/rendezvous.module';
+import { TraceModule } from './trace/trace.module';
 
 @Global()
 @Module({})
@@ -45,6 +46,7 @@ export class AppModule {
         AgentsModule,
         RendezvousModule,
         GroupsModule,
+        TraceModule,
         HealthModule,
         MetricsModule,
         JobsModule.forRoot({

@@ -262,7 +262,7 @@ export class ProcessGroup {
     const timeoutMs = opts.timeout ?? this.timeoutMs;
     const started = performance.now();
     const trace = this.trace;
-    const rec = trace?.collective(seq, op, algorithm, dtype ?? 'none', sig.count !== ANY_COUNT ? sig.count : dtype ? bytes / elementSize(dtype) : 0, timeoutMs);
+    const rec = trace?.collective(seq, op, algorithm, dtype ?? 'none', sig.count !== ANY_COUNT ? sig.count : dtype ? bytes / elementSize(dtype) : 0, timeoutMs, started);
     const work = impl.run(call, algorithm, seq, sig, timeoutMs);
     const finish = (error?: Error) => {
       this.traffic.record(op, algorithm, work.bytesSent, work.bytesReceived);

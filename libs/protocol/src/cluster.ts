@@ -12,7 +12,7 @@
 export const DEFAULT_CLUSTER = 'default';
 
 /** Names a cluster may not take: they are name segments of the default cluster's subjects and buckets. */
-export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store'] as const;
+export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'trace'] as const;
 
 const CLUSTER_NAME = /^[A-Za-z0-9-]{1,64}$/;
 
@@ -69,6 +69,13 @@ export interface ClusterNames {
     /** coordinator -> watchers: the JobRecord after every change */
     updates: (jobId: string) => string;
   };
+  trace: {
+    /**
+     * coordinator -> every rank (request, many replies): TraceCollect -> the rank's flight recorder
+     * summary (TraceDump). Ranks of `cmesh run --rdzv-backend nats` and the agents' job workers answer.
+     */
+    collect: string;
+  };
   buckets: {
     /** agents, groups, rendezvous rounds, the leader lease (KV_KEYS) */
     state: string;
@@ -110,6 +117,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
       eventsWildcard: `${s}.jobs.events.*`,
       updates: (jobId) => `${s}.jobs.updates.${jobId}`,
     },
+    trace: { collect: `${s}.trace.collect` },
     buckets: {
       // the state bucket was cluster-scoped from the start: `cmesh_default` for the default cluster
       state: `cmesh_${cluster}`,
@@ -128,7 +136,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
  */
 export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
   const [area, name, ...rest] = pattern.split('.');
-  const group = (['agents', 'groups', 'rdzv', 'jobs'] as const).find((a) => a === area);
+  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace'] as const).find((a) => a === area);
   const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
   if (typeof v === 'string') return v;
   if (typeof v === 'function' && id !== undefined) return v(id);

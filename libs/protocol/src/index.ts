@@ -12,3 +12,4 @@ export * from './jobs';
 export * from './inbound';
 export * from './rate-limited-log';
 export * from './exit-on-fatal';
+export * from './trace';

@@ -1,6 +1,7 @@
 // `cmesh status`: the mesh as the coordinator sees it: agents (state, backends, last
 // heartbeat, job), process groups and recent jobs.
 import { Command } from 'commander';
+import type { TraceReport } from '@cmesh/protocol';
 import { DEFAULT_COORDINATOR, MeshClient } from '../mesh/client';
 import { listAgents } from '../mesh/launch';
 import { agentsTable, groupsTable, jobsTable, normaliseGroups } from '../mesh/status-view';
@@ -16,6 +17,21 @@ export async function renderStatus(client: MeshClient, jobsLimit = 10): Promise<
   return [`Coordinator ${client.base}`, agentsTable(agents, busy), groupsTable(groups), jobsTable(jobs)].join('\n\n') + '\n';
 }
 
+/** A group is shown by --stuck when a rank is not with the others, or its collective is this old. */
+export const STUCK_AFTER_S = 1;
+
+/**
+ * `cmesh status --stuck`: the coordinator asks every rank that answers trace requests what it is
+ * doing (GET /traces) and prints the groups where a rank waits on another, one line each.
+ */
+export async function renderStuck(client: MeshClient, waitMs?: number): Promise<{ text: string; stuck: number }> {
+  const r = await client.get<TraceReport>(`/traces${waitMs ? `?waitMs=${waitMs}` : ''}`);
+  const stuck = r.reports.filter((g) => g.stuck || (g.waiting.length > 0 && g.age_s >= STUCK_AFTER_S));
+  const head = `${r.answered} ranks answered in ${r.waitedMs} ms`;
+  return { stuck: stuck.length, text: `${head}
+${stuck.length ? stuck.map((g) => g.text).join('\n') : 'no stuck group'}\n` };
+}
+
 export function register(program: Command): void {
   program
     .command('status')
@@ -23,8 +39,14 @@ export function register(program: Command): void {
     .option('--coordinator <url>', 'coordinator REST address (or CMESH_COORDINATOR)', DEFAULT_COORDINATOR)
     .option('--jobs <n>', 'recent jobs to show', '10')
     .option('--json', 'print JSON instead of tables')
-    .action(async (o: { coordinator: string; jobs: string; json?: boolean }) => {
+    .option('--stuck', "ask every rank's flight recorder (GET /traces) and print the process groups where a rank is stuck")
+    .action(async (o: { coordinator: string; jobs: string; json?: boolean; stuck?: boolean }) => {
       const client = new MeshClient(o.coordinator);
+      if (o.stuck) {
+        if (o.json) process.stdout.write(JSON.stringify(await client.get('/traces'), null, 2) + '\n');
+        else process.stdout.write((await renderStuck(client)).text);
+        return;
+      }
       if (o.json) {
         const [agents, groups, jobs] = await Promise.all([listAgents(client), client.get('/groups'), client.jobs(Number(o.jobs))]);
         process.stdout.write(JSON.stringify({ agents, groups, jobs }, null, 2) + '\n');

@@ -3,6 +3,7 @@
 import { spawn } from 'child_process';
 import { ChildGroup, toEnvVars } from '@cmesh/collectives';
 import { placementEnv } from './binding';
+import { traceEnv } from './trace-env';
 import type { RoundAssignment, RunOptions } from './rdzv';
 import { WorkerStreams, routeStream } from './worker-logs';
 
@@ -47,6 +48,7 @@ export function startWorkers(o: RunOptions, round: RoundAssignment, cmd: { comma
           CMESH_RUN_ID: o.rdzvId,
         }),
         ...placementEnv(o.placement ?? {}, process.env, local, o.nprocPerNode),
+        ...traceEnv(o),
       },
     });
     child.on('error', (err) => process.stderr.write(`cmesh run: cannot start ${cmd.command} for rank ${rank}: ${err.message}\n`));

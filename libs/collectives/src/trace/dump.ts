@@ -129,7 +129,7 @@ function header(meta: DumpMeta): Omit<TraceDump, 'pg_config' | 'pg_status' | 'en
 export function buildDump(recorder: FlightRecorder, meta: DumpMeta): TraceDump {
   const kept = recorder.records();
   const seen = new Set(kept);
-  const lost = [...recorder.inFlight].filter((r) => !seen.has(r));
+  const lost = recorder.inFlight().filter((r) => !seen.has(r));
   return { ...header(meta), ...groupTables(meta.groups), entries: [...lost, ...kept].map(traceEntry) };
 }
 
@@ -138,7 +138,7 @@ export function buildDump(recorder: FlightRecorder, meta: DumpMeta): TraceDump {
  * the last finished op of each group (a few hundred bytes, whatever the buffer's size).
  */
 export function buildSummary(recorder: FlightRecorder, meta: DumpMeta, recent = 4): TraceDump {
-  const picked = new Set<TraceRecord>(recorder.inFlight);
+  const picked = new Set<TraceRecord>(recorder.inFlight());
   const kept = recorder.records();
   for (const g of meta.groups) {
     let n = 0;

@@ -18,7 +18,7 @@ describe('flight recorder ring', () => {
     ]);
     expect(g0.lastCompleted).toBe(4);
     expect(g0.lastCompletedOp).toBe('allReduce');
-    expect(rec.inFlight.size).toBe(0);
+    expect(rec.inFlightCount).toBe(0);
   });
 
   it('tracks ops in flight apart from the ring: a long wait is kept even after the ring wrapped', () => {
@@ -53,6 +53,26 @@ describe('flight recorder ring', () => {
     const s = buildSummary(rec, meta(rec, [g]), 2);
     expect(s.entries.map((x) => x.collective_seq_id)).toEqual([9, 10]);
     expect(JSON.stringify(s).length).toBeLessThan(2000);
+  });
+
+  it('reuses the ring\'s records once finished (no allocation per op), never one in flight', () => {
+    const rec = new FlightRecorder(2);
+    const g = rec.group(0, [0, 1], 0, 'tcp');
+    const a = g.collective(0, 'allReduce', 'ring', 'float32', 1, 1000);
+    g.completed(a);
+    const b = g.collective(1, 'barrier', 'dissemination', 'none', 0, 1000); // stays in flight
+    const c = g.collective(2, 'allReduce', 'ring', 'float32', 1, 1000);
+    expect(c).toBe(a); // a's slot, a finished: reused
+    expect(c).toMatchObject({ seq: 2, recordId: 2, state: 'started', error: undefined });
+    g.completed(c);
+    const d = g.collective(3, 'allReduce', 'ring', 'float32', 1, 1000);
+    expect(d).not.toBe(b); // b's slot, b in flight: a new record
+    expect(rec.inFlight()).toEqual([b, d]);
+    expect(rec.records().map((r) => r.seq)).toEqual([2, 3]);
+    g.failed(b, 'TIMEOUT');
+    g.failed(b, 'PEER_FAILURE'); // a second end changes nothing
+    expect(b).toMatchObject({ state: 'failed', error: 'TIMEOUT' });
+    expect(rec.inFlight()).toEqual([d]);
   });
 
   it('CMESH_TRACE_BUFFER_SIZE: default 2000, 0 turns it off, anything else is refused by name', () => {

@@ -10,26 +10,33 @@ export type TraceState = 'scheduled' | 'started' | 'completed' | 'failed';
 export const DEFAULT_TRACE_BUFFER_SIZE = 2000;
 export const TRACE_BUFFER_ENV = 'CMESH_TRACE_BUFFER_SIZE';
 
-/** One op as the recorder keeps it (times: ms on performance.now()'s clock; see toEpochNs). */
+/**
+ * One op as the recorder keeps it (times: ms on performance.now()'s clock; see toEpochNs). Records
+ * are reused when the ring wraps (no allocation per op, nothing for the GC to promote), except one
+ * still in flight, which keeps its object.
+ */
 export interface TraceRecord {
-  readonly recordId: number;
-  readonly group: GroupTrace;
+  recordId: number;
+  group: GroupTrace;
   /** the group's collective sequence number (the `seq` of error contexts); -1 for p2p */
-  readonly seq: number;
+  seq: number;
   /** the group's p2p sequence number; -1 for collectives */
-  readonly p2pSeq: number;
-  readonly op: string;
-  readonly algorithm: string;
-  readonly dtype: string;
-  readonly count: number;
-  /** world ranks this op exchanges with: the group's members, or the p2p peer (-1: any source) */
-  readonly peer: number;
-  readonly timeoutMs: number;
+  p2pSeq: number;
+  op: string;
+  algorithm: string;
+  dtype: string;
+  count: number;
+  /** p2p: the other world rank (-1: any source); collectives: -2 (every member) */
+  peer: number;
+  timeoutMs: number;
   state: TraceState;
-  readonly created: number;
+  created: number;
   started: number;
   completed: number;
-  error?: string;
+  error: string | undefined;
+  /** neighbours in the in-flight list (oldest first) */
+  prevInFlight: TraceRecord | undefined;
+  nextInFlight: TraceRecord | undefined;
 }
 
 /** What the recorder knows of one process group, kept by the ProcessGroup itself. */
@@ -51,14 +58,15 @@ export class GroupTrace {
   ) {}
 
   /** A collective issued and handed to the backend (cmesh ops start when issued: no device queue). */
-  collective(seq: number, op: string, algorithm: string, dtype: string, count: number, timeoutMs: number): TraceRecord {
+  /** `now`: the caller's performance.now() at the call, when it has one (a clock read is most of the cost) */
+  collective(seq: number, op: string, algorithm: string, dtype: string, count: number, timeoutMs: number, now = performance.now()): TraceRecord {
     this.lastEnqueued = seq;
     this.lastStarted = seq;
-    return this.recorder.add(this, seq, -1, op, algorithm, dtype, count, -2, timeoutMs);
+    return this.recorder.add(this, seq, -1, op, algorithm, dtype, count, -2, timeoutMs, now);
   }
 
   p2p(op: 'send' | 'recv', peer: number | undefined, dtype: string, count: number, timeoutMs: number): TraceRecord {
-    return this.recorder.add(this, -1, this.p2pSeq++, op, 'p2p', dtype, count, peer ?? -1, timeoutMs);
+    return this.recorder.add(this, -1, this.p2pSeq++, op, 'p2p', dtype, count, peer ?? -1, timeoutMs, performance.now());
   }
 
   completed(r: TraceRecord): void {
@@ -70,7 +78,7 @@ export class GroupTrace {
   }
 
   failed(r: TraceRecord, code: string): void {
-    r.error = code;
+    if (r.state === 'started' || r.state === 'scheduled') r.error = code;
     this.recorder.finish(r, 'failed');
   }
 }
@@ -79,13 +87,15 @@ export class FlightRecorder {
   private readonly ring: (TraceRecord | undefined)[];
   private next = 0;
   private nextId = 0;
-  /** in flight, oldest first (insertion order); kept apart so that a long wait outlives the ring */
-  readonly inFlight = new Set<TraceRecord>();
+  /** in flight, oldest first: an intrusive list, so that a long wait outlives the ring */
+  private head: TraceRecord | undefined;
+  private tail: TraceRecord | undefined;
+  private flying = 0;
   /** this process's world rank once a process group is initialized (-1 before) */
   rank = -1;
 
   constructor(readonly capacity: number = DEFAULT_TRACE_BUFFER_SIZE) {
-    this.ring = new Array<TraceRecord | undefined>(capacity);
+    this.ring = new Array<TraceRecord | undefined>(capacity).fill(undefined);
   }
 
   get enabled(): boolean {
@@ -96,19 +106,49 @@ export class FlightRecorder {
     return new GroupTrace(this, pgId, ranks, rank, backend);
   }
 
-  add(group: GroupTrace, seq: number, p2pSeq: number, op: string, algorithm: string, dtype: string, count: number, peer: number, timeoutMs: number): TraceRecord {
-    const now = performance.now();
-    const r: TraceRecord = { recordId: this.nextId++, group, seq, p2pSeq, op, algorithm, dtype, count, peer, timeoutMs, state: 'started', created: now, started: now, completed: 0 };
-    this.ring[this.next] = r;
+  add(group: GroupTrace, seq: number, p2pSeq: number, op: string, algorithm: string, dtype: string, count: number, peer: number, timeoutMs: number, now: number): TraceRecord {
+    let r = this.ring[this.next];
+    if (r === undefined || r.state === 'started' || r.state === 'scheduled') {
+      r = { recordId: 0, group, seq, p2pSeq, op, algorithm, dtype, count, peer, timeoutMs, state: 'started', created: now, started: now, completed: 0, error: undefined, prevInFlight: undefined, nextInFlight: undefined };
+      this.ring[this.next] = r;
+    } else {
+      r.group = group;
+      r.seq = seq;
+      r.p2pSeq = p2pSeq;
+      r.op = op;
+      r.algorithm = algorithm;
+      r.dtype = dtype;
+      r.count = count;
+      r.peer = peer;
+      r.timeoutMs = timeoutMs;
+      r.state = 'started';
+      r.created = now;
+      r.started = now;
+      r.completed = 0;
+      r.error = undefined;
+    }
+    r.recordId = this.nextId++;
     this.next = this.next + 1 === this.capacity ? 0 : this.next + 1;
-    this.inFlight.add(r);
+    // append to the in-flight list
+    r.prevInFlight = this.tail;
+    r.nextInFlight = undefined;
+    if (this.tail) this.tail.nextInFlight = r;
+    else this.head = r;
+    this.tail = r;
+    this.flying++;
     return r;
   }
 
   finish(r: TraceRecord, state: 'completed' | 'failed'): void {
+    if (r.state !== 'started' && r.state !== 'scheduled') return;
     r.state = state;
     r.completed = performance.now();
-    this.inFlight.delete(r);
+    if (r.prevInFlight) r.prevInFlight.nextInFlight = r.nextInFlight;
+    else this.head = r.nextInFlight;
+    if (r.nextInFlight) r.nextInFlight.prevInFlight = r.prevInFlight;
+    else this.tail = r.prevInFlight;
+    r.prevInFlight = r.nextInFlight = undefined;
+    this.flying--;
   }
 
   /** The kept records, oldest first. */
@@ -121,16 +161,27 @@ export class FlightRecorder {
     return out;
   }
 
+  /** The ops in flight, oldest first (also those the ring no longer holds). */
+  inFlight(): TraceRecord[] {
+    const out: TraceRecord[] = [];
+    for (let r = this.head; r; r = r.nextInFlight) out.push(r);
+    return out;
+  }
+
+  get inFlightCount(): number {
+    return this.flying;
+  }
+
   /** The oldest op still in flight, if any. */
   oldestInFlight(): TraceRecord | undefined {
-    for (const r of this.inFlight) return r;
-    return undefined;
+    return this.head;
   }
 
   clear(): void {
     this.ring.fill(undefined);
     this.next = 0;
-    this.inFlight.clear();
+    this.head = this.tail = undefined;
+    this.flying = 0;
   }
 }
 

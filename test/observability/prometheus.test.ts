@@ -55,8 +55,10 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
   beforeAll(async () => {
     // the busbw floor is the operator's; raised here so the alert has to fire on this machine
     const rules = readFileSync(RULES, 'utf8');
-    const raised = rules.replace(/< 1e9 # busbw-floor/, '< 1e18 # busbw-floor');
+    // and the stuck-collective bound lowered to every rank's age (0 when nothing is in flight)
+    const raised = rules.replace(/< 1e9 # busbw-floor/, '< 1e18 # busbw-floor').replace(/> 300 # stuck-after/, '>= 0 # stuck-after');
     expect(raised).not.toBe(rules);
+    expect(raised).toMatch(/>= 0 # stuck-after/);
     writeFileSync(join(tmp, 'cmesh.rules.yml'), raised);
 
     nats = await startNatsServer();
@@ -168,6 +170,13 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     }
   }, 90_000);
 
+  it("exports every rank's oldest in-flight collective age (flight recorder), labelled with its rank", async () => {
+    const age = await prom.waitFor('cmesh_collective_oldest_inflight_age_seconds{job="cmesh-job"}', 30_000, (s) => s.length === 2);
+    expect(age.map((s) => s.metric.rank).sort()).toEqual(['0', '1']);
+    // the ranks loop with 25 ms pauses: whatever a scrape catches in flight is young
+    for (const s of age) expect(sampleValue(s)).toBeLessThan(10);
+  }, 60_000);
+
   it("exports every rank's collectives of the cmesh run job (library exporter)", async () => {
     const calls = await prom.waitFor('sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-job",op="all_reduce"}) > 0', 30_000, (s) => s.length === 2);
     expect(calls).toHaveLength(2);
@@ -206,7 +215,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(errs.find((x) => x.metric.job === 'cmesh-coordinator')!.metric.reason).toBe('agent_lost');
     expect(await prom.waitFor('cmesh_agents{state="lost"} == 1', 20_000)).toHaveLength(1);
 
-    const want = ['CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors'];
+    const want = ['CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors', 'CmeshCollectiveStuck'];
     const end = Date.now() + 30_000;
     let alerts: Awaited<ReturnType<Prometheus['rules']>> = [];
     for (;;) {
@@ -224,7 +233,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(loaded.map((r) => r.name).sort()).toEqual(inFile.map((r) => r.name).sort());
     for (const r of loaded) expect([r.name, r.health, r.lastError ?? '']).toEqual([r.name, 'ok', '']);
     for (const r of inFile) {
-      const expr = r.expr.replace('< 1e9', '< 1e18');
+      const expr = r.expr.replace('< 1e9', '< 1e18').replace('> 300', '>= 0');
       const s = await prom.waitFor(expr, 20_000, r.kind === 'record' ? finite : (x) => x.length > 0).catch((e: Error) => {
         throw new Error(`${r.name}: ${e.message}`);
       });

@@ -4,6 +4,7 @@
 // /metrics over HTTP.
 import { DynamicModule, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
+import { clusterNames } from '@cmesh/protocol';
 import { NcclBackend } from './backends/nccl';
 import { NcclJobBackend } from './backends/nccl-job-backend';
 import { TcpBackend } from './backends/tcp/tcp-backend';
@@ -40,7 +41,12 @@ export class AppModule {
           provide: JOB_BACKENDS,
           inject: [NatsService],
           useFactory: async (nats: NatsService) => {
-            const tcp = new TcpBackend(config.natsUrl, config.host, { CMESH_DATA_PORTS: config.dataPorts.join('-') });
+            const tcp = new TcpBackend(config.natsUrl, config.host, {
+              CMESH_DATA_PORTS: config.dataPorts.join('-'),
+              // the job workers answer the coordinator's flight recorder requests (GET /groups/{job}/trace)
+              CMESH_TRACE_NATS_URL: process.env.CMESH_TRACE_NATS_URL || config.natsUrl.split(',')[0],
+              CMESH_TRACE_SUBJECT: process.env.CMESH_TRACE_SUBJECT || clusterNames(config.cluster).trace.collect,
+            });
             tcp.warm();
             const nccl = new NcclJobBackend(
               config.ncclEnabled ? new NcclBackend({ attachSocketPath: config.ncclSocket }) : null,

@@ -4,6 +4,7 @@ import { CollectiveEvent, notifyCollective } from '../observers';
 import { CollectiveMetrics, startExporterFromEnv, startLauncherExporter, startMetricsExporter } from './exporter';
 import { CounterVec, HistogramVec } from './exposition';
 import { opLabel, sizeBucket } from './names';
+import { FlightRecorder } from '../trace/recorder';
 
 const event = (over: Partial<CollectiveEvent> = {}): CollectiveEvent => ({
   op: 'allReduce',
@@ -54,6 +55,26 @@ it('renders cumulative histograms, counters and escaped labels that promtool acc
   const hv = new HistogramVec('y_seconds', 'h', [1]);
   hv.observe({}, 2);
   expect(hv.render()).toContain('y_seconds_bucket{le="1"} 0\ny_seconds_bucket{le="+Inf"} 1');
+});
+
+it("exports the oldest in-flight op's age per rank from the flight recorder, read at the scrape", () => {
+  const rec = new FlightRecorder(8);
+  const m = new CollectiveMetrics(() => rec);
+  expect(m.render()).not.toContain('cmesh_collective_oldest_inflight_age_seconds'); // no rank yet
+  rec.rank = 3;
+  const g = rec.group(0, [0, 3], 3, 'tcp');
+  expect(sample(m.render(), 'cmesh_collective_oldest_inflight_age_seconds{rank="3"}')).toBe(0);
+  const old = g.collective(0, 'allReduce', 'ring', 'float32', 4, 1000, performance.now() - 2500);
+  g.p2p('recv', 0, 'float32', 4, 1000);
+  const text = m.render();
+  expect(text).toContain('# TYPE cmesh_collective_oldest_inflight_age_seconds gauge');
+  const age = sample(text, 'cmesh_collective_oldest_inflight_age_seconds{rank="3"}');
+  expect(age).toBeGreaterThanOrEqual(2.5);
+  expect(age).toBeLessThan(60);
+  expect(execFileSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })).toBe('');
+  g.completed(old);
+  expect(sample(m.render(), 'cmesh_collective_oldest_inflight_age_seconds{rank="3"}')).toBeLessThan(2.5);
+  expect(new CollectiveMetrics(() => new FlightRecorder(0)).render()).not.toContain('inflight');
 });
 
 it('serves /metrics on a port, hears every collective through the observers, and closes', async () => {

@@ -59,6 +59,8 @@ async function run(m: ToWorker): Promise<void> {
     ? dist.startExporterFromEnv().catch((e: Error) => console.error(`cmesh: metrics exporter not started: ${e.message}`))
     : undefined;
   const sweep = BenchSweepSchema.parse(assignment.sweep);
+  // the flight recorder answers the coordinator for this job (GET /groups/{jobId}/trace)
+  process.env.CMESH_TRACE_JOB = assignment.jobId;
   await dist.initProcessGroup({
     backend: 'tcp',
     initMethod: natsInitMethod(m.natsUrl, assignment.storePrefix),

@@ -44,6 +44,8 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/jobs', valid: { op: 'allReduce', agents: [stranger], onBusy: 'refuse' }, required: ['op'] },
   { method: 'GET', path: '/jobs/{id}', readOnly: true },
   { method: 'DELETE', path: '/jobs/{id}' },
+  { method: 'GET', path: '/traces', readOnly: true },
+  { method: 'GET', path: '/groups/{id}/trace', readOnly: true },
   { method: 'GET', path: '/health', readOnly: true },
   { method: 'GET', path: '/metrics', readOnly: true },
 ];
@@ -188,7 +190,7 @@ describe('coordinator REST routes under fuzzing', () => {
     const arb = fc
       .tuple(
         fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'),
-        fc.oneof(fc.constantFrom('/', '/agents/a/b/c', '/jobs/x/y', '/nope', '/%', '/..%2f..%2fetc/passwd', `/${'a'.repeat(8000)}`), fc.webPath().filter((p) => !/^\/(agents|groups|rendezvous|jobs|health|metrics|docs)/.test(p))),
+        fc.oneof(fc.constantFrom('/', '/agents/a/b/c', '/jobs/x/y', '/nope', '/%', '/..%2f..%2fetc/passwd', `/${'a'.repeat(8000)}`), fc.webPath().filter((p) => !/^\/(agents|groups|rendezvous|jobs|traces|health|metrics|docs)/.test(p))),
       )
       .map(([method, path]): Req => ({ what: 'unknown route', method, path: path.startsWith('/') ? path : `/${path}`, headers: {}, mayPass: false }));
     await fuzzRequests('coordinator rest unknown routes', arb);

@@ -32,6 +32,8 @@ export class TraceService {
     const complete = () => [...sizes.entries()].every(([job, size]) => [...dumps.keys()].filter((k) => k.startsWith(`${job}\0`)).length >= size);
     this.nc.publish(this.names.trace.collect, json.encode(req), { reply: inbox });
     for await (const m of sub) {
+      // NATS answers 503 at once when nothing subscribes to the subject: no rank to wait for
+      if (m.headers?.code === 503) break;
       let body: unknown;
       try {
         body = json.decode(m.data);
@@ -48,6 +50,7 @@ export class TraceService {
       // a job's every rank answered: give the others a moment, then stop
       if (complete()) quiet = setTimeout(() => sub.unsubscribe(), req.job ? 0 : QUIET_MS);
     }
+    sub.unsubscribe();
     clearTimeout(deadline);
     if (quiet) clearTimeout(quiet);
     return { dumps: [...dumps.values()], waitedMs: Date.now() - started };

@@ -293,3 +293,41 @@ it('NCCL sidecar: random, malformed, truncated and oversized frames on its socke
   await fixture.ping();
   process.stdout.write(`fuzz nccl sidecar frames: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s; replies ${JSON.stringify(tally)}\n`);
 }, 300_000);
+
+it('NCCL sidecar: payloads announced and not sent hold no memory', async () => {
+  // the default frame limit (1 GiB + 1 MiB): each connection announces a 256 MiB copyIn payload,
+  // sends 1 KiB of it and stops; the sidecar must not have allocated the rest
+  const other = await spawnSidecar({
+    binary: buildSidecar(),
+    socketPath: path.join(dir, 'default-limits.sock'),
+    ncclLib: path.join(SIM_DIR, 'libcmesh-sim-nccl.so'),
+    cudartLib: path.join(SIM_DIR, 'libcmesh-sim-cudart.so'),
+    env: { ...process.env, ...SIM_ENV },
+  });
+  const socks: net.Socket[] = [];
+  try {
+    const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${other.pid}/status`, 'utf8'))![1]) * 1024;
+    const base = rss();
+    for (let i = 0; i < 4; i++) {
+      const s = net.createConnection({ path: other.socketPath });
+      s.on('error', () => {});
+      await new Promise<void>((r) => s.once('connect', () => r()));
+      const frame = encodeRequest({ op: 'copyIn', id: i + 1, buf: 1, count: 256 << 20, timeoutMs: 1000 }, Buffer.alloc(1024));
+      frame.writeUInt32LE(256 << 20, 28); // the payload announced: 256 MiB
+      s.write(frame);
+      socks.push(s);
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    const grown = rss() - base;
+    expect(grown).toBeLessThan(64 << 20);
+    process.stdout.write(`nccl sidecar: 4 connections announcing 256 MiB payloads grew its RSS by ${(grown / 2 ** 20).toFixed(1)} MiB\n`);
+    for (const s of socks) s.destroy();
+    const c = await SidecarClient.connect(other.socketPath);
+    await c.ping();
+    c.close();
+    expect(other.running).toBe(true);
+  } finally {
+    for (const s of socks) s.destroy();
+    await other.stop();
+  }
+}, 360_000);

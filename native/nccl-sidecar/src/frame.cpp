@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -80,14 +81,24 @@ ReadStatus FrameReader::read(Frame& out, DecodeResult& error) {
     }
     return ReadStatus::Malformed;
   }
-  // payloadLength was checked against limits.maxFrameBytes by decodeRequest.
-  out.payload.resize(out.req.payloadLength);
-  st = readExact(out.payload.data(), out.payload.size(), true, error.message);
-  if (st != ReadStatus::Ok) {
-    error.code = st == ReadStatus::Stalled ? ErrorCode::Timeout : ErrorCode::BadFrame;
-    error.idKnown = true;
+  // payloadLength was checked against limits.maxFrameBytes by decodeRequest. The buffer grows with
+  // what arrives (doubling from 64 KiB): a header alone never makes the sidecar allocate what it
+  // announces, so connections that announce large payloads and send nothing hold nothing.
+  const size_t want = out.req.payloadLength;
+  size_t have = 0;
+  out.payload.clear();
+  while (have < want) {
+    size_t next = std::min(want, std::max<size_t>(have * 2, 64 * 1024));
+    out.payload.resize(next);
+    st = readExact(out.payload.data() + have, next - have, true, error.message);
+    if (st != ReadStatus::Ok) {
+      error.code = st == ReadStatus::Stalled ? ErrorCode::Timeout : ErrorCode::BadFrame;
+      error.idKnown = true;
+      return st;
+    }
+    have = next;
   }
-  return st;
+  return ReadStatus::Ok;
 }
 
 bool writeReply(int fd, const ReplyHeader& h, const std::string& body, const uint8_t* payload, size_t payloadLen) {

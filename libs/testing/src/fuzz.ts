@@ -157,3 +157,17 @@ export async function countUnhandledRejections<T>(fn: () => Promise<T>): Promise
     process.off('unhandledRejection', on);
   }
 }
+
+/**
+ * cmesh_rejected_messages_total of one subject (every reason) from a Prometheus text page: how
+ * many of the messages sent there a process has received and refused.
+ */
+export async function rejectedMessages(metricsUrl: string, subject: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  let n = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('cmesh_rejected_messages_total{') || !line.includes(`subject="${subject}"`)) continue;
+    n += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return n;
+}

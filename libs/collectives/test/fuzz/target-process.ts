@@ -18,9 +18,9 @@ export interface TargetProcess {
   stop(): Promise<void>;
 }
 
-export async function startTarget(args: string[]): Promise<TargetProcess> {
+export async function startTarget(args: string[], env: NodeJS.ProcessEnv = {}): Promise<TargetProcess> {
   const proc = spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), path.join(__dirname, 'target.ts'), ...args], {
-    env: { ...process.env, TS_NODE_PROJECT: path.resolve(__dirname, '../../../../tsconfig.json') },
+    env: { ...process.env, TS_NODE_PROJECT: path.resolve(__dirname, '../../../../tsconfig.json'), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const events: Array<Record<string, unknown>> = [];

@@ -1,7 +1,9 @@
 // A process the fuzz tests aim at, so that a crash shows as its exit: `store` serves a TcpStore;
 // `mesh` is rank 0 of world 2 over and over (a new Mesh per round, its peer the test), receiving
-// P2P group 7 tag 7 messages of 16 bytes and echoing each back on tag 8. It prints one JSON line
-// per event on stdout.
+// P2P group 7 tag 7 messages of 16 bytes and echoing each back on tag 8; `rank` is a rank of a
+// world of 1 that answers flight-recorder requests on NATS (CMESH_TRACE_NATS_URL and
+// CMESH_TRACE_SUBJECT in its environment) after one allReduce. It prints one JSON line per event
+// on stdout.
 import { Mesh } from '../../src/transport/mesh';
 import { FrameKind, NO_SIGNATURE } from '../../src/transport/frame';
 import { FrameMismatch } from '../../src/transport/peer-connection';
@@ -38,8 +40,18 @@ async function serveMesh(storePort: number) {
   }
 }
 
+async function serveRank(storePort: number) {
+  const dist = await import('../../src');
+  await dist.initProcessGroup({ initMethod: `tcp://127.0.0.1:${storePort}`, rank: 0, worldSize: 1, timeout: 30_000 });
+  const t = new Float32Array([1, 2]);
+  await dist.allReduce(t);
+  say({ event: 'started' });
+  // stays up until the test stops it
+  setInterval(() => {}, 60_000);
+}
+
 const [mode, arg] = process.argv.slice(2);
-(mode === 'store' ? serveStore() : serveMesh(Number(arg))).catch((e: Error) => {
+(mode === 'store' ? serveStore() : mode === 'rank' ? serveRank(Number(arg)) : serveMesh(Number(arg))).catch((e: Error) => {
   say({ event: 'failed', error: e.stack ?? e.message });
   process.exit(1);
 });

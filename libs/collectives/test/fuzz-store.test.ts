@@ -182,3 +182,76 @@ it('TcpStore server: malformed, truncated, oversized and random frames', async (
   expect(target.peakRss()).toBeLessThan(400 * 1024 * 1024);
   process.stdout.write(`fuzz tcp store frames: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s, peak RSS ${(target.peakRss() / 2 ** 20).toFixed(0)} MiB\n`);
 }, 240_000);
+
+it('TcpStore: random sequences of valid requests behave like a map (torch semantics)', async () => {
+  const BATCH = 50;
+  const plan = fuzzPlan('tcp store model', BATCH);
+  const keys = ['fz/m/a', 'fz/m/b', 'fz/m/c', 'fz/m/n'];
+  const base = await client.numKeys();
+  const model = new Map<string, Buffer>();
+  type Op = { op: 'set'; key: string; value: Buffer } | { op: 'get' | 'delete' | 'add'; key: string; amount: number } | { op: 'cas'; key: string; expected: Buffer | 'current'; desired: Buffer } | { op: 'check'; keys: string[] } | { op: 'numKeys' };
+  const value = fc.oneof(fc.uint8Array({ maxLength: 12 }).map((b) => Buffer.from(b)), fc.integer({ min: -1000, max: 1000 }).map((n) => Buffer.from(String(n))));
+  const key = fc.constantFrom(...keys);
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ op: fc.constant('set' as const), key, value }),
+    fc.record({ op: fc.constantFrom('get' as const, 'delete' as const, 'add' as const), key, amount: fc.integer({ min: -(2 ** 40), max: 2 ** 40 }) }),
+    fc.record({ op: fc.constant('cas' as const), key, expected: fc.oneof(fc.constant('current' as const), value, fc.constant(Buffer.alloc(0))), desired: value }),
+    fc.record({ op: fc.constant('check' as const), keys: fc.array(key, { minLength: 1, maxLength: 3 }) }),
+    fc.constant({ op: 'numKeys' as const }),
+  );
+  const isInt = (b: Buffer | undefined) => b === undefined || /^-?\d{1,16}$/.test(b.toString());
+  const problems = await runFuzz(plan, fc.array(op, { minLength: BATCH, maxLength: BATCH }), async (ops) => {
+    const wrong: string[] = [];
+    for (const o of ops) {
+      const expectEq = (got: unknown, want: unknown) => {
+        if (JSON.stringify(got) !== JSON.stringify(want)) wrong.push(`${JSON.stringify(o)}: got ${JSON.stringify(got)}, the model says ${JSON.stringify(want)}`);
+      };
+      switch (o.op) {
+        case 'set':
+          await client.set(o.key, o.value);
+          model.set(o.key, o.value);
+          break;
+        case 'get':
+          // a get of a missing key waits for it: only keys that are there
+          if (model.has(o.key)) expectEq((await client.get(o.key)).toString('hex'), model.get(o.key)!.toString('hex'));
+          break;
+        case 'delete':
+          expectEq(await client.deleteKey(o.key), model.delete(o.key));
+          break;
+        case 'add': {
+          const cur = model.get(o.key);
+          const got = await client.add(o.key, o.amount).then(
+            (n) => n,
+            (e: Error) => e.name,
+          );
+          if (!isInt(cur) || !Number.isSafeInteger(Number(cur?.toString() ?? 0) + o.amount)) expectEq(got, 'StoreError');
+          else {
+            const next = Number(cur?.toString() ?? 0) + o.amount;
+            expectEq(got, next);
+            model.set(o.key, Buffer.from(String(next)));
+          }
+          break;
+        }
+        case 'cas': {
+          const cur = model.get(o.key);
+          const expected = o.expected === 'current' ? (cur ?? Buffer.alloc(0)) : o.expected;
+          const got = await client.compareSet(o.key, expected, o.desired);
+          const swap = cur === undefined ? expected.length === 0 : cur.equals(expected);
+          if (swap) model.set(o.key, o.desired);
+          expectEq(Buffer.from(got).toString('hex'), (swap ? o.desired : (cur ?? expected)).toString('hex'));
+          break;
+        }
+        case 'check':
+          expectEq(await client.check(o.keys), o.keys.every((k) => model.has(k)));
+          break;
+        case 'numKeys':
+          expectEq(await client.numKeys(), base + model.size);
+          break;
+      }
+    }
+    return wrong;
+  });
+  expect(problems.slice(0, 20)).toEqual([]);
+  for (const k of keys) await client.deleteKey(k);
+  expect(await client.numKeys()).toBe(base);
+}, 240_000);

@@ -2,7 +2,7 @@
 // talks to it through one client connection with pipelined requests.
 import * as net from 'net';
 import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
-import { Cmd, encodeFrame, Frame, FrameDecoder, i64, readI64, REPLY_ERROR, utf8 } from './frame-codec';
+import { Cmd, encodeFrame, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, utf8 } from './frame-codec';
 import { Store, StoreValue, toBuffer } from './store';
 import { TcpStoreServer } from './tcp-store-server';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from './validate';
@@ -143,11 +143,13 @@ export class TcpStore implements Store {
     const decoder = new FrameDecoder();
     socket.on('data', (chunk) => {
       let frames: Frame[];
+      let malformed: Error | undefined;
       try {
         frames = decoder.push(chunk);
       } catch (err) {
-        socket.destroy(err as Error); // not a store server: fails every pending request
-        return;
+        // the replies before the malformed frame are good; then the stream is not a store's
+        frames = err instanceof MalformedFrameError ? err.frames : [];
+        malformed = err as Error;
       }
       for (const f of frames) {
         const p = this.pending.get(f.id);
@@ -157,6 +159,7 @@ export class TcpStore implements Store {
         if (f.tag === REPLY_ERROR) p.reject(new StoreError(`TcpStore: ${f.fields[0]?.toString('utf8')}`));
         else p.resolve(f.fields);
       }
+      if (malformed) socket.destroy(malformed); // not a store server: fails every pending request
     });
     const fail = (err?: Error) => {
       const e = new StoreError(`TcpStore: connection to ${this.host}:${this.port} lost${err ? `: ${err.message}` : ''}`);

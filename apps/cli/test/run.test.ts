@@ -64,6 +64,11 @@ describe('cmesh run', () => {
       ['[rank2]', 2, 2, 3, 3, 0, '127.0.0.1'],
     ]);
     expect(new Set(envs.map((e) => e.MASTER_PORT)).size).toBe(1);
+    // one fresh secret per run, the same for every rank: their store and data plane authenticate
+    const secrets = [...r.out.matchAll(/^\[rank\d\]:secret (\S+)$/gm)].map((m) => m[1]);
+    expect(secrets).toHaveLength(3);
+    expect(new Set(secrets).size).toBe(1);
+    expect(secrets[0]).toMatch(/^[0-9a-f]{16}$/);
     for (const k of [0, 1, 2]) {
       expect(r.out).toContain(`[rank${k}]:sum 3\n`);
       expect(r.out).toContain(`[rank${k}]:partial line\n`);

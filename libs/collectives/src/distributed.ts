@@ -59,6 +59,13 @@ export interface InitOptions {
   deviceId?: number;
   /** nccl: the sidecar to attach to or spawn (binary, library paths, socket). */
   nccl?: NcclOptions;
+  /**
+   * The run's shared secret (default: CMESH_SECRET, which `cmesh run` sets; at least 16
+   * characters). Set, every TcpStore (env://, tcp://) and data-plane connection first passes an
+   * HMAC-SHA256 challenge both ways; a connection without it is refused before it can read or
+   * write anything (AuthenticationError). Unset: no authentication.
+   */
+  secret?: string;
 }
 
 export interface CommonOptions {
@@ -104,7 +111,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   flightRecorder();
   traceExchangeMs();
   if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
-  const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs });
+  const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs, secret: opts.secret });
   const prefixed = new PrefixStore('cmesh/default_pg', store);
   const everyone = [...Array(worldSize).keys()];
   let backends: BackendProvider | undefined;
@@ -114,7 +121,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
     backends =
       backend === 'nccl'
         ? await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl })
-        : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport });
+        : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: opts.secret });
     pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs, trace);
   } catch (e) {
     trace.close();

@@ -99,3 +99,11 @@ export function describeContext(ctx: ErrorContext): string {
   if (ctx.peers !== undefined && ctx.peers.length) parts.push(`peers=[${ctx.peers.join(',')}]`);
   return parts.join(' ');
 }
+
+/**
+ * A connection was refused because the two ends do not share the run's secret (one has none, or
+ * they differ). Nothing was read or written on it. The message never contains a secret.
+ */
+export class AuthenticationError extends CmeshError {
+  override readonly code = 'AUTHENTICATION_FAILED';
+}

@@ -62,3 +62,5 @@ export {
 } from './backends/nccl';
 // The flight recorder (torch's): per-rank ring of recent ops, dumps, and the stuck-rank analysis.
 export * from './trace';
+// The run's shared secret: what `cmesh run` generates and how a rank finds it.
+export { generateSecret, resolveSecret, SECRET_ENV, MIN_SECRET_CHARS } from './auth/secret';

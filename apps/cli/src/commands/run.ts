@@ -2,7 +2,7 @@
 import { Command, Option } from 'commander';
 import * as fs from 'fs';
 import * as os from 'os';
-import { InvalidArgumentError } from '@cmesh/collectives';
+import { generateSecret, InvalidArgumentError, resolveSecret } from '@cmesh/collectives';
 import { launch } from '../run/launcher';
 import { freePort } from '../run/rdzv-c10d';
 import { metricsPortFrom, parseBindTo } from '../run/binding';
@@ -18,6 +18,19 @@ function positiveInt(name: string) {
 }
 
 /** torchrun's --nproc-per-node: a count, or cpu / gpu / auto (GPUs if any, else CPUs). */
+/**
+ * The run's shared secret (the workers' CMESH_SECRET): the one the launcher was given in
+ * CMESH_SECRET (every node of a job must have the same), else a fresh one for a single-node run.
+ * A multi-node run without one runs unauthenticated: no launcher could tell the others its own.
+ */
+export function runSecret(maxNodes: number, env: NodeJS.ProcessEnv): string | undefined {
+  if (env.CMESH_SECRET) {
+    resolveSecret(undefined, env); // a short one is refused here, before any worker starts
+    return env.CMESH_SECRET;
+  }
+  return maxNodes === 1 ? generateSecret() : undefined;
+}
+
 export function parseNprocPerNode(v: string): number {
   const cpus = () => os.availableParallelism?.() ?? os.cpus().length;
   const gpus = () => {
@@ -191,6 +204,7 @@ export function register(program: Command): void {
         if (nnodes.max > 1) throw new InvalidArgumentError('--master-port 0 (pick a free port) works for a single node only: other nodes could not know the port');
         o.masterPort = await freePort(o.masterAddr);
       }
+      o.secret = runSecret(nnodes.max, process.env);
       const result = await launch(o, script, args);
       if (result.message) console.error(result.message);
       process.exit(result.exitCode);

@@ -22,14 +22,14 @@ export function parseEndpoint(endpoint: string | undefined, defaultPort?: number
 async function openStore(host: string, port: number, o: RunOptions): Promise<TcpStore> {
   // the store's own timeout bounds each operation (read_timeout); the connect waits for the host up to the join timeout
   const timeoutMs = o.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
-  if (o.isHost === false) return TcpStore.create({ host, port, isMaster: false, timeoutMs: Math.max(timeoutMs, o.timeoutMs) });
+  if (o.isHost === false) return TcpStore.create({ host, port, isMaster: false, timeoutMs: Math.max(timeoutMs, o.timeoutMs), secret: o.secret });
   try {
-    return await TcpStore.create({ host, port, isMaster: true, timeoutMs });
+    return await TcpStore.create({ host, port, isMaster: true, timeoutMs, secret: o.secret });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // another launcher hosts it already, or the endpoint is not an address of this machine
     if (o.isHost || (code !== 'EADDRINUSE' && code !== 'EADDRNOTAVAIL' && code !== 'ENOTFOUND')) throw err;
-    return TcpStore.create({ host, port, isMaster: false, timeoutMs: Math.max(timeoutMs, o.timeoutMs) });
+    return TcpStore.create({ host, port, isMaster: false, timeoutMs: Math.max(timeoutMs, o.timeoutMs), secret: o.secret });
   }
 }
 

@@ -38,6 +38,8 @@ export interface RunOptions {
   placement?: WorkerPlacement;
   /** --log-dir, --redirects, --tee, --local-ranks-filter */
   logs?: LogOptions;
+  /** The run's shared secret: the workers' CMESH_SECRET and the c10d rendezvous store's key. */
+  secret?: string;
 }
 
 export const DEFAULT_MONITOR_INTERVAL_MS = 100;

@@ -46,6 +46,8 @@ export function startWorkers(o: RunOptions, round: RoundAssignment, cmd: { comma
           TORCHELASTIC_USE_AGENT_STORE: 'False',
           TORCHELASTIC_ERROR_FILE: s.errorFile,
           CMESH_RUN_ID: o.rdzvId,
+          // the run's secret: the workers' store and data plane admit only each other
+          ...(o.secret ? { CMESH_SECRET: o.secret } : {}),
         }),
         ...placementEnv(o.placement ?? {}, process.env, local, o.nprocPerNode),
         ...traceEnv(o),

@@ -12,6 +12,8 @@ export interface RendezvousOptions {
   store?: Store;
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  /** The run's shared secret for a TcpStore (env://, tcp://); default CMESH_SECRET. */
+  secret?: string;
 }
 
 export interface RendezvousResult {
@@ -57,12 +59,12 @@ registerInitMethod('env', async (_url, opts) => {
   const env = opts.env ?? process.env;
   const host = requireEnv(env, 'MASTER_ADDR');
   const port = toInt(requireEnv(env, 'MASTER_PORT'), 'MASTER_PORT')!;
-  return TcpStore.create({ host, port, isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs });
+  return TcpStore.create({ host, port, isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs, secret: opts.secret });
 });
 
 registerInitMethod('tcp', async (url, opts) => {
   if (!url.hostname || !url.port) throw new InvalidArgumentError(`tcp:// init method needs host:port, got ${url.href}`);
-  return TcpStore.create({ host: url.hostname, port: Number(url.port), isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs });
+  return TcpStore.create({ host: url.hostname, port: Number(url.port), isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs, secret: opts.secret });
 });
 
 registerInitMethod('file', async (url, opts) => {

@@ -2,6 +2,8 @@
 // that are answered as soon as their keys appear.
 import * as net from 'net';
 import { InvalidArgumentError } from '../errors';
+import { AUTH_MAGIC, AUTH_TIMEOUT_MS, AuthListener, logRefusal, refusal, RefuseReason } from '../auth/handshake';
+import { resolveSecret } from '../auth/secret';
 import { Cmd, encodeFrame, flag, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
 
 interface Waiter {
@@ -16,6 +18,12 @@ export class TcpStoreServer {
   private readonly sockets = new Set<net.Socket>();
   private server?: net.Server;
   port = 0;
+
+  /**
+   * With a key, every connection must pass the challenge (auth/handshake.ts) before the server
+   * reads a single frame from it; without one, a client that tries to authenticate is refused.
+   */
+  constructor(private readonly key?: Buffer) {}
 
   async listen(host: string, port: number): Promise<number> {
     const server = net.createServer((s) => this.accept(s));
@@ -40,22 +48,65 @@ export class TcpStoreServer {
     socket.setNoDelay(true);
     this.sockets.add(socket);
     const decoder = new FrameDecoder();
-    const onData = (chunk: Buffer) => {
-      let frames: Frame[];
+    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const refuse = (reason: RefuseReason, reply: Buffer) => {
+      logRefusal('TcpStore', remote, reason);
+      socket.resume(); // whatever else it sends is read and dropped, never parsed
+      socket.end(reply);
+      setTimeout(() => socket.destroy(), 1000).unref();
+    };
+    let framing = true;
+    const frames = (chunk: Buffer) => {
+      if (!framing) return;
+      let parsed: Frame[];
       try {
-        frames = decoder.push(chunk);
+        parsed = decoder.push(chunk);
       } catch (err) {
         // a client speaking another protocol: the rest of the stream cannot be framed
-        socket.off('data', onData);
+        framing = false;
         const malformed = err instanceof MalformedFrameError ? err : undefined;
         this.run(socket, malformed?.frames ?? []);
         if (malformed?.id !== undefined) this.fail(socket, malformed.id, malformed.message);
         socket.end(() => socket.destroy());
         return;
       }
-      this.run(socket, frames);
+      this.run(socket, parsed);
     };
-    socket.on('data', onData);
+    let first = true;
+    const serve = (chunk: Buffer) => {
+      // a client with a secret talking to a server without one: tell it so, rather than "malformed"
+      if (first && chunk.length >= 4 && chunk.readUInt32LE(0) === AUTH_MAGIC.readUInt32LE(0)) {
+        socket.off('data', serve);
+        refuse(RefuseReason.ListenerHasNoSecret, refusal(RefuseReason.ListenerHasNoSecret));
+        return;
+      }
+      first = false;
+      frames(chunk);
+    };
+    if (this.key) {
+      const auth = new AuthListener(this.key, 'store');
+      // bounded: a connection that never authenticates does not stay open
+      const timer = setTimeout(() => {
+        logRefusal('TcpStore', remote, RefuseReason.Protocol);
+        socket.destroy();
+      }, AUTH_TIMEOUT_MS);
+      const challenge = (chunk: Buffer) => {
+        const step = auth.push(chunk);
+        if (step.state === 'more') {
+          if (step.send) socket.write(step.send);
+          return;
+        }
+        clearTimeout(timer);
+        socket.off('data', challenge);
+        if (step.state === 'failed') return refuse(step.reason, step.send!);
+        socket.write(step.send!);
+        first = false;
+        socket.on('data', serve);
+        if (step.rest.length) frames(step.rest);
+      };
+      socket.on('data', challenge);
+      socket.on('close', () => clearTimeout(timer));
+    } else socket.on('data', serve);
     const drop = () => {
       this.sockets.delete(socket);
       this.waiters = this.waiters.filter((w) => w.socket !== socket);
@@ -175,12 +226,13 @@ function checkFields({ tag, fields }: Frame): string | undefined {
 
 /**
  * A standalone store server (torch's TCPStore daemon without a client), e.g. hosted by a launcher
- * for its workers: `const srv = await startTcpStoreServer({ port: 0 }); srv.port; await srv.close()`.
+ * for its workers: `const srv = await startTcpStoreServer({ port: 0 }); srv.port; await srv.close()`. With
+ * `secret` (default: CMESH_SECRET), only clients holding the same secret get past the challenge.
  */
-export async function startTcpStoreServer(opts: { host?: string; port?: number } = {}): Promise<TcpStoreServer> {
+export async function startTcpStoreServer(opts: { host?: string; port?: number; secret?: string } = {}): Promise<TcpStoreServer> {
   const port = opts.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError(`startTcpStoreServer: port must be an integer in [0, 65535], got ${JSON.stringify(port)}`);
-  const server = new TcpStoreServer();
+  const server = new TcpStoreServer(resolveSecret(opts.secret, process.env, 'startTcpStoreServer: secret'));
   await server.listen(opts.host ?? '127.0.0.1', port);
   return server;
 }

@@ -1,7 +1,9 @@
 // TcpStore: c10d's TCPStore. The master hosts the server in-process; every rank (the master too)
 // talks to it through one client connection with pipelined requests.
 import * as net from 'net';
-import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
+import { AuthenticationError, DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
+import { AUTH_MAGIC, AuthDialer, readRefusal, refuseText, RefuseReason } from '../auth/handshake';
+import { resolveSecret } from '../auth/secret';
 import { Cmd, encodeFrame, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, utf8 } from './frame-codec';
 import { Store, StoreValue, toBuffer } from './store';
 import { TcpStoreServer } from './tcp-store-server';
@@ -21,6 +23,12 @@ export interface TcpStoreOptions {
    */
   worldSize?: number;
   timeoutMs?: number;
+  /**
+   * The run's shared secret (default: CMESH_SECRET; at least 16 characters). Set, the server
+   * admits only clients that prove it (HMAC-SHA256 challenge, both ways) and this client only
+   * talks to a server that proves it; a mismatch fails with AuthenticationError.
+   */
+  secret?: string;
 }
 
 /** The reserved key that counts connected instances when worldSize is given. */
@@ -48,6 +56,9 @@ export class TcpStore implements Store {
   private closed = false;
   private readonly started: Promise<void>;
   readonly worldSize?: number;
+  private readonly key?: Buffer;
+  /** Why the connection ended, when the server refused it. */
+  private refused?: AuthenticationError;
 
   /**
    * Like torch's TCPStore(host, port, world_size, is_master, timeout): starts the server (master)
@@ -66,6 +77,7 @@ export class TcpStore implements Store {
       throw new InvalidArgumentError(`TcpStore: worldSize must be an integer >= 1, got ${JSON.stringify(opts.worldSize)}`);
     }
     if (opts.timeoutMs !== undefined) checkTimeout(opts.timeoutMs);
+    this.key = resolveSecret(opts.secret, process.env, 'TcpStore: secret');
     this.host = opts.host ?? '127.0.0.1';
     this.port = opts.port;
     this.worldSize = opts.worldSize;
@@ -94,7 +106,7 @@ export class TcpStore implements Store {
   private async start(isMaster: boolean): Promise<void> {
     const deadline = Date.now() + this.timeoutMs;
     if (isMaster) {
-      this.server = new TcpStoreServer();
+      this.server = new TcpStoreServer(this.key);
       this.port = await this.server.listen(this.host, this.port);
     }
     await this.connect();
@@ -139,9 +151,18 @@ export class TcpStore implements Store {
     }
     const socket = this.socket;
     socket.setNoDelay(true);
+    if (this.key) await this.authenticate(socket, this.key, deadline);
     socket.removeAllListeners('error');
     const decoder = new FrameDecoder();
+    let first = true;
     socket.on('data', (chunk) => {
+      // a server with a secret refuses a client without one: say so instead of "malformed frame"
+      if (first && chunk.length >= 4 && chunk.readUInt32LE(0) === AUTH_MAGIC.readUInt32LE(0)) {
+        this.refused = this.refusal(readRefusal(chunk) ?? RefuseReason.NoAuthentication);
+        socket.destroy();
+        return;
+      }
+      first = false;
       let frames: Frame[];
       let malformed: Error | undefined;
       try {
@@ -162,7 +183,7 @@ export class TcpStore implements Store {
       if (malformed) socket.destroy(malformed); // not a store server: fails every pending request
     });
     const fail = (err?: Error) => {
-      const e = new StoreError(`TcpStore: connection to ${this.host}:${this.port} lost${err ? `: ${err.message}` : ''}`);
+      const e = this.refused ?? new StoreError(`TcpStore: connection to ${this.host}:${this.port} lost${err ? `: ${err.message}` : ''}`);
       for (const p of this.pending.values()) {
         if (p.timer) clearTimeout(p.timer);
         p.reject(e);
@@ -171,6 +192,54 @@ export class TcpStore implements Store {
     };
     socket.on('error', fail);
     socket.on('close', () => fail());
+  }
+
+  private refusal(reason: RefuseReason): AuthenticationError {
+    const at = `${this.host}:${this.port}`;
+    if (reason === RefuseReason.NoAuthentication) {
+      return new AuthenticationError(`TcpStore: the store at ${at} requires a secret and this client has none (set CMESH_SECRET or pass secret)`);
+    }
+    if (reason === RefuseReason.ListenerHasNoSecret) {
+      return new AuthenticationError(`TcpStore: this client has a secret but the store at ${at} has none; both ends must have the same one`);
+    }
+    return new AuthenticationError(`TcpStore: the store at ${at} refused this connection: ${refuseText(reason)} (both ends must have the same CMESH_SECRET)`);
+  }
+
+  /** The challenge (auth/handshake.ts), before any request; a refusal is final, not retried. */
+  private authenticate(socket: net.Socket, key: Buffer, deadline: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const dialer = new AuthDialer(key, 'store');
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        socket.off('data', onData);
+        socket.off('close', onClose);
+        if (err) {
+          socket.destroy();
+          reject(err);
+        } else resolve();
+      };
+      const onData = (chunk: Buffer) => {
+        const step = dialer.push(chunk);
+        if (step.send) socket.write(step.send);
+        if (step.state === 'done') done();
+        else if (step.state === 'failed') {
+          done(
+            step.by === 'us'
+              ? new AuthenticationError(`TcpStore: the store at ${this.host}:${this.port} could not prove the shared secret (secrets differ)`)
+              : this.refusal(step.reason),
+          );
+        }
+      };
+      const onClose = () => done(new AuthenticationError(`TcpStore: the store at ${this.host}:${this.port} closed the connection during authentication`));
+      const timer = setTimeout(
+        () => done(new DistTimeoutError(`TcpStore: the store at ${this.host}:${this.port} did not complete authentication within ${this.timeoutMs} ms`)),
+        Math.max(0, deadline - Date.now()),
+      );
+      socket.on('data', onData);
+      socket.on('close', onClose);
+      socket.once('error', () => undefined); // 'close' follows
+      socket.write(dialer.hello());
+    });
   }
 
   /** Waits for start-up, then sends one request; every request is bounded by a timeout. */
@@ -182,6 +251,7 @@ export class TcpStore implements Store {
 
   private request(cmd: number, fields: Uint8Array[], timeoutMs: number = this.timeoutMs, what?: () => string): Promise<Buffer[]> {
     if (this.closed || !this.socket || this.socket.destroyed) {
+      if (this.refused) return Promise.reject(this.refused);
       return Promise.reject(new StoreError(`TcpStore: store at ${this.host}:${this.port} is closed`));
     }
     const id = this.nextId;

@@ -3,7 +3,9 @@
 // groups share it and tell their traffic apart by group id in the frame header.
 import * as net from 'net';
 import * as os from 'os';
-import { CmeshError, CollectiveMismatchError, DistTimeoutError, PeerFailureError } from '../errors';
+import { AuthenticationError, CmeshError, CollectiveMismatchError, DistTimeoutError, PeerFailureError } from '../errors';
+import { AUTH_MAGIC, AUTH_TIMEOUT_MS, AuthDialer, AuthListener, logRefusal, readRefusal, refusal, RefuseReason, refuseText } from '../auth/handshake';
+import { resolveSecret } from '../auth/secret';
 import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
@@ -62,8 +64,14 @@ export class Mesh {
   }
 
   /** Listens, exchanges addresses through the store and connects the full mesh. */
-  static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string; transport?: TransportMode | string }): Promise<Mesh> {
+  /**
+   * `secret` (default: CMESH_SECRET): every connection first passes an HMAC challenge both ways
+   * (auth/handshake.ts) and carries the dialer's rank under it; before that nothing is parsed.
+   * Only connection set-up pays for it: frames carry no authentication.
+   */
+  static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string; transport?: TransportMode | string; secret?: string }): Promise<Mesh> {
     const mode = transportMode(opts.transport);
+    const key = resolveSecret(opts.secret);
     const mesh = new Mesh(opts.rank, opts.size);
     if (opts.size === 1) return mesh;
     const host = dataPlaneHost(opts.masterAddr);
@@ -71,38 +79,77 @@ export class Mesh {
     /** accepted connections that have not said which rank they are */
     const anonymous = new Set<PeerConnection>();
     let onAccept: () => void = () => {};
+    // only a higher rank of this world that is not connected yet may dial us
+    const admit = (c: PeerConnection, remote: string): boolean => {
+      if (!key && c.peer === AUTH_MAGIC.readUInt32LE(0)) {
+        logRefusal('data plane', remote, RefuseReason.ListenerHasNoSecret);
+        c.socket.end(refusal(RefuseReason.ListenerHasNoSecret));
+        return false;
+      }
+      // the dialer said which rank it is: one of the higher ranks, once
+      if (c.peer <= opts.rank || c.peer >= opts.size || accepted.has(c.peer)) {
+        if (debugOn) debug('mesh', `refused a connection from ${remote} that says it is rank ${c.peer}`);
+        c.violate(`said it is rank ${c.peer}, which is not a rank in (${opts.rank}, ${opts.size}) that has not connected yet`);
+        return false;
+      }
+      mesh.peers[c.peer] = c;
+      accepted.add(c.peer);
+      if (debugOn) debug('mesh', `connection from rank ${c.peer} accepted${key ? ' (authenticated)' : ''}`);
+      onAccept();
+      return true;
+    };
     // paused, so that no byte is read before the socket is re-wrapped with our own read buffers
     mesh.server = net.createServer({ pauseOnConnect: true }, (raw) => {
-      const conn = mesh.connectionFor(-1, (c) => {
-        // the dialer's first 4 bytes said which rank it is: one of the higher ranks, once
+      const remote = `${raw.remoteAddress}:${raw.remotePort}`;
+      const hello = (c: PeerConnection) => {
         anonymous.delete(c);
-        if (c.peer <= opts.rank || c.peer >= opts.size || accepted.has(c.peer)) {
-          if (debugOn) debug('mesh', `refused a connection that says it is rank ${c.peer}`);
-          return c.violate(`said it is rank ${c.peer}, which is not a rank in (${opts.rank}, ${opts.size}) that has not connected yet`);
-        }
-        mesh.peers[c.peer] = c;
-        accepted.add(c.peer);
-        if (debugOn) debug('mesh', `connection from rank ${c.peer} accepted`);
-        onAccept();
-      });
+        return admit(c, remote);
+      };
+      const conn = mesh.connectionFor(-1, hello);
       conn.attach(adoptAccepted(raw, conn));
       anonymous.add(conn);
       conn.socket.once('close', () => anonymous.delete(conn));
+      if (key) mesh.guardAccepted(conn, key, hello);
       mesh.watch(conn);
     });
     const port = await listenInRange(mesh.server, host);
     if (debugOn) debug('mesh', `data plane listening on ${host}:${port}, world ${opts.size}, busy-poll ${mesh.spinner.budgetUs} us`);
     await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
+    try {
+      await mesh.connectAll(opts, key, accepted, (f) => (onAccept = f));
+      // nor stay connected without a rank
+      for (const c of anonymous) c.violate('did not say which rank it is before the mesh was complete');
+    } catch (e) {
+      // nothing of a mesh that failed to form stays open: its listener, the connections it made
+      mesh.closing = true;
+      mesh.server.close();
+      for (const c of mesh.peers) c?.socket?.destroy();
+      throw e;
+    }
+    if (mode !== 'tcp') {
+      await mesh.attachShm({ ...opts, mode });
+      await mesh.setupBarrier(opts.timeoutMs);
+    }
+    return mesh;
+  }
+
+  /** Dials every lower rank and waits for every higher one to dial in. */
+  private async connectAll(
+    opts: { rank: number; size: number; store: Store; timeoutMs: number },
+    key: Buffer | undefined,
+    accepted: Set<number>,
+    setOnAccept: (f: () => void) => void,
+  ): Promise<void> {
     const lower = [...Array(opts.rank).keys()];
     const deadline = Date.now() + opts.timeoutMs;
     await Promise.all(
       lower.map(async (peer) => {
         const [h, p] = (await opts.store.get(`mesh/addr/${peer}`, opts.timeoutMs)).toString().split(':');
-        const conn = mesh.connectionFor(peer);
-        conn.attach(await dial(h, Number(p), opts.rank, deadline, conn));
-        mesh.peers[peer] = conn;
+        const conn = this.connectionFor(peer);
+        conn.attach(await dial(h, Number(p), opts.rank, deadline, conn, key));
+        this.peers[peer] = conn;
         if (debugOn) debug('mesh', `connected to rank ${peer} at ${h}:${p}`);
-        mesh.watch(conn);
+        this.watch(conn);
       }),
     );
     const expected = opts.size - 1 - opts.rank;
@@ -112,23 +159,52 @@ export class Mesh {
         if (debugOn) debug('mesh', `error: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`);
         reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`, { rank: opts.rank, peers: missing }));
       }, Math.max(0, deadline - Date.now()));
-      onAccept = () => {
+      const onAccept = () => {
         if (accepted.size === expected) {
           clearTimeout(timer);
           resolve();
         }
       };
+      setOnAccept(onAccept);
       onAccept();
     });
-    // no one else may connect once the mesh is complete, nor stay connected without a rank
-    mesh.server.close();
-    for (const c of anonymous) c.violate('did not say which rank it is before the mesh was complete');
+    // no one else may connect once the mesh is complete
+    this.server!.close();
     if (debugOn) debug('mesh', `connected to all ${opts.size - 1} peers`);
-    if (mode !== 'tcp') {
-      await mesh.attachShm({ ...opts, mode });
-      await mesh.setupBarrier(opts.timeoutMs);
-    }
-    return mesh;
+  }
+
+  /** The listener's half of the challenge on an accepted connection; refused ones are closed. */
+  private guardAccepted(conn: PeerConnection, key: Buffer, admit: (c: PeerConnection) => boolean): void {
+    const remote = `${conn.socket.remoteAddress}:${conn.socket.remotePort}`;
+    const auth = new AuthListener(key, 'data-plane', 4);
+    const refuse = (reason: RefuseReason, reply?: Buffer) => {
+      conn.gate = () => undefined;
+      logRefusal('data plane', remote, reason);
+      if (reply) conn.socket.end(reply);
+      setTimeout(() => conn.socket.destroy(), reply ? 1000 : 0).unref();
+    };
+    const timer = setTimeout(() => refuse(RefuseReason.Protocol), AUTH_TIMEOUT_MS).unref();
+    conn.socket.on('close', () => clearTimeout(timer));
+    conn.gate = (chunk) => {
+      const step = auth.push(chunk);
+      if (step.state === 'more') {
+        if (step.send) conn.socket.write(step.send);
+        return undefined;
+      }
+      clearTimeout(timer);
+      if (step.state === 'failed') {
+        refuse(step.reason, step.send);
+        return undefined;
+      }
+      conn.gate = undefined;
+      conn.peer = step.value.readUInt32LE(0);
+      if (!admit(conn)) {
+        conn.gate = () => undefined;
+        return undefined;
+      }
+      conn.socket.write(step.send!);
+      return step.rest;
+    };
   }
 
   /**
@@ -206,7 +282,10 @@ export class Mesh {
     conn.closed = true;
     if (debugOn) debug('mesh', `connection to rank ${conn.peer} lost${this.closing ? ' (closing)' : conn.leaving ? ' (peer left)' : ''}`);
     if (this.closing) return;
-    const err = conn.leaving
+    const refused = conn.refused && readRefusal(Buffer.concat([conn.refused, Buffer.alloc(64)]));
+    const err = refused
+      ? new AuthenticationError(`data plane: rank ${conn.peer} refused this rank's connection: ${refuseText(refused)} (every rank needs the same CMESH_SECRET)`, { rank: this.rank, peers: [conn.peer] })
+      : conn.leaving
       ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
       : conn.protocolError
         ? new PeerFailureError(`rank ${conn.peer} broke the data-plane protocol (${conn.protocolError}); its connection was closed`, { rank: this.rank, peers: [conn.peer] })
@@ -404,25 +483,72 @@ export function abortError(notice: AbortNotice, via: number | undefined, rank: n
   }
 }
 
-async function dial(host: string, port: number, rank: number, deadline: number, conn: PeerConnection): Promise<net.Socket> {
+async function dial(host: string, port: number, rank: number, deadline: number, conn: PeerConnection, key: Buffer | undefined): Promise<net.Socket> {
   let last: Error | undefined;
   while (Date.now() < deadline) {
+    let s: net.Socket;
     try {
-      const s = await new Promise<net.Socket>((resolve, reject) => {
+      s = await new Promise<net.Socket>((resolve, reject) => {
         const sock = net.connect({ host, port, onread: conn.onread }, () => resolve(sock));
         sock.once('error', reject);
       });
-      s.removeAllListeners('error');
-      const hello = Buffer.allocUnsafe(4);
-      hello.writeUInt32LE(rank, 0);
-      s.write(hello);
-      return s;
     } catch (err) {
       last = err as Error;
       await new Promise((r) => setTimeout(r, 50));
+      continue;
     }
+    s.removeAllListeners('error');
+    const hello = Buffer.allocUnsafe(4);
+    hello.writeUInt32LE(rank, 0);
+    if (!key) {
+      s.write(hello);
+      return s;
+    }
+    await authenticateDialed(s, conn, key, hello, `${host}:${port}`, rank, deadline); // a refusal is final
+    return s;
   }
   throw new DistTimeoutError(`data plane: could not connect to ${host}:${port} (${last?.message ?? 'timeout'})`, { rank });
+}
+
+/** The dialer's half of the challenge, through the connection's read path (conn.gate). */
+function authenticateDialed(s: net.Socket, conn: PeerConnection, key: Buffer, rankBytes: Buffer, where: string, rank: number, deadline: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const dialer = new AuthDialer(key, 'data-plane', rankBytes);
+    const ctx = { rank, peers: [conn.peer] };
+    const finish = (err?: Error) => {
+      clearTimeout(timer);
+      s.off('close', onClose);
+      if (!err) return resolve();
+      conn.gate = () => undefined;
+      s.destroy();
+      reject(err);
+    };
+    const onClose = () => finish(new AuthenticationError(`data plane: rank ${conn.peer} at ${where} closed the connection during authentication`, ctx));
+    const timer = setTimeout(
+      () => finish(new DistTimeoutError(`data plane: rank ${conn.peer} at ${where} did not complete authentication in time`, ctx)),
+      Math.max(0, deadline - Date.now()),
+    );
+    conn.gate = (chunk) => {
+      const step = dialer.push(chunk);
+      if (step.send) s.write(step.send);
+      if (step.state === 'more') return undefined;
+      if (step.state === 'failed') {
+        const why =
+          step.by === 'us'
+            ? 'it could not prove the shared secret (secrets differ)'
+            : step.reason === RefuseReason.ListenerHasNoSecret
+              ? 'this rank has a secret and that one has none (every rank needs the same CMESH_SECRET)'
+              : `it refused this rank: ${refuseText(step.reason)} (every rank needs the same CMESH_SECRET)`;
+        finish(new AuthenticationError(`data plane: rank ${conn.peer} at ${where}: ${why}`, ctx));
+        return undefined;
+      }
+      conn.gate = undefined;
+      finish();
+      return step.rest;
+    };
+    s.on('close', onClose);
+    s.write(dialer.hello());
+  });
 }
 
 /**

@@ -4,6 +4,7 @@
 // the destination view, with no copy and no allocation; headers and small or unexpected payloads
 // go through one reused staging buffer. Unexpected payloads are buffered until claimed.
 import type * as net from 'net';
+import { AUTH_MAGIC } from '../auth/handshake';
 import { FrameHeader, FrameKind, HEADER_BYTES, OpSignature, matchKey, readHeader, signaturesMatch } from './frame';
 
 export interface PostedRecv {
@@ -99,6 +100,14 @@ export class PeerConnection {
   link?: ByteLink;
   /** Rank of the peer; -1 on an accepted connection until the dialer's hello arrives. */
   peer: number;
+  /**
+   * While set, every byte read goes here instead of the frame parser (the authentication
+   * handshake); it returns what follows the handshake once it is over, else undefined.
+   */
+  gate?: (chunk: Buffer) => Buffer | undefined;
+  /** The listener refused this (unauthenticated) connection: its first bytes were a refusal. */
+  refused?: Buffer;
+  private framesSeen = false;
 
   /** Pass as the socket's `onread` option: reads land where nextBuffer() says. */
   readonly onread = {
@@ -109,8 +118,8 @@ export class PeerConnection {
   constructor(
     peer: number,
     private readonly events: ConnectionEvents,
-    /** Accepted side: called once the dialer's 4-byte rank has arrived. */
-    private readonly onHello?: (conn: PeerConnection) => void,
+    /** Accepted side: called once the dialer's rank has arrived; false refuses the connection. */
+    private readonly onHello?: (conn: PeerConnection) => boolean | void,
   ) {
     this.peer = peer;
   }
@@ -167,6 +176,11 @@ export class PeerConnection {
   /** Parses bytes read into a buffer of ours (the staging buffer, or a 'data' chunk). */
   feed(chunk: Buffer): void {
     let off = 0;
+    if (this.gate) {
+      const rest = this.gate(chunk);
+      if (rest === undefined) return; // still authenticating, or refused
+      chunk = rest;
+    }
     if (this.peer < 0) {
       // accepted connection: the dialer's first 4 bytes are its rank (sent alone, before any frame)
       const n = Math.min(4 - this.hdrFilled, chunk.length);
@@ -176,7 +190,10 @@ export class PeerConnection {
       if (this.hdrFilled < 4) return;
       this.hdrFilled = 0;
       this.peer = this.hdr.readUInt32LE(0);
-      this.onHello?.(this);
+      if (this.onHello?.(this) === false) {
+        this.gate = () => undefined; // refused: nothing more is parsed
+        return;
+      }
     }
     while (off < chunk.length && !this.protocolError) {
       if (!this.cur) {
@@ -186,6 +203,14 @@ export class PeerConnection {
         off += n;
         if (this.hdrFilled === HEADER_BYTES) {
           this.hdrFilled = 0;
+          if (!this.framesSeen && this.hdr[0] === AUTH_MAGIC[0]) {
+            // no frame has this kind: the listener wants a secret we lack and says so; read no further
+            this.refused = Buffer.from(this.hdr);
+            this.gate = () => undefined;
+            this.socket.destroy();
+            return;
+          }
+          this.framesSeen = true;
           this.begin(readHeader(this.hdr));
         }
       } else {

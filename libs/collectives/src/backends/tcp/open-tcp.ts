@@ -11,10 +11,11 @@ export interface OpenTcpOptions {
   store: Store;
   timeoutMs: number;
   transport: 'auto' | 'tcp' | 'shm';
+  secret?: string;
 }
 
 export async function openTcp(o: OpenTcpOptions): Promise<BackendProvider> {
-  const mesh = await Mesh.create({ rank: o.rank, size: o.worldSize, store: o.store, timeoutMs: o.timeoutMs, masterAddr: process.env.MASTER_ADDR, transport: o.transport });
+  const mesh = await Mesh.create({ rank: o.rank, size: o.worldSize, store: o.store, timeoutMs: o.timeoutMs, masterAddr: process.env.MASTER_ADDR, transport: o.transport, secret: o.secret });
   return {
     name: 'tcp',
     forGroup: async (id, worldRanks) => new TcpBackend(mesh, id, worldRanks),

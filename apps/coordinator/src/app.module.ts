@@ -1,6 +1,8 @@
 // The coordinator: agents, rendezvous, groups, jobs and health on one NATS connection, every
 // record in the cluster's JetStream KV buckets; every subject and bucket carries the cluster.
 import { DynamicModule, Global, Module } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
+import { API_TOKENS, ApiTokenGuard, ApiTokens } from './http/api-auth.guard';
 import { LoggerModule } from 'nestjs-pino';
 import { AgentsModule } from './agents/agents.module';
 import { clusterNames } from '@cmesh/protocol';
@@ -34,9 +36,13 @@ class ConfigModule {
 
 @Module({})
 export class AppModule {
-  static forRoot(config: CoordinatorConfig): DynamicModule {
+  static forRoot(config: CoordinatorConfig, tokens: ApiTokens = {}): DynamicModule {
     return {
       module: AppModule,
+      providers: [
+        { provide: API_TOKENS, useValue: tokens },
+        { provide: APP_GUARD, useClass: ApiTokenGuard },
+      ],
       imports: [
         ConfigModule.forRoot(config),
         LoggerModule.forRoot({

@@ -9,17 +9,24 @@ import { HttpErrorFilter, httpClientErrors } from './http/http-error.filter';
 import { NATS_CONNECTION } from './nats/nats-connection';
 import { connectNatsControllers } from './nats/nats-transport';
 import { wantsHelp } from '@cmesh/protocol';
-import { CoordinatorConfig, coordinatorHelp, loadCoordinatorConfig } from './config/coordinator-config';
+import { CoordinatorConfig, coordinatorHelp, loadApiTokens, loadCoordinatorConfig } from './config/coordinator-config';
+import { ApiTokens, authEnabled } from './http/api-auth.guard';
+import { BEARER_SCHEME, declareSecurity } from './http/openapi';
 
-export async function startCoordinator(config: CoordinatorConfig) {
-  const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true });
+export async function startCoordinator(config: CoordinatorConfig, tokens: ApiTokens = loadApiTokens()) {
+  const app = await NestFactory.create(AppModule.forRoot(config, tokens), { bufferLogs: true });
   app.useLogger(app.get(Logger));
   app.enableShutdownHooks();
   // every error answered in the standard shape, also those raised before a handler runs
   app.useGlobalFilters(new HttpErrorFilter());
   httpClientErrors(app.getHttpServer());
-  const doc = new DocumentBuilder().setTitle('cmesh coordinator').setDescription('agents, rendezvous, process groups and jobs').setVersion('1').build();
-  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  const doc = new DocumentBuilder()
+    .setTitle('cmesh coordinator')
+    .setDescription('agents, rendezvous, process groups and jobs')
+    .setVersion('1')
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'CMESH_API_TOKEN (every route) or CMESH_API_READ_TOKEN (GET routes)' }, BEARER_SCHEME)
+    .build();
+  SwaggerModule.setup('docs', app, () => declareSecurity(SwaggerModule.createDocument(app, doc), authEnabled(tokens)));
   connectNatsControllers(app, NATS_CONNECTION, config.cluster);
   // the services open their KV state first (onModuleInit), then NATS requests are taken
   await app.init();
@@ -35,13 +42,15 @@ if (require.main === module) {
     process.exit(0);
   }
   let config: CoordinatorConfig;
+  let tokens: ApiTokens;
   try {
     config = loadCoordinatorConfig();
+    tokens = loadApiTokens();
   } catch (e) {
     console.error(`coordinator: ${(e as Error).message}`);
     process.exit(2);
   }
-  startCoordinator(config).then(
+  startCoordinator(config, tokens).then(
     async (app) => console.log(`cmesh coordinator listening on ${(await app.getUrl()).replace('[::1]', '127.0.0.1')} (nats ${config.natsUrl})`),
     (e: Error) => {
       console.error(`coordinator failed to start: ${e.message}`);

@@ -13,3 +13,4 @@ export * from './inbound';
 export * from './rate-limited-log';
 export * from './exit-on-fatal';
 export * from './trace';
+export * from './secrets';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 
 export const PROTOCOL_VERSION = 1;
 
-export const ERROR_CODES = ['BAD_REQUEST', 'NOT_FOUND', 'CONFLICT', 'UNSUPPORTED_VERSION', 'UNAVAILABLE', 'INTERNAL'] as const;
+export const ERROR_CODES = ['BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'UNSUPPORTED_VERSION', 'UNAVAILABLE', 'INTERNAL'] as const;
 export const ErrorReplySchema = z.object({
   ok: z.literal(false),
   error: z.object({ code: z.enum(ERROR_CODES), message: z.string(), issues: z.array(z.string()).optional() }),

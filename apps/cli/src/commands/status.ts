@@ -2,7 +2,7 @@
 // heartbeat, job), process groups and recent jobs.
 import { Command } from 'commander';
 import type { TraceReport } from '@cmesh/protocol';
-import { DEFAULT_COORDINATOR, MeshClient } from '../mesh/client';
+import { DEFAULT_COORDINATOR, MeshClient, clientToken } from '../mesh/client';
 import { listAgents } from '../mesh/launch';
 import { agentsTable, groupsTable, jobsTable, normaliseGroups } from '../mesh/status-view';
 
@@ -37,11 +37,12 @@ export function register(program: Command): void {
     .command('status')
     .description('agents, groups and recent jobs of a running mesh')
     .option('--coordinator <url>', 'coordinator REST address (or CMESH_COORDINATOR)', DEFAULT_COORDINATOR)
+    .option('--token-file <path>', "file holding the coordinator's bearer token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE; default for a local coordinator: cmesh up's)")
     .option('--jobs <n>', 'recent jobs to show', '10')
     .option('--json', 'print JSON instead of tables')
     .option('--stuck', "ask every rank's flight recorder (GET /traces) and print the process groups where a rank is stuck")
-    .action(async (o: { coordinator: string; jobs: string; json?: boolean; stuck?: boolean }) => {
-      const client = new MeshClient(o.coordinator);
+    .action(async (o: { coordinator: string; tokenFile?: string; jobs: string; json?: boolean; stuck?: boolean }) => {
+      const client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator, o.tokenFile));
       if (o.stuck) {
         if (o.json) process.stdout.write(JSON.stringify(await client.get('/traces'), null, 2) + '\n');
         else process.stdout.write((await renderStuck(client)).text);

@@ -1,5 +1,7 @@
 // The coordinator's REST API as `cmesh status`, `bench --mesh` and `demo` use it.
-import { JobRecord, JobRequestInput, isFinished } from '@cmesh/protocol';
+import { existsSync, readFileSync } from 'fs';
+import { JobRecord, JobRequestInput, isFinished, readSecretSetting } from '@cmesh/protocol';
+import { stateDirFiles } from './state-dir';
 
 export const DEFAULT_COORDINATOR = process.env.CMESH_COORDINATOR ?? 'http://127.0.0.1:7700';
 
@@ -13,10 +15,35 @@ export class MeshApiError extends Error {
   }
 }
 
+/**
+ * The bearer token the CLI sends: CMESH_API_TOKEN, else the file --token-file (or
+ * CMESH_API_TOKEN_FILE) names, else, for a coordinator on this machine, the one `cmesh up` keeps in
+ * its state directory. No flag takes the token itself: `ps` would show it to every user.
+ */
+export function clientToken(coordinator: string, tokenFile?: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const read = (p: string) => readFileSync(p, 'utf8');
+  const given = readSecretSetting('CMESH_API_TOKEN', { CMESH_API_TOKEN: env.CMESH_API_TOKEN, CMESH_API_TOKEN_FILE: tokenFile ?? env.CMESH_API_TOKEN_FILE }, read);
+  if (given) return given;
+  let host = '';
+  try {
+    host = new URL(coordinator).hostname;
+  } catch {
+    return undefined;
+  }
+  // a local mesh's own token goes to a local coordinator only
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) return undefined;
+  const file = stateDirFiles(env).apiToken;
+  return existsSync(file) ? read(file).trim() || undefined : undefined;
+}
+
 export class MeshClient {
   readonly base: string;
 
-  constructor(base = DEFAULT_COORDINATOR, private readonly timeoutMs = 10_000) {
+  constructor(
+    base = DEFAULT_COORDINATOR,
+    private readonly timeoutMs = 10_000,
+    private readonly token: string | undefined = clientToken(base),
+  ) {
     this.base = base.replace(/\/+$/, '');
   }
 
@@ -25,7 +52,10 @@ export class MeshClient {
     try {
       res = await fetch(this.base + path, {
         method,
-        headers: body === undefined ? undefined : { 'content-type': 'application/json' },
+        headers: {
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs),
       });

@@ -6,11 +6,12 @@ import { SingleBar } from 'cli-progress';
 import { Command } from 'commander';
 import { BenchCliOptions, sweepsFromCli } from '../bench/options';
 import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow, ncclTestsOp } from '@cmesh/bench';
-import { DEFAULT_COORDINATOR, MeshClient } from './client';
+import { DEFAULT_COORDINATOR, MeshClient, clientToken } from './client';
 
 export interface MeshBenchOptions extends BenchCliOptions {
   mesh?: boolean;
   coordinator?: string;
+  tokenFile?: string;
   agents?: string;
   group?: string;
   backend?: string;
@@ -26,6 +27,7 @@ export function addMeshOptions(cmd: Command): Command {
   return cmd
     .option('--mesh', 'run on a running mesh (cmesh up) through the coordinator instead of local ranks')
     .option('--coordinator <url>', 'coordinator REST address for --mesh (or CMESH_COORDINATOR)', DEFAULT_COORDINATOR)
+    .option('--token-file <path>', "with --mesh: file holding the coordinator's bearer token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE)")
     .option('--agents <names>', 'with --mesh: these agents, comma separated, in rank order (default: -np idle agents, or all)')
     .option('--group <id>', 'with --mesh: the members of this process group (POST /groups), in rank order')
     .option('--backend <name>', 'with --mesh: tcp or nccl', 'tcp');
@@ -58,7 +60,7 @@ export function rankInfo(job: JobRecord): BenchRankInfo[] {
 }
 
 /** Runs every sweep as a mesh job and writes the tables; true when any element was wrong or a job failed. */
-export async function runMeshBench(o: MeshBenchOptions, write: (s: string) => void, client = new MeshClient(o.coordinator)): Promise<{ failed: boolean; jobs: JobRecord[] }> {
+export async function runMeshBench(o: MeshBenchOptions, write: (s: string) => void, client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator ?? DEFAULT_COORDINATOR, o.tokenFile))): Promise<{ failed: boolean; jobs: JobRecord[] }> {
   const { requests, minBytes, maxBytes, step } = meshRequests(o);
   const jobs: JobRecord[] = [];
   let failed = false;

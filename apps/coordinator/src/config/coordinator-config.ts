@@ -1,9 +1,11 @@
 // Coordinator configuration: ONE schema (CoordinatorSettings) holds every setting's variable,
 // flag, default and help; the environment is read first and flags override it
 // (`--nats URL --port N`), and `--help` prints the same table.
+import { readFileSync } from 'fs';
 import { hostname } from 'os';
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, checkClusterName, intSetting, loadSettings, setting, settingsHelp } from '@cmesh/protocol';
+import { DEFAULT_CLUSTER, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
+import type { ApiTokens } from '../http/api-auth.guard';
 
 export const CoordinatorSettings = z.object({
   natsUrl: setting(z.string().min(1).default('nats://127.0.0.1:4222'), { env: 'NATS_URL', flag: '--nats', help: 'NATS server (JetStream on)' }),
@@ -50,4 +52,17 @@ export function loadCoordinatorConfig(argv: readonly string[] = process.argv.sli
 
 export function coordinatorHelp(): string {
   return settingsHelp(CoordinatorSettings, 'cmesh-coordinator [flags]  (node apps/coordinator/dist/main.js)');
+}
+
+/**
+ * The REST API's bearer tokens, from variables only (never flags: they would show in `ps`):
+ * CMESH_API_TOKEN may call every route, CMESH_API_READ_TOKEN only GET routes; each also as a file
+ * named by CMESH_API_TOKEN_FILE / CMESH_API_READ_TOKEN_FILE. Neither set: the API is open.
+ */
+export function loadApiTokens(env: NodeJS.ProcessEnv = process.env): ApiTokens {
+  const read = (path: string) => readFileSync(path, 'utf8');
+  // the names as the configuration page lists them; readSecretSetting also reads <NAME>_FILE
+  const admin = readSecretSetting('CMESH_API_TOKEN', { CMESH_API_TOKEN: env.CMESH_API_TOKEN, CMESH_API_TOKEN_FILE: env.CMESH_API_TOKEN_FILE }, read);
+  const readOnly = readSecretSetting('CMESH_API_READ_TOKEN', { CMESH_API_READ_TOKEN: env.CMESH_API_READ_TOKEN, CMESH_API_READ_TOKEN_FILE: env.CMESH_API_READ_TOKEN_FILE }, read);
+  return { admin, read: readOnly };
 }

@@ -6,8 +6,10 @@ import { NatsConnection } from 'nats';
 import { LeaderService } from '../leader/leader.service';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { KvState } from '../state/kv-state';
+import { Public } from '../http/api-auth.guard';
 
 @ApiTags('health')
+@Public()
 @Controller('health')
 export class HealthController {
   constructor(

@@ -1,8 +1,10 @@
 import { Controller, Get, Header } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { CoordinatorMetrics } from './coordinator-metrics';
+import { Public } from '../http/api-auth.guard';
 
 @ApiExcludeController()
+@Public()
 @Controller('metrics')
 export class MetricsController {
   constructor(private readonly metrics: CoordinatorMetrics) {}

@@ -1,0 +1,57 @@
+// Bearer tokens on the REST API: with CMESH_API_TOKEN (every route) and/or CMESH_API_READ_TOKEN
+// (GET only) set, a request without a valid `Authorization: Bearer <token>` is a 401 and a
+// read-only token on a route that changes something is a 403, both in the API's error shape
+// (ApiErrorFilter). Routes marked @Public() (/health, /metrics) stay open. NATS handlers are not
+// HTTP and are guarded by NATS credentials instead.
+import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { createHash, timingSafeEqual } from 'crypto';
+import { ReplyError } from '../nats/reply-error';
+
+export const PUBLIC_ROUTE = 'cmesh:public-route';
+/** A route any client may call without a token. */
+export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
+
+export const API_TOKENS = Symbol('API_TOKENS');
+
+export interface ApiTokens {
+  /** may call every route */
+  admin?: string;
+  /** may call GET routes only */
+  read?: string;
+}
+
+/** Whether the REST API asks for tokens at all. */
+export const authEnabled = (t: ApiTokens): boolean => !!(t.admin || t.read);
+
+// compared as digests: equal length, so timingSafeEqual says nothing about the token's length
+const digest = (s: string) => createHash('sha256').update(s).digest();
+const same = (a: Buffer, b: string | undefined) => b !== undefined && timingSafeEqual(a, digest(b));
+
+interface HttpRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+@Injectable()
+export class ApiTokenGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    @Inject(API_TOKENS) private readonly tokens: ApiTokens,
+  ) {}
+
+  canActivate(ctx: ExecutionContext): boolean {
+    if (ctx.getType() !== 'http' || !authEnabled(this.tokens)) return true;
+    if (this.reflector.getAllAndOverride<boolean>(PUBLIC_ROUTE, [ctx.getHandler(), ctx.getClass()])) return true;
+    const req = ctx.switchToHttp().getRequest<HttpRequest>();
+    const header = req.headers.authorization;
+    const m = typeof header === 'string' ? /^Bearer[ ]+(\S+)\s*$/i.exec(header) : null;
+    if (!m) throw new ReplyError('UNAUTHORIZED', 'a bearer token is required: Authorization: Bearer <token>');
+    const given = digest(m[1]);
+    if (same(given, this.tokens.admin)) return true;
+    if (!same(given, this.tokens.read)) throw new ReplyError('UNAUTHORIZED', 'the bearer token is not valid');
+    if (req.method === 'GET' || req.method === 'HEAD') return true;
+    throw new ReplyError('FORBIDDEN', `the read-only token may not ${req.method} ${req.url.split('?')[0]}`);
+  }
+}

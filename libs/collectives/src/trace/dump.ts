@@ -127,9 +127,12 @@ function header(meta: DumpMeta): Omit<TraceDump, 'pg_config' | 'pg_status' | 'en
 
 /** Every kept entry, oldest first, and every op still in flight (even one the ring has dropped). */
 export function buildDump(recorder: FlightRecorder, meta: DumpMeta): TraceDump {
-  const kept = recorder.records();
+  // this world's groups only: a process that initialized again (an agent's job worker, a restart
+  // in place) keeps the earlier world's records in the ring, whose group ids are reused
+  const ours = new Set(meta.groups);
+  const kept = recorder.records().filter((r) => ours.has(r.group));
   const seen = new Set(kept);
-  const lost = recorder.inFlight().filter((r) => !seen.has(r));
+  const lost = recorder.inFlight().filter((r) => ours.has(r.group) && !seen.has(r));
   return { ...header(meta), ...groupTables(meta.groups), entries: [...lost, ...kept].map(traceEntry) };
 }
 
@@ -138,7 +141,8 @@ export function buildDump(recorder: FlightRecorder, meta: DumpMeta): TraceDump {
  * the last finished op of each group (a few hundred bytes, whatever the buffer's size).
  */
 export function buildSummary(recorder: FlightRecorder, meta: DumpMeta, recent = 4): TraceDump {
-  const picked = new Set<TraceRecord>(recorder.inFlight());
+  const ours = new Set(meta.groups);
+  const picked = new Set<TraceRecord>(recorder.inFlight().filter((r) => ours.has(r.group)));
   const kept = recorder.records();
   for (const g of meta.groups) {
     let n = 0;

@@ -1,9 +1,10 @@
 // At a timeout, ranks learn what their peers are doing through the group's store, as torch's
 // watchdog does (it sets a store key that every rank's monitor thread polls): the rank that timed
 // out bumps a request counter and waits, for a short bounded time, for every member's summary;
-// every rank polls the counter (one store round trip every pollMs, on an unref'd timer: it never
-// keeps a program alive) and answers with its summary whatever it is doing, in a collective or
-// not, as long as its event loop runs. A rank that is gone, stopped or spinning does not answer.
+// every rank polls the counter (a read-only store round trip every pollMs until a first request,
+// on an unref'd timer: it never keeps a program alive) and answers with its summary whatever it
+// is doing, in a collective or not, as long as its event loop runs. A rank that is gone, stopped
+// or spinning does not answer.
 import { InvalidArgumentError } from '../errors';
 import type { Store } from '../store';
 import type { TraceDump } from './dump';
@@ -45,7 +46,9 @@ export class TraceExchange {
     if (this.polling || this.closed) return;
     this.polling = true;
     try {
-      const gen = await this.store.add(REQUEST_KEY, 0);
+      // reads only (no key is made, nothing written) until a rank has asked
+      if (!(await this.store.check([REQUEST_KEY]))) return;
+      const gen = Number(String(await this.store.get(REQUEST_KEY)));
       if (gen > this.answered && !this.closed) {
         this.answered = gen;
         await this.post(gen);

@@ -75,6 +75,20 @@ describe('flight recorder ring', () => {
     expect(rec.inFlight()).toEqual([d]);
   });
 
+  it("a dump holds only its world's groups; a destroyed world's ops in flight end as failed", () => {
+    const rec = new FlightRecorder(16);
+    const old = rec.group(0, [0, 1], 0, 'tcp');
+    const left = old.collective(7, 'allReduce', 'ring', 'float32', 4, 1000);
+    rec.abandon([old], 'DESTROYED');
+    expect(left).toMatchObject({ state: 'failed', error: 'DESTROYED' });
+    expect(rec.oldestInFlight()).toBeUndefined();
+    const now = rec.group(0, [0, 1], 0, 'tcp'); // the next world reuses group id 0
+    now.completed(now.collective(0, 'broadcast', 'binomial', 'int8', 1, 1000));
+    const d = buildDump(rec, meta(rec, [now]));
+    expect(d.entries.map((e) => [e.op, e.collective_seq_id])).toEqual([['broadcast', 0]]);
+    expect(buildSummary(rec, meta(rec, [now])).entries).toHaveLength(1);
+  });
+
   it('CMESH_TRACE_BUFFER_SIZE: default 2000, 0 turns it off, anything else is refused by name', () => {
     expect(traceBufferSize({})).toBe(2000);
     expect(traceBufferSize({ CMESH_TRACE_BUFFER_SIZE: '0' })).toBe(0);

@@ -177,6 +177,16 @@ export class FlightRecorder {
     return this.head;
   }
 
+  /** Ends what `groups` still have in flight (their world is destroyed): `failed` with `code`. */
+  abandon(groups: readonly GroupTrace[], code: string): void {
+    for (const r of this.inFlight()) {
+      if (groups.includes(r.group)) {
+        r.error = code;
+        this.finish(r, 'failed');
+      }
+    }
+  }
+
   clear(): void {
     this.ring.fill(undefined);
     this.next = 0;

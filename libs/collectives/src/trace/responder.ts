@@ -13,6 +13,8 @@ export interface TraceRequest {
   job?: string;
 }
 
+const MAX_REQUEST_BYTES = 4096;
+
 export interface TraceResponder {
   close(): Promise<void>;
 }
@@ -25,19 +27,25 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- optional peer dependency, loaded only when asked
   const nats = require('nats') as typeof import('nats');
   const nc = await nats.connect({ servers: url, name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000, maxReconnectAttempts: -1 });
+  const enc = new TextEncoder();
   nc.subscribe(subject, {
     callback: (err, msg) => {
       if (err) return;
-      let req: TraceRequest = {};
+      // Many ranks hear one request: a rank answers only a request for it, and stays silent on
+      // anything else (not JSON, not an object, over 4 KiB, another job's), so that the collector
+      // is not flooded with one refusal per rank.
+      let body: unknown = {};
       try {
-        const body = msg.data.length ? (JSON.parse(new TextDecoder().decode(msg.data)) as unknown) : {};
-        if (body && typeof body === 'object') req = body as TraceRequest;
+        if (msg.data.length > MAX_REQUEST_BYTES) return;
+        if (msg.data.length) body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(msg.data)) as unknown;
       } catch {
-        return; // not ours to answer
+        return;
       }
-      if (req.job !== undefined && req.job !== trace.job) return;
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+      const job = (body as TraceRequest).job;
+      if (job !== undefined && job !== trace.job) return;
       if (!msg.reply) return;
-      msg.respond(new TextEncoder().encode(JSON.stringify(trace.summary())));
+      msg.respond(enc.encode(JSON.stringify(trace.summary())));
     },
   });
   return {

@@ -84,7 +84,9 @@ export class WorldTrace {
     return { report, lines };
   }
 
+  /** The world is destroyed: no more polling, and nothing of it counts as in flight (metric, dumps). */
   close(): void {
     this.exchange.stop();
+    this.recorder.abandon(this.groups, 'DESTROYED');
   }
 }

@@ -1,0 +1,54 @@
+// The live flight recorder's answering side against a real nats-server: a rank answers the
+// coordinator's request with its summary, and stays silent on another job's request and on
+// anything that is not a request (many ranks hear each one: no flood of refusals).
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { connect, NatsConnection } from 'nats';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { FileStore, InvalidArgumentError, TraceDump, resetFlightRecorder } from '../src';
+import { startTraceResponder } from '../src/trace/responder';
+import { WorldTrace } from '../src/trace/world-trace';
+
+let nats: NatsServer;
+let nc: NatsConnection;
+let dir: string;
+beforeAll(async () => {
+  nats = await startNatsServer();
+  nc = await connect({ servers: nats.url });
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-responder-'));
+});
+afterAll(async () => {
+  await nc?.close();
+  await nats?.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+it('answers with its summary, ignores other jobs, refuses what is not a request', async () => {
+  resetFlightRecorder(16);
+  const store = new FileStore(path.join(dir, 'store'), { worldSize: 1 });
+  const trace = new WorldTrace({ rank: 2, worldSize: 4, store, env: { CMESH_TRACE_JOB: 'job-7', CMESH_TRACE_EXCHANGE_MS: '0' } });
+  const g = trace.group(0, [0, 1, 2, 3], 'tcp')!;
+  for (let i = 0; i < 5; i++) g.completed(g.collective(i, 'allReduce', 'ring', 'float32', 8, 1000));
+  g.collective(5, 'broadcast', 'binomial', 'int32', 3, 1000);
+  const env = { CMESH_TRACE_NATS_URL: nats.url, CMESH_TRACE_SUBJECT: 'test.trace.collect' };
+  const responder = (await startTraceResponder(trace, env))!;
+  try {
+    const ask = async (body: string, timeout = 3000) => JSON.parse(new TextDecoder().decode((await nc.request(env.CMESH_TRACE_SUBJECT, new TextEncoder().encode(body), { timeout })).data));
+    const d = (await ask('{}')) as TraceDump;
+    expect(d).toMatchObject({ rank: 2, world_size: 4, job: 'job-7', pg_status: { 0: { last_completed_collective: 4, last_completed_op: 'allReduce' } } });
+    expect(d.entries.at(-1)).toMatchObject({ collective_seq_id: 5, op: 'broadcast', state: 'started', input_dtypes: ['int32'] });
+    expect(await ask(JSON.stringify({ job: 'job-7' }))).toMatchObject({ rank: 2 });
+    for (const other of [JSON.stringify({ job: 'another' }), 'not json', '[1]', 'null', '{"job":5}', `{"job":"${'x'.repeat(5000)}"}`]) {
+      await expect(ask(other, 500)).rejects.toThrow(/TIMEOUT/);
+    }
+    expect(await ask('')).toMatchObject({ rank: 2 }); // an empty body asks every rank
+    // a launcher that names a server must name the subject too
+    await expect(startTraceResponder(trace, { CMESH_TRACE_NATS_URL: nats.url })).rejects.toThrow(InvalidArgumentError);
+    expect(await startTraceResponder(trace, {})).toBeUndefined();
+  } finally {
+    await responder.close();
+    trace.close();
+    await store.close();
+  }
+}, 30000);

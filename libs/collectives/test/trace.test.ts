@@ -41,6 +41,15 @@ describe('flight recorder', () => {
     }
   }, 60000);
 
+  it('a rank whose event loop is blocked is named as not answering, within the exchange deadline', async () => {
+    const results = await runRanks('trace', 3, { args: { mode: 'spin' }, timeoutMs: 40000, env: () => ({ CMESH_TRACE_EXCHANGE_MS: '1000' }) });
+    for (const r of results.filter((x) => x.rank !== 1)) {
+      expect(r.result.message).toMatch(/allReduce timed out after 1500 ms .*; rank 1 did not answer \(gone, stopped or busy\)$/);
+      expect(r.result.desync.lagging).toMatchObject([{ rank: 1, answered: false }]);
+      expect(r.result.afterMs).toBeLessThan(1500 + 1000 + 1500);
+    }
+  }, 60000);
+
   it('CMESH_TRACE_BUFFER_SIZE=0 turns it off: the plain timeout, no entries', async () => {
     const results = await runRanks('trace', 2, { args: { mode: 'idle' }, timeoutMs: 40000, env: () => ({ CMESH_TRACE_BUFFER_SIZE: '0' }) });
     expect(results[0].result.name).toBe('DistTimeoutError');

@@ -1,11 +1,12 @@
-// Flight recorder: 20 all-reduces on every rank, then rank 1 stops joining: it sleeps (idle), or
-// waits in a recv from rank 3 that never comes (p2p). The others' all-reduce #20 times out and its
+// Flight recorder: 20 all-reduces on every rank, then rank 1 stops joining: it sleeps (idle),
+// waits in a recv from rank 3 that never comes (p2p), or blocks its event loop (spin: it cannot
+// answer the others' exchange). The others' all-reduce #20 times out and its
 // error must name rank 1 with the last collective it finished. Every rank stays up long enough to
 // answer the others' exchange, and writes its dump when CMESH_TRACE_DUMP_DIR is set.
 import * as fs from 'fs';
 import * as dist from '../../../src';
 
-export async function run(args: { mode: 'idle' | 'p2p' }): Promise<Record<string, unknown>> {
+export async function run(args: { mode: 'idle' | 'p2p' | 'spin' }): Promise<Record<string, unknown>> {
   await dist.initProcessGroup({ timeout: 30000 });
   const rank = dist.getRank();
   const t = new Float32Array(64).fill(1);
@@ -16,6 +17,9 @@ export async function run(args: { mode: 'idle' | 'p2p' }): Promise<Record<string
     if (args.mode === 'p2p') {
       const r = await dist.recv(new Int32Array(4), { src: 3, timeout: 8000 }).then(() => 'received', (e: Error) => e.name);
       result = { recv: r };
+    } else if (args.mode === 'spin') {
+      for (const end = Date.now() + 6000; Date.now() < end; ); // a rank stuck in its own code
+      await new Promise((r) => setTimeout(r, 2000));
     } else await new Promise((r) => setTimeout(r, 8000));
   } else {
     const started = Date.now();

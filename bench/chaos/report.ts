@@ -13,7 +13,7 @@ export interface JobOutcomes {
   /** every failed job's reason, for the reader to judge */
   failures: { id: string; reason: string }[];
   /** failed with a reason no fault of the run explains */
-  failedUnexplained: { id: string; reason: string }[];
+  failedUnexplained: { id: string; reason: string; window: string; faultsNear: string[] }[];
   cancelled: number;
   /** accepted, never seen ending, and no replica knows the job any more */
   lost: string[];
@@ -52,14 +52,19 @@ export interface SoakReport {
 
 const ms = (iso?: string) => (iso ? Date.parse(iso) : NaN);
 
-/** A fault explains a failed job when it was made while the job was open (with a little slack for queueing). */
+/**
+ * A fault explains a failed job when the job was open while the fault lasted. A restarted agent
+ * runs its first jobs cold (its job worker is still loading), so a rank fault also explains a
+ * failure that blames the same agent within RANK_AFTERMATH_MS of its recovery.
+ */
+const RANK_AFTERMATH_MS = 10_000;
 function explains(f: Fault, j: TrackedJob, end: number): boolean {
   const rec = j.last!;
-  const open = f.at <= end && (f.recoveredAt ?? Infinity) >= j.submittedAt - 1000;
-  if (!open) return false;
+  const rankFault = f.kind === 'kill-agent' || f.kind === 'pause-rank';
+  const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : 0);
+  if (f.at > end || until < j.submittedAt) return false;
   // a fault of one rank must be the rank blamed, when the coordinator blames one
-  if (f.kind === 'kill-agent' || f.kind === 'pause-rank') return !rec.failedAgent || rec.failedAgent === f.target || (rec.reason ?? '').includes(f.target);
-  return true;
+  return !rankFault || !rec.failedAgent || rec.failedAgent === f.target || (rec.reason ?? '').includes(f.target);
 }
 
 export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[], known: Set<string>): JobOutcomes {
@@ -78,7 +83,11 @@ export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[],
       const reason = rec.reason ?? '(no reason)';
       out.failures.push({ id: j.id, reason });
       if (rec.reason && faults.some((f) => explains(f, j, ms(rec.finishedAt) || Date.now()))) out.failedExplained++;
-      else out.failedUnexplained.push({ id: j.id, reason });
+      else {
+        const end = ms(rec.finishedAt);
+        const near = faults.filter((f) => Math.abs(f.at - j.submittedAt) < 30_000).map((f) => `${f.kind} ${f.target} at ${f.at - j.submittedAt} ms, recovered ${(f.recoveredAt ?? NaN) - j.submittedAt} ms`);
+        out.failedUnexplained.push({ id: j.id, reason, window: `submitted, ended ${end - j.submittedAt} ms later`, faultsNear: near });
+      }
     }
   }
   return out;
@@ -95,10 +104,10 @@ export function detection(jobs: TrackedJob[], faults: Fault[]): Detection[] {
   const byKind = new Map<string, { ms: number; reason: string }[]>();
   for (const f of faults) {
     if (f.kind !== 'kill-agent' && f.kind !== 'pause-rank') continue;
+    // jobs open when the fault was made that failed naming its target
     const hits = jobs
-      .map((j) => j.last)
-      .filter((r) => r?.state === 'failed' && r.failedAgent === f.target && ms(r.finishedAt) >= f.at)
-      .map((r) => ({ ms: ms(r!.finishedAt) - f.at, reason: r!.reason ?? '' }))
+      .filter((j) => j.submittedAt <= f.at && j.last?.state === 'failed' && j.last.failedAgent === f.target && ms(j.last.finishedAt) >= f.at)
+      .map((j) => ({ ms: ms(j.last!.finishedAt) - f.at, reason: j.last!.reason ?? '' }))
       .sort((a, b) => a.ms - b.ms);
     // a fault that hit no job (the agent was idle) has nothing to detect
     if (hits.length) byKind.set(f.kind, [...(byKind.get(f.kind) ?? []), hits[0]]);
@@ -138,7 +147,7 @@ export function formatReport(r: SoakReport): string {
   ];
   for (const d of r.detection) lines.push(`slowest ${d.kind} detection: ${d.slowest}`);
   for (const [m, n] of Object.entries(j.refusals)) lines.push(`refused at submit (${n}x): ${m}`);
-  for (const u of j.failedUnexplained) lines.push(`unexplained failure: ${u.id}: ${u.reason}`);
+  for (const u of j.failedUnexplained) lines.push(`unexplained failure: ${u.id} (${u.window}; faults near its submission: ${u.faultsNear.join('; ') || 'none'}): ${u.reason}`);
   for (const h of j.hung) lines.push(`hung: ${h.id} (${h.state})`);
   for (const l of j.lost) lines.push(`lost: ${l}`);
   return lines.join('\n');

@@ -47,7 +47,9 @@ export class AppModule {
               CMESH_TRACE_NATS_URL: process.env.CMESH_TRACE_NATS_URL || config.natsUrl.split(',')[0],
               CMESH_TRACE_SUBJECT: process.env.CMESH_TRACE_SUBJECT || clusterNames(config.cluster).trace.collect,
             });
-            tcp.warm();
+            // the agent registers once its first job worker has loaded: a job it takes then
+            // does not wait for a cold start (seconds on a busy host) inside the job's timeout
+            await tcp.warm();
             const nccl = new NcclJobBackend(
               config.ncclEnabled ? new NcclBackend({ attachSocketPath: config.ncclSocket }) : null,
               config.deviceIndex,

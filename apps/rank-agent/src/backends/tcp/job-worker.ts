@@ -111,3 +111,5 @@ process.on('message', (m: ToWorker) => {
     },
   );
 });
+// everything is loaded: the agent may count on this worker for its next job
+void send({ type: 'ready' }).catch(() => undefined);

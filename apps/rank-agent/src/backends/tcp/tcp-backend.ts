@@ -16,11 +16,15 @@ const WORKER = join(__dirname, `job-worker${extname(__filename)}`);
 const STOP_REAP_MS = 3000;
 /** after a worker was killed, wait this long before forking its replacement */
 const RESPAWN_DELAY_MS = 1000;
+/** the longest warm() waits for a spare to load before the agent goes on without it */
+const WARM_TIMEOUT_MS = 60_000;
 
 export class TcpBackend implements JobBackend {
   readonly name = 'tcp' as const;
   private readonly children = new Set<ChildProcess>();
   private spare: ChildProcess | null = null;
+  /** workers that said they are loaded */
+  private readonly loaded = new WeakSet<ChildProcess>();
   private stopped = false;
 
   constructor(
@@ -34,10 +38,27 @@ export class TcpBackend implements JobBackend {
     return { ok: true };
   }
 
-  /** Forks the spare worker if there is none. */
-  warm(): void {
-    if (this.stopped || !this.keepSpare || this.spare) return;
-    this.spare = this.forkWorker();
+  /**
+   * Forks the spare worker if there is none; resolves once the spare has loaded (or died, or after
+   * `timeoutMs`), so the agent can say it is ready only when a job would not wait for a cold start.
+   */
+  warm(timeoutMs = WARM_TIMEOUT_MS): Promise<void> {
+    if (this.stopped || !this.keepSpare) return Promise.resolve();
+    if (!this.spare) this.spare = this.forkWorker();
+    const child = this.spare;
+    if (this.loaded.has(child)) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        child.removeListener('message', onMessage);
+        child.removeListener('exit', done);
+        resolve();
+      };
+      const onMessage = (m: FromWorker) => m.type === 'ready' && done();
+      const timer = setTimeout(done, timeoutMs).unref();
+      child.on('message', onMessage);
+      child.once('exit', done);
+    });
   }
 
   private forkWorker(): ChildProcess {
@@ -52,6 +73,7 @@ export class TcpBackend implements JobBackend {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.children.add(child);
+    child.on('message', (m: FromWorker) => m.type === 'ready' && this.loaded.add(child));
     child.once('exit', () => {
       this.children.delete(child);
       if (this.spare === child) this.spare = null;
@@ -77,7 +99,7 @@ export class TcpBackend implements JobBackend {
           this.spare = child; // clean end: reuse it
         } else {
           kill(child);
-          setTimeout(() => this.warm(), RESPAWN_DELAY_MS).unref();
+          setTimeout(() => void this.warm(), RESPAWN_DELAY_MS).unref();
         }
         if (err) reject(err);
         else resolve();

@@ -5,6 +5,8 @@ import type { JobAssignment, JobError, SizeSamplesMsg } from '@cmesh/protocol';
 export type ToWorker = { type: 'run'; assignment: JobAssignment; rank: number; natsUrl: string; algorithm?: string };
 
 export type FromWorker =
+  /** loaded and waiting for a job (sent once, at start) */
+  | { type: 'ready' }
   | { type: 'joined'; device: string }
   | { type: 'size'; samples: SizeSamplesMsg }
   | { type: 'done' }

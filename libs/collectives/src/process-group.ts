@@ -261,9 +261,10 @@ export class ProcessGroup {
     const ctx: ErrorContext = { op, group: this.name, seq, rank: this.worldRank };
     const timeoutMs = opts.timeout ?? this.timeoutMs;
     const started = performance.now();
+    const work = impl.run(call, algorithm, seq, sig, timeoutMs);
+    // recorded once the backend took it (a call it refuses at once leaves nothing in flight)
     const trace = this.trace;
     const rec = trace?.collective(seq, op, algorithm, dtype ?? 'none', sig.count !== ANY_COUNT ? sig.count : dtype ? bytes / elementSize(dtype) : 0, timeoutMs, started);
-    const work = impl.run(call, algorithm, seq, sig, timeoutMs);
     const finish = (error?: Error) => {
       this.traffic.record(op, algorithm, work.bytesSent, work.bytesReceived);
       if (!hasCollectiveObservers()) return;
@@ -338,9 +339,9 @@ export class ProcessGroup {
   /** Runs a send or recv with the group's timeout; its bytes count under "send/p2p" / "recv/p2p". */
   private p2p<T>(op: 'send' | 'recv', tag: number, timeoutMs: number | undefined, tensor: Tensor, peer: number | undefined, start: (ms: number) => BackendOp<T>): Promise<T> {
     const ms = timeoutMs ?? this.timeoutMs;
+    const work = start(ms);
     const trace = this.trace;
     const rec: TraceRecord | undefined = trace?.p2p(op, peer, dtypeOf(tensor), tensor.length, ms);
-    const work = start(ms);
     const peers = work.awaitedPeers();
     const ctx: ErrorContext = { op, group: this.name, rank: this.worldRank, peers };
     return new Promise<T>((resolve, reject) => {

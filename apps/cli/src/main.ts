@@ -6,6 +6,7 @@ import * as path from 'path';
 import * as bench from './commands/bench';
 import * as demo from './commands/demo';
 import * as run from './commands/run';
+import * as scan from './commands/scan';
 import * as status from './commands/status';
 import * as trace from './commands/trace';
 import * as up from './commands/up';
@@ -21,7 +22,7 @@ export function buildProgram(): Command {
     .version(cliVersion(), '-V, --version', 'print the version of cmesh')
     .showHelpAfterError()
     .enablePositionalOptions();
-  for (const command of [run, up, status, trace, bench, demo]) command.register(program);
+  for (const command of [run, up, status, scan, trace, bench, demo]) command.register(program);
   return program;
 }
 

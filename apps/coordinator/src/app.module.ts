@@ -17,6 +17,7 @@ import { CoordinatorMetrics } from './metrics/coordinator-metrics';
 import { MetricsModule } from './metrics/metrics.module';
 import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
 import { RendezvousModule } from './rendezvous/rendezvous.module';
+import { ScansModule } from './scans/scans.module';
 import { TraceModule } from './trace/trace.module';
 
 @Global()
@@ -37,6 +38,15 @@ class ConfigModule {
 @Module({})
 export class AppModule {
   static forRoot(config: CoordinatorConfig, tokens: ApiTokens = {}): DynamicModule {
+    const jobs = JobsModule.forRoot({
+      imports: [GroupsModule, MetricsModule],
+      extraProviders: [{ provide: JOB_RESULT_SINK, useExisting: CoordinatorMetrics }],
+      directory: { provide: AgentDirectory, useExisting: RegistryAgentDirectory },
+      nats: { provide: JOBS_NATS, useExisting: NATS_CONNECTION },
+      retention: { kept: config.jobsKept, maxAgeMs: config.jobsMaxAgeS * 1000 },
+      cluster: config.cluster,
+      replica: config.replicaId,
+    });
     return {
       module: AppModule,
       providers: [
@@ -55,15 +65,9 @@ export class AppModule {
         TraceModule,
         HealthModule,
         MetricsModule,
-        JobsModule.forRoot({
-          imports: [GroupsModule, MetricsModule],
-          extraProviders: [{ provide: JOB_RESULT_SINK, useExisting: CoordinatorMetrics }],
-          directory: { provide: AgentDirectory, useExisting: RegistryAgentDirectory },
-          nats: { provide: JOBS_NATS, useExisting: NATS_CONNECTION },
-          retention: { kept: config.jobsKept, maxAgeMs: config.jobsMaxAgeS * 1000 },
-          cluster: config.cluster,
-          replica: config.replicaId,
-        }),
+        jobs,
+        // fabric scans run their pairs as jobs of the same jobs module
+        ScansModule.forRoot({ imports: [jobs, AgentsModule, MetricsModule] }),
       ],
     };
   }

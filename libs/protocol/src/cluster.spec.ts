@@ -17,7 +17,7 @@ describe('cluster names', () => {
     expect(n.rdzv.join).toBe('cmesh.rdzv.join');
     expect(n.jobs.eventsWildcard).toBe('cmesh.jobs.events.*');
     expect(n.jobs.updates('j1')).toBe('cmesh.jobs.updates.j1');
-    expect(n.buckets).toEqual({ state: 'cmesh_default', jobs: 'cmesh_jobs', claims: 'cmesh_job_claims', replicas: 'cmesh_coordinator_replicas' });
+    expect(n.buckets).toEqual({ state: 'cmesh_default', jobs: 'cmesh_jobs', claims: 'cmesh_job_claims', replicas: 'cmesh_coordinator_replicas', scans: 'cmesh_scans' });
     expect(n.jobStorePrefix('j1')).toBe('jobs-j1');
     // the exported constants are the default cluster's
     expect([AGENT_SUBJECTS.heartbeat, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual(['cmesh.agents.heartbeat', 'cmesh.groups.get', 'cmesh.rdzv.leave', 'cmesh.jobs.submit']);
@@ -32,7 +32,8 @@ describe('cluster names', () => {
     expect(n.rdzv.leave).toBe('cmesh.lab-2.rdzv.leave');
     expect(n.jobs.start).toBe('cmesh.lab-2.jobs.start');
     expect(n.jobs.events('j1')).toBe('cmesh.lab-2.jobs.events.j1');
-    expect(n.buckets).toEqual({ state: 'cmesh_lab-2', jobs: 'cmesh_lab-2_jobs', claims: 'cmesh_lab-2_job_claims', replicas: 'cmesh_lab-2_coordinator_replicas' });
+    expect([n.scans.run, n.scans.get, n.scans.list]).toEqual(['cmesh.lab-2.scans.run', 'cmesh.lab-2.scans.get', 'cmesh.lab-2.scans.list']);
+    expect(n.buckets).toEqual({ state: 'cmesh_lab-2', jobs: 'cmesh_lab-2_jobs', claims: 'cmesh_lab-2_job_claims', replicas: 'cmesh_lab-2_coordinator_replicas', scans: 'cmesh_lab-2_scans' });
     expect(n.jobStorePrefix('j1')).toBe('lab-2-jobs-j1');
   });
 

@@ -12,7 +12,7 @@
 export const DEFAULT_CLUSTER = 'default';
 
 /** Names a cluster may not take: they are name segments of the default cluster's subjects and buckets. */
-export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'trace'] as const;
+export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'trace', 'scans'] as const;
 
 const CLUSTER_NAME = /^[A-Za-z0-9-]{1,64}$/;
 
@@ -76,6 +76,14 @@ export interface ClusterNames {
      */
     collect: string;
   };
+  scans: {
+    /** request/reply to the coordinator: ScanRequest -> ScanReply (the scan runs in the background) */
+    run: string;
+    /** request/reply: ScanGet -> ScanReply */
+    get: string;
+    /** request/reply: ScanList -> ScanListReply */
+    list: string;
+  };
   buckets: {
     /** agents, groups, rendezvous rounds, the leader lease (KV_KEYS) */
     state: string;
@@ -85,6 +93,8 @@ export interface ClusterNames {
     claims: string;
     /** one lease per live coordinator replica */
     replicas: string;
+    /** the last scans' records (ScanRecord), and the lease of the scan running now */
+    scans: string;
   };
   /** the `<job>` of a job's nats:// init method (its store bucket is `cmesh_store_<prefix>`) */
   jobStorePrefix: (jobId: string) => string;
@@ -118,12 +128,14 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
       updates: (jobId) => `${s}.jobs.updates.${jobId}`,
     },
     trace: { collect: `${s}.trace.collect` },
+    scans: { run: `${s}.scans.run`, get: `${s}.scans.get`, list: `${s}.scans.list` },
     buckets: {
       // the state bucket was cluster-scoped from the start: `cmesh_default` for the default cluster
       state: `cmesh_${cluster}`,
       jobs: b('jobs'),
       claims: b('job_claims'),
       replicas: b('coordinator_replicas'),
+      scans: b('scans'),
     },
     jobStorePrefix: (jobId) => (isDefault ? `jobs-${jobId}` : `${cluster}-jobs-${jobId}`),
   };
@@ -136,7 +148,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
  */
 export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
   const [area, name, ...rest] = pattern.split('.');
-  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace'] as const).find((a) => a === area);
+  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans'] as const).find((a) => a === area);
   const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
   if (typeof v === 'string') return v;
   if (typeof v === 'function' && id !== undefined) return v(id);

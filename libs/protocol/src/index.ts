@@ -14,3 +14,4 @@ export * from './rate-limited-log';
 export * from './exit-on-fatal';
 export * from './trace';
 export * from './secrets';
+export * from './scans';

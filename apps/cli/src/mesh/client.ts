@@ -84,6 +84,10 @@ export class MeshClient {
     return this.call<T>('GET', path);
   }
 
+  post<T>(path: string, body: unknown): Promise<T> {
+    return this.call<T>('POST', path, body);
+  }
+
   submitJob(req: JobRequestInput): Promise<JobRecord> {
     return this.call('POST', '/jobs', req);
   }

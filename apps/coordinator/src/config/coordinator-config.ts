@@ -4,7 +4,7 @@
 import { readFileSync } from 'fs';
 import { hostname } from 'os';
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
+import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
 import type { ApiTokens } from '../http/api-auth.guard';
 
 export const CoordinatorSettings = z.object({
@@ -38,7 +38,37 @@ export const CoordinatorSettings = z.object({
   jobsKept: setting(intSetting(1, 100_000).default(200), { env: 'CMESH_JOBS_KEPT', flag: '--jobs-kept', help: 'finished job records kept, newest first' }),
   /** a job record not written for this long is dropped, in memory and in KV */
   jobsMaxAgeS: setting(intSetting(60, 365 * 24 * 3600).default(7 * 24 * 3600), { env: 'CMESH_JOBS_MAX_AGE_S', flag: '--jobs-max-age-s', help: 'a job record not written for this long is dropped, s' }),
+  /** the leader scans idle agents this often (0: never) */
+  scanEveryMs: setting(durationSetting().default(0), {
+    env: 'CMESH_SCAN_EVERY',
+    flag: '--scan-every',
+    help: 'the leader replica scans the idle agents this often (30m, 1h, 90s; 0 or off: never)',
+    defaultText: 'off',
+  }),
+  /** scan records kept in the scans bucket, newest first */
+  scansKept: setting(intSetting(1, 10_000).default(DEFAULT_SCANS_KEPT), { env: 'CMESH_SCANS_KEPT', flag: '--scans-kept', help: 'scan records kept (GET /scans, KV), newest first' }),
+  /** per-link scan metrics for every link only up to this many agents (flagged links always) */
+  scanLinkMetricsMaxAgents: setting(intSetting(0, 1024).default(8), {
+    env: 'CMESH_SCAN_LINK_METRICS_MAX_AGENTS',
+    flag: '--scan-link-metrics-max-agents',
+    help: 'export every link of the last scan up to this many agents; above it only flagged links',
+  }),
 });
+
+/** A duration: `0`/`off`, or a number with ms, s, m or h (`30m`), in milliseconds. */
+export function durationSetting() {
+  const msg = 'a duration like 30m, 1h, 90s, 500ms, or 0/off';
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  return z
+    .string()
+    .trim()
+    .regex(/^(0|off|\d+(\.\d+)?(ms|s|m|h))$/, msg)
+    .transform((v) => {
+      const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(v);
+      return m ? Math.round(Number(m[1]) * unit[m[2]]) : 0;
+    })
+    .pipe(z.number().int().min(0).max(30 * 24 * 3_600_000, 'at most 30 days'));
+}
 
 export type CoordinatorConfig = z.output<typeof CoordinatorSettings>;
 

@@ -132,6 +132,11 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     return run.rec;
   }
 
+  /** Jobs of this replica waiting for their agents (scans yield to them). */
+  waiting(): number {
+    return this.queue.length;
+  }
+
   /** Agent id -> job id, for status views. */
   busyAgents(): Record<string, string> {
     return Object.fromEntries(this.busy);

@@ -61,6 +61,33 @@ export const METRICS = {
     labels: ['agent'],
   },
   jobs: { name: 'cmesh_jobs_total', help: 'Jobs finished, by final state', labels: ['state'] },
+  // fabric scans (the coordinator, from the newest finished scans in the cluster's scans bucket)
+  scanAgentBandwidthRatio: {
+    name: 'cmesh_scan_agent_bandwidth_ratio',
+    help: "Last scan: the agent's median link bandwidth / the scan's reference (median over agents)",
+    labels: ['agent'],
+  },
+  scanAgentPreviousBandwidthRatio: {
+    name: 'cmesh_scan_agent_previous_bandwidth_ratio',
+    help: "The scan before the last one that measured the agent: its median link bandwidth / that scan's reference",
+    labels: ['agent'],
+  },
+  scanAgentFlagged: { name: 'cmesh_scan_agent_flagged', help: 'Last scan: 1 when the agent was flagged (most of its links slow), else 0', labels: ['agent'] },
+  scanLinkBandwidth: {
+    name: 'cmesh_scan_link_bandwidth_bytes_per_second',
+    help: 'Last scan: sendRecv bandwidth of a pair of agents; flagged links always, every link only up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS agents',
+    labels: ['agent_a', 'agent_b', 'flagged'],
+  },
+  scanLinkRatio: {
+    name: 'cmesh_scan_link_bandwidth_ratio',
+    help: "Last scan: a pair's bandwidth / the scan's reference (the same links as cmesh_scan_link_bandwidth_bytes_per_second)",
+    labels: ['agent_a', 'agent_b', 'flagged'],
+  },
+  scanReference: { name: 'cmesh_scan_reference_bandwidth_bytes_per_second', help: "Last scan's reference bandwidth (median over agents of their median link bandwidth)", labels: [] },
+  scanDuration: { name: 'cmesh_scan_duration_seconds', help: 'Wall time of the last finished scan', labels: [] },
+  scanLastTimestamp: { name: 'cmesh_scan_last_timestamp_seconds', help: 'When the last scan finished (Unix time)', labels: [] },
+  scanFlaggedAgents: { name: 'cmesh_scan_flagged_agents', help: 'Last scan: agents flagged', labels: [] },
+  scanFlaggedLinks: { name: 'cmesh_scan_flagged_links', help: 'Last scan: links flagged on their own (neither end flagged)', labels: [] },
 } as const;
 
 /**

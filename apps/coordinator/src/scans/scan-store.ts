@@ -1,0 +1,120 @@
+// Scan records in the cluster's scans bucket (`cmesh_scans`, `cmesh_<c>_scans`): one key per scan
+// (`scan.<id>`; ids sort by time), bounded to the newest `kept`, older ones purged without a
+// delete marker (as the job store does). The same bucket holds `lease`: the scan running now, so
+// that no two scans run at once on any replica (a scan's pairs would share agents and measure
+// each other).
+import { JetStreamManager, JSONCodec, KV, NatsConnection } from 'nats';
+import { ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
+import { kvKeys } from '../state/kv-keys';
+
+const json = JSONCodec<unknown>();
+const PREFIX = 'scan.';
+const LEASE = 'lease';
+
+interface BucketInternals {
+  jsm: JetStreamManager;
+  stream: string;
+  subjectForKey(key: string): string;
+}
+
+export interface ScanLease {
+  scanId: string;
+  replica: string;
+  expiresAt: number;
+}
+
+export class ScanStore {
+  private kv: KV | null = null;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly nc: NatsConnection,
+    readonly bucket: string,
+    readonly kept: number,
+  ) {}
+
+  async open(): Promise<void> {
+    this.kv = await this.nc.jetstream().views.kv(this.bucket, { history: 1 });
+  }
+
+  private bucketOrThrow(): KV {
+    if (!this.kv) throw new Error('scan store is not open');
+    return this.kv;
+  }
+
+  async read(id: string): Promise<ScanRecord | null> {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return null;
+    const e = await this.bucketOrThrow().get(PREFIX + id);
+    if (!e || e.operation !== 'PUT' || !e.value.length) return null;
+    const r = ScanRecordSchema.safeParse(json.decode(e.value));
+    return r.success ? r.data : null;
+  }
+
+  /** Writes in order; a new scan purges the records past the newest `kept`. */
+  write(rec: ScanRecord): Promise<void> {
+    const kv = this.bucketOrThrow();
+    const body = json.encode(rec);
+    const next = this.chain.then(async () => {
+      await kv.put(PREFIX + rec.id, body);
+      const ids = await this.ids();
+      for (const old of ids.slice(0, Math.max(0, ids.length - this.kept))) await this.purge(PREFIX + old).catch(() => undefined);
+    });
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Scan ids, oldest first. */
+  async ids(): Promise<string[]> {
+    const keys = await kvKeys(this.bucketOrThrow(), `${PREFIX}>`);
+    return keys
+      .filter((k) => k.startsWith(PREFIX))
+      .map((k) => k.slice(PREFIX.length))
+      .sort();
+  }
+
+  /** The newest scans first (at most `limit`), optionally only those that finished. */
+  async list(limit: number, finishedOnly = false): Promise<ScanRecord[]> {
+    const out: ScanRecord[] = [];
+    for (const id of (await this.ids()).reverse()) {
+      if (out.length >= limit) break;
+      const r = await this.read(id);
+      if (r && (!finishedOnly || r.state === 'succeeded')) out.push(r);
+    }
+    return out;
+  }
+
+  /** Takes (or renews) the lease for `scanId`; false while another scan holds a live one. */
+  async acquire(scanId: string, replica: string, ttlMs: number, now = Date.now()): Promise<boolean> {
+    const kv = this.bucketOrThrow();
+    const e = await kv.get(LEASE);
+    const cur = e && e.operation === 'PUT' && e.value.length ? (json.decode(e.value) as ScanLease) : null;
+    if (cur && cur.scanId !== scanId && cur.expiresAt > now) return false;
+    const lease: ScanLease = { scanId, replica, expiresAt: now + ttlMs };
+    try {
+      if (e) await kv.update(LEASE, json.encode(lease), e.revision);
+      else await kv.create(LEASE, json.encode(lease));
+      return true;
+    } catch {
+      return false; // another replica wrote it first
+    }
+  }
+
+  /** The live lease, if any. */
+  async holder(now = Date.now()): Promise<ScanLease | null> {
+    const e = await this.bucketOrThrow().get(LEASE);
+    const cur = e && e.operation === 'PUT' && e.value.length ? (json.decode(e.value) as ScanLease) : null;
+    return cur && cur.expiresAt > now ? cur : null;
+  }
+
+  async release(scanId: string): Promise<void> {
+    const kv = this.bucketOrThrow();
+    const e = await kv.get(LEASE);
+    const cur = e && e.operation === 'PUT' && e.value.length ? (json.decode(e.value) as ScanLease) : null;
+    if (e && cur?.scanId === scanId) await kv.update(LEASE, json.encode({ ...cur, expiresAt: 0 }), e.revision).catch(() => undefined);
+  }
+
+  private async purge(key: string): Promise<void> {
+    const b = this.bucketOrThrow() as unknown as BucketInternals;
+    await b.jsm.streams.purge(b.stream, { filter: b.subjectForKey(key) });
+  }
+}

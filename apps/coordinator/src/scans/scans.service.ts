@@ -1,0 +1,334 @@
+// Fabric scans: every pair of agents measured with a sendRecv job of 2 ranks (latency at a small
+// size, bandwidth at a large one), the pairs in round-robin rounds (tournament.ts) so every agent
+// is in one pair at a time, then a ring all-reduce over all agents and over the two halves; the
+// findings from outliers.ts. Pairs run as ordinary jobs of this replica's JobsService, so claims,
+// timeouts, blame and the agents' backends are the jobs module's.
+//
+// One scan at a time in the cluster (a lease in the scans bucket). A scan yields to users' jobs:
+// its pairs ask for their agents with onBusy 'refuse' (never queued ahead of anyone), a round
+// does not start while a user's job waits for agents on this replica, and a pair refused because
+// its agents are busy is tried again after the last round, then skipped with the reason.
+import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { randomBytes } from 'crypto';
+import { JobRecord, JobRequestInput, JobRequestSchema, ScanCollective, ScanLink, ScanRecord, ScanRequest, SCAN_LIST_MAX, isFinished } from '@cmesh/protocol';
+import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { AgentDirectory, AgentView } from '../jobs/agent-directory';
+import { JobsService } from '../jobs/jobs.service';
+import { ReplyError } from '../nats/reply-error';
+import { findOutliers } from './outliers';
+import { ScanStore } from './scan-store';
+import { roundRobin } from './tournament';
+
+const LEASE_MS = 15_000;
+const POLL_MS = 50;
+/** how long a round waits for users' queued jobs before it goes on anyway */
+const YIELD_MAX_MS = 10 * 60_000;
+/** how long pairs refused for busy agents are retried after the last round */
+const RETRY_BUSY_MS = 30_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+@Injectable()
+export class ScansService implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('Scans');
+  /** the scan this replica runs now */
+  private current: { rec: ScanRecord; stop: boolean; done: Promise<void> } | null = null;
+  private starting = false;
+  private leaseTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly jobs: JobsService,
+    private readonly directory: AgentDirectory,
+    private readonly store: ScanStore,
+    @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.store.open();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    const cur = this.current;
+    if (!cur) return;
+    cur.stop = true;
+    await Promise.race([cur.done, sleep(5000)]);
+  }
+
+  /** Whether a scan runs on this replica now. */
+  get busy(): boolean {
+    return this.starting || this.current !== null;
+  }
+
+  /** Starts a scan (it runs in the background) and returns its first record; CONFLICT while one runs. */
+  async start(req: ScanRequest, trigger: ScanRecord['trigger'] = 'request'): Promise<ScanRecord> {
+    if (this.busy) throw new ReplyError('CONFLICT', `scan ${this.current?.rec.id ?? ''} is running; one scan at a time`.replace('  ', ' '));
+    this.starting = true;
+    try {
+      const agents = await this.pickAgents(req);
+      const now = Date.now();
+      const id = `s${now.toString(36)}${randomBytes(3).toString('hex')}`;
+      if (!(await this.store.acquire(id, this.config.replicaId, LEASE_MS))) {
+        const h = await this.store.holder();
+        throw new ReplyError('CONFLICT', `scan ${h?.scanId ?? '?'} is running on replica ${h?.replica ?? '?'}; one scan at a time`);
+      }
+      const rounds = roundRobin(agents.map((a) => a.name));
+      const collectives: ScanCollective[] = [];
+      if (req.collectives && agents.length >= 3) collectives.push({ name: 'all', agents: agents.map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
+      if (req.collectives && agents.length >= 4) {
+        const half = agents.length >> 1;
+        collectives.push({ name: 'half-1', agents: agents.slice(0, half).map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
+        collectives.push({ name: 'half-2', agents: agents.slice(half).map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
+      }
+      const links: ScanLink[] = rounds.flatMap((pairs, round) => pairs.map(([a, b]) => ({ a, b, round, state: 'pending' as const })));
+      const rec: ScanRecord = {
+        id,
+        state: 'running',
+        trigger,
+        request: req,
+        agents: agents.map((a) => a.name),
+        rounds: rounds.length,
+        progress: { done: 0, total: links.length + collectives.length },
+        links,
+        collectives,
+        replica: this.config.replicaId,
+        createdAt: new Date(now).toISOString(),
+      };
+      await this.store.write(rec);
+      const cur = { rec, stop: false, done: Promise.resolve() };
+      this.current = cur;
+      this.leaseTimer = setInterval(() => void this.store.acquire(id, this.config.replicaId, LEASE_MS).catch(() => undefined), LEASE_MS / 3);
+      this.leaseTimer.unref();
+      cur.done = this.execute(cur, now).finally(() => {
+        if (this.leaseTimer) clearInterval(this.leaseTimer);
+        this.leaseTimer = null;
+        this.current = null;
+        return this.store.release(id).catch(() => undefined);
+      });
+      this.log.log(`scan ${id} started (${trigger}): ${rec.agents.length} agents, ${rounds.length} rounds, ${links.length} pairs`);
+      return structuredClone(rec);
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  async find(id: string): Promise<ScanRecord> {
+    if (this.current?.rec.id === id) return structuredClone(this.current.rec);
+    const r = await this.store.read(id);
+    if (!r) throw new ReplyError('NOT_FOUND', `no scan ${JSON.stringify(id)}`);
+    return r;
+  }
+
+  async list(limit = 20): Promise<ScanRecord[]> {
+    const n = Math.min(Math.max(1, Math.floor(limit) || 20), SCAN_LIST_MAX);
+    const recs = await this.store.list(n);
+    return recs.map((r) => (this.current?.rec.id === r.id ? structuredClone(this.current.rec) : r));
+  }
+
+  /** The named agents (by id or name), or every live agent no job holds; at least 2. */
+  private async pickAgents(req: ScanRequest): Promise<AgentView[]> {
+    const all = await this.directory.agents();
+    if (req.agents) {
+      const out: AgentView[] = [];
+      for (const want of req.agents) {
+        const v = all.find((a) => a.agentId === want) ?? all.find((a) => a.name === want);
+        if (!v) throw new ReplyError('NOT_FOUND', `no agent ${JSON.stringify(want)}`);
+        if (!v.alive) throw new ReplyError('CONFLICT', `agent ${v.name} is not alive`);
+        if (out.some((o) => o.agentId === v.agentId)) throw new ReplyError('BAD_REQUEST', `agent ${v.name} named twice`);
+        out.push(v);
+      }
+      if (new Set(out.map((a) => a.name)).size !== out.length) throw new ReplyError('BAD_REQUEST', 'agents must have distinct names');
+      return out;
+    }
+    const busy = this.jobs.busyAgents();
+    const idle = all.filter((a) => a.alive && !busy[a.agentId]);
+    // names identify agents in the matrix: of agents sharing a name, the first one is scanned
+    const byName = new Map<string, AgentView>();
+    for (const a of idle.sort((x, y) => x.name.localeCompare(y.name, 'en', { numeric: true }))) if (!byName.has(a.name)) byName.set(a.name, a);
+    const out = [...byName.values()];
+    if (out.length < 2) throw new ReplyError('CONFLICT', `a scan needs at least 2 idle live agents; ${out.length} ${out.length === 1 ? 'is' : 'are'} idle of ${all.filter((a) => a.alive).length} alive`);
+    return out;
+  }
+
+  // ---- running a scan -------------------------------------------------------------------
+
+  private async execute(cur: { rec: ScanRecord; stop: boolean }, startedAt: number): Promise<void> {
+    const rec = cur.rec;
+    const idOf = new Map((await this.directory.agents()).map((a) => [a.name, a.agentId]));
+    const ids = (names: string[]) => names.map((n) => idOf.get(n) ?? n);
+    try {
+      const busyRefused: ScanLink[] = [];
+      for (let round = 0; round < rec.rounds && !cur.stop; round++) {
+        await this.yieldToJobs(cur);
+        const pairs = rec.links.filter((l) => l.round === round);
+        await Promise.all(pairs.map((l) => this.measurePair(rec, l, ids([l.a, l.b]), busyRefused)));
+        await this.save(rec);
+      }
+      // pairs whose agents were busy with users' jobs: once more, while time allows
+      const retryUntil = Date.now() + RETRY_BUSY_MS;
+      while (busyRefused.length && !cur.stop && Date.now() < retryUntil) {
+        await this.yieldToJobs(cur);
+        const again = busyRefused.splice(0);
+        // one pair per agent at a time
+        const used = new Set<string>();
+        const now: ScanLink[] = [];
+        for (const l of again) {
+          if (used.has(l.a) || used.has(l.b)) busyRefused.push(l);
+          else {
+            used.add(l.a);
+            used.add(l.b);
+            now.push(l);
+          }
+        }
+        await Promise.all(now.map((l) => this.measurePair(rec, l, ids([l.a, l.b]), busyRefused)));
+        if (busyRefused.length) await sleep(500);
+      }
+      for (const l of busyRefused) {
+        l.state = 'skipped';
+        rec.progress.done++;
+      }
+      const [all, ...halves] = rec.collectives.length ? [rec.collectives.find((c) => c.name === 'all'), ...rec.collectives.filter((c) => c.name !== 'all')] : [undefined];
+      if (all && !cur.stop) {
+        await this.yieldToJobs(cur);
+        await this.measureCollective(rec, all, ids(all.agents));
+      }
+      if (halves.length && !cur.stop) {
+        await this.yieldToJobs(cur);
+        await Promise.all(halves.map((c) => this.measureCollective(rec, c!, ids(c!.agents))));
+      }
+      const { findings, links } = findOutliers(rec.agents, rec.links, { slowRatio: rec.request.slowRatio });
+      rec.links.forEach((l, i) => Object.assign(l, links[i]));
+      rec.findings = findings;
+      rec.state = cur.stop ? 'cancelled' : 'succeeded';
+      if (cur.stop) rec.reason = 'coordinator shutting down';
+    } catch (e) {
+      rec.state = 'failed';
+      rec.reason = (e as Error).message;
+      this.log.error(`scan ${rec.id} failed: ${rec.reason}`);
+    }
+    rec.finishedAt = new Date().toISOString();
+    rec.wallMs = Date.now() - startedAt;
+    await this.save(rec);
+    this.log.log(`scan ${rec.id} ${rec.state} in ${rec.wallMs} ms: ${rec.findings?.verdict ?? rec.reason ?? ''}`);
+  }
+
+  /** Waits while users' jobs wait for agents on this replica (bounded). */
+  private async yieldToJobs(cur: { stop: boolean }): Promise<void> {
+    const until = Date.now() + YIELD_MAX_MS;
+    while (this.jobs.waiting() > 0 && !cur.stop && Date.now() < until) await sleep(200);
+  }
+
+  private async measurePair(rec: ScanRecord, l: ScanLink, agents: string[], busyRefused: ScanLink[]): Promise<void> {
+    const r = rec.request;
+    const job = await this.runJob(
+      {
+        op: 'sendRecv',
+        sizes: r.latencyBytes === r.bandwidthBytes ? [r.bandwidthBytes] : [r.latencyBytes, r.bandwidthBytes].sort((x, y) => x - y),
+        iters: r.iters,
+        warmup: r.warmup,
+        modes: ['out-of-place'],
+        check: true,
+        backend: r.backend,
+        agents,
+        onBusy: 'refuse',
+        timeoutMs: r.timeoutMs,
+      },
+      r.timeoutMs,
+    );
+    if (job.kind !== 'done') {
+      l.reason = job.reason;
+      if (job.kind === 'busy') busyRefused.push(l);
+      else {
+        rec.progress.done++;
+        l.state = 'failed';
+      }
+      return;
+    }
+    rec.progress.done++;
+    l.jobId = job.rec.id;
+    if (job.rec.state !== 'succeeded') {
+      l.state = 'failed';
+      l.reason = `job ${job.rec.id} ${job.rec.state}${job.rec.reason ? `: ${job.rec.reason}` : ''}`;
+      return;
+    }
+    const at = (bytes: number) => job.rec.rows.find((row) => row.bytes >= bytes - 8 && row.bytes <= bytes)?.outOfPlace ?? undefined;
+    const lat = at(r.latencyBytes);
+    const bw = at(r.bandwidthBytes);
+    const wrong = job.rec.rows.reduce((n, row) => n + (row.outOfPlace?.wrong ?? 0), 0);
+    if (!bw || !lat || wrong > 0) {
+      l.state = 'failed';
+      l.reason = wrong > 0 ? `${wrong} wrong elements received` : `job ${job.rec.id} has no row for the sizes`;
+      return;
+    }
+    l.state = 'ok';
+    delete l.reason;
+    l.latencyUs = lat.timeUs;
+    l.bandwidthGBs = bw.algBwGBs;
+  }
+
+  private async measureCollective(rec: ScanRecord, c: ScanCollective, agents: string[]): Promise<void> {
+    const r = rec.request;
+    const job = await this.runJob(
+      {
+        op: 'allReduce',
+        sizes: [c.bytes],
+        iters: r.iters,
+        warmup: r.warmup,
+        modes: ['out-of-place'],
+        check: true,
+        backend: r.backend,
+        ...(r.backend === 'tcp' ? { algorithm: 'ring' } : {}),
+        agents,
+        onBusy: 'refuse',
+        timeoutMs: r.timeoutMs,
+      },
+      r.timeoutMs,
+    );
+    rec.progress.done++;
+    if (job.kind !== 'done') {
+      c.state = job.kind === 'busy' ? 'skipped' : 'failed';
+      c.reason = job.reason;
+      return;
+    }
+    c.jobId = job.rec.id;
+    const m = job.rec.rows[0]?.outOfPlace;
+    if (job.rec.state !== 'succeeded' || !m) {
+      c.state = 'failed';
+      c.reason = `job ${job.rec.id} ${job.rec.state}${job.rec.reason ? `: ${job.rec.reason}` : ''}`;
+      return;
+    }
+    c.state = 'ok';
+    c.busBwGBs = m.busBwGBs;
+    c.timeUs = m.timeUs;
+  }
+
+  /** Submits a job and waits for its end. */
+  private async runJob(input: JobRequestInput, timeoutMs: number): Promise<{ kind: 'done'; rec: JobRecord } | { kind: 'busy' | 'error'; reason: string }> {
+    let rec: JobRecord;
+    try {
+      rec = await this.jobs.submit(JobRequestSchema.parse(input));
+    } catch (e) {
+      const reason = (e as Error).message;
+      return { kind: e instanceof ReplyError && e.code === 'CONFLICT' ? 'busy' : 'error', reason };
+    }
+    // the jobs module ends every job (a silent member in 2.5 s, a call past its timeout); this
+    // bound only keeps a scan from waiting forever on a replica that lost track of one
+    const deadline = Date.now() + timeoutMs * (input.iters! + input.warmup! + 2) + 30_000;
+    for (;;) {
+      const j = await this.jobs.get(rec.id);
+      if (j && isFinished(j.state)) return { kind: 'done', rec: j };
+      if (Date.now() > deadline) {
+        await this.jobs.cancel(rec.id, 'scan: no end in time').catch(() => undefined);
+        return { kind: 'error', reason: `job ${rec.id} did not end in time` };
+      }
+      await sleep(POLL_MS);
+    }
+  }
+
+  private async save(rec: ScanRecord): Promise<void> {
+    try {
+      await this.store.write(structuredClone(rec));
+    } catch (e) {
+      this.log.error(`scan ${rec.id}: cannot save: ${(e as Error).message}`);
+    }
+  }
+}

@@ -73,6 +73,30 @@ describe('cost model', () => {
     expect(algorithmFromEnv('allReduce', undefined)).toBeUndefined();
   });
 
+  it('groups spanning hosts with several ranks each pick hierarchical for large buffers; one host never does', () => {
+    const env = {};
+    const twoByTwo = { hosts: 2, perHost: 2, uniform: true, intra: 'shm' as const };
+    for (const bytes of [1 << 20, 16 << 20, 256 << 20]) {
+      expect(chooseAlgorithm('allReduce', bytes, 4, { env, hosts: twoByTwo })).toBe('hierarchical');
+      expect(chooseAlgorithm('allReduce', bytes, 8, { env, hosts: { ...twoByTwo, perHost: 4 } })).toBe('hierarchical');
+      expect(chooseAlgorithm('allReduce', bytes, 4, { env })).not.toBe('hierarchical');
+      expect(chooseAlgorithm('allReduce', bytes, 4, { env, transport: 'shm' })).not.toBe('hierarchical');
+      // one rank per host: nothing to combine first
+      expect(chooseAlgorithm('allReduce', bytes, 4, { env, hosts: { ...twoByTwo, hosts: 4, perHost: 1 } })).not.toBe('hierarchical');
+    }
+    // latency-bound: fewer rounds win
+    expect(chooseAlgorithm('allReduce', 8, 4, { env, hosts: twoByTwo })).toBe('recursive-doubling');
+    // the slower the link between hosts, the more it pays
+    const big = 64 << 20;
+    const flat = estimateCost('allReduce', 'ring', big, 4, {}, twoByTwo);
+    const hier = estimateCost('allReduce', 'hierarchical', big, 4, {}, twoByTwo);
+    const slowFlat = estimateCost('allReduce', 'ring', big, 4, { beta: 8e-9 }, twoByTwo);
+    const slowHier = estimateCost('allReduce', 'hierarchical', big, 4, { beta: 8e-9 }, twoByTwo);
+    expect(slowFlat / slowHier).toBeGreaterThan(flat / hier);
+    expect(slowFlat / slowHier).toBeGreaterThan(1.4);
+    expect(chooseAlgorithm('allReduce', 8, 4, { env: { CMESH_ALGO: 'hierarchical' } })).toBe('hierarchical');
+  });
+
   it('unknown names are InvalidArgumentErrors listing the valid ones', () => {
     expect(() => chooseAlgorithm('allReduce', 8, 2, { algorithm: 'butterfly' })).toThrow(
       /unknown allReduce algorithm "butterfly".*valid: direct, ring, tree, halving-doubling/,

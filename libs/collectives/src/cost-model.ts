@@ -1,7 +1,8 @@
 // Alpha-beta(-gamma) cost model for choosing an algorithm per collective, message size and world
 // size: alpha = seconds per message, beta = seconds per byte on the wire, gamma = seconds per byte
 // reduced. An explicit `algorithm` option or CMESH_ALGO overrides the model.
-import { ALGORITHMS, AlgorithmName, CostParams, DEFAULT_CHUNK_BYTES, algorithmNames, algorithmOf } from './algorithms';
+import { ALGORITHMS, AlgorithmName, CostParams, HostTopology, algorithmNames, algorithmOf } from './algorithms';
+import { CostTransport, getCostParams, setCostParams } from './cost-params';
 import { InvalidArgumentError } from './errors';
 import { debug, debugOn } from './debug';
 import { COLLECTIVES, Collective } from './ops/names';
@@ -9,25 +10,8 @@ import { isOversubscribed } from './oversubscription';
 
 export type { CostParams } from './algorithms';
 
-// Measured on the build machine (2 cores, loopback, Node 20): two-process ping-pong of 8 B gave
-// 74 us one way; 16 MiB round trips gave 0.92 ns/B (1.09 GB/s); float32 SUM over 64 MiB ran at
-// about 0.55 ns per buffer byte. Recalibrate with calibrate() on other machines.
-export const MEASURED_DEFAULTS: Readonly<CostParams> = Object.freeze({
-  alpha: 74e-6,
-  beta: 0.92e-9,
-  gamma: 0.55e-9,
-  chunkBytes: DEFAULT_CHUNK_BYTES,
-});
-
-// The shared-memory data plane, measured beside TCP on the same machine (ping-pong, 8 B and
-// 16 MiB, no busy-polling): 0.7x TCP's latency (the wake-up dominates both) and 0.3x its time per
-// byte (one memcpy each side instead of two kernel copies and loopback).
-export const SHM_MEASURED_DEFAULTS: Readonly<CostParams> = Object.freeze({ ...MEASURED_DEFAULTS, alpha: 52e-6, beta: 0.28e-9 });
-
-export type CostTransport = 'tcp' | 'shm';
-
-let current: CostParams = { ...MEASURED_DEFAULTS };
-let currentShm: CostParams = { ...SHM_MEASURED_DEFAULTS };
+export { MEASURED_DEFAULTS, SHM_MEASURED_DEFAULTS, getCostParams } from './cost-params';
+export type { CostTransport } from './cost-params';
 
 /** Replaces the model's parameters for a transport (e.g. with figures measured by a benchmark). */
 export function calibrate(alpha: number, beta: number, gamma: number, transport: CostTransport = 'tcp'): void {
@@ -36,13 +20,8 @@ export function calibrate(alpha: number, beta: number, gamma: number, transport:
       throw new InvalidArgumentError(`calibrate: ${name} must be a finite number >= 0, got ${v}`);
     }
   }
-  if (transport === 'shm') currentShm = { ...currentShm, alpha, beta, gamma };
-  else current = { ...current, alpha, beta, gamma };
+  setCostParams(transport, alpha, beta, gamma);
   memo.clear();
-}
-
-export function getCostParams(transport: CostTransport = 'tcp'): CostParams {
-  return { ...(transport === 'shm' ? currentShm : current) };
 }
 
 const KINDS = COLLECTIVES.filter((c) => c in ALGORITHMS);
@@ -107,13 +86,27 @@ export interface ChooseOptions extends Partial<CostParams> {
   oversubscribed?: boolean;
   /** whose parameters: `shm` when every pair of the group talks over shared memory (default tcp) */
   transport?: CostTransport;
+  /** how the group's ranks sit on hosts (default: unknown, flat algorithms only) */
+  hosts?: HostLayoutSummary;
+}
+
+/** The group's host layout as the model sees it; `intra` is the transport between ranks of one host. */
+export interface HostLayoutSummary {
+  hosts: number;
+  perHost: number;
+  uniform: boolean;
+  intra: CostTransport;
+}
+
+function topologyOf(h: HostLayoutSummary | undefined): HostTopology | undefined {
+  return h && { hosts: h.hosts, perHost: h.perHost, uniform: h.uniform, intra: getCostParams(h.intra) };
 }
 
 /** Estimated seconds for one algorithm. */
-export function estimateCost(kind: Collective, name: string, bytes: number, worldSize: number, params: Partial<CostParams> = {}): number {
+export function estimateCost(kind: Collective, name: string, bytes: number, worldSize: number, params: Partial<CostParams> = {}, hosts?: HostLayoutSummary): number {
   checkKind(kind);
   checkName(kind, name, 'estimateCost');
-  return algorithmOf(kind, name).cost(bytes, worldSize, { ...current, ...params });
+  return algorithmOf(kind, name).cost(bytes, worldSize, { ...getCostParams(), ...params }, topologyOf(hosts));
 }
 
 /** Picks the algorithm for a collective: explicit option, else CMESH_ALGO, else the cheapest by the model. */
@@ -131,13 +124,14 @@ export function chooseAlgorithm<C extends Collective>(kind: C, bytes: number, wo
     memo.clear();
     memoEnv = envKey;
   }
-  const key = `${kind}/${bytes}/${worldSize}/${opts.transport ?? 'tcp'}`;
+  const h = opts.hosts;
+  const key = `${kind}/${bytes}/${worldSize}/${opts.transport ?? 'tcp'}${h ? `/${h.hosts}x${h.perHost}${h.uniform ? '' : '~'}/${h.intra}` : ''}`;
   let name = memo.get(key) as AlgorithmName<C> | undefined;
   if (name === undefined) {
     name = choose(kind, bytes, worldSize, opts);
     if (memo.size > 4096) memo.clear();
     memo.set(key, name);
-    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ` (cost model${opts.transport === 'shm' ? ', shm' : ''})`}`);
+    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ` (cost model${opts.transport === 'shm' ? ', shm' : ''}${h ? `, ${h.hosts} hosts x ${h.perHost}${h.uniform ? '' : ' at most'}` : ''})`}`);
   }
   return name;
 }
@@ -149,16 +143,17 @@ function choose<C extends Collective>(kind: C, bytes: number, worldSize: number,
   checkKind(kind);
   const forced = algorithmFromEnv(kind, (opts.env ?? process.env).CMESH_ALGO);
   if (forced !== undefined) return forced;
-  const params: CostParams = { ...(opts.transport === 'shm' ? currentShm : current) };
+  const params: CostParams = getCostParams(opts.transport);
   for (const key of ['alpha', 'beta', 'gamma', 'chunkBytes'] as const) if (opts[key] !== undefined) params[key] = opts[key]!;
   // ranks taking turns on the cores: leave out what needs every rank running at once
   const oversubscribed = opts.oversubscribed ?? isOversubscribed(opts.env ?? process.env);
+  const topology = topologyOf(opts.hosts);
   let best: AlgorithmName<C> | undefined;
   let bestCost = Infinity;
   for (const name of algorithmNames(kind)) {
     const algo = algorithmOf(kind, name);
     if (oversubscribed && algo.needsACorePerRank) continue;
-    const cost = algo.cost(bytes, worldSize, params);
+    const cost = algo.cost(bytes, worldSize, params, topology);
     if (cost < bestCost) {
       best = name;
       bestCost = cost;

@@ -182,6 +182,86 @@ describe('allreduce', () => {
   });
 });
 
+// ---- hierarchical all-reduce over ranks placed on "hosts" -------------------------------------
+
+describe('allreduce hierarchical across hosts', () => {
+  // one letter per rank: its host
+  const LAYOUTS = ['AABB', 'ABAB', 'AAABBB', 'AABBCC', 'AAB', 'ABB', 'AABBB', 'AAAABBBB'];
+  const hostMeshes = new Map<string, MeshComms>();
+  beforeAll(async () => {
+    for (const l of LAYOUTS) hostMeshes.set(l, await MeshComms.create(l.length, 'tcp', [...l].map((h) => `test-host-${h}`)));
+  });
+  afterAll(async () => {
+    for (const m of hostMeshes.values()) await m.close();
+  });
+
+  async function onHosts(layout: string, fn: (comm: CountingComm, rank: number) => Promise<void>): Promise<CountingComm[]> {
+    const comms = hostMeshes.get(layout)!.nextOp();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`ranks did not finish within 10 s (${layout})`)), 10_000);
+    });
+    try {
+      await Promise.race([Promise.all(comms.map((c, r) => fn(c, r))), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return comms;
+  }
+
+  const algo = ALGORITHMS.allReduce.hierarchical;
+  const combos: [DType, ReduceOp][] = [
+    ['float32', 'sum'],
+    ['int32', 'product'],
+    ['int8', 'sum'],
+    ['uint8', 'max'],
+    ['float64', 'min'],
+    ['int64', 'bxor'],
+    ['int32', 'band'],
+    ['int8', 'bor'],
+    ['float16', 'sum'],
+    ['bfloat16', 'avg'],
+    ['float32', 'avg'],
+  ];
+  for (const layout of LAYOUTS) {
+    const p = layout.length;
+    it(`${layout}: the comm sees the hosts; every dtype x op, counts ${countsFor(p).join('/')}, small chunks too`, async () => {
+      const comms = await onHosts(layout, async () => {});
+      const ids = [...layout].map((h) => h.charCodeAt(0) - 65);
+      comms.forEach((c) => expect(c.hosts).toEqual(ids));
+      for (const [dtype, op] of combos) {
+        for (const count of countsFor(p)) {
+          for (const chunkBytes of [undefined, 64]) {
+            const data = Array.from({ length: p }, (_, r) => input(dtype, r, count));
+            await onHosts(layout, (c, r) => algo.run(c, data[r], op, scratches[r], { chunkBytes }));
+            data.forEach((t, r) => checkReduced(dtype, op, p, t, `hierarchical ${layout} ${dtype} ${op} n=${count} rank ${r}`));
+          }
+        }
+      }
+    });
+  }
+
+  it('only the combined data crosses between hosts: 2·(H-1)/H·N out of each host (a flat ring: 2·(P-1)/P·N over each cut)', async () => {
+    for (const layout of ['AABB', 'AAABBB', 'AABBCC', 'AAAABBBB']) {
+      const p = layout.length;
+      const count = 840 * 4;
+      const N = count * 4;
+      const hostsOf = [...layout];
+      const H = new Set(hostsOf).size;
+      const data = Array.from({ length: p }, (_, r) => input('float32', r, count));
+      const comms = await onHosts(layout, (c, r) => algo.run(c, data[r], 'sum', scratches[r]));
+      data.forEach((t, r) => checkReduced('float32', 'sum', p, t, `traffic ${layout} rank ${r}`));
+      for (const h of new Set(hostsOf)) {
+        let out = 0;
+        comms.forEach((c, r) => {
+          if (hostsOf[r] === h) c.sentTo.forEach((b, to) => (out += hostsOf[to] === h ? 0 : b));
+        });
+        expect({ layout, host: h, out }).toEqual({ layout, host: h, out: (2 * (H - 1) * N) / H });
+      }
+    }
+  });
+});
+
 // ---- broadcast / reduce ---------------------------------------------------------------------
 
 describe('broadcast', () => {

@@ -34,8 +34,24 @@ export interface CostParams {
   chunkBytes: number;
 }
 
-/** Estimated seconds for `bytes` (the tensor size; the whole gathered/scattered tensor for those ops) at world size P. */
-export type CostFormula = (bytes: number, P: number, params: CostParams) => number;
+/** How a group's ranks sit on hosts, for algorithms that treat the ranks of one host apart. */
+export interface HostTopology {
+  /** hosts the group spans */
+  hosts: number;
+  /** most ranks on one host */
+  perHost: number;
+  /** every host has perHost ranks */
+  uniform: boolean;
+  /** parameters between ranks of one host (shared memory's where they use it) */
+  intra: CostParams;
+}
+
+/**
+ * Estimated seconds for `bytes` (the tensor size; the whole gathered/scattered tensor for those
+ * ops) at world size P. `params` are those of the links the group's traffic crosses (between
+ * hosts, when it spans several); `topology` says how the ranks sit on hosts, when known.
+ */
+export type CostFormula = (bytes: number, P: number, params: CostParams, topology?: HostTopology) => number;
 
 export interface Traffic {
   sent: number;

@@ -6,6 +6,7 @@ import * as allGatherBruck from './allgather/bruck';
 import * as allGatherRing from './allgather/ring';
 import * as allReduceDirect from './allreduce/direct';
 import * as allReduceHalvingDoubling from './allreduce/halving-doubling';
+import * as allReduceHierarchical from './allreduce/hierarchical';
 import * as allReduceRecursiveDoubling from './allreduce/recursive-doubling';
 import * as allReduceRing from './allreduce/ring';
 import * as allReduceTree from './allreduce/tree';
@@ -29,6 +30,9 @@ export { allReduceRing } from './allreduce/ring';
 export { allReduceTree } from './allreduce/tree';
 export { allReduceHalvingDoubling } from './allreduce/halving-doubling';
 export { allReduceRecursiveDoubling } from './allreduce/recursive-doubling';
+export { allReduceHierarchical } from './allreduce/hierarchical';
+export type { HostLayout } from './topology';
+export { SubComm, hostLayout } from './topology';
 export { broadcastBinomial } from './broadcast/binomial';
 export { broadcastChain } from './broadcast/chain';
 export { reduceBinomial } from './reduce/binomial';
@@ -47,7 +51,7 @@ function byName<F, N extends string>(...list: Algorithm<F, N>[]): { readonly [K 
 }
 
 export const ALGORITHMS = {
-  allReduce: byName(allReduceDirect.algorithm, allReduceRing.algorithm, allReduceTree.algorithm, allReduceHalvingDoubling.algorithm, allReduceRecursiveDoubling.algorithm),
+  allReduce: byName(allReduceDirect.algorithm, allReduceRing.algorithm, allReduceTree.algorithm, allReduceHalvingDoubling.algorithm, allReduceRecursiveDoubling.algorithm, allReduceHierarchical.algorithm),
   broadcast: byName(broadcastBinomial.algorithm, broadcastChain.algorithm),
   reduce: byName(reduceBinomial.algorithm),
   gather: byName(gatherLinear.algorithm),

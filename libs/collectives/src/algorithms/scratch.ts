@@ -10,6 +10,12 @@ function alignUp(n: number): number {
 
 export class Scratch {
   private buf = new Uint8Array(0);
+  private sub?: Scratch;
+
+  /** A second Scratch, for what an algorithm keeps while it runs others on this one. */
+  get child(): Scratch {
+    return (this.sub ??= new Scratch());
+  }
 
   /** Bytes currently held. */
   get capacity(): number {
@@ -43,5 +49,6 @@ export class Scratch {
   /** Drops the memory (e.g. after a very large one-off operation). */
   release(): void {
     this.buf = new Uint8Array(0);
+    this.sub = undefined;
   }
 }

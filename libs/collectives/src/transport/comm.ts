@@ -8,6 +8,11 @@ export interface Comm {
   /** Number of ranks in the group. */
   readonly size: number;
   /**
+   * Host of every group rank (0, 1, ... in order of each host's lowest rank), where known:
+   * ranks with the same number share a host. Absent: treat the group as one host.
+   */
+  readonly hosts?: readonly number[];
+  /**
    * Sends bytes to a group peer. Resolves once the bytes are handed to the kernel; the caller may
    * reuse `data` afterwards. Messages between a pair within one op arrive in order.
    */

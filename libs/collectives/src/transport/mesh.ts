@@ -13,7 +13,7 @@ import { Spinner } from './spinner';
 import { debug, debugOn } from '../debug';
 import { listenInRange } from './listen';
 import { ShmTransport } from './shm/shm-transport';
-import { TransportMode, transportMode } from './shm/select';
+import { TransportMode, hostIdentity, transportMode } from './shm/select';
 
 export interface AbortNotice {
   failedRank: number;
@@ -55,6 +55,8 @@ export class Mesh {
   private spinner = Spinner.fromEnv();
   /** The shared-memory rings to peers on this host, when any (see shm/). */
   private shm?: ShmTransport;
+  /** Host identity of every rank (select.ts: ranks with the same one share a host). */
+  private hostIds: string[] = [];
 
   private constructor(
     readonly rank: number,
@@ -69,10 +71,22 @@ export class Mesh {
    * (auth/handshake.ts) and carries the dialer's rank under it; before that nothing is parsed.
    * Only connection set-up pays for it: frames carry no authentication.
    */
-  static async create(opts: { rank: number; size: number; store: Store; timeoutMs: number; masterAddr?: string; transport?: TransportMode | string; secret?: string }): Promise<Mesh> {
+  static async create(opts: {
+    rank: number;
+    size: number;
+    store: Store;
+    timeoutMs: number;
+    masterAddr?: string;
+    transport?: TransportMode | string;
+    secret?: string;
+    /** this rank's host identity instead of hostIdentity() (tests place in-process ranks on "hosts" this way) */
+    hostId?: string;
+  }): Promise<Mesh> {
     const mode = transportMode(opts.transport);
     const key = resolveSecret(opts.secret);
     const mesh = new Mesh(opts.rank, opts.size);
+    const hostId = opts.hostId ?? hostIdentity();
+    mesh.hostIds = [hostId];
     if (opts.size === 1) return mesh;
     const host = dataPlaneHost(opts.masterAddr);
     const accepted = new Set<number>();
@@ -114,8 +128,12 @@ export class Mesh {
     });
     const port = await listenInRange(mesh.server, host);
     if (debugOn) debug('mesh', `data plane listening on ${host}:${port}, world ${opts.size}, busy-poll ${mesh.spinner.budgetUs} us`);
+    // which ranks share a host (for shared memory, and for algorithms that treat hosts apart); read
+    // before dialing, so that every store read is over once the mesh is complete
+    await opts.store.set(`mesh/host/${opts.rank}`, hostId);
     await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
     try {
+      mesh.hostIds = await Promise.all([...Array(opts.size).keys()].map(async (r) => (r === opts.rank ? hostId : (await opts.store.get(`mesh/host/${r}`, opts.timeoutMs)).toString())));
       await mesh.connectAll(opts, key, accepted, (f) => (onAccept = f));
       // nor stay connected without a rank
       for (const c of anonymous) c.violate('did not say which rank it is before the mesh was complete');
@@ -127,7 +145,7 @@ export class Mesh {
       throw e;
     }
     if (mode !== 'tcp') {
-      await mesh.attachShm({ ...opts, mode });
+      await mesh.attachShm({ ...opts, mode, host: hostId });
       await mesh.setupBarrier(opts.timeoutMs);
     }
     return mesh;
@@ -232,13 +250,26 @@ export class Mesh {
     }
   }
 
+  /**
+   * Host of each of these world ranks, numbered 0, 1, ... in order of first appearance (the same
+   * answer on every rank).
+   */
+  hostsOf(ranks: readonly number[]): number[] {
+    const index = new Map<string, number>();
+    return ranks.map((r) => {
+      const id = this.hostIds[r] ?? `rank ${r}`;
+      if (!index.has(id)) index.set(id, index.size);
+      return index.get(id)!;
+    });
+  }
+
   /** Whether every pair of these ranks talks over shared memory (any rank of them gives the same answer). */
   allOnShm(ranks: readonly number[]): boolean {
     return ranks.length > 1 && !!this.shm && ranks.every((a) => ranks.every((b) => a === b || this.shm!.pairs.has(`${Math.min(a, b)},${Math.max(a, b)}`)));
   }
 
   /** Moves the frames to peers on this host onto shared memory; the sockets stay as liveness. */
-  private async attachShm(opts: { rank: number; size: number; store: Store; timeoutMs: number; mode: 'shm' | 'auto' }): Promise<void> {
+  private async attachShm(opts: { rank: number; size: number; store: Store; timeoutMs: number; mode: 'shm' | 'auto'; host: string }): Promise<void> {
     try {
       this.shm = await ShmTransport.setup(opts);
     } catch (e) {

@@ -19,6 +19,8 @@ export class OpComm implements Comm {
     private readonly groupId: number,
     readonly tag: number,
     private readonly sig: OpSignature,
+    /** host of each group rank (Comm.hosts) */
+    readonly hosts?: readonly number[],
   ) {}
 
   send(peer: number, data: Uint8Array): Promise<void> {

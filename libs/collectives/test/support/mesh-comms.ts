@@ -2,6 +2,7 @@
 // (the production transport: TCP, or shared memory with `transport`), joined through a TcpStore,
 // and per op an OpComm, the Comm a ProcessGroup hands its algorithms. A rank's OpComm is wrapped
 // only to count bytes per peer (from the op's start), so traffic formulas can be checked hop by hop.
+// Ranks can be placed on "hosts" of their own (a host identity each) for the hierarchical algorithms.
 import { TcpStore } from '../../src/store/tcp-store';
 import type { Comm } from '../../src/transport/comm';
 import { Mesh } from '../../src/transport/mesh';
@@ -17,6 +18,10 @@ export class CountingComm implements Comm {
   bytesReceived = 0;
   readonly sentTo: number[];
   private inner!: OpComm;
+
+  get hosts(): readonly number[] | undefined {
+    return this.inner.hosts;
+  }
 
   constructor(
     readonly rank: number,
@@ -56,10 +61,11 @@ export class MeshComms {
     this.comms = meshes.map((m, r) => new CountingComm(r, m.size));
   }
 
-  static async create(size: number, transport: 'tcp' | 'auto' = 'tcp'): Promise<MeshComms> {
+  /** `hosts`: a host identity per rank (ranks with the same one are on one "host"); default the real one. */
+  static async create(size: number, transport: 'tcp' | 'auto' = 'tcp', hosts?: readonly string[]): Promise<MeshComms> {
     const master = await TcpStore.create({ host: '127.0.0.1', port: 0, isMaster: true, timeoutMs: TIMEOUT_MS });
     const stores = [master, ...(await Promise.all(Array.from({ length: size - 1 }, () => TcpStore.create({ host: '127.0.0.1', port: master.port, timeoutMs: TIMEOUT_MS }))))];
-    const meshes = await Promise.all(stores.map((store, rank) => Mesh.create({ rank, size, store, timeoutMs: TIMEOUT_MS, masterAddr: '127.0.0.1', transport })));
+    const meshes = await Promise.all(stores.map((store, rank) => Mesh.create({ rank, size, store, timeoutMs: TIMEOUT_MS, masterAddr: '127.0.0.1', transport, hostId: hosts?.[rank] })));
     return new MeshComms(meshes, stores);
   }
 
@@ -67,7 +73,7 @@ export class MeshComms {
   nextOp(): CountingComm[] {
     const tag = ++this.tag;
     const ranks = this.meshes.map((_, r) => r);
-    this.meshes.forEach((m, r) => this.comms[r].startOp(new OpComm(m, r, m.size, ranks, GROUP, tag, NO_SIGNATURE)));
+    this.meshes.forEach((m, r) => this.comms[r].startOp(new OpComm(m, r, m.size, ranks, GROUP, tag, NO_SIGNATURE, m.hostsOf(ranks))));
     return this.comms;
   }
 

@@ -3,7 +3,7 @@
 // memory within one); transport failures become typed errors naming the peers, and a failing
 // rank tells the others so that none waits on it.
 import { ALGORITHMS, AlgorithmName, Scratch } from '../../algorithms';
-import { CostTransport, chooseAlgorithm } from '../../cost-model';
+import { CostTransport, HostLayoutSummary, chooseAlgorithm } from '../../cost-model';
 import { CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, PeerFailureError, describeContext } from '../../errors';
 import { COLLECTIVES, Collective } from '../../ops/names';
 import { describeSignature } from '../../ops/signature';
@@ -35,6 +35,9 @@ export class TcpBackend implements Backend {
   private readonly scratchPool: Scratch[] = [];
   /** The cost model's parameters: shared memory's when every pair of members uses it (the same answer on every member). */
   private readonly transport: CostTransport;
+  /** Host of each group rank, and the layout the cost model sees when the group spans hosts. */
+  private readonly hosts: readonly number[];
+  private readonly layout?: HostLayoutSummary;
   /** CMESH_ALGO and LOCAL_WORLD_SIZE as they were when the group was made (read once, like torch's env). */
   private readonly env = { CMESH_ALGO: process.env.CMESH_ALGO, LOCAL_WORLD_SIZE: process.env.LOCAL_WORLD_SIZE };
 
@@ -47,14 +50,26 @@ export class TcpBackend implements Backend {
     this.rank = worldRanks.indexOf(mesh.rank);
     this.size = worldRanks.length;
     this.transport = mesh.allOnShm(worldRanks) ? 'shm' : 'tcp';
+    this.hosts = mesh.hostsOf(worldRanks);
+    const perHost = new Map<number, number[]>();
+    this.hosts.forEach((h, i) => perHost.set(h, [...(perHost.get(h) ?? []), worldRanks[i]]));
+    if (perHost.size > 1) {
+      const counts = [...perHost.values()].map((m) => m.length);
+      this.layout = {
+        hosts: perHost.size,
+        perHost: Math.max(...counts),
+        uniform: counts.every((c) => c === counts[0]),
+        intra: [...perHost.values()].every((m) => m.length < 2 || mesh.allOnShm(m)) ? 'shm' : 'tcp',
+      };
+    }
   }
 
   plan(call: CollectiveCall, bytes: number, requested: string | undefined): string {
-    return chooseAlgorithm(call.op, bytes, this.size, { algorithm: requested as AlgorithmName<Collective> | undefined, env: this.env, transport: this.transport });
+    return chooseAlgorithm(call.op, bytes, this.size, { algorithm: requested as AlgorithmName<Collective> | undefined, env: this.env, transport: this.transport, hosts: this.layout });
   }
 
   run(call: CollectiveCall, algorithm: string, seq: number, sig: OpSignature): BackendOp {
-    const comm = new OpComm(this.mesh, this.rank, this.size, this.worldRanks, this.groupId, seq, sig);
+    const comm = new OpComm(this.mesh, this.rank, this.size, this.worldRanks, this.groupId, seq, sig, this.hosts);
     const scratch = this.scratchPool.pop() ?? new Scratch();
     let done: Promise<void>;
     try {

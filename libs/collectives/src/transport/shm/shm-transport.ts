@@ -45,6 +45,8 @@ export interface ShmSetupOptions {
   store: Store;
   timeoutMs: number;
   mode: Exclude<TransportMode, 'tcp'>;
+  /** this rank's host identity (default hostIdentity()) */
+  host?: string;
 }
 
 async function getJson<T>(store: Store, key: string, timeoutMs: number): Promise<T> {
@@ -74,7 +76,7 @@ export class ShmTransport {
   static async setup(o: ShmSetupOptions): Promise<ShmTransport | undefined> {
     const { rank, size, store, timeoutMs, mode } = o;
     const others = [...Array(size).keys()].filter((r) => r !== rank);
-    const me: HostInfo = { host: hostIdentity(), pid: process.pid };
+    const me: HostInfo = { host: o.host ?? hostIdentity(), pid: process.pid };
     await store.set(`mesh/shm-host/${rank}`, JSON.stringify(me));
     const hosts = new Map<number, HostInfo>(await Promise.all(others.map(async (r) => [r, await getJson<HostInfo>(store, `mesh/shm-host/${r}`, timeoutMs)] as const)));
     const local = others.filter((r) => hosts.get(r)!.host === me.host);

@@ -131,7 +131,7 @@ export function chooseAlgorithm<C extends Collective>(kind: C, bytes: number, wo
     name = choose(kind, bytes, worldSize, opts);
     if (memo.size > 4096) memo.clear();
     memo.set(key, name);
-    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ` (cost model${opts.transport === 'shm' ? ', shm' : ''}${h ? `, ${h.hosts} hosts x ${h.perHost}${h.uniform ? '' : ' at most'}` : ''})`}`);
+    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ` (cost model${opts.transport === 'shm' ? ', shm' : ''}${h ? `, ${h.hosts} hosts x ${h.perHost}${h.uniform ? '' : ' at most'} (${h.intra} within)` : ''})`}`);
   }
   return name;
 }

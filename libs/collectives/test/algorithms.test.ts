@@ -225,7 +225,7 @@ describe('allreduce hierarchical across hosts', () => {
   ];
   for (const layout of LAYOUTS) {
     const p = layout.length;
-    it(`${layout}: the comm sees the hosts; every dtype x op, counts ${countsFor(p).join('/')}, small chunks too`, async () => {
+    it(`${layout}: the comm sees the hosts; every dtype x op, counts ${countsFor(p).join('/')}, small chunks (many segments) too`, async () => {
       const comms = await onHosts(layout, async () => {});
       const ids = [...layout].map((h) => h.charCodeAt(0) - 65);
       comms.forEach((c) => expect(c.hosts).toEqual(ids));
@@ -244,12 +244,15 @@ describe('allreduce hierarchical across hosts', () => {
   it('only the combined data crosses between hosts: 2·(H-1)/H·N out of each host (a flat ring: 2·(P-1)/P·N over each cut)', async () => {
     for (const layout of ['AABB', 'AAABBB', 'AABBCC', 'AAAABBBB']) {
       const p = layout.length;
-      const count = 840 * 4;
+      // six segments (a chunk each), each splitting evenly among the ranks of a host and (three
+      // hosts) the hosts
+      const count = 10080;
+      const chunkBytes = (count * 4) / 6;
       const N = count * 4;
       const hostsOf = [...layout];
       const H = new Set(hostsOf).size;
       const data = Array.from({ length: p }, (_, r) => input('float32', r, count));
-      const comms = await onHosts(layout, (c, r) => algo.run(c, data[r], 'sum', scratches[r]));
+      const comms = await onHosts(layout, (c, r) => algo.run(c, data[r], 'sum', scratches[r], { chunkBytes }));
       data.forEach((t, r) => checkReduced('float32', 'sum', p, t, `traffic ${layout} rank ${r}`));
       for (const h of new Set(hostsOf)) {
         let out = 0;

@@ -3,3 +3,4 @@ export * from './nats-server';
 export * from './prometheus';
 export * from './inspector';
 export * from './fuzz';
+export * from './netns';

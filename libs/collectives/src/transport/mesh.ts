@@ -57,6 +57,8 @@ export class Mesh {
   private shm?: ShmTransport;
   /** Host identity of every rank (select.ts: ranks with the same one share a host). */
   private hostIds: string[] = [];
+  /** The transport asked for (CMESH_TRANSPORT or the option): the same on every rank. */
+  mode: TransportMode = 'auto';
 
   private constructor(
     readonly rank: number,
@@ -87,6 +89,7 @@ export class Mesh {
     const mesh = new Mesh(opts.rank, opts.size);
     const hostId = opts.hostId ?? hostIdentity();
     mesh.hostIds = [hostId];
+    mesh.mode = mode;
     if (opts.size === 1) return mesh;
     const host = dataPlaneHost(opts.masterAddr);
     const accepted = new Set<number>();

@@ -33,25 +33,30 @@ export interface RunOptions {
   onStart?: (children: ChildProcess[]) => void;
   /** Extra environment for rank r's process. */
   env?: (rank: number) => Record<string, string>;
+  /** A command that runs rank r's node (e.g. `ip netns exec <ns>`). */
+  prefix?: (rank: number) => string[];
+  /** Where rank 0's store listens (default 127.0.0.1 on a free port). */
+  master?: { addr: string; port: number };
 }
 
 export async function runRanks(scenario: string, worldSize: number, opts: RunOptions = {}): Promise<RankResult[]> {
-  const port = await freePort();
+  const port = opts.master?.port ?? (await freePort());
   const started = Date.now();
-  const children = Array.from({ length: worldSize }, (_, rank) =>
-    spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), RUNNER, scenario, JSON.stringify(opts.args ?? null)], {
+  const children = Array.from({ length: worldSize }, (_, rank) => {
+    const [cmd, ...pre] = [...(opts.prefix?.(rank) ?? []), process.execPath];
+    return spawn(cmd, [...pre, '-r', require.resolve('@swc-node/register'), RUNNER, scenario, JSON.stringify(opts.args ?? null)], {
       env: {
         ...process.env,
         TS_NODE_PROJECT: TSCONFIG,
         RANK: String(rank),
         WORLD_SIZE: String(worldSize),
-        MASTER_ADDR: '127.0.0.1',
+        MASTER_ADDR: opts.master?.addr ?? '127.0.0.1',
         MASTER_PORT: String(port),
         ...opts.env?.(rank),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
-    }),
-  );
+    });
+  });
   const timer = setTimeout(() => children.forEach((c) => c.kill('SIGKILL')), opts.timeoutMs ?? 60000);
   try {
     opts.onStart?.(children);

@@ -59,7 +59,9 @@ export class TcpBackend implements Backend {
         hosts: perHost.size,
         perHost: Math.max(...counts),
         uniform: counts.every((c) => c === counts[0]),
-        intra: [...perHost.values()].every((m) => m.length < 2 || mesh.allOnShm(m)) ? 'shm' : 'tcp',
+        // what was asked for, not what each host got: a rank knows only its own host's pairs, and
+        // every rank must reach the same choice
+        intra: mesh.mode === 'tcp' ? 'tcp' : 'shm',
       };
     }
   }

@@ -1,0 +1,44 @@
+// Ranks on several hosts (network namespaces made by netns.test.ts), one rank's side: all-reduce
+// with the algorithm left to the cost model at each size (results checked, the choice reported),
+// then the flat ring and hierarchical side by side at the largest size (median time reported).
+import * as dist from '../../../src';
+import { diff, input, reducedValue, tensorOf } from '../reference';
+
+export async function run(args: { sizes: number[]; iters: number }): Promise<Record<string, unknown>> {
+  let last = '';
+  dist.addCollectiveObserver((e) => {
+    if (e.op === 'allReduce') last = e.algorithm;
+  });
+  await dist.initProcessGroup({ timeout: 30000 });
+  const rank = dist.getRank();
+  const ranks = [...Array(dist.getWorldSize()).keys()];
+  const failures: string[] = [];
+  const want = new Map<number, ReturnType<typeof tensorOf>>();
+  /** One all-reduce of n float32 elements, checked; returns the milliseconds the collective took. */
+  const allReduce = async (n: number, algorithm?: 'ring' | 'hierarchical'): Promise<number> => {
+    const t = input('float32', 'sum', rank, n);
+    if (!want.has(n)) want.set(n, tensorOf('float32', Array.from({ length: n }, (_, i) => reducedValue('sum', ranks, i))));
+    await dist.barrier();
+    const t0 = performance.now();
+    await dist.allReduce(t, { algorithm });
+    const ms = performance.now() - t0;
+    const d = diff(t, want.get(n)!);
+    if (d) failures.push(`allReduce n=${n} ${algorithm ?? 'chosen'} (${last}): ${d}`);
+    return ms;
+  };
+  const picked: Record<string, string> = {};
+  for (const bytes of args.sizes) {
+    await allReduce(bytes / 4);
+    picked[bytes] = last;
+  }
+  const medianMs: Record<string, number> = {};
+  const n = Math.max(...args.sizes) / 4;
+  for (const algorithm of ['ring', 'hierarchical'] as const) {
+    const times: number[] = [];
+    for (let i = 0; i < args.iters; i++) times.push(await allReduce(n, algorithm));
+    medianMs[algorithm] = times.sort((a, b) => a - b)[times.length >> 1];
+  }
+  await dist.barrier();
+  await dist.destroyProcessGroup();
+  return { failures: failures.slice(0, 20), picked, medianMs };
+}

@@ -6,9 +6,15 @@
 //
 //   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--ops all_reduce,...]
 //     [--sizes 8,4K,1M] [--backends cmesh,gloo,...] [--markdown FILE] [--json FILE]
+//
+// Multi-host mode (root, Linux): --netns HxL puts H "hosts" (network namespaces on a bridge, see
+// @cmesh/testing's netns.ts) with L ranks each on a shaped link (--link-rate, default 1gbit;
+// --link-delay-us, default 100, where the kernel has netem) and compares all-reduce: cmesh as the
+// cost model chooses, cmesh forced to the flat ring, cmesh forced to hierarchical, and Gloo. The
+// namespaces are removed at the end, also on failure or Ctrl-C.
 import { benchShape, measurementFromSamples, ncclTestsOp, opFromNcclTests } from '@cmesh/bench';
 import { BenchMeasurement, BenchOp } from '@cmesh/protocol';
-import { freePort } from '@cmesh/testing';
+import { createNetnsHosts, freePort, netnsUnavailable } from '@cmesh/testing';
 import { ChildProcess, spawn } from 'child_process';
 import { writeFileSync } from 'fs';
 import { AddressInfo, Server, Socket, createServer } from 'net';
@@ -24,6 +30,9 @@ const PYTHON = '/usr/bin/python3'; // Debian's python3-torch lives here, not in 
 // cmesh: its default data plane (one host: shared memory); cmesh-tcp: forced onto TCP
 const BACKENDS = ['cmesh', 'cmesh-tcp', 'gloo', 'mpi-shm', 'mpi-tcp'] as const;
 type Backend = (typeof BACKENDS)[number];
+// multi-host mode: the model's choice, the flat ring and hierarchical forced (CMESH_ALGO), Gloo
+const NET_BACKENDS = ['cmesh', 'cmesh-ring', 'cmesh-hierarchical', 'gloo'] as const;
+type NetBackend = (typeof NET_BACKENDS)[number];
 
 const MiB = 1 << 20;
 const pow2 = (lo: number, hi: number) => Array.from({ length: Math.log2(hi / lo) + 1 }, (_, i) => lo * 2 ** i);
@@ -69,8 +78,8 @@ class ControlServer {
   private ranks = new Map<string, Rank[]>();
   private waiters: (() => void)[] = [];
 
-  async listen(): Promise<number> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+  async listen(host = '127.0.0.1'): Promise<number> {
+    await new Promise<void>((r) => this.server.listen(0, host, r));
     return (this.server.address() as AddressInfo).port;
   }
 
@@ -159,7 +168,9 @@ function launch(backend: Backend, world: number, control: string, masterPort: nu
 }
 
 export interface Cell {
-  backend: Backend;
+  backend: Backend | NetBackend;
+  /** the algorithm cmesh ran (multi-host mode) */
+  algorithm?: string;
   world: number;
   op: BenchOp;
   bytes: number;
@@ -168,7 +179,7 @@ export interface Cell {
   error?: string;
 }
 
-async function runCell(backend: Backend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
+async function runCell(backend: Backend | NetBackend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
   ranks.forEach((r) => r.send({ ...cmd, op: ncclTestsOp(op) } satisfies PeerCommand));
   const replies = await Promise.all(ranks.map((r) => r.next()));
   const failed = replies.find((r): r is { error: string } => 'error' in r);
@@ -180,7 +191,7 @@ async function runCell(backend: Backend, ranks: Rank[], world: number, op: Bench
   if (ok[0].count === 0) return { backend, world, op, bytes: 0, count: 0 };
   const wrong = ok.reduce((a, r) => a + r.wrong, 0);
   const m = measurementFromSamples(op, ok[0].bytes, world, ok.map((r) => r.times), wrong);
-  return { backend, world, op, bytes: ok[0].bytes, count: ok[0].count, m };
+  return { backend, world, op, bytes: ok[0].bytes, count: ok[0].count, m, algorithm: ok[0].algorithm };
 }
 
 const fmtUs = (c?: Cell) => (!c ? '' : c.error ? 'n/a' : c.m ? (c.m.timeUs >= 1000 ? c.m.timeUs.toFixed(0) : c.m.timeUs.toFixed(1)) : '');
@@ -230,13 +241,23 @@ export function table(cells: Cell[]): string {
   return lines.join('\n');
 }
 
-async function runWorld(server: ControlServer, port: number, world: number, plan: Plan[], backends: readonly Backend[], log: (s: string) => void): Promise<Cell[]> {
+type Launcher<B> = (backend: B, world: number, control: string, masterPort: number) => ChildProcess[];
+
+async function runWorld<B extends Backend | NetBackend>(
+  server: ControlServer,
+  control: string,
+  world: number,
+  plan: Plan[],
+  backends: readonly B[],
+  log: (s: string) => void,
+  start: Launcher<B>,
+): Promise<Cell[]> {
   const children: ChildProcess[] = [];
   const cells: Cell[] = [];
   try {
-    const ranks = new Map<Backend, Rank[]>();
+    const ranks = new Map<B, Rank[]>();
     for (const b of backends) {
-      const procs = launch(b, world, `127.0.0.1:${port}`, await freePort());
+      const procs = start(b, world, control, await freePort());
       children.push(...procs);
       const alive = () => {
         const dead = procs.find((p) => p.exitCode !== null && p.exitCode !== 0);
@@ -264,14 +285,15 @@ async function runWorld(server: ControlServer, port: number, world: number, plan
         const got: Cell[] = [];
         for (const b of order) got.push(await runCell(b, ranks.get(b)!, world, op, cmd));
         cells.push(...got);
-        const by = Object.fromEntries(got.map((c) => [c.backend, c])) as Partial<Record<Backend, Cell>>;
         if (got.every((c) => c.count === 0)) {
           log(`# world ${world} ${ncclTestsOp(op)} ${human(bytes)}: skipped, 0 elements per rank`);
           continue;
         }
+        const by = Object.fromEntries(got.map((c) => [c.backend, c]));
         log(
           `# world ${world} ${ncclTestsOp(op)} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
-            BACKENDS.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us`).join(', ') + `  ${verdict(by)}`,
+            backends.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}`).join(', ') +
+            (backends.some((b) => (NET_BACKENDS as readonly string[]).includes(b) && !(BACKENDS as readonly string[]).includes(b)) ? `  ${netVerdict(by)}` : `  ${verdict(by)}`),
         );
       }
     }
@@ -282,6 +304,115 @@ async function runWorld(server: ControlServer, port: number, world: number, plan
     for (const b of backends) server.forget(b);
   }
   return cells;
+}
+
+// ---- multi-host mode over network namespaces ---------------------------------------------------
+
+/** What the parent tells the driver it runs inside host 0. */
+interface NetnsDriver {
+  names: string[];
+  addrs: string[];
+  ifname: string;
+  shaping: string;
+  hosts: number;
+  perHost: number;
+}
+
+function netPlans(quick: boolean): Plan[] {
+  return [{ op: 'allReduce', sizes: quick ? [8, 4096, MiB, 4 * MiB] : [8, 4096, 64 * 1024, MiB, 4 * MiB, 16 * MiB, 64 * MiB] }];
+}
+
+/** Rank r on host floor(r / L), each started with `ip netns exec`. */
+function launchNetns(net: NetnsDriver): Launcher<NetBackend> {
+  return (backend, world, control, masterPort) => {
+    const quiet: { stdio: ['ignore', 'inherit', 'inherit'] } = { stdio: ['ignore', 'inherit', 'inherit'] };
+    return Array.from({ length: world }, (_, r) => {
+      const host = Math.floor(r / net.perHost);
+      const env = {
+        ...process.env,
+        RANK: String(r),
+        WORLD_SIZE: String(world),
+        LOCAL_RANK: String(r % net.perHost),
+        LOCAL_WORLD_SIZE: String(net.perHost),
+        MASTER_ADDR: net.addrs[0],
+        MASTER_PORT: String(masterPort),
+        TS_NODE_PROJECT: join(ROOT, 'tsconfig.json'),
+      };
+      const inHost = ['netns', 'exec', net.names[host]];
+      if (backend === 'gloo') {
+        return spawn('ip', [...inHost, PYTHON, join(PEERS, 'gloo_peer.py'), '--control', control], { ...quiet, env: { ...env, OMP_NUM_THREADS: '1', GLOO_SOCKET_IFNAME: net.ifname } });
+      }
+      const algo = backend === 'cmesh-ring' ? 'allreduce:ring' : backend === 'cmesh-hierarchical' ? 'allreduce:hierarchical' : undefined;
+      const peer = [process.execPath, '-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control, '--name', backend, '--report-algorithm'];
+      return spawn('ip', [...inHost, ...peer], { ...quiet, cwd: ROOT, env: { ...env, CMESH_TRANSPORT: 'auto', ...(algo ? { CMESH_ALGO: algo } : {}) } });
+    });
+  };
+}
+
+const busbw = (c?: Cell) => c?.m?.busBwGBs;
+
+/** The multi-host target: at >= 1 MiB hierarchical has >= 1.5x the flat ring's busbw, and cmesh picks it. */
+export function netVerdict(row: Partial<Record<string, Cell>>): string {
+  const ring = row['cmesh-ring'];
+  const hier = row['cmesh-hierarchical'];
+  const chosen = row.cmesh;
+  if (!ring?.m || !hier?.m) return '';
+  const misses: string[] = [];
+  const wrong = Object.values(row).reduce((a, c) => a + (c?.m?.wrong ?? 0), 0);
+  if (wrong) misses.push(`${wrong} wrong`);
+  if (hier.bytes >= MiB) {
+    const gain = hier.m.busBwGBs / ring.m.busBwGBs;
+    if (gain < 1.5) misses.push(`hierarchical ${gain.toFixed(2)}x ring busbw (< 1.5x)`);
+    if (chosen?.algorithm && chosen.algorithm !== 'hierarchical') misses.push(`model picked ${chosen.algorithm}`);
+  }
+  return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
+}
+
+export function netTable(cells: Cell[], net: { hosts: number; perHost: number }): string {
+  const head = ['world', 'hosts x ranks', 'op', 'size (B)', 'count', 'cmesh us', 'cmesh picks', 'ring us', 'hierarchical us', 'gloo us',
+    'cmesh busbw', 'ring busbw', 'hierarchical busbw', 'gloo busbw', 'hierarchical/ring busbw', 'cmesh/gloo', '#wrong', 'targets'];
+  const rows = new Map<string, Partial<Record<string, Cell>>>();
+  for (const c of cells) {
+    if (c.count === 0) continue;
+    const k = `${c.op}|${c.bytes}`;
+    rows.set(k, { ...rows.get(k), [c.backend]: c });
+  }
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const r of rows.values()) {
+    const any = Object.values(r)[0]!;
+    const wrong = Object.values(r).reduce((a, c) => a + (c?.m?.wrong ?? 0), 0);
+    const [h, ring] = [busbw(r['cmesh-hierarchical']), busbw(r['cmesh-ring'])];
+    lines.push(
+      `| ${[any.world, `${net.hosts} x ${net.perHost}`, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), r.cmesh?.algorithm ?? '', fmtUs(r['cmesh-ring']), fmtUs(r['cmesh-hierarchical']), fmtUs(r.gloo),
+        fmtBw(r.cmesh), fmtBw(r['cmesh-ring']), fmtBw(r['cmesh-hierarchical']), fmtBw(r.gloo), h && ring ? (h / ring).toFixed(2) : '', ratio(r.cmesh, r.gloo), wrong, netVerdict(r)].join(' | ')} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/**
+ * Makes the hosts, runs this script again as the driver inside host 0 (its control socket must be
+ * reachable from every host), and removes the hosts whatever happens.
+ */
+async function netnsParent(shape: string, rate: string, delayUs: number): Promise<void> {
+  const m = /^(\d+)x(\d+)$/.exec(shape);
+  if (!m || Number(m[1]) < 2 || Number(m[2]) < 1) throw new Error(`--netns wants HOSTSxRANKS with at least 2 hosts (e.g. 2x2), got ${JSON.stringify(shape)}`);
+  const why = netnsUnavailable();
+  if (why) throw new Error(`--netns: ${why}`);
+  const hosts = createNetnsHosts({ hosts: Number(m[1]), rate, delayUs, prefix: 'cmesh-bench' });
+  console.error(`# netns: ${hosts.names.join(', ')}: ${hosts.shaping}`);
+  const info: NetnsDriver = { names: hosts.names, addrs: hosts.addrs, ifname: hosts.ifname, shaping: hosts.shaping, hosts: Number(m[1]), perHost: Number(m[2]) };
+  const args = [...process.execArgv, ...process.argv.slice(1), '--netns-driver', JSON.stringify(info)];
+  const child = spawn('ip', ['netns', 'exec', hosts.names[0], process.execPath, ...args], { stdio: 'inherit', cwd: ROOT });
+  const stop = () => child.kill('SIGTERM');
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    if (code !== 0) throw new Error(`the driver in ${hosts.names[0]} exited with code ${code}`);
+  } finally {
+    hosts.remove();
+  }
 }
 
 async function main(): Promise<void> {
@@ -296,17 +427,28 @@ async function main(): Promise<void> {
   const ops = arg('--ops')?.split(',').map((name) => opFromNcclTests(name) ?? name);
   const sizes = arg('--sizes')?.split(',').map(parseSize);
   const chosen = (ops ? plan.filter((p) => ops.includes(p.op)) : plan).map((p) => (sizes ? { ...p, sizes } : p));
+  const netns = arg('--netns');
+  if (netns && !arg('--netns-driver')) return netnsParent(netns, arg('--link-rate') ?? '1gbit', Number(arg('--link-delay-us') ?? 100));
   const server = new ControlServer();
-  const port = await server.listen();
+  const driver = arg('--netns-driver');
+  const net: NetnsDriver | undefined = driver ? JSON.parse(driver) : undefined;
+  const port = await server.listen(net ? net.addrs[0] : '127.0.0.1');
   const started = Date.now();
   const cells: Cell[] = [];
   try {
-    for (const w of worlds) cells.push(...(await runWorld(server, port, w, chosen, backends, (s) => console.error(s))));
+    if (net) {
+      const plan = (sizes ? [{ op: 'allReduce' as BenchOp, sizes }] : netPlans(process.argv.includes('--quick')));
+      const netBackends = (arg('--backends')?.split(',') ?? [...NET_BACKENDS]) as NetBackend[];
+      cells.push(...(await runWorld(server, `${net.addrs[0]}:${port}`, net.hosts * net.perHost, plan, netBackends, (s) => console.error(s), launchNetns(net))));
+    } else {
+      for (const w of worlds) cells.push(...(await runWorld(server, `127.0.0.1:${port}`, w, chosen, backends, (s) => console.error(s), launch)));
+    }
   } finally {
     server.close();
   }
   const secs = ((Date.now() - started) / 1000).toFixed(0);
-  const out = `${table(cells)}\n\nTimes in microseconds (median over iterations of the slowest rank); busbw in GB/s with nccl-tests' factors. Run took ${secs} s.\n`;
+  const body = net ? `${netTable(cells, net)}\n\n${net.hosts} hosts x ${net.perHost} ranks (network namespaces), link: ${net.shaping}.` : table(cells);
+  const out = `${body}\n\nTimes in microseconds (median over iterations of the slowest rank); busbw in GB/s with nccl-tests' factors. Run took ${secs} s.\n`;
   console.log(out);
   const md = arg('--markdown');
   if (md) writeFileSync(md, out);

@@ -1,7 +1,9 @@
 // cmesh rank for the side-by-side comparison (bench/compare.ts): joins the process group with
 // env:// and serves steps over the driver's control socket, with the same sweep code as
 // `cmesh bench` (@cmesh/bench). Usage: RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=..
-//   node -r @swc-node/register bench/peers/cmesh_peer.ts --control 127.0.0.1:PORT
+//   node -r @swc-node/register bench/peers/cmesh_peer.ts --control 127.0.0.1:PORT [--report-algorithm]
+// --report-algorithm: each reply says which algorithm the collective ran (a collective observer;
+// left off by default, as it costs a little per call).
 import * as dist from '@cmesh/collectives';
 import { BenchSweepSchema } from '@cmesh/protocol';
 import { connect } from 'net';
@@ -14,6 +16,8 @@ async function main(): Promise<void> {
   if (at < 0) throw new Error('usage: cmesh_peer.ts --control HOST:PORT (with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)');
   const [host, port] = process.argv[at + 1].split(':');
   const name = process.argv.includes('--name') ? process.argv[process.argv.indexOf('--name') + 1] : 'cmesh';
+  let algorithm: string | undefined;
+  if (process.argv.includes('--report-algorithm')) dist.addCollectiveObserver((e) => void (algorithm = e.algorithm));
   await dist.initProcessGroup({ backend: 'tcp', initMethod: 'env://' });
   const rank = dist.getRank();
   const world = dist.getWorldSize();
@@ -33,7 +37,7 @@ async function main(): Promise<void> {
       if (step.shape.count === 0) reply = { times: [], wrong: 0, count: 0, bytes: 0 };
       else {
         const s = await timeStep(dist, undefined, step, sweep, mode);
-        reply = { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes };
+        reply = { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes, algorithm };
       }
     } catch (err) {
       reply = { error: `${(err as Error).name}: ${(err as Error).message}` };

@@ -18,7 +18,7 @@ export interface PeerCommand {
 }
 
 export type PeerReply =
-  | { times: number[]; wrong: number; count: number; bytes: number }
+  | { times: number[]; wrong: number; count: number; bytes: number; /** the algorithm cmesh ran (--report-algorithm) */ algorithm?: string }
   | { error: string };
 
 /** Which variant every backend runs: torch's native form of each op (see bench/peers/*.py). */

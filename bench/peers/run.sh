@@ -5,6 +5,8 @@
 #   bench/peers/run.sh                      # full run: worlds 2 and 4 (see bench/RESULTS.md)
 #   bench/peers/run.sh --quick --worlds 2   # a few sizes, ~10 s
 #   bench/peers/run.sh --markdown bench/last-run.md --json bench/last-run.json
+#   bench/peers/run.sh --netns 2x2 [--quick]     # two hosts x two ranks as network namespaces on a
+#                                               # link shaped to 1 Gbit/s (root): ring vs hierarchical vs Gloo
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 need=()

@@ -1,8 +1,11 @@
 // `cmesh up` as a user runs it: a child process with its own nats-server, the coordinator and
-// 2 agents; `cmesh status` and `cmesh bench --mesh` against it; Ctrl-C (SIGINT) stops it with
-// exit code 0 and leaves no process behind (every descendant carries a marker in its
-// environment, and none is left in /proc).
+// 2 agents, authentication on (secrets made in a fresh state directory); `cmesh status` and
+// `cmesh bench --mesh` against it; Ctrl-C (SIGINT) stops it with exit code 0 and leaves no
+// process behind (every descendant carries a marker in its environment, and none is left in /proc).
 import { ChildProcess, spawn, spawnSync } from 'child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'fs';
+import { connect } from 'nats';
+import { tmpdir } from 'os';
 import { join } from 'path';
 import { markedPids } from '../../rank-agent/test/support/proc';
 
@@ -11,14 +14,16 @@ const CMESH = join(__dirname, '../bin/cmesh.js');
 describe('cmesh up / status / bench --mesh', () => {
   const marker = `up-${process.pid}-${Date.now()}`;
   let up: ChildProcess | undefined;
+  const stateDir = mkdtempSync(join(tmpdir(), 'cmesh-up-state-'));
 
   afterAll(() => {
     for (const pid of markedPids(marker)) process.kill(pid, 'SIGKILL');
+    rmSync(stateDir, { recursive: true, force: true });
   });
 
   it('brings up a mesh, shows it, benches through it, and stops cleanly on SIGINT', async () => {
     up = spawn(process.execPath, [CMESH, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], {
-      env: { ...process.env, CMESH_TEST_MARK: marker },
+      env: { ...process.env, CMESH_TEST_MARK: marker, CMESH_STATE_DIR: stateDir },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -32,7 +37,19 @@ describe('cmesh up / status / bench --mesh', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(url).toBeDefined();
-    const env = { ...process.env, CMESH_TEST_MARK: marker };
+    // the CLI finds the token in the state directory, as on the machine that ran `cmesh up`
+    const env = { ...process.env, CMESH_TEST_MARK: marker, CMESH_STATE_DIR: stateDir };
+    const token = readFileSync(join(stateDir, 'api-token'), 'utf8').trim();
+    const auth = { authorization: `Bearer ${token}` };
+    // secrets made at first start: a private directory, private files
+    expect(statSync(stateDir).mode & 0o777).toBe(0o700);
+    for (const f of ['api-token', ...readdirSync(join(stateDir, 'nats')).map((x) => `nats/${x}`)]) expect([f, statSync(join(stateDir, f)).mode & 0o777]).toEqual([f, 0o600]);
+    expect(readdirSync(join(stateDir, 'nats')).sort()).toEqual(['agent-0.password', 'agent-1.password', 'client.password', 'coordinator.password', 'nats-server.conf']);
+    // nobody without a login reaches NATS, nobody without the token the API
+    const natsUrl = /mesh up: nats (\S+),/.exec(out)![1];
+    await expect(connect({ servers: natsUrl })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
+    expect((await fetch(`${url}/agents`)).status).toBe(401);
+    expect(out).toMatch(/authentication on; secrets in /);
 
     const status = spawnSync(process.execPath, [CMESH, 'status', '--coordinator', url!], { env, encoding: 'utf8', timeout: 30_000 });
     expect(status.status).toBe(0);
@@ -60,11 +77,11 @@ describe('cmesh up / status / bench --mesh', () => {
     for (const l of rows) expect([l.trim().split(/\s+/)[8], l.trim().split(/\s+/)[12]]).toEqual(['0', '0']); // #wrong
     expect(bench.stdout).toMatch(/Rank {2}1 Group {2}0 Pid +\d+ on +127\.0\.0\.1 device tcp slot 1 \(agent-1\)/);
 
-    const g = await fetch(`${url}/groups`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }) });
+    const g = await fetch(`${url}/groups`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }) });
     expect(g.status).toBe(201);
     const group = ((await g.json()) as { id: string }).id;
     // the coordinator notified the members: each agent's /health lists the group with its rank
-    const agents = (await (await fetch(`${url}/agents`)).json()) as { agents?: { name: string; httpUrl?: string }[] } | { name: string; httpUrl?: string }[];
+    const agents = (await (await fetch(`${url}/agents`, { headers: auth })).json()) as { agents?: { name: string; httpUrl?: string }[] } | { name: string; httpUrl?: string }[];
     const list = Array.isArray(agents) ? agents : (agents.agents ?? []);
     for (const [name, rank] of [['agent-1', 0], ['agent-0', 1]] as const) {
       const http = list.find((a) => a.name === name)!.httpUrl!;
@@ -86,7 +103,7 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(after.stdout.match(/succeeded/g)).toHaveLength(3);
 
     // an agent that dies is restarted alone: the mesh stays up and the agent registers again
-    const pidOf = async (name: string) => ((await (await fetch(`${url}/agents`)).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
+    const pidOf = async (name: string) => ((await (await fetch(`${url}/agents`, { headers: auth })).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
     const victim = (await pidOf('agent-1')).pid;
     const other = (await pidOf('agent-0')).pid;
     process.kill(victim, 'SIGKILL');
@@ -108,7 +125,7 @@ describe('cmesh up / status / bench --mesh', () => {
   it('a SIGINT while the mesh is still starting stops what was started and leaves nothing behind', async () => {
     const early = `${marker}-early`;
     const child = spawn(process.execPath, [CMESH, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], {
-      env: { ...process.env, CMESH_TEST_MARK: early },
+      env: { ...process.env, CMESH_TEST_MARK: early, CMESH_STATE_DIR: stateDir },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     try {

@@ -15,3 +15,4 @@ export * from './exit-on-fatal';
 export * from './trace';
 export * from './secrets';
 export * from './scans';
+export * from './nats-permissions';

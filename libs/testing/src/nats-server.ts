@@ -1,7 +1,7 @@
 // A real nats-server (Debian package, JetStream on) on a free loopback port with its own store
 // directory; ready when it accepts connections; stopped by pid.
 import { ChildProcess, spawn } from 'child_process';
-import { mkdtempSync, rmSync } from 'fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { freePort, waitForPort } from './free-port';
@@ -15,10 +15,16 @@ export interface NatsServer {
   stop(): Promise<void>;
 }
 
-export async function startNatsServer(opts: { timeoutMs?: number; binary?: string } = {}): Promise<NatsServer> {
+/**
+ * `config`: nats-server configuration text (an `authorization` block, say), written into the store
+ * directory and loaded with `-c`; without it the server admits anyone, as the tests expect.
+ */
+export async function startNatsServer(opts: { timeoutMs?: number; binary?: string; config?: string } = {}): Promise<NatsServer> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
-  const proc = spawn(opts.binary ?? 'nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: 'ignore' });
+  const conf = join(storeDir, 'nats-server.conf');
+  if (opts.config !== undefined) writeFileSync(conf, opts.config, { mode: 0o600 });
+  const proc = spawn(opts.binary ?? 'nats-server', [...(opts.config !== undefined ? ['-c', conf] : []), '-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: 'ignore' });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const spawnError = new Promise<Error>((r) => proc.once('error', r));
   const stop = async () => {

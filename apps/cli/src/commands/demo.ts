@@ -2,6 +2,9 @@
 // through it with results checked, then a bench sweep, then stops everything. Exit 0 only when
 // every check passed and no process is left.
 import { Command } from 'commander';
+import { mkdtempSync, rmSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
 import { runDemo } from '../mesh/demo-script';
 import { startMesh } from '../mesh/launch';
 import { withMesh } from '../mesh/lifetime';
@@ -22,17 +25,21 @@ export function register(program: Command): void {
       const t0 = Date.now();
       log(`cmesh demo: starting nats-server, the coordinator and ${agents} agents`);
       const tail: string[] = [];
+      // the demo's mesh authenticates like `cmesh up`'s, with secrets that live as long as it does
+      const secrets = mkdtempSync(join(tmpdir(), 'cmesh-demo-'));
       const mesh = await startMesh({
         agents,
         natsUrl: o.nats,
         natsPort: 0,
         port: 0,
+        auth: { stateDir: secrets },
         write: (line) => {
           if (o.verbose) log(line);
           tail.push(line);
           if (tail.length > 200) tail.shift();
         },
       }).catch((e: Error) => {
+        rmSync(secrets, { recursive: true, force: true });
         process.stderr.write(tail.slice(-40).join('\n') + '\n');
         throw e;
       });
@@ -50,6 +57,8 @@ export function register(program: Command): void {
       } catch (e) {
         process.stderr.write(tail.slice(-40).join('\n') + '\n');
         throw e;
+      } finally {
+        rmSync(secrets, { recursive: true, force: true });
       }
       const left = pids.filter(isAlive);
       log(`cmesh demo: mesh stopped; ${left.length ? `processes left: ${left.join(' ')}` : `all ${pids.length} processes gone`}`);

@@ -4,6 +4,8 @@
 import { Command } from 'commander';
 import { startMesh } from '../mesh/launch';
 import { holdMesh } from '../mesh/lifetime';
+import { CLIENT_USER } from '../mesh/mesh-auth';
+import { stateDir } from '../mesh/state-dir';
 
 interface UpOpts {
   agents: string;
@@ -13,6 +15,8 @@ interface UpOpts {
   host: string;
   cluster?: string;
   restart: boolean;
+  auth: boolean;
+  stateDir?: string;
 }
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -32,8 +36,11 @@ export function register(program: Command): void {
     .option('--host <host>', 'address everything listens on', '127.0.0.1')
     .option('--cluster <name>', 'cluster name: its subjects and buckets on the NATS server are its own (default: the default cluster)')
     .option('--no-restart', 'stop the whole mesh when one process dies, instead of restarting that process')
+    .option('--state-dir <dir>', 'where the generated secrets and the nats-server configuration live (default: CMESH_STATE_DIR, else ~/.cmesh)')
+    .option('--no-auth', 'no authentication at all (local play only): anyone reaching the NATS port or the coordinator can act as any process')
     .action(async (o: UpOpts) => {
       const log = (s: string) => process.stdout.write(s + '\n');
+      const dir = o.stateDir ?? stateDir();
       const mesh = await startMesh({
         agents: int('--agents', o.agents, 1, 256),
         natsUrl: o.nats,
@@ -43,9 +50,15 @@ export function register(program: Command): void {
         cluster: o.cluster,
         restart: o.restart,
         write: log,
+        auth: o.auth ? { stateDir: dir } : undefined,
       });
       log(`cmesh: mesh up: nats ${mesh.natsUrl}, coordinator ${mesh.coordinatorUrl}, agents ${mesh.agentNames.join(' ')}`);
       log(`cmesh: CMESH_COORDINATOR=${mesh.coordinatorUrl} cmesh status | cmesh bench --mesh; Ctrl-C to stop`);
+      if (mesh.auth) {
+        // where the secrets are, never what they are
+        log(`cmesh: authentication on; secrets in ${mesh.auth.stateDir} (the API token: ${mesh.auth.apiTokenFile}, read by cmesh status on this machine)`);
+        if (!o.nats) log(`cmesh: NATS clients (cmesh run --rdzv-backend nats): NATS_USER=${CLIENT_USER} NATS_PASSWORD_FILE=${mesh.auth.login(CLIENT_USER).NATS_PASSWORD_FILE}`);
+      } else log('cmesh: authentication OFF (--no-auth): anyone who reaches these ports can act as any process');
       process.exitCode = await holdMesh(mesh, log);
     });
 }

@@ -11,6 +11,7 @@ import { checkClusterName } from '@cmesh/protocol';
 import { freePort } from '../free-port';
 import { nodeArgs, programEnv, programOf } from '../programs';
 import { MeshClient } from './client';
+import { COORDINATOR_USER, MeshAuth, prepareMeshAuth } from './mesh-auth';
 import { Supervisor } from './supervisor';
 
 export interface MeshOptions {
@@ -34,10 +35,20 @@ export interface MeshOptions {
   env?: NodeJS.ProcessEnv;
   /** restart a child that dies (see Supervisor) instead of stopping the mesh */
   restart?: boolean;
+  /**
+   * Authentication on: the secrets in this state directory (made at first start, see
+   * mesh-auth.ts): the nats-server we start admits only the mesh's users, each with its role's
+   * permissions, and the coordinator's REST API asks for the token. With `natsUrl`, only the API
+   * token (log in to that server with NATS_USER and NATS_PASSWORD[_FILE] in `env`). Unset: no
+   * authentication (what tests and `--no-auth` ask for).
+   */
+  auth?: { stateDir: string };
 }
 
 export interface Mesh {
   natsUrl: string;
+  /** the secrets, when started with `auth` */
+  auth?: MeshAuth;
   coordinatorUrl: string;
   client: MeshClient;
   supervisor: Supervisor;
@@ -104,11 +115,15 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
   process.on('exit', lastResort);
   for (const s of STARTUP_SIGNALS) process.on(s, onSignal);
   try {
+    const agentNames = Array.from({ length: opts.agents }, (_, i) => `agent-${i}`);
+    const auth = opts.auth ? prepareMeshAuth(opts.auth.stateDir, agentNames, opts.cluster) : undefined;
     let natsUrl = opts.natsUrl;
+    const ownNats = !natsUrl;
     if (!natsUrl) {
       const port = opts.natsPort || (await freePort(host));
       storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
-      supervisor.start({ name: 'nats', stage: 0, restart: opts.restart, command: 'nats-server', args: ['-js', '-a', host, '-p', String(port), '-sd', storeDir] });
+      const conf = auth ? ['-c', auth.natsConf] : [];
+      supervisor.start({ name: 'nats', stage: 0, restart: opts.restart, command: 'nats-server', args: [...conf, '-js', '-a', host, '-p', String(port), '-sd', storeDir] });
       await until('nats-server', readyMs, () => tcpOpen(host, port), () => deathReason);
       natsUrl = `nats://${host}:${port}`;
     }
@@ -120,11 +135,17 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       restart: opts.restart,
       command: process.execPath,
       args: nodeArgs(programOf('@cmesh/coordinator', 'main')),
-      env: { ...env, NATS_URL: natsUrl, HTTP_PORT: String(httpPort), HTTP_HOST: host },
+      env: {
+        ...env,
+        ...(auth ? { CMESH_API_TOKEN_FILE: auth.apiTokenFile } : {}),
+        ...(auth && ownNats ? auth.login(COORDINATOR_USER) : {}),
+        NATS_URL: natsUrl,
+        HTTP_PORT: String(httpPort),
+        HTTP_HOST: host,
+      },
     });
-    const client = new MeshClient(coordinatorUrl);
+    const client = new MeshClient(coordinatorUrl, undefined, auth?.apiToken);
     await until('coordinator', readyMs, async () => ((await client.get('/health')) ? true : undefined), () => deathReason);
-    const agentNames = Array.from({ length: opts.agents }, (_, i) => `agent-${i}`);
     agentNames.forEach((name, i) =>
       supervisor.start({
         name,
@@ -132,7 +153,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
         restart: opts.restart,
         command: process.execPath,
         args: nodeArgs(programOf('@cmesh/rank-agent', 'main')),
-        env: { ...env, ...opts.agentEnv, NATS_URL: natsUrl, CMESH_AGENT_NAME: name, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: host },
+        env: { ...env, ...opts.agentEnv, ...(auth && ownNats ? auth.login(name) : {}), NATS_URL: natsUrl, CMESH_AGENT_NAME: name, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: host },
       }),
     );
     await until(
@@ -144,7 +165,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       },
       () => deathReason,
     );
-    return { natsUrl, coordinatorUrl, client, supervisor, agentNames, died, stop };
+    return { natsUrl, auth, coordinatorUrl, client, supervisor, agentNames, died, stop };
   } catch (e) {
     await stop();
     throw e;

@@ -17,6 +17,7 @@ import { ReplicaLeases } from './replica-leases';
 import { ReplicaRecovery } from './replica-recovery';
 import { ReplicaUpkeep } from './replica-upkeep';
 import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_REPLICA, JOB_RETENTION } from './tokens';
+import { natsLogin } from '@cmesh/collectives';
 
 export interface JobsModuleOptions {
   imports?: ModuleMetadata['imports'];
@@ -49,7 +50,7 @@ class OwnedNatsCloser implements OnApplicationShutdown {
 /** A connection of the jobs module's own (drained on shutdown). */
 export function ownNatsConnection(url: string): Provider[] {
   return [
-    { provide: JOBS_NATS, useFactory: () => connect({ servers: url, name: 'cmesh-coordinator-jobs', timeout: 5000 }) },
+    { provide: JOBS_NATS, useFactory: () => connect({ ...natsLogin(), servers: url, name: 'cmesh-coordinator-jobs', timeout: 5000 }) },
     InboundMessages,
     OwnedNatsCloser,
   ];

@@ -7,6 +7,7 @@ import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/
 import { KvState } from '../state/kv-state';
 import { InboundMessages } from './inbound-messages';
 import { NATS_CONNECTION } from './nats-connection';
+import { natsLogin } from '@cmesh/collectives';
 
 export { NATS_CONNECTION };
 
@@ -24,7 +25,7 @@ class NatsCloser implements OnApplicationShutdown {
     {
       provide: NATS_CONNECTION,
       inject: [COORDINATOR_CONFIG],
-      useFactory: (c: CoordinatorConfig) => connect({ servers: c.natsUrl, name: `cmesh-coordinator-${c.replicaId}`, timeout: 5000, maxReconnectAttempts: -1 }),
+      useFactory: (c: CoordinatorConfig) => connect({ ...natsLogin(), servers: c.natsUrl, name: `cmesh-coordinator-${c.replicaId}`, timeout: 5000, maxReconnectAttempts: -1 }),
     },
     {
       provide: KvState,

@@ -5,6 +5,7 @@ import { connect, JSONCodec, NatsConnection } from 'nats';
 import { decodeMessage } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
+import { natsLogin } from '@cmesh/collectives';
 
 const json = JSONCodec();
 
@@ -16,7 +17,7 @@ export class NatsService implements OnApplicationShutdown {
 
   async connection(): Promise<NatsConnection> {
     // reconnects for as long as the agent lives: a restarted nats-server must not orphan it
-    if (!this.nc) this.nc = await connect({ servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000, maxReconnectAttempts: -1 });
+    if (!this.nc) this.nc = await connect({ ...natsLogin(), servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000, maxReconnectAttempts: -1 });
     return this.nc;
   }
 

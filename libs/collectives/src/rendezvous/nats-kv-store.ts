@@ -5,6 +5,7 @@ import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
 import { Store, StoreValue, toBuffer } from '../store/store';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from '../store/validate';
 import { DEFAULT_STORE_TIMEOUT_MS } from '../store/tcp-store';
+import { natsLogin } from './nats-credentials';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type KV = any;
@@ -56,7 +57,7 @@ export class NatsKvStore implements Store {
   static async open(opts: { servers?: string; connection?: NatsConnection; bucket: string; timeoutMs?: number }): Promise<NatsKvStore> {
     if (!/^[A-Za-z0-9_-]+$/.test(opts.bucket)) throw new InvalidArgumentError(`invalid KV bucket name ${JSON.stringify(opts.bucket)}`);
     const nats = loadNats();
-    const nc = opts.connection ?? (await nats.connect({ servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
+    const nc = opts.connection ?? (await nats.connect({ ...natsLogin(), servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
     // ranks open the job's bucket at once: JetStream may answer 503 while another creates it
     const deadline = Date.now() + Math.min(opts.timeoutMs ?? 10_000, 10_000);
     for (let delay = 10; ; delay = Math.min(delay * 2, 500)) {

@@ -4,6 +4,7 @@
 // loop, whatever it is waiting in. Started only when the launcher asks.
 import { InvalidArgumentError } from '../errors';
 import type { WorldTrace } from './world-trace';
+import { natsLogin } from '../rendezvous/nats-credentials';
 
 export const TRACE_NATS_URL_ENV = 'CMESH_TRACE_NATS_URL';
 export const TRACE_SUBJECT_ENV = 'CMESH_TRACE_SUBJECT';
@@ -26,7 +27,7 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
   if (!subject) throw new InvalidArgumentError(`${TRACE_NATS_URL_ENV} is set but ${TRACE_SUBJECT_ENV} is not: the subject to answer on is needed`);
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- optional peer dependency, loaded only when asked
   const nats = require('nats') as typeof import('nats');
-  const nc = await nats.connect({ servers: url, name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000, maxReconnectAttempts: -1 });
+  const nc = await nats.connect({ ...natsLogin(), servers: url, name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000, maxReconnectAttempts: -1 });
   const enc = new TextEncoder();
   nc.subscribe(subject, {
     callback: (err, msg) => {

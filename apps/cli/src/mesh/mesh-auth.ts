@@ -1,0 +1,66 @@
+// The secrets of a mesh `cmesh up` starts: generated at first start into the state directory (a
+// 0700 directory, 0600 files created exclusively, so an existing secret is never replaced) or
+// supplied there beforehand, then read on every start: the coordinator's API token, one NATS
+// password per user (coordinator, client, and one per agent, named as the agent), and the
+// nats-server configuration rendered from them with each user's permissions.
+import { randomBytes } from 'crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'fs';
+import { join } from 'path';
+import { clusterNames, MIN_SECRET_LENGTH, natsAuthorization, NatsUser } from '@cmesh/protocol';
+import { stateDirFiles } from './state-dir';
+
+export interface MeshAuth {
+  stateDir: string;
+  apiToken: string;
+  apiTokenFile: string;
+  /** nats-server configuration file (the `authorization` block) */
+  natsConf: string;
+  /** what a process logs in to NATS with: NATS_USER and NATS_PASSWORD_FILE */
+  login(user: string): { NATS_USER: string; NATS_PASSWORD_FILE: string };
+}
+
+export const COORDINATOR_USER = 'coordinator';
+export const CLIENT_USER = 'client';
+
+function privateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // an existing directory others can read would expose the secrets in it
+  if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, 0o700);
+}
+
+/** The secret in `file`, made (32 random bytes, base64url, mode 0600) when there is none yet. */
+function secretIn(file: string): string {
+  if (!existsSync(file)) {
+    try {
+      writeFileSync(file, randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; // another start made it first
+    }
+  }
+  if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+  const value = readFileSync(file, 'utf8').trim();
+  // names the file, never what is in it
+  if (value.length < MIN_SECRET_LENGTH) throw new Error(`${file} holds ${value.length} characters; a secret needs at least ${MIN_SECRET_LENGTH}`);
+  return value;
+}
+
+export function prepareMeshAuth(stateDir: string, agentNames: string[], cluster?: string): MeshAuth {
+  const f = stateDirFiles({}, stateDir);
+  privateDir(f.dir);
+  privateDir(f.natsDir);
+  const passwordFile = (user: string) => join(f.natsDir, `${user}.password`);
+  const users: NatsUser[] = [
+    { user: COORDINATOR_USER, role: 'coordinator', password: secretIn(passwordFile(COORDINATOR_USER)) },
+    { user: CLIENT_USER, role: 'client', password: secretIn(passwordFile(CLIENT_USER)) },
+    ...agentNames.map((name) => ({ user: name, role: 'agent' as const, agentId: name, password: secretIn(passwordFile(name)) })),
+  ];
+  writeFileSync(f.natsConf, `# made by cmesh up from the password files beside it; rewritten at every start\n${natsAuthorization(users, clusterNames(cluster))}`, { mode: 0o600 });
+  chmodSync(f.natsConf, 0o600);
+  return {
+    stateDir: f.dir,
+    apiToken: secretIn(f.apiToken),
+    apiTokenFile: f.apiToken,
+    natsConf: f.natsConf,
+    login: (user) => ({ NATS_USER: user, NATS_PASSWORD_FILE: passwordFile(user) }),
+  };
+}

@@ -62,7 +62,8 @@ export class AppModule {
         AgentsModule,
         RendezvousModule,
         GroupsModule,
-        TraceModule,
+        // the same jobs module instance: a coordinator group's trace is its running jobs' ranks
+        TraceModule.forRoot(jobs),
         HealthModule,
         MetricsModule,
         jobs,

@@ -120,22 +120,31 @@ describe('jobs on a mesh of 4 rank agents', () => {
     expect(Date.parse(r3.startedAt!)).toBeGreaterThanOrEqual(Math.max(Date.parse(r1.finishedAt!), Date.parse(r2.finishedAt!)) - 5);
   }, 60_000);
 
-  it("a running job's workers answer the coordinator's flight recorder requests (GET /groups/{jobId}/trace)", async () => {
-    const job = await mesh.client.submitJob({ op: 'allReduce', sizes: [1048576], iters: 5000, warmup: 1, agents: ['agent-0', 'agent-1'] });
+  it("a running job's workers answer the coordinator's flight recorder requests (GET /groups/{job or group id}/trace)", async () => {
+    const group = (await (await fetch(`${mesh.coordinatorUrl}/groups`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ members: ['agent-3', 'agent-2'] }) })).json()) as { id: string };
+    const byId = await mesh.client.submitJob({ op: 'allReduce', sizes: [1048576], iters: 5000, warmup: 1, agents: ['agent-0', 'agent-1'] });
+    const onGroup = await mesh.client.submitJob({ op: 'allReduce', sizes: [1048576], iters: 5000, warmup: 1, group: group.id });
     type Report = { answered: number; reports: { job: string; pg: string; ranks: number[] }[] };
-    let got: Report | undefined;
-    for (let end = Date.now() + 30_000; Date.now() < end; await new Promise((r) => setTimeout(r, 200))) {
-      const res = await fetch(`${mesh.coordinatorUrl}/groups/${job.id}/trace`);
-      if (res.status === 200) {
-        got = (await res.json()) as Report;
-        if (got.answered === 2) break;
-      } else expect(res.status).toBe(404); // its workers are still joining
+    // by the job's id, and by the coordinator group's id (its running job's ranks)
+    for (const [id, job] of [
+      [byId.id, byId.id],
+      [group.id, onGroup.id],
+    ]) {
+      let got: Report | undefined;
+      for (let end = Date.now() + 30_000; Date.now() < end; await new Promise((r) => setTimeout(r, 200))) {
+        const res = await fetch(`${mesh.coordinatorUrl}/groups/${id}/trace`);
+        if (res.status === 200) {
+          got = (await res.json()) as Report;
+          if (got.answered === 2) break;
+        } else expect(res.status).toBe(404); // its workers are still joining
+      }
+      expect(got).toMatchObject({ answered: 2, reports: [{ job, pg: '0', ranks: [0, 1] }] });
     }
-    expect(got).toMatchObject({ answered: 2, reports: [{ job: job.id, pg: '0', ranks: [0, 1] }] });
-    const cancelled = await fetch(`${mesh.coordinatorUrl}/jobs/${job.id}`, { method: 'DELETE' });
-    expect(cancelled.status).toBe(200);
-    expect((await mesh.client.waitJob(job.id)).state).toBe('cancelled');
-  }, 60_000);
+    for (const j of [byId, onGroup]) {
+      expect((await fetch(`${mesh.coordinatorUrl}/jobs/${j.id}`, { method: 'DELETE' })).status).toBe(200);
+      expect((await mesh.client.waitJob(j.id)).state).toBe('cancelled');
+    }
+  }, 90_000);
 
   it('a job asking for nccl fails with the reason, naming the agent', async () => {
     const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64], backend: 'nccl', agents: ['agent-0', 'agent-1'] })).id);

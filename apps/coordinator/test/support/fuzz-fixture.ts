@@ -32,11 +32,14 @@ export interface CoordinatorFuzzFixture {
   stop(): Promise<void>;
 }
 
-export async function startCoordinatorFuzzFixture(): Promise<CoordinatorFuzzFixture> {
+/** `token`: the coordinator requires it (CMESH_API_TOKEN) and the fixture's own REST reads send it. */
+export async function startCoordinatorFuzzFixture(opts: { token?: string; readToken?: string } = {}): Promise<CoordinatorFuzzFixture> {
   const nats = await startNatsServer();
   const nc = await connect({ servers: nats.url });
   // heartbeats far apart: the fixture's agent must not turn lost while the cases run
-  const coord = await startCoordinatorProcess(nats.url, { CMESH_HEARTBEAT_MS: '600000' });
+  const auth: Record<string, string> = opts.token ? { CMESH_API_TOKEN: opts.token, ...(opts.readToken ? { CMESH_API_READ_TOKEN: opts.readToken } : {}) } : {};
+  const coord = await startCoordinatorProcess(nats.url, { CMESH_HEARTBEAT_MS: '600000', ...auth });
+  const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
   const output: string[] = [];
   for (const s of [coord.proc.stdout!, coord.proc.stderr!]) s.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
 
@@ -64,7 +67,7 @@ export async function startCoordinatorFuzzFixture(): Promise<CoordinatorFuzzFixt
         if (e && e.operation === 'PUT') out[`${bucket}/${k}`] = e.string();
       }
     }
-    for (const path of ['/agents', '/groups', '/rendezvous', '/jobs']) out[`GET ${path}`] = await (await fetch(`${coord.url}${path}`)).json();
+    for (const path of ['/agents', '/groups', '/rendezvous', '/jobs']) out[`GET ${path}`] = await (await fetch(`${coord.url}${path}`, { headers })).json();
     return out;
   };
   const healthy = async () => {

@@ -143,21 +143,6 @@ function isJson(s: string): boolean {
   }
 }
 
-/** Unhandled rejections in this process while `fn` runs (each one is a defect of the code under test). */
-export async function countUnhandledRejections<T>(fn: () => Promise<T>): Promise<{ result: T; unhandled: unknown[] }> {
-  const unhandled: unknown[] = [];
-  const on = (e: unknown) => unhandled.push(e);
-  process.on('unhandledRejection', on);
-  try {
-    const result = await fn();
-    // rejections are reported after a turn of the event loop
-    await new Promise((r) => setTimeout(r, 50));
-    return { result, unhandled };
-  } finally {
-    process.off('unhandledRejection', on);
-  }
-}
-
 /**
  * cmesh_rejected_messages_total of one subject (every reason) from a Prometheus text page: how
  * many of the messages sent there a process has received and refused.

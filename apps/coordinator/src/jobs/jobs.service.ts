@@ -71,7 +71,9 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     await this.store.open();
     await this.claims.open();
     await this.leases.open();
-    this.timer = setInterval(() => this.tick(), TICK_MS);
+    // tick after the poll phase: when this process was stalled (a busy host, a long GC), the
+    // members' pings waiting in the socket are read before silence is judged, not after
+    this.timer = setInterval(() => setImmediate(() => this.tick()), TICK_MS);
     this.timer.unref();
   }
 

@@ -117,8 +117,8 @@ describe('fabric scans on a mesh of 4 agents', () => {
     expect(stdout).toContain(`${scan.id}  `);
     expect(stdout).toMatch(/succeeded +request +4 +\d+\.\d s +(healthy|\d+ (agent|link))/);
     const shown = await cmesh(['scan', '--show', scan.id], mesh.coordinatorUrl);
-    expect(shown.stdout).toMatch(/^bandwidth, GB\/s/m);
-    expect(shown.stdout).toMatch(/^agent-0 +- +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d$/m);
+    expect(shown.stdout).toMatch(/^bandwidth, [GM]B\/s/m);
+    expect(shown.stdout).toMatch(/^agent-0 +- +\d+\.\d+ +\d+\.\d+ +\d+\.\d+$/m);
     expect(shown.stdout).toMatch(/^verdict: /m);
     expect(shown.stdout).not.toContain('\u001b[');
   }, 60_000);

@@ -55,10 +55,12 @@ export const ScanLinkSchema = z.object({
   b: z.string(),
   round: z.number().int().min(0),
   state: z.enum(['pending', 'ok', 'failed', 'skipped']),
-  /** sendRecv time at latencyBytes, microseconds (median over iterations, slower rank) */
+  /** sendRecv time at latencyBytes, microseconds (median over iterations, slower rank; the lowest of the samples) */
   latencyUs: z.number().nonnegative().optional(),
-  /** sendRecv bandwidth at bandwidthBytes, GB/s (bytes each way / time) */
+  /** sendRecv bandwidth at bandwidthBytes, GB/s (bytes each way / time; the highest of the samples) */
   bandwidthGBs: z.number().nonnegative().optional(),
+  /** measurements taken: a link that looked slow is measured again and keeps its best figures */
+  samples: z.number().int().min(0).optional(),
   /** bandwidth / the scan's reference (set with the findings) */
   ratio: z.number().nonnegative().optional(),
   slow: z.boolean().optional(),

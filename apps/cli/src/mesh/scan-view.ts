@@ -25,6 +25,14 @@ function bytes(n: number): string {
   return `${n} B`;
 }
 
+/** The bandwidth matrix's unit: GB/s when the fastest link reaches 1 GB/s, MB/s below. */
+function bwUnit(rec: ScanRecord): { name: string; cell: (gbs: number) => string } {
+  const top = Math.max(0, ...rec.links.map((l) => l.bandwidthGBs ?? 0));
+  return top >= 1 ? { name: 'GB/s', cell: (x) => x.toFixed(2) } : { name: 'MB/s', cell: (x) => (x * 1000).toFixed(1) };
+}
+
+const rate = (gbs: number | null) => (gbs === null ? '-' : gbs >= 1 ? `${gbs.toFixed(2)} GB/s` : `${(gbs * 1000).toPrecision(3)} MB/s`);
+
 function matrix(rec: ScanRecord, colour: boolean, cell: (l: ScanLink) => string): string[] {
   const names = rec.agents;
   const flagged = new Set(rec.findings?.flaggedAgents ?? []);
@@ -61,25 +69,26 @@ export function renderScan(rec: ScanRecord, colour = false): string {
       ` (sendRecv ${bytes(r.latencyBytes)} and ${bytes(r.bandwidthBytes)}, ${r.iters} iterations, ${r.backend}; ${rec.trigger})`,
   );
   if (rec.state === 'running') out.push(`progress ${rec.progress.done}/${rec.progress.total}`);
-  out.push('', `bandwidth, GB/s (sendRecv ${bytes(r.bandwidthBytes)} each way, median of ${r.iters})`);
-  out.push(...matrix(rec, colour, (l) => l.bandwidthGBs!.toFixed(2)));
+  const unit = bwUnit(rec);
+  out.push('', `bandwidth, ${unit.name} (sendRecv ${bytes(r.bandwidthBytes)} each way, median of ${r.iters})`);
+  out.push(...matrix(rec, colour, (l) => unit.cell(l.bandwidthGBs!)));
   out.push('', `latency, us (sendRecv ${bytes(r.latencyBytes)})`);
   out.push(...matrix(rec, colour, (l) => l.latencyUs!.toFixed(0)));
   if (rec.collectives.length) {
-    out.push('', `ring all-reduce ${bytes(rec.collectives[0].bytes)}, busbw GB/s`);
+    out.push('', `ring all-reduce ${bytes(rec.collectives[0].bytes)}, busbw ${unit.name}`);
     for (const c of rec.collectives) {
-      const v = c.state === 'ok' ? c.busBwGBs!.toFixed(2) : c.state;
+      const v = c.state === 'ok' ? unit.cell(c.busBwGBs!) : c.state;
       out.push(`  ${c.name.padEnd(6)} ${v.padStart(8)}  ${c.agents.join(', ')}${c.reason ? `  (${c.reason})` : ''}`);
     }
   }
   const f = rec.findings;
   if (f) {
-    out.push('', `agents (reference ${f.referenceGBs === null ? '-' : f.referenceGBs.toFixed(2)} GB/s, spread ${f.spreadGBs === null ? '-' : f.spreadGBs.toFixed(2)} GB/s)`);
+    out.push('', `agents (reference ${rate(f.referenceGBs)}, spread ${rate(f.spreadGBs)})`);
     const w = Math.max(5, ...f.agents.map((a) => a.agent.length));
-    out.push(`  ${'agent'.padEnd(w)}  median GB/s  ratio  median us  slow links`);
+    out.push(`  ${'agent'.padEnd(w)}  median ${unit.name}  ratio  median us  slow links`);
     for (const a of f.agents) {
       const line =
-        `  ${a.agent.padEnd(w)}  ${(a.medianBandwidthGBs === null ? '-' : a.medianBandwidthGBs.toFixed(2)).padStart(11)}` +
+        `  ${a.agent.padEnd(w)}  ${(a.medianBandwidthGBs === null ? '-' : unit.cell(a.medianBandwidthGBs)).padStart(11)}` +
         `  ${(a.ratio === null ? '-' : a.ratio.toFixed(2)).padStart(5)}  ${(a.medianLatencyUs === null ? '-' : a.medianLatencyUs.toFixed(0)).padStart(9)}` +
         `  ${`${a.slowLinks} of ${a.links}`.padStart(10)}${a.flagged ? '  FLAGGED' : ''}`;
       out.push(paint(colour && a.flagged, '1;31', line));

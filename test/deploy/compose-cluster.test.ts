@@ -11,6 +11,7 @@ import { ChildProcess, spawn, spawnSync, SpawnSyncReturns } from 'child_process'
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join, resolve } from 'path';
+import { connect } from 'nats';
 
 const ROOT = resolve(__dirname, '../..');
 const CMESH = join(ROOT, 'apps/cli/bin/cmesh.js');
@@ -63,7 +64,11 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     run('docker-compose', ['-p', PROJECT, '-f', join(ROOT, 'docker-compose.yml'), ...args], { env, timeout, allowFail });
   const agentContainers = () => compose(['ps', '-q', 'rank-agent']).stdout.split('\n').filter(Boolean);
   const inspect = (id: string, format: string) => run('docker', ['inspect', '-f', format, id]).stdout.trim();
-  const cmesh = (args: string[], timeout = 60_000) => run(process.execPath, [CMESH, ...args, '--coordinator', coordinator], { timeout, allowFail: true });
+  // authentication is on: the host's CLI gets the API token auth-init made in the secrets volume
+  let token = '';
+  const auth = () => ({ authorization: `Bearer ${token}` });
+  const cmesh = (args: string[], timeout = 60_000) =>
+    run(process.execPath, [CMESH, ...args, '--coordinator', coordinator], { timeout, allowFail: true, env: { ...process.env, CMESH_API_TOKEN: token } });
   const leftovers = () =>
     [['ps', '-a'], ['network', 'ls'], ['volume', 'ls']].flatMap(([what, ...rest]) =>
       run('docker', [what, ...rest, '-q', '--filter', `label=${LABEL}`]).stdout.split('\n').filter(Boolean).map((id) => `${what} ${id}`),
@@ -96,7 +101,16 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     prometheus = `http://${port('prometheus', 9090)}`;
     expect(coordinator).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(prometheus).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    token = compose(['--profile', 'tools', 'run', '--rm', '--no-deps', '--entrypoint', 'cat', 'cli', '/secrets/api-token']).stdout.trim();
+    expect(token.length).toBeGreaterThanOrEqual(32);
   }, 1_200_000);
+
+  it('authentication is on: the API asks for the token, NATS for a login', async () => {
+    expect((await fetch(`${coordinator}/agents`)).status).toBe(401);
+    expect((await fetch(`${coordinator}/agents`, { headers: auth() })).status).toBe(200);
+    const nats = `nats://${compose(['port', 'nats', '4222']).stdout.trim()}`;
+    await expect(connect({ servers: nats })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
+  });
 
   afterAll(async () => {
     // whatever a failed test left: the project's containers, networks and volumes
@@ -157,7 +171,7 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     const victim = agentContainers()[1];
     const name = inspect(victim, '{{.Config.Hostname}}');
     // seconds of work, so the kill lands mid-sweep
-    const bench = spawn(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', coordinator, '-b', '64K', '-e', '4M', '-n', '300', '-w', '2'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const bench = spawn(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', coordinator, '-b', '64K', '-e', '4M', '-n', '300', '-w', '2'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CMESH_API_TOKEN: token } });
     let out = '';
     bench.stdout!.on('data', (d) => (out += d));
     bench.stderr!.on('data', (d) => (out += d));
@@ -166,7 +180,7 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
       // under way: a running job with a row done
       let job: { id: string; state: string; progress: { done: number } } | undefined;
       for (const end = Date.now() + 60_000; Date.now() < end && bench.exitCode === null; await sleep(100)) {
-        const { jobs } = (await (await fetch(`${coordinator}/jobs?limit=1`)).json()) as { jobs: NonNullable<typeof job>[] };
+        const { jobs } = (await (await fetch(`${coordinator}/jobs?limit=1`, { headers: auth() })).json()) as { jobs: NonNullable<typeof job>[] };
         job = jobs[0];
         if (job?.state === 'running' && job.progress.done >= 1) break;
       }
@@ -177,7 +191,7 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
       expect(code).not.toBe('timeout');
       expect(code).not.toBe(0);
       expect(out).toMatch(new RegExp(`# job ${job!.id} failed: .*agent ${name} \\(rank \\d\\)`));
-      const record = (await (await fetch(`${coordinator}/jobs/${job!.id}`)).json()) as { state: string; failedAgent?: string };
+      const record = (await (await fetch(`${coordinator}/jobs/${job!.id}`, { headers: auth() })).json()) as { state: string; failedAgent?: string };
       expect(record).toMatchObject({ state: 'failed', failedAgent: name });
     } finally {
       if (bench.exitCode === null) bench.kill('SIGKILL');

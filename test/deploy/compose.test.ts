@@ -25,7 +25,7 @@ it('docker-compose config accepts the file (where Debian docker-compose is insta
   const r = spawnSync('docker-compose', ['-f', COMPOSE, '--profile', 'tools', 'config', '--services'], { cwd: ROOT, encoding: 'utf8' });
   expect(r.stderr.trim()).toBe('');
   expect(r.status).toBe(0);
-  expect(r.stdout.trim().split('\n').sort()).toEqual(['cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent']);
+  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent']);
 }, 60_000);
 
 it('validates against the Compose Specification schema, and the schema rejects a broken file', () => {
@@ -62,6 +62,18 @@ it('runs NATS with JetStream on a volume, the coordinator and scalable agents af
     expect(existsSync(join(ROOT, services[s].build.dockerfile))).toBe(true);
     expect(services[s].build.context).toBe('.');
   }
+});
+
+it('authentication on: auth-init makes the secrets before NATS starts; every process logs in with its own role', () => {
+  expect(services['auth-init'].entrypoint.join(' ')).toMatch(/cmesh\.js secrets init \/secrets/);
+  expect(services.nats.depends_on['auth-init'].condition).toBe('service_completed_successfully');
+  expect(services.nats.command.slice(0, 2)).toEqual(['-c', '/secrets/nats/nats-server.conf']);
+  expect(services.coordinator.environment).toMatchObject({ NATS_USER: 'coordinator', NATS_PASSWORD_FILE: '/secrets/nats/coordinator.password', CMESH_API_TOKEN_FILE: '/secrets/api-token' });
+  expect(services['rank-agent'].environment).toMatchObject({ NATS_USER: 'agent', NATS_PASSWORD_FILE: '/secrets/nats/agent.password' });
+  expect(services.cli.environment).toMatchObject({ NATS_USER: 'client', CMESH_API_TOKEN_FILE: '/secrets/api-token' });
+  for (const s of ['nats', 'coordinator', 'rank-agent', 'cli']) expect(services[s].volumes).toContain('cmesh-secrets:/secrets:ro');
+  // no secret value in the file itself
+  expect(JSON.stringify(services)).not.toMatch(/PASSWORD"?:\s*"?[^/"]/);
 });
 
 it('Prometheus gets the rules and a config whose targets are the services; Grafana its provisioning', () => {

@@ -11,6 +11,8 @@ import { join, relative, resolve } from 'path';
 import { load, loadAll } from 'js-yaml';
 import { K8sObject, applyImages, byKey, keyOf, renderKustomization, splitImage } from './support/kustomize';
 import { strictFieldErrors } from './support/strict-fields';
+import { clusterNames, DEPLOYMENT_NATS_USERS, natsAuthorization } from '@cmesh/protocol';
+import { K8S_SECRET_KEYS, k8sSecret } from '../../apps/cli/src/commands/secrets';
 
 const ROOT = resolve(__dirname, '../..');
 const BASE = join(ROOT, 'k8s/base');
@@ -262,6 +264,39 @@ describe.each([
     const agentCfg = by.get('ConfigMap/cmesh-agent')!.data;
     expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], type: 'A', port: Number(agentCfg.CMESH_HTTP_PORT) });
     expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], port: Number(agentCfg.CMESH_METRICS_PORT) });
+  });
+});
+
+describe('authentication', () => {
+  const objs = byKey(base);
+  it('NATS admits the users natsAuthorization() renders, with each role\'s permissions; nothing anonymous', () => {
+    const cm = objs.get('ConfigMap/nats')!;
+    expect(cm.data['nats.conf']).toMatch(/^include \.\/auth\.conf$/m);
+    // regenerate with: natsAuthorization(DEPLOYMENT_NATS_USERS, clusterNames()) of @cmesh/protocol
+    expect(cm.data['auth.conf']).toBe(natsAuthorization(DEPLOYMENT_NATS_USERS, clusterNames(objs.get('ConfigMap/cmesh')!.data.CMESH_CLUSTER)));
+    const nats = container(objs.get('StatefulSet/nats')!, 'nats');
+    const fromSecret = Object.fromEntries(nats.env.map((e: any) => [e.name, e.valueFrom?.secretKeyRef]));
+    for (const u of DEPLOYMENT_NATS_USERS) {
+      const v = (u.password as { env: string }).env;
+      expect([v, fromSecret[v]]).toEqual([v, { name: 'cmesh-auth', key: `nats-${u.user}-password` }]);
+    }
+  });
+
+  it('every process logs in with its role and a password from the Secret; the coordinator gets the API token', () => {
+    const env = (o: string, c: string) => Object.fromEntries(container(objs.get(o)!, c).env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
+    expect(env('Deployment/coordinator', 'coordinator')).toMatchObject({
+      NATS_USER: 'coordinator',
+      NATS_PASSWORD: { secretKeyRef: { name: 'cmesh-auth', key: 'nats-coordinator-password' } },
+      CMESH_API_TOKEN: { secretKeyRef: { name: 'cmesh-auth', key: 'api-token' } },
+    });
+    expect(env('StatefulSet/rank-agent', 'agent')).toMatchObject({ NATS_USER: 'agent', NATS_PASSWORD: { secretKeyRef: { name: 'cmesh-auth', key: 'nats-agent-password' } } });
+    // the Secret is made by `cmesh secrets k8s`, never shipped in the manifests
+    expect(base.some((o) => o.kind === 'Secret')).toBe(false);
+    const used = new Set(base.flatMap((o) => JSON.stringify(o).match(/"key":"[a-z-]+"/g) ?? []).map((k) => k.slice(7, -1)));
+    expect([...used].sort()).toEqual([...K8S_SECRET_KEYS].sort());
+    const made = load(k8sSecret('cmesh-auth', 'cmesh')) as K8sObject;
+    expect(Object.keys(made.stringData).sort()).toEqual([...K8S_SECRET_KEYS].sort());
+    for (const v of Object.values(made.stringData) as string[]) expect(v.length).toBeGreaterThanOrEqual(32);
   });
 });
 

@@ -10,6 +10,7 @@ import * as scan from './commands/scan';
 import * as status from './commands/status';
 import * as trace from './commands/trace';
 import * as up from './commands/up';
+import * as secrets from './commands/secrets';
 
 /** The CLI package's version (package.json sits one level above src/ and dist/ alike). */
 export function cliVersion(): string {
@@ -22,7 +23,7 @@ export function buildProgram(): Command {
     .version(cliVersion(), '-V, --version', 'print the version of cmesh')
     .showHelpAfterError()
     .enablePositionalOptions();
-  for (const command of [run, up, status, scan, trace, bench, demo]) command.register(program);
+  for (const command of [run, up, status, scan, trace, bench, demo, secrets]) command.register(program);
   return program;
 }
 

@@ -21,9 +21,14 @@ export type NatsRole = (typeof NATS_ROLES)[number];
 
 export interface NatsUser {
   user: string;
-  password: string;
+  /** the password, or `{ env: NAME }`: nats-server reads it from its environment variable NAME (a Kubernetes Secret) */
+  password: string | { env: string };
   role: NatsRole;
-  /** agent: the agent id whose events subject it may read (default: the user name) */
+  /**
+   * agent: the agent id whose events subject it may read (default: the user name); `*` for a
+   * login that agents share (compose, k8s: agents are named at run time), which may read every
+   * agent's events but is otherwise an agent.
+   */
   agentId?: string;
 }
 
@@ -82,8 +87,28 @@ export function natsAuthorization(users: NatsUser[], n: ClusterNames): string {
     if (seen.has(u.user)) throw new Error(`NATS user ${u.user} is listed twice`);
     seen.add(u.user);
   }
+  const fromEnv = (name: string) => `\u0000${name}\u0000`;
   const block = {
-    users: users.map((u) => ({ user: u.user, password: u.password, permissions: natsPermissions(u.role, n, u.agentId ?? u.user) })),
+    users: users.map((u) => ({
+      user: u.user,
+      password: typeof u.password === 'string' ? u.password : fromEnv(u.password.env),
+      permissions: natsPermissions(u.role, n, u.agentId ?? u.user),
+    })),
   };
-  return `authorization: ${JSON.stringify(block, null, 2)}\n`;
+  for (const u of users) {
+    if (typeof u.password !== 'string' && !/^[A-Z][A-Z0-9_]*$/.test(u.password.env)) throw new Error(`NATS password variable ${u.password.env}: capitals, digits and _ only`);
+  }
+  // an unquoted $NAME is a variable nats-server resolves from its environment
+  return `authorization: ${JSON.stringify(block, null, 2).replace(/"\\u0000([A-Z0-9_]+)\\u0000"/g, '$$$1')}\n`;
 }
+
+/**
+ * The NATS users of compose and k8s: the coordinator, one login the agents share (they are
+ * named at run time), and clients; in k8s nats-server reads each password from the variable named
+ * here, which the Secret `cmesh-auth` fills.
+ */
+export const DEPLOYMENT_NATS_USERS: NatsUser[] = [
+  { user: 'coordinator', role: 'coordinator', password: { env: 'NATS_COORDINATOR_PASSWORD' } },
+  { user: 'agent', role: 'agent', agentId: '*', password: { env: 'NATS_AGENT_PASSWORD' } },
+  { user: 'client', role: 'client', password: { env: 'NATS_CLIENT_PASSWORD' } },
+];

@@ -19,7 +19,7 @@ const open: NatsConnection[] = [];
 
 async function login(user: string): Promise<{ nc: NatsConnection; violations: string[] }> {
   const u = users.find((x) => x.user === user)!;
-  const nc = await connect({ servers: server.url, user, pass: u.password });
+  const nc = await connect({ servers: server.url, user, pass: u.password as string });
   open.push(nc);
   const violations: string[] = [];
   void (async () => {

@@ -44,6 +44,13 @@ function secretIn(file: string): string {
   return value;
 }
 
+/** The login agents share where they are named at run time (compose, k8s): `agents.events.*` instead of one id. */
+export const SHARED_AGENT_USER = 'agent';
+
+/**
+ * The mesh's secrets in `stateDir`, made where missing. `agentNames`: one NATS user per agent (as
+ * `cmesh up` names them); empty: one login the agents share (SHARED_AGENT_USER).
+ */
 export function prepareMeshAuth(stateDir: string, agentNames: string[], cluster?: string): MeshAuth {
   const f = stateDirFiles({}, stateDir);
   privateDir(f.dir);
@@ -52,9 +59,11 @@ export function prepareMeshAuth(stateDir: string, agentNames: string[], cluster?
   const users: NatsUser[] = [
     { user: COORDINATOR_USER, role: 'coordinator', password: secretIn(passwordFile(COORDINATOR_USER)) },
     { user: CLIENT_USER, role: 'client', password: secretIn(passwordFile(CLIENT_USER)) },
-    ...agentNames.map((name) => ({ user: name, role: 'agent' as const, agentId: name, password: secretIn(passwordFile(name)) })),
+    ...(agentNames.length
+      ? agentNames.map((name) => ({ user: name, role: 'agent' as const, agentId: name, password: secretIn(passwordFile(name)) }))
+      : [{ user: SHARED_AGENT_USER, role: 'agent' as const, agentId: '*', password: secretIn(passwordFile(SHARED_AGENT_USER)) }]),
   ];
-  writeFileSync(f.natsConf, `# made by cmesh up from the password files beside it; rewritten at every start\n${natsAuthorization(users, clusterNames(cluster))}`, { mode: 0o600 });
+  writeFileSync(f.natsConf, `# made by cmesh up / cmesh secrets init from the password files beside it; rewritten at every start\n${natsAuthorization(users, clusterNames(cluster))}`, { mode: 0o600 });
   chmodSync(f.natsConf, 0o600);
   return {
     stateDir: f.dir,

@@ -136,6 +136,11 @@ describe('cmesh run --rdzv-backend nats', () => {
       const envs = [...envLines(a.out), ...envLines(b.out)];
       expect(envs.map((e) => e.RANK).sort()).toEqual([0, 1, 2, 3]);
       expect(envs.every((e) => e.WORLD_SIZE === 4)).toBe(true);
+      // no CMESH_SECRET given: the launchers share one made by the first, through the bucket
+      const secrets = [...(a.out + b.out).matchAll(/^\[rank\d\]:secret (\S+)$/gm)].map((m) => m[1]);
+      expect(secrets).toHaveLength(4);
+      expect(new Set(secrets).size).toBe(1);
+      expect(secrets[0]).not.toBe('none');
     } finally {
       await nats.stop();
     }

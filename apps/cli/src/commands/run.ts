@@ -21,7 +21,8 @@ function positiveInt(name: string) {
 /**
  * The run's shared secret (the workers' CMESH_SECRET): the one the launcher was given in
  * CMESH_SECRET (every node of a job must have the same), else a fresh one for a single-node run.
- * A multi-node run without one runs unauthenticated: no launcher could tell the others its own.
+ * A multi-node run without one: the nats rendezvous shares one through its bucket (rdzv-nats.ts);
+ * static and c10d run unauthenticated, since no launcher could tell the others its own.
  */
 export function runSecret(maxNodes: number, env: NodeJS.ProcessEnv): string | undefined {
   if (env.CMESH_SECRET) {

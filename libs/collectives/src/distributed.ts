@@ -17,6 +17,7 @@ import { MetricsExporter, startLauncherExporter } from './metrics/exporter';
 import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBinding, planRankBinding, unbindMainThread } from './transport/core-binding';
 import type { Binding } from './transport/core-binding';
 import { debug, debugOn } from './debug';
+import { generateSecret } from './auth/secret';
 import { Work } from './work';
 import { WorldTrace } from './trace/world-trace';
 import { flightRecorder } from './trace/recorder';
@@ -121,7 +122,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
     backends =
       backend === 'nccl'
         ? await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl })
-        : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: opts.secret });
+        : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: await dataPlaneSecret(opts.secret, prefixed, store) });
     pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs, trace);
   } catch (e) {
     trace.close();
@@ -150,6 +151,16 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
     return undefined;
   });
   await launcherExporter;
+}
+
+/**
+ * The data plane's secret: the one given (option, CMESH_SECRET); else, on a store only its
+ * logins reach (NATS), one the first rank to ask makes there; else none.
+ */
+async function dataPlaneSecret(given: string | undefined, prefixed: Store, store: Store): Promise<string | undefined> {
+  if (given !== undefined || process.env.CMESH_SECRET) return given;
+  if (!(store as { keepsSecrets?: boolean }).keepsSecrets) return undefined;
+  return (await prefixed.compareSet('run_secret', '', generateSecret())).toString();
 }
 
 export function isInitialized(): boolean {

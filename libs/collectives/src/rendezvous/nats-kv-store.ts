@@ -43,6 +43,11 @@ async function retryTransient<T>(fn: () => Promise<T>, attempts = 8): Promise<T>
 
 export class NatsKvStore implements Store {
   timeoutMs: number;
+  /**
+   * Only clients the NATS server admits reach the bucket: a data-plane secret kept here is as
+   * private as the store (initProcessGroup makes one when none is given).
+   */
+  readonly keepsSecrets = true;
 
   private constructor(
     private readonly nc: NatsConnection,

@@ -36,16 +36,16 @@ if (unavailable) console.warn(`netns.test.ts skipped: ${unavailable}`);
   });
 
   it('every collective x dtype x op x algorithm matches the reference across the hosts', async () => {
-    const results = await run('matrix', { sizes: [0, 1, 7, 1001] }, 50000);
+    const results = await run('matrix', { sizes: [0, 1, 7, 1001] }, 80000);
     for (const r of results) {
       expect({ rank: r.rank, code: r.code, stderr: r.stderr.slice(-2000), failures: r.result?.failures }).toEqual({ rank: r.rank, code: 0, stderr: '', failures: [] });
       expect(r.result.checks).toBeGreaterThan(500);
     }
-  }, 60000);
+  }, 90000);
 
   it('the cost model picks hierarchical all-reduce by itself at 1 MiB and more (results checked, times printed)', async () => {
     const MiB = 1 << 20;
-    const results = await run('hosts', { sizes: [8, 4096, MiB, 4 * MiB], iters: 5 }, 50000);
+    const results = await run('hosts', { sizes: [8, 4096, MiB, 4 * MiB], iters: 5 }, 80000);
     for (const r of results) {
       expect({ rank: r.rank, code: r.code, stderr: r.stderr.slice(-2000), failures: r.result?.failures }).toEqual({ rank: r.rank, code: 0, stderr: '', failures: [] });
       expect(r.result.picked[MiB]).toBe('hierarchical');
@@ -55,7 +55,7 @@ if (unavailable) console.warn(`netns.test.ts skipped: ${unavailable}`);
     const ms = results[0].result.medianMs;
     // printed, not asserted: on a loaded machine the ranks' CPU time, not the link, can decide
     console.log(`4 MiB all-reduce over ${hosts.shaping}: flat ring ${ms.ring.toFixed(1)} ms, hierarchical ${ms.hierarchical.toFixed(1)} ms`);
-  }, 60000);
+  }, 90000);
 
   it('removes its namespaces', () => {
     const names = [...hosts.names];

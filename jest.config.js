@@ -14,8 +14,9 @@ module.exports = {
   moduleNameMapper: {
     '^@cmesh/collectives/metrics$': '<rootDir>/libs/collectives/src/metrics/names.ts',
     '^@cmesh/collectives/names$': '<rootDir>/libs/collectives/src/names.ts',
+    '^@cmesh/collectives/errors$': '<rootDir>/libs/collectives/src/errors.ts',
     '^@cmesh/protocol/nest$': '<rootDir>/libs/protocol/src/nest/inbound-transport.ts',
-    '^@cmesh/(collectives|protocol|bench|testing)$': '<rootDir>/libs/$1/src/index.ts',
+    '^@cmesh/(collectives|protocol|bench|testing|client)$': '<rootDir>/libs/$1/src/index.ts',
   },
   modulePathIgnorePatterns: ['<rootDir>/(apps|libs)/[^/]+/dist/'],
   moduleFileExtensions: ['ts', 'js', 'json'],

@@ -18,6 +18,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
 import { RendezvousModule } from './rendezvous/rendezvous.module';
 import { ScansModule } from './scans/scans.module';
+import { ServiceModule } from './service/service.module';
 import { TraceModule } from './trace/trace.module';
 
 @Global()
@@ -62,6 +63,7 @@ export class AppModule {
         AgentsModule,
         RendezvousModule,
         GroupsModule,
+        ServiceModule,
         // the same jobs module instance: a coordinator group's trace is its running jobs' ranks
         TraceModule.forRoot(jobs),
         HealthModule,

@@ -19,6 +19,7 @@ import { NatsService } from './nats/nats.service';
 import { openJobStore } from './nats/job-store';
 import { GroupEvents, GroupMembership } from './registration/group-membership';
 import { RegistrationService } from './registration/registration.service';
+import { ServiceWorkers } from './service/service-workers';
 
 @Module({})
 export class AppModule {
@@ -62,6 +63,7 @@ export class AppModule {
         JobRunnerService,
         RegistrationService,
         GroupMembership,
+        ServiceWorkers,
       ],
     };
   }

@@ -12,7 +12,7 @@
 export const DEFAULT_CLUSTER = 'default';
 
 /** Names a cluster may not take: they are name segments of the default cluster's subjects and buckets. */
-export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'trace', 'scans'] as const;
+export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'trace', 'scans', 'svc'] as const;
 
 const CLUSTER_NAME = /^[A-Za-z0-9-]{1,64}$/;
 
@@ -84,6 +84,27 @@ export interface ClusterNames {
     /** request/reply: ScanList -> ScanListReply */
     list: string;
   };
+  /** collectives as a service (service.ts): members join named groups; agents run their ops */
+  svc: {
+    /** request/reply, member -> coordinator: SvcJoin -> SvcJoinReply */
+    join: string;
+    /** request/reply, member -> coordinator: SvcLeave (a member giving up before its round is placed) */
+    leave: string;
+    /** coordinator -> members (event): SvcPlaced, the round's ranks and agents, or why it could not be placed */
+    placed: (name: string) => string;
+    placedWildcard: string;
+    /** member -> its agent: SvcOp (JSON) and the op's data chunks (headers Cmesh-Seq, Cmesh-Offset) */
+    op: (groupId: string, rank: number) => string;
+    /** agent -> its member: SvcResult (JSON) and the result's data chunks */
+    result: (groupId: string, rank: number) => string;
+    /** members and agents of a group (event): SvcHeartbeat every 500 ms */
+    heartbeat: (groupId: string) => string;
+    /** anyone -> the group (event): SvcEnd, the group is over (left, lost, failed) */
+    end: (groupId: string) => string;
+    endWildcard: string;
+    /** what the agents' permissions need: every group's op, result, heartbeat and end subjects */
+    groupWildcard: string;
+  };
   buckets: {
     /** agents, groups, rendezvous rounds, the leader lease (KV_KEYS) */
     state: string;
@@ -129,6 +150,18 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
     },
     trace: { collect: `${s}.trace.collect` },
     scans: { run: `${s}.scans.run`, get: `${s}.scans.get`, list: `${s}.scans.list` },
+    svc: {
+      join: `${s}.svc.join`,
+      leave: `${s}.svc.leave`,
+      placed: (name) => `${s}.svc.placed.${name}`,
+      placedWildcard: `${s}.svc.placed.*`,
+      op: (groupId, rank) => `${s}.svc.g.${groupId}.op.${rank}`,
+      result: (groupId, rank) => `${s}.svc.g.${groupId}.res.${rank}`,
+      heartbeat: (groupId) => `${s}.svc.g.${groupId}.hb`,
+      end: (groupId) => `${s}.svc.g.${groupId}.end`,
+      endWildcard: `${s}.svc.g.*.end`,
+      groupWildcard: `${s}.svc.g.>`,
+    },
     buckets: {
       // the state bucket was cluster-scoped from the start: `cmesh_default` for the default cluster
       state: `cmesh_${cluster}`,
@@ -148,7 +181,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
  */
 export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
   const [area, name, ...rest] = pattern.split('.');
-  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans'] as const).find((a) => a === area);
+  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans', 'svc'] as const).find((a) => a === area);
   const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
   if (typeof v === 'string') return v;
   if (typeof v === 'function' && id !== undefined) return v(id);

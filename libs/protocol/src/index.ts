@@ -16,3 +16,4 @@ export * from './trace';
 export * from './secrets';
 export * from './scans';
 export * from './nats-permissions';
+export * from './service';

@@ -9,5 +9,8 @@ export const KV_KEYS = {
   groupsPrefix: 'groups.',
   groupCounter: 'counters.groups',
   leader: 'leader',
+  /** a service group's current round (service.ts SvcRound) */
+  svcGroup: (name: string) => `svc.${name}`,
+  svcGroupsPrefix: 'svc.',
 } as const;
 

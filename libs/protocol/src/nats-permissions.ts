@@ -7,8 +7,9 @@
 // - agent: its requests to the coordinator (register, heartbeat, deregister), its own events
 //   subject, the job broadcasts it serves (start, cancel), the job events it sends, trace replies,
 //   and JetStream for the jobs' store buckets, but no write to the coordinator's buckets.
-// - client (the CLI, `cmesh run --rdzv-backend nats`, programs with a nats:// init method): the
-//   client API (agents.list, groups.*, rdzv.*, jobs.submit/get/list, scans.*), job updates, trace replies,
+// - client (the CLI, `cmesh run --rdzv-backend nats`, programs with a nats:// init method, service
+//   members): the client API (agents.list, groups.*, rdzv.*, jobs.submit/get/list, scans.*,
+//   svc.join/leave), job updates, service placements and group subjects (svc.g.>), trace replies,
 //   and JetStream for its own store buckets, with the same deny list as an agent.
 //
 // Limits of subject permissions: a bucket name is one subject token, so an agent or client may
@@ -60,17 +61,19 @@ export function natsPermissions(role: NatsRole, n: ClusterNames, agentId?: strin
     case 'agent':
       if (!agentId) throw new Error('an agent user needs its agent id');
       return {
-        publish: { allow: [n.agents.register, n.agents.heartbeat, n.agents.deregister, n.jobs.eventsWildcard, ...JETSTREAM], deny: coordinatorBuckets(n) },
-        subscribe: { allow: [n.agents.events(agentId), n.jobs.start, n.jobs.cancel, n.trace.collect, '_INBOX.>'] },
+        // svc.g.>: its service workers take members' ops and send results, heartbeats, ends
+        publish: { allow: [n.agents.register, n.agents.heartbeat, n.agents.deregister, n.jobs.eventsWildcard, n.svc.groupWildcard, ...JETSTREAM], deny: coordinatorBuckets(n) },
+        subscribe: { allow: [n.agents.events(agentId), n.jobs.start, n.jobs.cancel, n.trace.collect, n.svc.groupWildcard, '_INBOX.>'] },
         allow_responses: true,
       };
     case 'client':
       return {
         publish: {
-          allow: [n.agents.list, n.groups.create, n.groups.get, n.groups.list, n.rdzv.join, n.rdzv.get, n.rdzv.leave, n.jobs.submit, n.jobs.get, n.jobs.list, n.scans.run, n.scans.get, n.scans.list, ...JETSTREAM],
+          allow: [n.agents.list, n.groups.create, n.groups.get, n.groups.list, n.rdzv.join, n.rdzv.get, n.rdzv.leave, n.jobs.submit, n.jobs.get, n.jobs.list, n.scans.run, n.scans.get, n.scans.list, n.svc.join, n.svc.leave, n.svc.groupWildcard, ...JETSTREAM],
           deny: coordinatorBuckets(n),
         },
-        subscribe: { allow: [n.jobs.updates('*'), n.trace.collect, '_INBOX.>'] },
+        // service members: their placements, and their groups' results, heartbeats and ends
+        subscribe: { allow: [n.jobs.updates('*'), n.trace.collect, n.svc.placedWildcard, n.svc.groupWildcard, '_INBOX.>'] },
         allow_responses: true,
       };
   }

@@ -1,11 +1,12 @@
 // The groups this agent belongs to, as the coordinator notifies them (the cluster's
 // agents.events.<id>, AgentEvent 'group-joined'): group id, this agent's rank, size and the
-// group's store prefix. Shown by /health; malformed events are counted, logged and dropped by the
-// InboundTransport.
+// group's store prefix. Shown by /health. Service placements ('svc-member') go to ServiceWorkers.
+// Malformed events are counted, logged and dropped by the InboundTransport.
 import { Controller, Injectable, Logger, UseFilters } from '@nestjs/common';
 import { EventPattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
-import { AgentEvent, AgentEventSchema } from '@cmesh/protocol';
+import { AgentEvent, AgentNotification, AgentNotificationSchema } from '@cmesh/protocol';
+import { ServiceWorkers } from '../service/service-workers';
 
 export type Membership = Omit<AgentEvent, 'type'>;
 
@@ -29,10 +30,14 @@ export class GroupMembership {
 @Controller()
 @UseFilters(InboundErrors)
 export class GroupEvents {
-  constructor(private readonly membership: GroupMembership) {}
+  constructor(
+    private readonly membership: GroupMembership,
+    private readonly service: ServiceWorkers,
+  ) {}
 
-  @EventPattern('agents.events', { schema: AgentEventSchema })
-  event(ev: AgentEvent): void {
-    this.membership.joined(ev);
+  @EventPattern('agents.events', { schema: AgentNotificationSchema })
+  event(ev: AgentNotification): void {
+    if (ev.type === 'svc-member') this.service.start(ev.placed, ev.rank);
+    else this.membership.joined(ev);
   }
 }

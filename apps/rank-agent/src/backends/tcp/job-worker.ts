@@ -10,6 +10,7 @@ import * as dist from '@cmesh/collectives';
 import { runRankSweep } from '@cmesh/bench';
 import { BenchSweepSchema, SizeSamplesMsg } from '@cmesh/protocol';
 import { localRanks } from './local-ranks';
+import { natsInitMethod } from './nats-init-method';
 import type { FromWorker, ToWorker } from './worker-ipc';
 import { errorToJobError } from '../../execution/job-error';
 
@@ -37,11 +38,6 @@ function send(msg: FromWorker): Promise<void> {
   return new Promise((resolve, reject) => process.send!(msg, undefined, {}, (err) => (err ? reject(err) : resolve())));
 }
 
-/** `nats://h:p` + `jobs/abc` -> `nats://h:p/jobs-abc` (the init method takes one path segment). */
-export function natsInitMethod(natsUrl: string, prefix: string): string {
-  const base = natsUrl.split(',')[0].replace(/\/+$/, '');
-  return `${base}/${prefix.replace(/[^A-Za-z0-9_-]/g, '-')}`;
-}
 
 async function run(m: ToWorker): Promise<void> {
   const { assignment, rank } = m;

@@ -1,0 +1,240 @@
+// One service group's member on this agent, in a child process (the library's process group is
+// process-global, and a broken group is ended by ending this process): takes the member's ops
+// from NATS in its order, runs each with the library on the tcp backend among the group's
+// agents, and sends the result back; heartbeats, watches everyone's, and ends the group for
+// all when someone is lost or an op fails. Started by ServiceWorkers with the placement over IPC.
+import * as dist from '@cmesh/collectives';
+import { Assembly, Liveness, chunkOf, describe, publishChunks } from '@cmesh/client';
+import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcResult, clusterNames, decodeMessage } from '@cmesh/protocol';
+import { connect, JSONCodec, Msg, NatsConnection } from 'nats';
+import { natsInitMethod } from '../backends/tcp/nats-init-method';
+
+export type ToMemberWorker = { type: 'start'; placed: SvcPlaced; rank: number; natsUrl: string; cluster: string };
+
+const json = JSONCodec();
+/** After an op failed here, how long to wait for the end notice that names the first cause. */
+const CAUSE_WAIT_MS = 500;
+const INIT_TIMEOUT_MS = 60_000;
+
+interface Queued {
+  op: SvcOp;
+  assembly: Assembly;
+}
+
+class MemberWorker {
+  private nc!: NatsConnection;
+  private readonly names: ClusterNames;
+  private readonly queue = new Map<number, Queued>();
+  private readonly early = new Map<number, { offset: number; data: Uint8Array }[]>();
+  private next = 1;
+  private running = false;
+  private ended: SvcEnd | null = null;
+  private readonly liveness: Liveness;
+  private beat: NodeJS.Timeout | null = null;
+  private ready = false;
+
+  constructor(private readonly m: ToMemberWorker) {
+    this.names = clusterNames(m.cluster);
+    this.liveness = new Liveness(m.placed.size, (rank, role) => {
+      const who = describe(m.placed.members, rank, role);
+      void this.end({ groupId: this.groupId, reason: 'lost', who, rank });
+    });
+  }
+
+  get groupId(): string {
+    return this.m.placed.groupId;
+  }
+
+  async start(): Promise<void> {
+    const { placed, rank } = this.m;
+    this.nc = await connect({ ...dist.natsLogin(), servers: this.m.natsUrl, name: `cmesh-svc-${placed.groupId}-${rank}` });
+    this.nc.subscribe(this.names.svc.op(placed.groupId, rank), { callback: (err, msg) => !err && this.onOp(msg) });
+    this.nc.subscribe(this.names.svc.heartbeat(placed.groupId), { callback: (err, msg) => !err && this.onHeartbeat(msg) });
+    this.nc.subscribe(this.names.svc.end(placed.groupId), { callback: (err, msg) => !err && this.onEnd(msg) });
+    const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready });
+    this.beat = setInterval(heartbeat, SVC_HEARTBEAT_MS);
+    await dist.initProcessGroup({
+      backend: 'tcp',
+      initMethod: natsInitMethod(this.m.natsUrl, placed.storePrefix),
+      rank,
+      worldSize: placed.size,
+      // bounds the bootstrap (every agent's worker reaching the store); each op has its own deadline
+      timeout: INIT_TIMEOUT_MS,
+      bindToCore: false,
+    });
+    // ops were subscribed before: the members send them only once every agent said it is ready
+    this.ready = true;
+    heartbeat();
+    this.liveness.start();
+  }
+
+  private onHeartbeat(msg: Msg): void {
+    const d = decodeMessage(SvcHeartbeatSchema, msg.data);
+    if (d.ok) this.liveness.heard(d.value);
+  }
+
+  private onOp(msg: Msg): void {
+    if (this.ended) return;
+    const chunk = chunkOf(msg);
+    if (chunk) {
+      const q = this.queue.get(chunk.seq);
+      if (!q) {
+        const list = this.early.get(chunk.seq) ?? [];
+        list.push({ offset: chunk.offset, data: msg.data.slice() });
+        this.early.set(chunk.seq, list);
+        return;
+      }
+      const why = q.assembly.add(chunk.offset, msg.data);
+      if (why) void this.fail(q.op, new dist.InvalidArgumentError(`op #${q.op.seq}: ${why}`));
+      else this.pump();
+      return;
+    }
+    const d = decodeMessage(SvcOpSchema, msg.data);
+    if (!d.ok) {
+      const seq = (JSON.parse(new TextDecoder().decode(msg.data)) as { seq?: unknown })?.seq;
+      const err = new dist.InvalidArgumentError(`bad op: ${d.message}${d.issues ? `: ${d.issues.join('; ')}` : ''}`);
+      if (typeof seq === 'number' && seq > 0) void this.fail({ seq } as SvcOp, err);
+      return;
+    }
+    const op = d.value;
+    const expected = op.count * dist.elementSize(op.dtype as dist.DType);
+    if (op.op !== 'barrier' && expected !== op.bytes) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq}: ${op.count} ${op.dtype} elements are ${expected} bytes, not ${op.bytes}`));
+    if (op.seq < this.next || this.queue.has(op.seq)) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq} was already sent`));
+    const q: Queued = { op, assembly: new Assembly(op.bytes) };
+    this.queue.set(op.seq, q);
+    for (const e of this.early.get(op.seq) ?? []) q.assembly.add(e.offset, e.data);
+    this.early.delete(op.seq);
+    this.pump();
+  }
+
+  /** Runs the member's next op once all its data is here; one at a time, in the member's order. */
+  private pump(): void {
+    if (this.running || this.ended) return;
+    const q = this.queue.get(this.next);
+    if (!q || !q.assembly.complete) return;
+    this.queue.delete(this.next);
+    this.next++;
+    this.running = true;
+    this.execute(q).then(
+      (out) => {
+        this.running = false;
+        // an op that completed is answered even after the group ended (a member left meanwhile)
+        this.publish(this.names.svc.result(this.groupId, this.m.rank), { seq: q.op.seq, ok: true, bytes: out.byteLength } satisfies SvcResult);
+        publishChunks(this.nc, this.names.svc.result(this.groupId, this.m.rank), q.op.seq, out);
+        this.pump();
+      },
+      (err: Error) => {
+        this.running = false;
+        void this.fail(q.op, err);
+      },
+    );
+  }
+
+  private async execute(q: Queued): Promise<Uint8Array> {
+    const { op } = q;
+    const timeout = op.timeoutMs;
+    const dtype = op.dtype as dist.DType;
+    const t = view(dtype, q.assembly.data, op.count);
+    switch (op.op) {
+      case 'allReduce':
+        await dist.allReduce(t, { op: (op.redop ?? 'sum') as dist.ReduceOp, timeout });
+        return q.assembly.data;
+      case 'broadcast':
+        await dist.broadcast(t, { src: op.src ?? 0, timeout });
+        return q.assembly.data;
+      case 'allGather': {
+        const out = new Uint8Array(op.bytes * this.m.placed.size);
+        await dist.allGatherIntoTensor(view(dtype, out, op.count * this.m.placed.size), t, { timeout });
+        return out;
+      }
+      case 'barrier':
+        await dist.barrier({ timeout });
+        return new Uint8Array(0);
+    }
+  }
+
+  /** An op failed here: the member gets the first cause (another's end notice, or this error), and the group ends. */
+  private async fail(op: SvcOp, err: Error): Promise<void> {
+    if (!this.ended && err instanceof dist.PeerFailureError) {
+      // a peer's failure is the consequence of the first cause: give its end notice a moment to arrive
+      const deadline = Date.now() + CAUSE_WAIT_MS;
+      while (!this.ended && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    }
+    const cause = this.ended?.error ?? { name: err.name, code: (err as dist.CmeshError).code, message: this.named(err) };
+    this.publish(this.names.svc.result(this.groupId, this.m.rank), { seq: op.seq, ok: false, error: cause } satisfies SvcResult);
+    if (!this.ended) await this.end({ groupId: this.groupId, reason: 'failed', rank: this.m.rank, error: cause });
+  }
+
+  /** The library's message, with the members behind the ranks it names. */
+  private named(err: Error): string {
+    const peers = (err as dist.CmeshError).context?.peers ?? [];
+    const who = peers.map((r) => describe(this.m.placed.members, r, 'agent'));
+    return who.length ? `${err.message} [${who.join('; ')}]` : err.message;
+  }
+
+  private onEnd(msg: Msg): void {
+    const d = decodeMessage(SvcEndSchema, msg.data);
+    if (d.ok && !this.ended) void this.finish(d.value);
+  }
+
+  /** Tells the group it is over and stops. */
+  private async end(e: SvcEnd): Promise<void> {
+    if (this.ended) return;
+    this.publish(this.names.svc.end(this.groupId), e);
+    await this.finish(e);
+  }
+
+  /** The group is over: nothing more is taken, and this process ends (its data-plane connections with it). */
+  private async finish(e: SvcEnd): Promise<void> {
+    if (this.ended) return;
+    this.ended = e;
+    this.liveness.stop();
+    if (this.beat) clearInterval(this.beat);
+    // a pending op's failure may still want to report this cause: let it, then go
+    await new Promise((r) => setTimeout(r, CAUSE_WAIT_MS + 100));
+    await this.nc.flush().catch(() => undefined);
+    process.exit(0);
+  }
+
+  private publish(subject: string, body: unknown): void {
+    if (this.nc && !this.nc.isClosed()) this.nc.publish(subject, json.encode(body));
+  }
+}
+
+/** The library's tensor of `count` elements over `bytes`. */
+function view(dtype: dist.DType, bytes: Uint8Array, count: number): dist.Tensor {
+  const { byteOffset } = bytes;
+  const buffer = bytes.buffer as ArrayBuffer;
+  switch (dtype) {
+    case 'float32':
+      return new Float32Array(buffer, byteOffset, count);
+    case 'float64':
+      return new Float64Array(buffer, byteOffset, count);
+    case 'int8':
+      return new Int8Array(buffer, byteOffset, count);
+    case 'uint8':
+      return new Uint8Array(buffer, byteOffset, count);
+    case 'int32':
+      return new Int32Array(buffer, byteOffset, count);
+    case 'int64':
+      return new BigInt64Array(buffer, byteOffset, count);
+    case 'float16':
+      return new dist.Float16BitsArray(buffer, byteOffset, count);
+    case 'bfloat16':
+      return new dist.BFloat16BitsArray(buffer, byteOffset, count);
+  }
+}
+
+if (!process.send) {
+  console.error('member-worker is started by the rank agent (needs an IPC channel)');
+  process.exit(2);
+}
+// The agent died or dropped us: stop at once (the others see this member's agent go silent).
+process.on('disconnect', () => process.exit(1));
+process.once('message', (m: ToMemberWorker) => {
+  const w = new MemberWorker(m);
+  w.start().catch((err: Error) => {
+    console.error(`service group ${m.placed.groupId} rank ${m.rank} (worker ${process.pid}): ${err?.stack ?? err}`);
+    process.exit(1);
+  });
+});

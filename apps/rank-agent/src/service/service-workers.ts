@@ -1,0 +1,62 @@
+// The agent's service group members: one child process (member-worker.ts) per placement the
+// coordinator sends (AgentNotification 'svc-member'), killed by pid when the agent stops. A worker
+// ends itself when its group ends; the agent keeps no state of its own about the group.
+import { ChildProcess, fork } from 'child_process';
+import { extname, join } from 'path';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { clusterNames } from '@cmesh/protocol';
+import type { SvcPlaced } from '@cmesh/protocol';
+import { AGENT_CONFIG, AgentConfig } from '../config';
+import type { ToMemberWorker } from './member-worker';
+
+const WORKER = join(__dirname, `member-worker${extname(__filename)}`);
+
+@Injectable()
+export class ServiceWorkers implements OnApplicationShutdown {
+  private readonly log = new Logger('ServiceGroups');
+  private readonly children = new Map<string, ChildProcess>();
+
+  constructor(@Inject(AGENT_CONFIG) private readonly config: AgentConfig) {}
+
+  start(placed: SvcPlaced, rank: number): void {
+    const key = `${placed.groupId}/${rank}`;
+    if (this.children.has(key)) return;
+    const child = fork(WORKER, [], {
+      execArgv: WORKER.endsWith('.ts') ? ['-r', '@swc-node/register'] : [],
+      env: {
+        ...process.env,
+        CMESH_DATA_PORTS: this.config.dataPorts.join('-'),
+        // the data plane listens on this agent's address
+        MASTER_ADDR: this.config.host,
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.children.set(key, child);
+    child.on('error', () => undefined);
+    child.once('exit', (code, sig) => {
+      this.children.delete(key);
+      this.log.log(`service group ${placed.groupId} rank ${rank}: worker ${child.pid} exited (${sig ?? `code ${code}`})`);
+    });
+    const msg: ToMemberWorker = { type: 'start', placed, rank, natsUrl: this.config.natsUrl, cluster: clusterNames(this.config.cluster).cluster };
+    child.send(msg);
+    this.log.log(`service group ${placed.groupId}: rank ${rank} (member ${placed.members[rank]?.label ?? placed.members[rank]?.member}) on worker ${child.pid}`);
+  }
+
+  /** The groups served now, for /health. */
+  list(): string[] {
+    return [...this.children.keys()];
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    const running = [...this.children.values()];
+    const exited = Promise.all(running.map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)))));
+    for (const c of running) {
+      try {
+        if (c.pid) process.kill(c.pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 3000).unref())]);
+  }
+}

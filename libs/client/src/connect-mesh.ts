@@ -1,0 +1,117 @@
+// A process's way into a mesh's collectives service: one NATS connection, `join` a named group
+// (the coordinator places every member on an agent once `size` members joined), then collectives
+// on the returned group.
+import { randomUUID } from 'crypto';
+import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
+import { ClusterNames, ErrorReplySchema, SvcJoin, SvcJoinReplySchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
+import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
+import { ServiceGroup } from './service-group';
+
+const json = JSONCodec();
+
+export interface ConnectMeshOptions {
+  /** the mesh's NATS server(s), e.g. nats://127.0.0.1:4222 */
+  servers: string | string[];
+  /** the mesh's cluster (CMESH_CLUSTER; default: the default cluster) */
+  cluster?: string;
+  /** NATS login (the mesh's client user) */
+  user?: string;
+  pass?: string;
+  /** any other option of the nats client */
+  nats?: Partial<ConnectionOptions>;
+}
+
+export interface JoinOptions {
+  /** the group's world size: join returns when this many members joined and were placed */
+  size: number;
+  /** how this member is named in errors and records (default: its random member id) */
+  label?: string;
+  /** how long to wait for the others and the agents (ms, default 60 s) */
+  timeoutMs?: number;
+}
+
+/** A refusal by the coordinator (its error reply's code and message). */
+export class ServiceRequestError extends CmeshError {
+  constructor(
+    override readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class MeshConnection {
+  private readonly groups = new Set<ServiceGroup>();
+
+  constructor(
+    readonly nc: NatsConnection,
+    readonly names: ClusterNames,
+  ) {}
+
+  /** Joins group `name` of `size` members; resolves with this member's rank once the group is placed and its agents are ready. */
+  async join(name: string, opts: JoinOptions): Promise<ServiceGroup> {
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const member = randomUUID();
+    const body: SvcJoin = { name, size: opts.size, member, ...(opts.label ? { label: opts.label } : {}) };
+    const deadline = Date.now() + timeoutMs;
+    // subscribed before joining: the round may be placed by the next member's join at once
+    const placedSub = this.nc.subscribe(this.names.svc.placed(name));
+    try {
+      const reply = await this.nc.request(this.names.svc.join, json.encode(body), { timeout: Math.min(timeoutMs, 10_000) });
+      const refused = decodeMessage(ErrorReplySchema, reply.data);
+      if (refused.ok) {
+        const { code, message } = refused.value.error;
+        throw code === 'BAD_REQUEST' ? new InvalidArgumentError(`join ${JSON.stringify(name)}: ${message}`) : new ServiceRequestError(code, `join ${JSON.stringify(name)}: ${message}`);
+      }
+      const ok = decodeMessage(SvcJoinReplySchema, reply.data);
+      if (!ok.ok) throw new ServiceRequestError('INTERNAL', `join ${JSON.stringify(name)}: malformed reply (${ok.message})`);
+      const placed = await this.waitPlaced(placedSub, member, deadline, name);
+      const rank = placed.members.findIndex((m) => m.member === member);
+      const group = new ServiceGroup(this.nc, this.names, placed, rank);
+      this.groups.add(group);
+      try {
+        await group.start(Math.max(1, deadline - Date.now()));
+      } catch (e) {
+        this.groups.delete(group);
+        group.close();
+        throw e;
+      }
+      return group;
+    } finally {
+      placedSub.unsubscribe();
+    }
+  }
+
+  private async waitPlaced(sub: ReturnType<NatsConnection['subscribe']>, member: string, deadline: number, name: string): Promise<SvcPlaced> {
+    const timer = setTimeout(() => sub.unsubscribe(), Math.max(1, deadline - Date.now()));
+    try {
+      for await (const m of sub) {
+        const d = decodeMessage(SvcPlacedSchema, m.data);
+        if (!d.ok) continue;
+        const p = d.value;
+        if (p.error && p.members.length === 0) {
+          if (p.joined?.includes(member)) throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: ${p.error}`);
+          continue;
+        }
+        if (p.members.some((x) => x.member === member)) return p;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    await this.nc.request(this.names.svc.leave, json.encode({ name, member }), { timeout: 5000 }).catch(() => undefined);
+    throw new DistTimeoutError(`join ${JSON.stringify(name)}: the group was not complete and placed in time`);
+  }
+
+  /** Leaves every group and closes the connection. */
+  async close(): Promise<void> {
+    for (const g of this.groups) await g.leave().catch(() => undefined);
+    this.groups.clear();
+    await this.nc.drain().catch(() => undefined);
+  }
+}
+
+/** Connects to a mesh's NATS server. */
+export async function connectMesh(opts: ConnectMeshOptions): Promise<MeshConnection> {
+  const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...(opts.user ? { user: opts.user, pass: opts.pass } : {}), ...opts.nats });
+  return new MeshConnection(nc, clusterNames(opts.cluster));
+}

@@ -1,0 +1,7 @@
+// @cmesh/client: collectives as a service over a mesh's NATS server (docs/api.md, "Collectives as a service").
+export { connectMesh, ConnectMeshOptions, JoinOptions, MeshConnection, ServiceRequestError } from './connect-mesh';
+export { ServiceGroup, OpOptions, DEFAULT_OP_TIMEOUT_MS, typedError } from './service-group';
+export { ServiceTensor, dtypeOfTensor, bytesOf } from './tensor';
+export { Assembly, chunkBytes, chunkOf, publishChunks } from './chunks';
+export { Liveness, describe } from './liveness';
+export { CmeshError, CollectiveMismatchError, DistTimeoutError, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';

@@ -1,0 +1,304 @@
+// One member's side of a placed service group: its ops go to its agent in order (a JSON header,
+// then the data in chunks), results come back the same way, and the group ends for everyone when a
+// member leaves, a member or agent is lost, or an op fails: pending and later ops then fail with
+// the library's typed error naming who.
+import { JSONCodec, Msg, NatsConnection, Subscription } from 'nats';
+import {
+  ClusterNames,
+  SVC_HEARTBEAT_MS,
+  SVC_LOST_MS,
+  SvcEnd,
+  SvcEndSchema,
+  SvcError,
+  SvcHeartbeat,
+  SvcHeartbeatSchema,
+  SvcOp,
+  SvcPlaced,
+  SvcResultSchema,
+  decodeMessage,
+} from '@cmesh/protocol';
+import { DType, REDUCE_OPS, ReduceOp } from '@cmesh/collectives/names';
+import { CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
+import { Assembly, chunkOf, publishChunks } from './chunks';
+import { Liveness, Role, describe } from './liveness';
+import { ServiceTensor, bytesOf, dtypeOfTensor, elementSize } from './tensor';
+
+const json = JSONCodec();
+const SVC_LOST_ABOUT = `${SVC_LOST_MS / 1000} s`;
+
+/** Every op's default deadline, as the agents apply it (ms). */
+export const DEFAULT_OP_TIMEOUT_MS = 60_000;
+/** After the agents' deadline, how long this member still waits for their answer. */
+const CLIENT_GRACE_MS = 5_000;
+/** After another member left, how long ops of ours still wait for results already on their way. */
+const LEFT_GRACE_MS = 1_000;
+
+export interface OpOptions {
+  /** the op's deadline, ms (default 60 s) */
+  timeoutMs?: number;
+  /** float16 / bfloat16 for a Uint16Array of bits */
+  dtype?: DType;
+}
+
+const ERRORS: Record<string, new (m: string, c?: ErrorContext) => CmeshError> = {
+  DistTimeoutError,
+  PeerFailureError,
+  CollectiveMismatchError,
+  InvalidArgumentError,
+};
+
+/** The library's error class for an error that came over the wire (CmeshError for others, its name kept). */
+export function typedError(e: SvcError, context: ErrorContext): CmeshError {
+  const C = ERRORS[e.name];
+  if (C) return new C(e.message, context);
+  const err = new CmeshError(e.message, context);
+  err.name = e.name;
+  return err;
+}
+
+interface Pending {
+  seq: number;
+  op: SvcOp['op'];
+  resolve: (data: Uint8Array) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+  assembly?: Assembly;
+  early: { offset: number; data: Uint8Array }[];
+}
+
+export class ServiceGroup {
+  readonly rank: number;
+  readonly size: number;
+  private seq = 0;
+  private readonly pending = new Map<number, Pending>();
+  private ended: CmeshError | null = null;
+  private readonly subs: Subscription[] = [];
+  private heartbeat: NodeJS.Timeout | null = null;
+  private readonly liveness: Liveness;
+  private readyAgents = new Set<number>();
+  private onReady: (() => void) | null = null;
+  private onEnded: ((e: Error) => void) | null = null;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly names: ClusterNames,
+    readonly placed: SvcPlaced,
+    rank: number,
+  ) {
+    this.rank = rank;
+    this.size = placed.size;
+    this.liveness = new Liveness(this.size, (r, role) => this.lost(r, role));
+  }
+
+  get groupId(): string {
+    return this.placed.groupId;
+  }
+
+  /** Subscribes, heartbeats, and resolves once every agent of the group said its process group is up. */
+  async start(timeoutMs: number): Promise<void> {
+    const g = this.placed.groupId;
+    this.subs.push(
+      this.nc.subscribe(this.names.svc.result(g, this.rank), { callback: (err, m) => !err && this.onResult(m) }),
+      this.nc.subscribe(this.names.svc.heartbeat(g), { callback: (err, m) => !err && this.onHeartbeat(m) }),
+      this.nc.subscribe(this.names.svc.end(g), { callback: (err, m) => !err && this.onEnd(m) }),
+    );
+    const beat = () => this.publish(this.names.svc.heartbeat(g), { rank: this.rank, role: 'member' } satisfies SvcHeartbeat);
+    beat();
+    this.heartbeat = setInterval(beat, SVC_HEARTBEAT_MS);
+    this.heartbeat.unref();
+    await this.nc.flush();
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const missing = [...Array(this.size).keys()].filter((r) => !this.readyAgents.has(r));
+        const err = new DistTimeoutError(`group ${g}: agents of ranks ${missing.join(', ')} not ready within ${timeoutMs} ms`, { group: g, rank: this.rank, peers: missing });
+        this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
+        reject(err);
+      }, timeoutMs);
+      this.onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.onEnded = (e) => {
+        clearTimeout(timer);
+        reject(e);
+      };
+      if (this.readyAgents.size === this.size) this.onReady();
+    });
+    this.onReady = this.onEnded = null;
+    this.liveness.start();
+  }
+
+  /** Reduces `tensor` across the group in place (op: sum, avg, product, min, max, band, bor, bxor). */
+  async allReduce(tensor: ServiceTensor, opts: OpOptions & { op?: ReduceOp } = {}): Promise<void> {
+    const redop = opts.op ?? 'sum';
+    if (!(REDUCE_OPS as readonly string[]).includes(redop)) throw new InvalidArgumentError(`unknown reduce op ${JSON.stringify(redop)} (${REDUCE_OPS.join(', ')})`);
+    const out = await this.run('allReduce', tensor, opts, { redop });
+    bytesOf(tensor).set(out);
+  }
+
+  /** Every member's `tensor` becomes rank `src`'s. */
+  async broadcast(tensor: ServiceTensor, opts: OpOptions & { src: number }): Promise<void> {
+    if (!Number.isInteger(opts?.src) || opts.src < 0 || opts.src >= this.size) throw new InvalidArgumentError(`src ${opts?.src} is not a rank of this group (0..${this.size - 1})`);
+    const out = await this.run('broadcast', tensor, opts, { src: opts.src });
+    bytesOf(tensor).set(out);
+  }
+
+  /** `outputList[r]` gets rank r's `tensor` (torch's all_gather: one tensor like `tensor` per rank). */
+  async allGather(outputList: ServiceTensor[], tensor: ServiceTensor, opts: OpOptions = {}): Promise<void> {
+    const dtype = dtypeOfTensor(tensor, opts.dtype);
+    if (!Array.isArray(outputList) || outputList.length !== this.size) throw new InvalidArgumentError(`outputList must hold ${this.size} tensors (one per rank), got ${outputList?.length}`);
+    outputList.forEach((o, r) => {
+      if (dtypeOfTensor(o, opts.dtype) !== dtype || o.length !== tensor.length) throw new InvalidArgumentError(`outputList[${r}] must be a ${dtype} tensor of ${tensor.length} elements`);
+    });
+    const out = await this.run('allGather', tensor, opts, {});
+    outputList.forEach((o, r) => bytesOf(o).set(out.subarray(r * tensor.byteLength, (r + 1) * tensor.byteLength)));
+  }
+
+  /** Returns when every member called it. */
+  async barrier(opts: { timeoutMs?: number } = {}): Promise<void> {
+    await this.run('barrier', new Uint8Array(0), opts, {});
+  }
+
+  /** Leaves the group: it ends for every member (their pending ops fail naming this one). */
+  async leave(): Promise<void> {
+    if (!this.ended) {
+      const who = describe(this.placed.members, this.rank, 'member');
+      this.end({ groupId: this.groupId, reason: 'left', who, rank: this.rank }, new PeerFailureError(`${who} left the group`, { group: this.groupId, rank: this.rank }));
+    }
+    await this.nc.flush().catch(() => undefined);
+    this.close();
+  }
+
+  private async run(op: SvcOp['op'], tensor: ServiceTensor, opts: OpOptions, extra: Partial<SvcOp>): Promise<Uint8Array> {
+    const dtype = op === 'barrier' ? 'uint8' : dtypeOfTensor(tensor, opts.dtype);
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_OP_TIMEOUT_MS;
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
+    if (this.ended) throw this.ended;
+    const data = op === 'barrier' ? new Uint8Array(0) : bytesOf(tensor);
+    const seq = ++this.seq;
+    const header: SvcOp = { seq, op, dtype, count: data.byteLength / elementSize(dtype as DType), timeoutMs, bytes: data.byteLength, ...extra };
+    const subject = this.names.svc.op(this.groupId, this.rank);
+    return new Promise<Uint8Array>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const err = new DistTimeoutError(`${op} #${seq} on group ${this.groupId}: no answer from ${describe(this.placed.members, this.rank, 'agent')} within ${timeoutMs + CLIENT_GRACE_MS} ms`, this.context(op, seq));
+        this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
+      }, timeoutMs + CLIENT_GRACE_MS);
+      this.pending.set(seq, { seq, op, resolve, reject, timer, early: [] });
+      this.publish(subject, header);
+      // copied: the caller's tensor may change while chunks wait in the connection's buffer
+      publishChunks(this.nc, subject, seq, data.slice());
+    });
+  }
+
+  private context(op: string, seq: number, peers?: number[]): ErrorContext {
+    return { op, group: this.groupId, seq, rank: this.rank, ...(peers ? { peers } : {}) };
+  }
+
+  private onResult(m: Msg): void {
+    const chunk = chunkOf(m);
+    if (chunk) {
+      const p = this.pending.get(chunk.seq);
+      if (!p) return;
+      if (!p.assembly) p.early.push({ offset: chunk.offset, data: m.data.slice() });
+      else this.addChunk(p, chunk.offset, m.data);
+      return;
+    }
+    const d = decodeMessage(SvcResultSchema, m.data);
+    if (!d.ok) return;
+    const r = d.value;
+    const p = this.pending.get(r.seq);
+    if (!p) return;
+    if (!r.ok) {
+      const err = typedError(r.error, this.context(p.op, p.seq));
+      // the agent tells the others itself (its end event); this member stops here
+      this.end(null, err);
+      return;
+    }
+    p.assembly = new Assembly(r.bytes);
+    for (const e of p.early.splice(0)) this.addChunk(p, e.offset, e.data);
+    if (p.assembly.complete) this.settle(p, p.assembly.data);
+  }
+
+  private addChunk(p: Pending, offset: number, data: Uint8Array): void {
+    const why = p.assembly!.add(offset, data);
+    if (why) this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: `result of op #${p.seq}: ${why}` } }, new PeerFailureError(`result of op #${p.seq}: ${why}`, this.context(p.op, p.seq)));
+    else if (p.assembly!.complete) this.settle(p, p.assembly!.data);
+  }
+
+  private settle(p: Pending, data: Uint8Array): void {
+    clearTimeout(p.timer);
+    this.pending.delete(p.seq);
+    p.resolve(data);
+  }
+
+  private onHeartbeat(m: Msg): void {
+    const d = decodeMessage(SvcHeartbeatSchema, m.data);
+    if (!d.ok) return;
+    this.liveness.heard(d.value);
+    if (d.value.role === 'agent' && d.value.ready && d.value.rank < this.size) {
+      this.readyAgents.add(d.value.rank);
+      if (this.readyAgents.size === this.size) this.onReady?.();
+    }
+  }
+
+  private onEnd(m: Msg): void {
+    const d = decodeMessage(SvcEndSchema, m.data);
+    if (!d.ok || this.ended) return;
+    const e = d.value;
+    const peers = e.rank === undefined ? undefined : [e.rank];
+    const ctx = { group: this.groupId, rank: this.rank, ...(peers ? { peers } : {}) };
+    const err =
+      e.reason === 'failed' && e.error
+        ? typedError(e.error, ctx)
+        : new PeerFailureError(e.reason === 'left' ? `${e.who ?? 'a member'} left the group` : `${e.who ?? 'a member'} was lost (not heard for ${SVC_LOST_ABOUT})`, ctx);
+    this.end(null, err, e.reason === 'left' ? LEFT_GRACE_MS : 0);
+  }
+
+  private lost(rank: number, role: Role): void {
+    if (this.ended) return;
+    const who = describe(this.placed.members, rank, role);
+    const err = new PeerFailureError(`${who} was lost (not heard for ${SVC_LOST_ABOUT})`, { group: this.groupId, rank: this.rank, peers: [rank] });
+    this.end({ groupId: this.groupId, reason: 'lost', who, rank }, err);
+  }
+
+  /** Ends the group here: tells the others (`notice`), fails every pending op with `err`. */
+  private end(notice: SvcEnd | null, err: CmeshError, graceMs = 0): void {
+    if (this.ended) return;
+    this.ended = err;
+    if (notice) this.publish(this.names.svc.end(this.groupId), notice);
+    this.onEnded?.(err);
+    this.stopBeating();
+    const failPending = () => {
+      for (const p of this.pending.values()) {
+        clearTimeout(p.timer);
+        p.reject(err);
+      }
+      this.pending.clear();
+    };
+    // a member that left finished its ops: results of ours already on their way still arrive
+    if (graceMs > 0 && this.pending.size) setTimeout(failPending, graceMs).unref();
+    else failPending();
+  }
+
+  private stopBeating(): void {
+    this.liveness.stop();
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
+
+  private publish(subject: string, body: unknown): void {
+    if (!this.nc.isClosed()) this.nc.publish(subject, json.encode(body));
+  }
+
+  /** Stops everything of this group on the connection. */
+  close(): void {
+    this.stopBeating();
+    for (const s of this.subs.splice(0)) s.unsubscribe();
+    if (!this.ended) this.ended = new PeerFailureError(`group ${this.groupId} was closed`, { group: this.groupId, rank: this.rank });
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(this.ended);
+    }
+    this.pending.clear();
+  }
+}

@@ -1,0 +1,139 @@
+// Collectives as a service on a real mesh: nats-server, the coordinator and 4 rank agents as
+// processes, and members as processes of their own (not launched by cmesh run): three through
+// @cmesh/client and one in plain JavaScript speaking the documented protocol with the raw `nats`
+// package. Every result is checked element by element in the members; members calling different
+// counts get CollectiveMismatchError; a member killed mid-op fails the others' pending op within
+// 5 s with PeerFailureError naming it.
+import { ChildProcess, spawn } from 'child_process';
+import { join } from 'path';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
+import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
+
+interface Line {
+  event: string;
+  rank?: number;
+  size?: number;
+  checked?: number;
+  name?: string;
+  message?: string;
+  peers?: number[];
+  at?: number;
+}
+
+class Member {
+  readonly lines: Line[] = [];
+  readonly stderr: string[] = [];
+  readonly exited: Promise<number | null>;
+  readonly proc: ChildProcess;
+
+  constructor(file: string, env: Record<string, string>) {
+    const args = file.endsWith('.ts') ? nodeArgs(file) : [file];
+    this.proc = spawn(process.execPath, args, { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let buf = '';
+    this.proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        const l = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        try {
+          this.lines.push(JSON.parse(l) as Line);
+        } catch {
+          this.stderr.push(l);
+        }
+      }
+    });
+    this.proc.stderr!.on('data', (d: Buffer) => this.stderr.push(d.toString()));
+    this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
+  }
+
+  async waitFor(event: string, timeoutMs: number): Promise<Line> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const l = this.lines.find((x) => x.event === event);
+      if (l) return l;
+      if (Date.now() > deadline) throw new Error(`no ${event} within ${timeoutMs} ms: ${JSON.stringify(this.lines)} ${this.stderr.join('').slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  kill(): void {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
+  }
+}
+
+const TS_MEMBER = join(__dirname, 'support', 'member.ts');
+const RAW_MEMBER = join(__dirname, 'support', 'raw-member.js');
+
+describe('collectives as a service on a mesh of 4 agents', () => {
+  let nats: NatsServer;
+  let mesh: Mesh;
+  const members: Member[] = [];
+  const lines: string[] = [];
+  const start = (file: string, env: Record<string, string>) => {
+    const m = new Member(file, { NATS_URL: nats.url, ...env });
+    members.push(m);
+    return m;
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    mesh = await startMesh({ agents: 4, natsUrl: nats.url, port: 0, write: (l) => lines.push(l), readyTimeoutMs: 90_000 });
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const m of members) m.kill();
+    await Promise.all(members.map((m) => m.exited));
+    await mesh?.stop();
+    await nats?.stop();
+  });
+
+  afterEach(() => {
+    if (lines.length > 400) lines.splice(0, lines.length - 400);
+  });
+
+  it('4 members (one speaking the raw protocol) run allReduce, broadcast, allGather and barrier with correct elements', async () => {
+    const group = { GROUP: 'grads', SIZE: '4' };
+    const ms = [
+      start(TS_MEMBER, { ...group, LABEL: 'ts-0' }),
+      start(TS_MEMBER, { ...group, LABEL: 'ts-1' }),
+      start(RAW_MEMBER, { ...group, LABEL: 'raw' }),
+      start(TS_MEMBER, { ...group, LABEL: 'ts-3' }),
+    ];
+    const t0 = Date.now();
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    expect(joined.map((j) => j.rank).sort()).toEqual([0, 1, 2, 3]);
+    expect(joined.every((j) => j.size === 4)).toBe(true);
+    const done = await Promise.all(ms.map((m) => m.waitFor('done', 60_000)));
+    // each member checked every element of every result: 300000 + 1000 + 10 + 8 + 100 + 4 * 5
+    for (const d of done) expect(d.checked).toBe(301_138);
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0, 0, 0]);
+    console.log(`4 members joined, ran 7 ops and left in ${Date.now() - t0} ms`);
+  }, 180_000);
+
+  it('members calling different counts get CollectiveMismatchError', async () => {
+    const ms = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'mm', SIZE: '2', LABEL: `mm-${r}`, SCENARIO: 'mismatch' }));
+    const errs = await Promise.all(ms.map((m) => m.waitFor('error', 90_000)));
+    for (const e of errs) expect(e.name).toBe('CollectiveMismatchError');
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([3, 3]);
+  }, 120_000);
+
+  it('a member killed mid-op fails the others within 5 s with PeerFailureError naming it', async () => {
+    const env = { GROUP: 'kill', SIZE: '3' };
+    const ms = [start(TS_MEMBER, { ...env, LABEL: 'k-0', SCENARIO: 'survivor' }), start(TS_MEMBER, { ...env, LABEL: 'victim', SCENARIO: 'victim' }), start(TS_MEMBER, { ...env, LABEL: 'k-2', SCENARIO: 'survivor' })];
+    await Promise.all(ms.map((m) => m.waitFor('pending', 90_000)));
+    // the survivors' allReduce is sent and waits for the victim's
+    await new Promise((r) => setTimeout(r, 500));
+    const killedAt = Date.now();
+    ms[1].kill();
+    const errs = await Promise.all([ms[0], ms[2]].map((m) => m.waitFor('error', 15_000)));
+    const victimRank = (await ms[1].waitFor('joined', 1)).rank!;
+    for (const e of errs) {
+      expect(e.name).toBe('PeerFailureError');
+      expect(e.message).toContain('"victim"');
+      expect(e.peers).toEqual([victimRank]);
+      expect(e.at! - killedAt).toBeLessThan(5000);
+    }
+    console.log(`survivors failed ${errs.map((e) => e.at! - killedAt).join(', ')} ms after the kill: ${errs[0].message}`);
+  }, 120_000);
+});

@@ -1,0 +1,109 @@
+// A service member written against the documented wire protocol only (docs/api.md, "Collectives
+// as a service"), with the stock `nats` client and nothing of cmesh: what a Go or Python service
+// does. Runs the 'all' scenario of member.ts and checks every element; JSON lines on stdout.
+'use strict';
+const { connect, headers } = require('nats');
+const { randomUUID } = require('crypto');
+const { SCENARIOS, inputs, expected } = require('./scenario-data');
+
+const say = (o) => process.stdout.write(JSON.stringify(o, (_, v) => (typeof v === 'bigint' ? String(v) : v)) + '\n');
+const enc = (o) => Buffer.from(JSON.stringify(o));
+const dec = (d) => JSON.parse(Buffer.from(d).toString());
+const P = 'cmesh'; // the default cluster's subjects; cluster <c>: cmesh.<c>
+
+async function main() {
+  const nc = await connect({ servers: process.env.NATS_URL });
+  const name = process.env.GROUP;
+  const size = Number(process.env.SIZE);
+  const member = randomUUID();
+  // 1. subscribe to the placements first, then join
+  const placedSub = nc.subscribe(`${P}.svc.placed.${name}`);
+  const reply = dec((await nc.request(`${P}.svc.join`, enc({ name, size, member, label: process.env.LABEL }), { timeout: 10000 })).data);
+  if (!reply.ok) throw new Error(`join refused: ${reply.error.message}`);
+  let placed;
+  for await (const m of placedSub) {
+    const p = dec(m.data);
+    if (p.joined && p.joined.includes(member)) throw new Error(p.error);
+    if (p.members.some((x) => x.member === member)) { placed = p; break; }
+  }
+  const rank = placed.members.findIndex((x) => x.member === member);
+  const g = `${P}.svc.g.${placed.groupId}`;
+  say({ event: 'joined', rank, size: placed.size });
+
+  // 2. heartbeat every 500 ms; wait until every agent says ready; watch the end subject
+  const ready = new Set();
+  let ended = null;
+  let allReady;
+  const readyP = new Promise((r) => (allReady = r));
+  nc.subscribe(`${g}.hb`, { callback: (_, m) => { const hb = dec(m.data); if (hb.role === 'agent' && hb.ready) { ready.add(hb.rank); if (ready.size === size) allReady(); } } });
+  // an op whose result is on its way still completes: fail what is pending only after a second
+  nc.subscribe(`${g}.end`, { callback: (_, m) => { ended = dec(m.data); setTimeout(() => { for (const p of pending.values()) p.reject(new Error(`group ended: ${JSON.stringify(ended)}`)); }, 1000).unref(); } });
+  const beat = setInterval(() => nc.publish(`${g}.hb`, enc({ rank, role: 'member' })), 500);
+  nc.publish(`${g}.hb`, enc({ rank, role: 'member' }));
+  await readyP;
+
+  // 3. results: a JSON header, then the bytes in chunks (headers Cmesh-Seq, Cmesh-Offset)
+  const pending = new Map();
+  nc.subscribe(`${g}.res.${rank}`, {
+    callback: (_, m) => {
+      const seq = m.headers && m.headers.get('Cmesh-Seq');
+      if (seq) {
+        const p = pending.get(Number(seq));
+        p.buf.set(m.data, Number(m.headers.get('Cmesh-Offset')));
+        p.got += m.data.length;
+      } else {
+        const r = dec(m.data);
+        const p = pending.get(r.seq);
+        if (!r.ok) return p.reject(new Error(`${r.error.name}: ${r.error.message}`));
+        p.buf = new Uint8Array(r.bytes);
+        p.got = 0;
+        p.want = r.bytes;
+      }
+      const p = pending.get(Number(seq) || dec(m.data).seq);
+      if (p && p.buf && p.got === p.want) { pending.delete(p.seq); p.resolve(p.buf); }
+    },
+  });
+  let seq = 0;
+  const chunk = nc.info.max_payload - 1024;
+  function op(header, typed) {
+    const s = ++seq;
+    const data = typed ? new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength) : new Uint8Array(0);
+    return new Promise((resolve, reject) => {
+      pending.set(s, { seq: s, resolve, reject });
+      nc.publish(`${g}.op.${rank}`, enc({ seq: s, timeoutMs: 60000, bytes: data.length, ...header }));
+      for (let off = 0; off < data.length; off += chunk) {
+        const h = headers();
+        h.set('Cmesh-Seq', String(s));
+        h.set('Cmesh-Offset', String(off));
+        nc.publish(`${g}.op.${rank}`, data.subarray(off, off + chunk), { headers: h });
+      }
+    });
+  }
+  let checked = 0;
+  const check = (what, got, want) => {
+    if (got.length !== want.length) throw new Error(`${what}: ${got.length} elements, want ${want.length}`);
+    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) throw new Error(`${what}[${i}] = ${got[i]}, want ${want[i]}`);
+    checked += want.length;
+  };
+  const inp = inputs(rank);
+  const exp = expected(size);
+  const as = (C, bytes) => new C(bytes.buffer, bytes.byteOffset, bytes.byteLength / C.BYTES_PER_ELEMENT);
+  check('allReduce float32 sum', as(Float32Array, await op({ op: 'allReduce', dtype: 'float32', count: inp.sum.length, redop: 'sum' }, Float32Array.from(inp.sum))), exp.sum);
+  check('allReduce int32 max', as(Int32Array, await op({ op: 'allReduce', dtype: 'int32', count: inp.max.length, redop: 'max' }, Int32Array.from(inp.max))), exp.max);
+  check('allReduce float64 avg', as(Float64Array, await op({ op: 'allReduce', dtype: 'float64', count: inp.avg.length, redop: 'avg' }, Float64Array.from(inp.avg))), exp.avg);
+  check('allReduce int64 product', as(BigInt64Array, await op({ op: 'allReduce', dtype: 'int64', count: inp.product.length, redop: 'product' }, BigInt64Array.from(inp.product))), exp.product);
+  check('broadcast float64', as(Float64Array, await op({ op: 'broadcast', dtype: 'float64', count: inp.broadcast.length, src: SCENARIOS.broadcastSrc }, Float64Array.from(inp.broadcast))), exp.broadcast);
+  const gathered = as(Int32Array, await op({ op: 'allGather', dtype: 'int32', count: inp.gather.length }, Int32Array.from(inp.gather)));
+  exp.gather.forEach((want, q) => check(`allGather int32 [${q}]`, gathered.subarray(q * 5, q * 5 + 5), want));
+  await op({ op: 'barrier', dtype: 'uint8', count: 0 }, null);
+  say({ event: 'done', rank, checked });
+  // 4. leave: the group ends for everyone
+  nc.publish(`${g}.end`, enc({ groupId: placed.groupId, reason: 'left', rank, who: `member "${process.env.LABEL}" (rank ${rank})` }));
+  clearInterval(beat);
+  await nc.drain();
+}
+
+main().catch((e) => {
+  say({ event: 'fatal', name: e.name, message: e.message });
+  process.exit(2);
+});

@@ -1,0 +1,136 @@
+// Collectives as a service: any process with a NATS client joins a named group, is placed on a
+// rank agent (one member per agent), and runs collectives on its own data; the agents run them
+// among themselves with the library. The subjects are clusterNames(cluster).svc; docs/api.md
+// ("Collectives as a service") is the written protocol for clients in other languages.
+//
+// Data travels as raw little-endian elements in NATS messages no larger than the server's
+// max_payload: a JSON header message (SvcOp / SvcResult), then the bytes in chunks, each with the
+// headers Cmesh-Seq (the op's number) and Cmesh-Offset (the chunk's first byte).
+import { z } from 'zod';
+import { DTYPES, REDUCE_OPS } from '@cmesh/collectives/names';
+import { AgentEventSchema, KvIdSchema } from './agents';
+
+/** Chunk headers of the op's and the result's data messages. */
+export const SVC_HEADERS = { seq: 'Cmesh-Seq', offset: 'Cmesh-Offset' } as const;
+/** How often members and agents publish SvcHeartbeat on the group's heartbeat subject. */
+export const SVC_HEARTBEAT_MS = 500;
+/** A participant not heard for this long is lost: the group ends naming it. */
+export const SVC_LOST_MS = 3000;
+/** The collectives a service group runs. */
+export const SVC_OPS = ['allReduce', 'broadcast', 'allGather', 'barrier'] as const;
+export type SvcOpName = (typeof SVC_OPS)[number];
+
+/** A group's name: a subject token and KV key segment, short enough to leave room for the round. */
+export const SvcNameSchema = z.string().regex(/^[A-Za-z0-9-]{1,48}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits and - only (1..48)` });
+
+export const SvcJoinSchema = z.object({
+  name: SvcNameSchema,
+  /** the group's world size: the round is placed when this many members joined */
+  size: z.number().int().min(1).max(1024),
+  /** the joining member's id, unique among the group's members (a random id per join) */
+  member: KvIdSchema,
+  /** shown in errors naming this member and in the group's record */
+  label: z.string().min(1).max(128).optional(),
+});
+export type SvcJoin = z.infer<typeof SvcJoinSchema>;
+
+export const SvcJoinReplySchema = z.object({ ok: z.literal(true), name: z.string(), round: z.number().int().positive(), joined: z.number().int().positive() });
+export type SvcJoinReply = z.infer<typeof SvcJoinReplySchema>;
+
+export const SvcLeaveSchema = z.object({ name: SvcNameSchema, member: KvIdSchema });
+export type SvcLeave = z.infer<typeof SvcLeaveSchema>;
+
+export const SvcMemberSchema = z.object({
+  rank: z.number().int().min(0),
+  member: z.string(),
+  label: z.string().optional(),
+  /** the agent that runs this member's ops */
+  agentId: z.string(),
+  agentName: z.string(),
+});
+export type SvcMember = z.infer<typeof SvcMemberSchema>;
+
+/** The round's placement (published on svc.placed.<name>), or why it could not be placed. */
+export const SvcPlacedSchema = z.object({
+  name: z.string(),
+  round: z.number().int().positive(),
+  /** `<name>_<round>`: the token of the group's subjects */
+  groupId: z.string(),
+  size: z.number().int().positive(),
+  /** in rank order; empty when `error` says why the round was not placed */
+  members: z.array(SvcMemberSchema),
+  /** the process group's store prefix (the agents' nats:// init method) */
+  storePrefix: z.string(),
+  error: z.string().optional(),
+  /** with `error`: the member ids of the round that was not placed */
+  joined: z.array(z.string()).optional(),
+});
+export type SvcPlaced = z.infer<typeof SvcPlacedSchema>;
+
+/** One op of a member, in its order (seq 1, 2, …), followed by `bytes` of data in chunks. */
+export const SvcOpSchema = z.object({
+  seq: z.number().int().positive(),
+  op: z.enum(SVC_OPS),
+  dtype: z.enum(DTYPES as unknown as [string, ...string[]]),
+  /** elements of this member's tensor (0 for barrier) */
+  count: z.number().int().min(0),
+  /** allReduce */
+  redop: z.enum(REDUCE_OPS as unknown as [string, ...string[]]).optional(),
+  /** broadcast: the rank whose tensor everyone gets */
+  src: z.number().int().min(0).optional(),
+  /** the op's deadline on the agents, ms */
+  timeoutMs: z.number().int().positive().max(24 * 3600_000),
+  /** count * element size: the data chunks that follow */
+  bytes: z.number().int().min(0),
+});
+export type SvcOp = z.infer<typeof SvcOpSchema>;
+
+/** The library's typed error, by class name (DistTimeoutError, PeerFailureError, CollectiveMismatchError, …). */
+export const SvcErrorSchema = z.object({ name: z.string(), code: z.string().optional(), message: z.string() });
+export type SvcError = z.infer<typeof SvcErrorSchema>;
+
+/** An op's outcome, followed (ok) by `bytes` of result data in chunks. */
+export const SvcResultSchema = z.union([
+  z.object({ seq: z.number().int().positive(), ok: z.literal(true), bytes: z.number().int().min(0) }),
+  z.object({ seq: z.number().int().positive(), ok: z.literal(false), error: SvcErrorSchema }),
+]);
+export type SvcResult = z.infer<typeof SvcResultSchema>;
+
+export const SvcHeartbeatSchema = z.object({
+  rank: z.number().int().min(0),
+  role: z.enum(['member', 'agent']),
+  /** agent: its process group is up and it takes ops */
+  ready: z.boolean().optional(),
+});
+export type SvcHeartbeat = z.infer<typeof SvcHeartbeatSchema>;
+
+/** The group is over for everyone: who left or was lost, or the op failure that broke it. */
+export const SvcEndSchema = z.object({
+  groupId: z.string(),
+  reason: z.enum(['left', 'lost', 'failed']),
+  /** the participant it is about, in words: `member "w3" (rank 3)`, `agent agent-2 (rank 2, member "w2")` */
+  who: z.string().optional(),
+  rank: z.number().int().min(0).optional(),
+  error: SvcErrorSchema.optional(),
+});
+export type SvcEnd = z.infer<typeof SvcEndSchema>;
+
+/** A round in the coordinator's state bucket (KV_KEYS.svcGroup(name)). */
+export const SvcRoundSchema = z.object({
+  name: z.string(),
+  size: z.number().int().positive(),
+  round: z.number().int().positive(),
+  state: z.enum(['waiting', 'placed', 'ended']),
+  joined: z.array(z.object({ member: z.string(), label: z.string().optional() })),
+  placed: SvcPlacedSchema.optional(),
+  end: SvcEndSchema.optional(),
+  updatedAt: z.string(),
+});
+export type SvcRound = z.infer<typeof SvcRoundSchema>;
+
+/** The agent's part of a placed group (AgentEvent 'svc-member'). */
+export const SvcAgentEventSchema = z.object({ type: z.literal('svc-member'), rank: z.number().int().min(0), placed: SvcPlacedSchema });
+
+/** Everything on an agent's events subject: group membership (agents.ts) and service placements. */
+export const AgentNotificationSchema = z.discriminatedUnion('type', [AgentEventSchema, SvcAgentEventSchema]);
+export type AgentNotification = z.infer<typeof AgentNotificationSchema>;

@@ -1,53 +1,165 @@
-// Control-plane figures: time for N agents to register and rendezvous, and request/reply latency
-// (p50/p99) of the coordinator. Starts its own nats-server and coordinator; stops both.
-//   node -r @swc-node/register bench/coordinator/control-plane.ts [agents=64] [requests=2000]
-import { JSONCodec, connect } from 'nats';
+// Control-plane figures at N simulated agents: time to register and to rendezvous (join to closed
+// round), then every agent heartbeating at the coordinator's interval for a while: request/reply
+// latency p50/p99, coordinator and nats-server CPU (% of one core) and RSS. Each size gets its own
+// nats-server and coordinator (stopped by pid); the agents are simulated on one NATS connection.
+//   node -r @swc-node/register bench/coordinator/control-plane.ts [--sizes 64,256,1024,4096] [--steady-s 5] [--cpu-prof DIR] [--quick]
+// The old positional form `control-plane.ts N` runs the one size N.
+import { readFileSync } from 'fs';
+import { JSONCodec, NatsConnection, connect } from 'nats';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { startNatsServer } from '@cmesh/testing';
 import { startCoordinatorProcess } from '../../apps/coordinator/test/support/coordinator-process';
 
 const json = JSONCodec();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function main() {
-  const agents = Number(process.argv[2] ?? 64);
-  const requests = Number(process.argv[3] ?? 2000);
+export interface ControlPlaneRow {
+  agents: number;
+  registerMs: number;
+  rendezvousMs: number;
+  heartbeats: number;
+  heartbeatP50Ms: number;
+  heartbeatP99Ms: number;
+  heartbeatErrors: number;
+  coordinatorCpuPct: number;
+  coordinatorRssMiB: number;
+  natsCpuPct: number;
+  natsRssMiB: number;
+}
+
+/** user+system CPU seconds of a process, from /proc (Linux) */
+function cpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+function quantile(sorted: number[], p: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : NaN;
+}
+
+function registration(id: string) {
+  return { protocolVersion: PROTOCOL_VERSION, agentId: id, name: id, host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
+}
+
+/** Registers `agents`, rendezvouses them, and heartbeats them all for `steadyS` seconds. */
+export async function measureControlPlane(agents: number, opts: { steadyS?: number; cpuProfDir?: string; env?: Record<string, string> } = {}): Promise<ControlPlaneRow> {
   const nats = await startNatsServer();
-  const coord = await startCoordinatorProcess(nats.url);
-  const nc = await connect({ servers: nats.url });
-  const req = async (s: string, b: unknown) => json.decode((await nc.request(s, json.encode(b), { timeout: 10000 })).data) as any;
+  const coord = await startCoordinatorProcess(nats.url, { LOG_LEVEL: 'error', ...opts.env }, opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []);
+  let nc: NatsConnection | undefined;
+  let stop = false; // ends the heartbeat loops, also when a phase fails
   try {
+    nc = await connect({ servers: nats.url, maxPingOut: 20 });
+    const conn = nc;
+    const req = async (s: string, b: unknown) => json.decode((await conn.request(s, json.encode(b), { timeout: 30_000 })).data) as any;
     const ids = Array.from({ length: agents }, (_, i) => `bench-${i}`);
     const t0 = performance.now();
-    await Promise.all(
-      ids.map((id) =>
-        req(AGENT_SUBJECTS.register, { protocolVersion: PROTOCOL_VERSION, agentId: id, name: id, host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } }),
-      ),
-    );
+    const regs = await Promise.all(ids.map((id) => req(AGENT_SUBJECTS.register, registration(id))));
     const t1 = performance.now();
-    await Promise.all(ids.map((id) => req(RDZV_SUBJECTS.join, { runId: 'bench', nodeId: id, minNodes: agents, maxNodes: agents })));
-    let closed = false;
-    while (!closed) closed = (await req(RDZV_SUBJECTS.get, { runId: 'bench' })).record.state === 'closed';
-    const t2 = performance.now();
+    const heartbeatMs: number = regs[0].heartbeatMs;
+
+    // from registration on, every agent beats once per interval at its own phase, as agents do;
+    // latencies count in the steady window after the rendezvous
     const lat: number[] = [];
-    for (let i = 0; i < requests; i++) {
-      const s = performance.now();
-      await req(AGENT_SUBJECTS.heartbeat, { agentId: ids[i % agents] });
-      lat.push(performance.now() - s);
+    let errors = 0;
+    const steady = { from: Infinity, to: -Infinity }; // set once the round is closed
+    const beating = Promise.all(
+      ids.map(async (id, i) => {
+        await sleep((i / agents) * heartbeatMs);
+        for (let next = performance.now(); !stop; next += heartbeatMs) {
+          const s = performance.now();
+          const r = await req(AGENT_SUBJECTS.heartbeat, { agentId: id }).catch(() => undefined);
+          if (s >= steady.from && s < steady.to) {
+            if (r?.ok) lat.push(performance.now() - s);
+            else errors++;
+          }
+          await sleep(Math.max(0, next + heartbeatMs - performance.now()));
+        }
+      }),
+    );
+
+    // a join is answered with the whole round: the simulated agents share one process, so they read
+    // the reply's text instead of decoding N rounds of N members each (that cost is the agents', not
+    // the coordinator's)
+    const text = new TextDecoder();
+    const joins = await Promise.all(
+      ids.map(async (id) => text.decode((await conn.request(RDZV_SUBJECTS.join, json.encode({ runId: 'bench', nodeId: id, minNodes: agents, maxNodes: agents }), { timeout: 30_000 })).data)),
+    );
+    const bad = joins.find((j) => !j.startsWith('{"ok":true'));
+    if (bad) throw new Error(`join refused: ${bad.slice(0, 300)}`);
+    let closed = joins.some((j) => j.includes('"state":"closed"'));
+    while (!closed) {
+      closed = (await req(RDZV_SUBJECTS.get, { runId: 'bench' })).record.state === 'closed';
+      if (!closed) await sleep(20);
     }
+    const t2 = performance.now();
+
+    const steadyMs = (opts.steadyS ?? 5) * 1000;
+    const cpu0 = [cpuSeconds(coord.pid), cpuSeconds(nats.pid)];
+    const s0 = performance.now();
+    steady.from = s0;
+    steady.to = s0 + steadyMs;
+    await sleep(steadyMs);
+    const wall = (performance.now() - s0) / 1000;
+    const cpu1 = [cpuSeconds(coord.pid), cpuSeconds(nats.pid)];
+    stop = true;
+    await beating;
     lat.sort((a, b) => a - b);
-    const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))].toFixed(2);
-    console.log(`agents: ${agents}`);
-    console.log(`register (concurrent): ${(t1 - t0).toFixed(0)} ms`);
-    console.log(`rendezvous of ${agents} agents (join to closed, concurrent): ${(t2 - t1).toFixed(0)} ms`);
-    console.log(`heartbeat request/reply over ${requests} sequential requests: p50 ${q(0.5)} ms, p99 ${q(0.99)} ms`);
+    return {
+      agents,
+      registerMs: t1 - t0,
+      rendezvousMs: t2 - t1,
+      heartbeats: lat.length,
+      heartbeatP50Ms: quantile(lat, 0.5),
+      heartbeatP99Ms: quantile(lat, 0.99),
+      heartbeatErrors: errors,
+      coordinatorCpuPct: ((cpu1[0] - cpu0[0]) / wall) * 100,
+      coordinatorRssMiB: rssMiB(coord.pid),
+      natsCpuPct: ((cpu1[1] - cpu0[1]) / wall) * 100,
+      natsRssMiB: rssMiB(nats.pid),
+    };
   } finally {
-    await nc.close();
+    stop = true;
+    await nc?.close();
     await coord.stop();
     await nats.stop();
   }
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+async function main() {
+  const quick = process.argv.includes('--quick');
+  const positional = process.argv[2] && /^\d+$/.test(process.argv[2]) ? process.argv[2] : undefined;
+  const sizes = (arg('--sizes') ?? positional ?? (quick ? '64,256,1024' : '64,256,1024,4096')).split(',').map(Number);
+  const steadyS = Number(arg('--steady-s') ?? (quick ? 3 : 5));
+  const cpuProfDir = arg('--cpu-prof');
+  console.log('| agents | register | rendezvous (join to closed) | per agent | heartbeat p50 / p99 (steady, all agents) | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const n of sizes) {
+    try {
+      const r = await measureControlPlane(n, { steadyS, cpuProfDir });
+      const errs = r.heartbeatErrors ? ` (${r.heartbeatErrors} failed)` : '';
+      console.log(
+        `| ${n} | ${r.registerMs.toFixed(0)} ms | ${r.rendezvousMs.toFixed(0)} ms | ${((r.rendezvousMs * 1000) / n).toFixed(0)} µs | ${r.heartbeatP50Ms.toFixed(2)} / ${r.heartbeatP99Ms.toFixed(2)} ms${errs} | ${r.coordinatorCpuPct.toFixed(0)}% | ${r.coordinatorRssMiB.toFixed(0)} MiB | ${r.natsCpuPct.toFixed(0)}% | ${r.natsRssMiB.toFixed(0)} MiB |`,
+      );
+    } catch (e) {
+      console.log(`| ${n} | fails: ${(e as Error).message.split('\n')[0]} | | | | | | | |`);
+    }
+  }
+}
+
+if (require.main === module) {
+  main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

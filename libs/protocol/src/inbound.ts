@@ -4,7 +4,7 @@
 // and reported with the subject. Anything that can publish on the server can reach these
 // subjects, so no payload may crash or wedge a process.
 import { z } from 'zod';
-import { describeIssues, errorReply } from './reply';
+import { JsonText, describeIssues, errorReply } from './reply';
 import { RateLimitedLog } from './rate-limited-log';
 
 export type RejectReason = 'not_json' | 'too_large' | 'invalid' | 'handler_error';
@@ -144,7 +144,7 @@ function answer(msg: InboundMsg, body: unknown): void {
   if (!msg.reply) return;
   let data: Uint8Array;
   try {
-    data = encoder.encode(JSON.stringify(body));
+    data = encoder.encode(body instanceof JsonText ? body.text : JSON.stringify(body));
   } catch (e) {
     data = encoder.encode(JSON.stringify(errorReply('INTERNAL', `reply cannot be encoded: ${errorMessage(e)}`)));
   }

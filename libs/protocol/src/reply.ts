@@ -26,3 +26,16 @@ export function errorReply(code: ErrorReply['error']['code'], message: string, i
 export function describeIssues(err: z.ZodError): string[] {
   return err.issues.map((i) => `${i.path.length ? i.path.join('.') : '(message)'}: ${i.message}`);
 }
+
+/**
+ * A reply already encoded as JSON text: the inbound transport sends it as is. For replies that
+ * embed one large shared value (a rendezvous round answered to thousands of joiners), encoded once.
+ */
+export class JsonText {
+  constructor(readonly text: string) {}
+
+  /** stays correct where something else stringifies it */
+  toJSON(): unknown {
+    return JSON.parse(this.text);
+  }
+}

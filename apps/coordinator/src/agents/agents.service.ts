@@ -1,32 +1,62 @@
 // The agent registry: register, heartbeat, deregister; the leader marks agents lost after the
-// configured number of missed heartbeats. Records live in KV (agents.<id>).
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
-import {
-  AgentHeartbeat,
-  AgentRecord,
-  AgentRegister,
-  KV_KEYS,
-  PROTOCOL_VERSION,
-} from '@cmesh/protocol';
-import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+// configured number of missed heartbeats. Records live in KV (agents.<id>) and are written when
+// they change (registration, ready/busy/lost, deregistration); every replica mirrors them in
+// memory through a KV watch. A heartbeat is O(1) in memory: every replica hears each one on the
+// heartbeat subject (the one in the request queue group answers it), so the leader's liveness view
+// is whole without a JetStream write per beat.
+import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { AgentHeartbeat, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { JSONCodec, NatsConnection, Subscription } from 'nats';
+import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
+import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
+import { KvMirror } from '../state/kv-mirror';
 import { KvState } from '../state/kv-state';
+import { Liveness } from './liveness';
 
 export type AgentLostListener = (agent: AgentRecord) => Promise<void>;
 
+const json = JSONCodec<{ agentId?: unknown }>();
+
 @Injectable()
-export class AgentsService implements OnModuleInit {
+export class AgentsService implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('Agents');
   private readonly lostListeners: AgentLostListener[] = [];
+  private readonly liveness = new Liveness();
+  private readonly mirror: KvMirror<AgentRecord>;
+  private overheard?: Subscription;
 
   constructor(
     private readonly state: KvState,
     private readonly leader: LeaderService,
     @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
-  ) {}
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
+  ) {
+    this.mirror = new KvMirror<AgentRecord>(state.kv, KV_KEYS.agentsPrefix);
+  }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    // heartbeats answered by another replica: noted here too (only the id is read)
+    this.overheard = this.nc.subscribe(this.names.agents.heartbeat, {
+      callback: (err, m) => {
+        if (err) return;
+        try {
+          const id = json.decode(m.data).agentId;
+          if (typeof id === 'string' && this.mirror.get(id)) this.liveness.beat(id, Date.now());
+        } catch {
+          // a malformed heartbeat is refused by the replica that answers it
+        }
+      },
+    });
+    await this.mirror.start().catch((e) => this.log.warn(`agent mirror: ${(e as Error).message}; reading KV instead`));
     this.leader.whileLeading(() => this.markLost());
+  }
+
+  onApplicationShutdown(): void {
+    this.overheard?.unsubscribe();
+    this.mirror.stop();
   }
 
   onAgentLost(fn: AgentLostListener): void {
@@ -42,63 +72,88 @@ export class AgentsService implements OnModuleInit {
     if (body.protocolVersion !== PROTOCOL_VERSION) {
       throw new ReplyError('UNSUPPORTED_VERSION', `protocol version ${body.protocolVersion} is not supported; this coordinator speaks ${PROTOCOL_VERSION}`);
     }
-    const now = new Date().toISOString();
-    const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => ({
+    const now = Date.now();
+    const iso = new Date(now).toISOString();
+    const rec = (await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => ({
       ...body,
       state: 'ready',
-      registeredAt: cur && cur.state !== 'lost' ? cur.registeredAt : now,
-      lastHeartbeat: now,
+      registeredAt: cur && cur.state !== 'lost' ? cur.registeredAt : iso,
+      lastHeartbeat: iso,
       maxHeartbeatGapSeconds: 0,
-    }));
-    return rec!;
+    })))!;
+    this.mirror.set(body.agentId, rec);
+    this.liveness.reset(body.agentId, now);
+    return rec;
   }
 
   async heartbeat(body: AgentHeartbeat): Promise<AgentRecord> {
-    let missing = false;
-    const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => {
-      if (!cur) {
-        missing = true;
-        return undefined;
-      }
-      const now = Date.now();
-      const gap = (now - Date.parse(cur.lastHeartbeat)) / 1000;
-      return {
-        ...cur,
-        state: body.busy ? 'busy' : 'ready',
-        lastHeartbeat: new Date(now).toISOString(),
-        maxHeartbeatGapSeconds: Math.max(cur.maxHeartbeatGapSeconds, gap),
-      };
-    });
-    if (missing || !rec) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
-    return rec;
+    const known = await this.durable(body.agentId);
+    if (!known) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
+    const now = Date.now();
+    this.liveness.beat(body.agentId, now, known.lastHeartbeat);
+    const state = body.busy ? 'busy' : 'ready';
+    if (known.state !== state) {
+      // a change of state is durable (and tells the other replicas): one compare-and-set
+      const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) =>
+        cur ? { ...cur, state, lastHeartbeat: new Date(now).toISOString(), maxHeartbeatGapSeconds: Math.max(cur.maxHeartbeatGapSeconds, this.liveness.maxGap(body.agentId)) } : undefined,
+      );
+      if (!rec) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
+      this.mirror.set(body.agentId, rec);
+      return rec;
+    }
+    return this.live(known);
   }
 
   async deregister(agentId: string): Promise<AgentRecord> {
     const rec = await this.get(agentId);
     await this.state.delete(KV_KEYS.agent(agentId));
+    this.mirror.delete(agentId);
+    this.liveness.reset(agentId);
     return rec;
   }
 
   async get(agentId: string): Promise<AgentRecord> {
-    const rec = await this.state.get<AgentRecord>(KV_KEYS.agent(agentId));
+    const rec = await this.durable(agentId);
     if (!rec) throw new ReplyError('NOT_FOUND', `no agent ${JSON.stringify(agentId)}`);
+    return this.live(rec);
+  }
+
+  async list(): Promise<AgentRecord[]> {
+    const all = this.mirror.isReady ? this.mirror.values().sort((a, b) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0)) : await this.state.list<AgentRecord>(KV_KEYS.agentsPrefix);
+    return all.map((a) => this.live(a));
+  }
+
+  /** The stored record: from the mirror, or KV when the mirror has not seen it (yet). */
+  private async durable(agentId: string): Promise<AgentRecord | undefined> {
+    const m = this.mirror.get(agentId);
+    if (m) return m;
+    const rec = await this.state.get<AgentRecord>(KV_KEYS.agent(agentId));
+    if (rec) this.mirror.set(agentId, rec);
     return rec;
   }
 
-  list(): Promise<AgentRecord[]> {
-    return this.state.list<AgentRecord>(KV_KEYS.agentsPrefix);
+  /** The stored record with this replica's latest heartbeat time and largest gap. */
+  private live(a: AgentRecord): AgentRecord {
+    const last = this.liveness.lastHeard(a.agentId, a.lastHeartbeat);
+    const gap = Math.max(a.maxHeartbeatGapSeconds, this.liveness.maxGap(a.agentId));
+    return last === Date.parse(a.lastHeartbeat) && gap === a.maxHeartbeatGapSeconds ? a : { ...a, lastHeartbeat: new Date(last).toISOString(), maxHeartbeatGapSeconds: gap };
   }
 
-  /** Leader only: agents silent for missedHeartbeats x heartbeat become lost. */
+  /** Leader only: agents silent for missedHeartbeats x heartbeat become lost (the check is in memory). */
   private async markLost(): Promise<void> {
+    if (!this.mirror.isReady) return;
     const limit = this.config.heartbeatMs * this.config.missedHeartbeats;
     const now = Date.now();
-    for (const a of await this.list()) {
-      if (a.state === 'lost' || now - Date.parse(a.lastHeartbeat) <= limit) continue;
+    for (const a of this.mirror.values()) {
+      if (a.state === 'lost' || !this.liveness.silent(a.agentId, a.lastHeartbeat, now, limit)) continue;
       const lost = await this.state.update<AgentRecord>(KV_KEYS.agent(a.agentId), (cur) =>
-        cur && cur.state !== 'lost' && now - Date.parse(cur.lastHeartbeat) > limit ? { ...cur, state: 'lost' } : undefined,
+        cur && cur.state !== 'lost' && this.liveness.silent(cur.agentId, cur.lastHeartbeat, Date.now(), limit)
+          ? { ...this.live(cur), state: 'lost' }
+          : undefined,
       );
-      if (lost?.state === 'lost') for (const fn of this.lostListeners) await fn(lost);
+      if (!lost) continue;
+      this.mirror.set(a.agentId, lost);
+      if (lost.state === 'lost') for (const fn of this.lostListeners) await fn(lost);
     }
   }
 }

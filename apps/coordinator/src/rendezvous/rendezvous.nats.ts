@@ -2,7 +2,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
-import { NodeIdSchema, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema } from '@cmesh/protocol';
+import { JsonText, NodeIdSchema, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { z } from 'zod';
 import { RendezvousService } from './rendezvous.service';
 
@@ -12,11 +12,20 @@ const RdzvGetByNodeSchema = RdzvGetSchema.extend({ nodeId: NodeIdSchema.optional
 @Controller()
 @UseFilters(InboundErrors)
 export class RendezvousNats {
+  /** a round's JSON, encoded once for all the joiners answered with the same record */
+  private readonly encoded = new WeakMap<RdzvRecord, string>();
+
   constructor(private readonly rdzv: RendezvousService) {}
 
   @MessagePattern('rdzv.join', { schema: RdzvJoinSchema })
-  join(body: RdzvJoin) {
-    return this.rdzv.join(body);
+  async join(body: RdzvJoin) {
+    return this.encode(await this.rdzv.join(body));
+  }
+
+  private encode(r: RdzvReply): JsonText {
+    let record = this.encoded.get(r.record);
+    if (record === undefined) this.encoded.set(r.record, (record = JSON.stringify(r.record)));
+    return new JsonText(`{"ok":true,"record":${record}${r.rank !== undefined ? `,"rank":${r.rank}` : ''}}`);
   }
 
   @MessagePattern('rdzv.get', { schema: RdzvGetByNodeSchema })

@@ -1,11 +1,14 @@
 // Rendezvous over KV (rdzv.<runId>): any replica can serve a join; the leader closes rounds whose
 // last call is over and reopens rounds that lost a member. Gets close overdue rounds too, so a
-// restarted or leaderless coordinator never leaves a rendezvous stuck.
+// restarted or leaderless coordinator never leaves a rendezvous stuck. Joins are group-committed:
+// those that arrive while a run's record is being written are admitted together by the next
+// compare-and-set, and each is answered once that write is stored.
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { KV_KEYS, RdzvJoin, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { LeaderService } from '../leader/leader.service';
 import { ReplyError } from '../nats/reply-error';
+import { GroupCommit, Outcome } from '../state/group-commit';
 import { KvState } from '../state/kv-state';
 import * as rounds from './rounds';
 
@@ -15,6 +18,7 @@ const PREFIX = 'rdzv.';
 export class RendezvousService implements OnModuleInit {
   private readonly closedListeners: ((seconds: number) => void)[] = [];
   private readonly noted = new Set<string>();
+  private readonly joins = new GroupCommit<RdzvJoin, RdzvReply>((key, js) => this.admit(key, js));
 
   constructor(
     private readonly state: KvState,
@@ -37,16 +41,23 @@ export class RendezvousService implements OnModuleInit {
     return { ok: true, record, ...(rank !== undefined ? { rank } : {}) };
   }
 
-  async join(j: RdzvJoin): Promise<RdzvReply> {
-    let record: RdzvRecord | undefined;
-    try {
-      record = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(j.runId), (cur) => rounds.join(cur, j, Date.now()));
-    } catch (e) {
-      if (e instanceof RangeError) throw new ReplyError('CONFLICT', e.message);
-      throw e;
-    }
-    this.noteClosed(record!);
-    return this.reply(record!, j.nodeId);
+  join(j: RdzvJoin): Promise<RdzvReply> {
+    return this.joins.submit(KV_KEYS.rendezvous(j.runId), j);
+  }
+
+  /** One compare-and-set admits a batch of joins to one run (retried whole when another writer won). */
+  private async admit(key: string, js: RdzvJoin[]): Promise<Outcome<RdzvReply>[]> {
+    let errors: (RangeError | undefined)[] = [];
+    const record = await this.state.update<RdzvRecord>(key, (cur) => {
+      const out = rounds.joinBatch(cur, js, Date.now());
+      errors = out.errors;
+      return out.record;
+    });
+    if (record) this.noteClosed(record);
+    return js.map((j, i) => {
+      const e = errors[i];
+      return e ? { ok: false, error: new ReplyError('CONFLICT', e.message) } : { ok: true, value: this.reply(record!, j.nodeId) };
+    });
   }
 
   async get(runId: string, nodeId?: string): Promise<RdzvReply> {

@@ -1,4 +1,4 @@
-// The c10d round rules as pure functions over a record: join, close, leave.
+// The c10d round rules as pure functions over a record: join (a batch at a time), close, leave.
 import type { RdzvJoin, RdzvRecord } from '@cmesh/protocol';
 
 export function newRecord(j: RdzvJoin): RdzvRecord {
@@ -18,21 +18,6 @@ export function maybeClose(r: RdzvRecord, now: number): RdzvRecord | undefined {
   if (n >= r.maxNodes) return close(r, now);
   if (n >= r.minNodes && r.lastCallDeadline !== undefined && now >= r.lastCallDeadline) return close(r, now);
   return undefined;
-}
-
-export function join(cur: RdzvRecord | undefined, j: RdzvJoin, now: number): RdzvRecord | undefined {
-  const r = cur ?? newRecord(j);
-  if (r.minNodes !== j.minNodes || r.maxNodes !== j.maxNodes) {
-    throw new RangeError(`run ${j.runId} expects ${r.minNodes}:${r.maxNodes} nodes, this node asked for ${j.minNodes}:${j.maxNodes}`);
-  }
-  if (r.state === 'closed') {
-    if (r.ranks?.[j.nodeId] !== undefined || r.waiting.includes(j.nodeId)) return cur ? undefined : r;
-    return { ...r, waiting: [...r.waiting, j.nodeId] }; // waits for the next round
-  }
-  if (r.participants.some((p) => p.nodeId === j.nodeId)) return maybeClose(r, now) ?? (cur ? undefined : r);
-  const next: RdzvRecord = { ...r, participants: [...r.participants, { nodeId: j.nodeId, joinedAt: new Date(now).toISOString() }] };
-  if (next.participants.length >= next.minNodes && next.lastCallDeadline === undefined) next.lastCallDeadline = now + next.lastCallMs;
-  return maybeClose(next, now) ?? next;
 }
 
 /** Whether a node takes part in the run: in the current round, or waiting for the next one. */
@@ -66,4 +51,57 @@ function reopen(r: RdzvRecord, gone: string, now: number): RdzvRecord {
     lastCallDeadline: participants.length >= r.minNodes ? now + r.lastCallMs : undefined,
   };
   return maybeClose(next, now) ?? next;
+}
+
+/** Whether an open round closes now: full, or MIN joined and the last call is over. */
+function closesNow(r: RdzvRecord, n: number, now: number): boolean {
+  return n >= r.maxNodes || (n >= r.minNodes && r.lastCallDeadline !== undefined && now >= r.lastCallDeadline);
+}
+
+export interface BatchResult {
+  /** the new record, or undefined when no join changed it (and it existed) */
+  record: RdzvRecord | undefined;
+  /** per join, in order: the refusal of a join whose MIN:MAX disagrees with the run's */
+  errors: (RangeError | undefined)[];
+}
+
+/**
+ * Admits many joins at once, with exactly the outcome of `join` applied to each in order at the same
+ * `now`, in O(joins + members): one copy of the record, sets for membership, one close.
+ */
+export function joinBatch(cur: RdzvRecord | undefined, js: RdzvJoin[], now: number): BatchResult {
+  const errors: (RangeError | undefined)[] = [];
+  const first = js[0];
+  if (!first) return { record: undefined, errors };
+  const r: RdzvRecord = cur ? { ...cur, participants: [...cur.participants], waiting: [...cur.waiting] } : newRecord(first);
+  let changed = !cur;
+  let closed: RdzvRecord | undefined = r.state === 'closed' ? r : undefined;
+  const inRound = new Set(r.participants.map((p) => p.nodeId));
+  const waiting = new Set(r.waiting);
+  const joinedAt = new Date(now).toISOString();
+  for (const j of js) {
+    if (r.minNodes !== j.minNodes || r.maxNodes !== j.maxNodes) {
+      errors.push(new RangeError(`run ${j.runId} expects ${r.minNodes}:${r.maxNodes} nodes, this node asked for ${j.minNodes}:${j.maxNodes}`));
+      continue;
+    }
+    errors.push(undefined);
+    if (closed) {
+      if (closed.ranks?.[j.nodeId] !== undefined || waiting.has(j.nodeId)) continue;
+      waiting.add(j.nodeId);
+      closed.waiting.push(j.nodeId);
+      changed = true;
+      continue;
+    }
+    if (!inRound.has(j.nodeId)) {
+      inRound.add(j.nodeId);
+      r.participants.push({ nodeId: j.nodeId, joinedAt });
+      if (r.participants.length >= r.minNodes && r.lastCallDeadline === undefined) r.lastCallDeadline = now + r.lastCallMs;
+      changed = true;
+    }
+    if (closesNow(r, r.participants.length, now)) {
+      closed = close(r, now);
+      changed = true;
+    }
+  }
+  return { record: changed ? (closed ?? r) : undefined, errors };
 }

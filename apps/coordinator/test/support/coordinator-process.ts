@@ -13,9 +13,10 @@ export interface CoordinatorProcess {
 
 const MAIN = path.resolve(__dirname, '../../src/main.ts');
 
-export async function startCoordinatorProcess(natsUrl: string, env: Record<string, string> = {}): Promise<CoordinatorProcess> {
+/** `nodeArgs`: extra node flags for the coordinator (the benchmark's --cpu-prof). */
+export async function startCoordinatorProcess(natsUrl: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<CoordinatorProcess> {
   const port = await freePort();
-  const proc = spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), MAIN, '--nats', natsUrl, '--port', String(port)], {
+  const proc = spawn(process.execPath, [...nodeArgs, '-r', require.resolve('@swc-node/register'), MAIN, '--nats', natsUrl, '--port', String(port)], {
     env: { ...process.env, LOG_LEVEL: 'warn', TS_NODE_PROJECT: path.resolve(__dirname, '../../../../tsconfig.json'), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

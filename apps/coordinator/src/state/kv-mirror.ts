@@ -1,0 +1,58 @@
+// Every record under one KV prefix, in memory, kept current by a KV watch: listing N agents is a
+// map walk rather than N reads of JetStream. Writes of this replica are applied at once (a later
+// watch entry of the same key supersedes them), so a replica reads its own writes.
+import { JSONCodec, KV, KvEntry, QueuedIterator } from 'nats';
+
+const json = JSONCodec();
+
+export class KvMirror<T> {
+  private readonly records = new Map<string, T>();
+  private watcher?: QueuedIterator<KvEntry>;
+  private ready = false;
+
+  constructor(
+    private readonly kv: KV,
+    private readonly prefix: string,
+  ) {}
+
+  /** Starts watching; resolves once the current values are loaded. */
+  async start(): Promise<void> {
+    let loaded!: () => void;
+    const initialized = new Promise<void>((r) => (loaded = r));
+    this.watcher = await this.kv.watch({ key: `${this.prefix}>`, initializedFn: () => loaded() });
+    void (async () => {
+      for await (const e of this.watcher!) {
+        const id = e.key.substring(this.prefix.length);
+        if (e.operation === 'PUT') this.records.set(id, json.decode(e.value) as T);
+        else this.records.delete(id);
+      }
+    })().catch(() => undefined);
+    await initialized;
+    this.ready = true;
+  }
+
+  stop(): void {
+    this.watcher?.stop();
+  }
+
+  /** Whether the initial values are in (before that, read KV). */
+  get isReady(): boolean {
+    return this.ready;
+  }
+
+  get(id: string): T | undefined {
+    return this.records.get(id);
+  }
+
+  set(id: string, value: T): void {
+    this.records.set(id, value);
+  }
+
+  delete(id: string): void {
+    this.records.delete(id);
+  }
+
+  values(): T[] {
+    return [...this.records.values()];
+  }
+}

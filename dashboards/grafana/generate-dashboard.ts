@@ -138,6 +138,44 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
     ],
   },
   {
+    title: 'Fabric scans',
+    panels: [
+      {
+        title: "Last scan: each link's bandwidth / reference",
+        description:
+          'The last scan\'s pairwise matrix, one bar per link (agent_a<->agent_b): sendRecv bandwidth over the scan\'s reference (the median of the agents\' median bandwidths). Every link up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS agents, only flagged links above. cmesh scan --show <id> prints the whole matrix.',
+        type: 'bargauge',
+        unit: 'percentunit',
+        targets: [{ expr: 'max by (agent_a, agent_b, flagged) (cmesh_scan_link_bandwidth_ratio{job="cmesh-coordinator"})', legend: '{{agent_a}}<->{{agent_b}} flagged={{flagged}}' }],
+      },
+      {
+        title: "Agents' median bandwidth / reference, per scan",
+        description: 'Each agent\'s median link bandwidth over the scan\'s reference; the CmeshAgentSlowInScans alert fires below 0.5 in 2 consecutive scans.',
+        type: 'timeseries',
+        unit: 'percentunit',
+        targets: [{ expr: 'max by (agent) (cmesh_scan_agent_bandwidth_ratio{job="cmesh-coordinator"})', legend: '{{agent}}' }],
+      },
+      {
+        title: 'Flagged agents over time',
+        description: '1 while the last scan flags the agent (most of its links slow).',
+        type: 'timeseries',
+        unit: 'short',
+        targets: [{ expr: 'max by (agent) (cmesh_scan_agent_flagged{job="cmesh-coordinator"})', legend: '{{agent}}' }],
+      },
+      {
+        title: 'Last scan',
+        description: 'What the last scan flagged, and its wall time.',
+        type: 'stat',
+        unit: 'short',
+        targets: [
+          { expr: 'max(cmesh_scan_flagged_agents{job="cmesh-coordinator"})', legend: 'flagged agents' },
+          { expr: 'max(cmesh_scan_flagged_links{job="cmesh-coordinator"})', legend: 'flagged links' },
+          { expr: 'max(cmesh_scan_duration_seconds{job="cmesh-coordinator"})', legend: 'wall time, s' },
+        ],
+      },
+    ],
+  },
+  {
     title: 'Per rank',
     panels: [
       {

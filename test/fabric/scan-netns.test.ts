@@ -4,15 +4,18 @@
 // flags exactly that agent; with only the path between two hosts slowed (an HTB class for the
 // peer's address on both ends), it flags that link and neither host. Traffic stays inside the
 // namespaces the test made; every namespace and process is removed at the end, also on failure.
+// Between the two, the coordinator's /ui page in headless Chromium shows the flagged cells.
 // Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); skipped, saying why, where namespaces cannot be made.
 import { execFile, execFileSync } from 'child_process';
-import { mkdtempSync, rmSync } from 'fs';
+import { mkdtempSync, readFileSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { promisify } from 'util';
 import { ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
 import { nodeArgs, programEnv, programOf } from '../../apps/cli/src/programs';
 import { Supervisor } from '../../apps/cli/src/mesh/supervisor';
+import { FLAGGED_RGB } from '../../apps/coordinator/src/ui/ui-page';
+import { countColour, readPng } from './support/png';
 
 const HOSTS = 4;
 const SUBNET = '10.78.0';
@@ -180,6 +183,47 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
     expect(half('half-2').busBwGBs!).toBeLessThan(half('half-1').busBwGBs!);
     expect(text).toMatch(/^host-2 +\d+\.\d +\d+\.\d +- +\d+\.\d$/m);
     expect(text).toMatch(/^verdict: 1 agent flagged \(host-2\)/m);
+  }, 120_000);
+
+  // The coordinator's /ui in a real browser (headless Chromium, Debian package `chromium`), after
+  // the scan that flagged host-2: the page shows the matrix with host-2's six cells in the flagged
+  // colour, and the screenshot has them (pixels of exactly that colour) beside healthy green cells.
+  const chromium = ['chromium', 'chromium-browser'].find((c) => {
+    try {
+      execFileSync(c, ['--version'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  if (!chromium) console.warn('scan-netns: /ui in a browser skipped: no chromium (apt-get install chromium)');
+  (chromium ? it : it.skip)('/ui in headless Chromium shows the last scan\'s matrix with the flagged cells', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmesh-ui-'));
+    try {
+      const browse = (...args: string[]) =>
+        inHub([chromium!, '--headless=new', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--force-device-scale-factor=1', `--user-data-dir=${join(dir, 'profile')}`, ...args, `${COORDINATOR}/ui`], 60_000);
+      const dom = await browse('--dump-dom');
+      expect(dom).toContain('<table class="matrix">');
+      expect(dom).toMatch(/<th class="flagged">host-2<\/th>/);
+      expect(dom.match(/<td class="cell-slow"/g)).toHaveLength(6);
+      expect(dom.match(/<td class="cell-ok"/g)?.length).toBe(6);
+      expect(dom).toMatch(/<li class="flagged">host-2: 0\.\d\dx median bandwidth on 3 of 3 links<\/li>/);
+      for (const h of hosts) expect(dom).toContain(`<td>${h.name}</td>`);
+      expect(dom).toMatch(/<h2>Recent jobs \(8\)<\/h2>/);
+      expect(dom).not.toMatch(/https?:\/\/(?!10\.78\.)/); // nothing from elsewhere
+      const shot = join(dir, 'ui.png');
+      await browse('--window-size=1280,900', `--screenshot=${shot}`);
+      const png = readPng(readFileSync(shot));
+      expect([png.width, png.height]).toEqual([1280, 900]);
+      const red = countColour(png, FLAGGED_RGB);
+      const green = countColour(png, [166, 217, 106]);
+      console.log(`/ui screenshot ${png.width}x${png.height}: ${red} pixels in the flagged colour, ${green} in the healthy one`);
+      // six flagged cells and six healthy ones of at least 40x15 pixels each
+      expect(red).toBeGreaterThan(6 * 40 * 15);
+      expect(green).toBeGreaterThan(6 * 40 * 15);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 
   it(`only the path between host-1 and host-3 at ${SLOW}: that link is flagged, not the hosts`, async () => {

@@ -10,7 +10,7 @@ import { tmpdir } from 'os';
 import { createServer } from 'net';
 import { join, resolve } from 'path';
 import { connect } from 'nats';
-import { JobRecord, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { JobRecord, RDZV_SUBJECTS, ScanRecord } from '@cmesh/protocol';
 import { NatsServer, Prometheus, Sample, freePort, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 import { dashboardExpressions, ruleFileRules } from './support/expressions';
@@ -56,7 +56,12 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     // the busbw floor is the operator's; raised here so the alert has to fire on this machine
     const rules = readFileSync(RULES, 'utf8');
     // and the stuck-collective bound lowered to every rank's age (0 when nothing is in flight)
-    const raised = rules.replace(/< 1e9 # busbw-floor/, '< 1e18 # busbw-floor').replace(/> 300 # stuck-after/, '>= 0 # stuck-after');
+    // and the scans' slow-agent ratio raised above any agent's (1 on a healthy loopback mesh)
+    const raised = rules
+      .replace(/< 1e9 # busbw-floor/, '< 1e18 # busbw-floor')
+      .replace(/> 300 # stuck-after/, '>= 0 # stuck-after')
+      .replace(/\) < 0\.5\n(.*)\) < 0\.5 # scan-ratio/, ') < 1e9\n$1) < 1e9 # scan-ratio');
+    expect(raised).toMatch(/< 1e9 # scan-ratio/);
     expect(raised).not.toBe(rules);
     expect(raised).toMatch(/>= 0 # stuck-after/);
     writeFileSync(join(tmp, 'cmesh.rules.yml'), raised);
@@ -170,6 +175,19 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     }
   }, 90_000);
 
+  it('exports two fabric scans of the agents (each agent\'s ratio now and in the scan before)', async () => {
+    for (let i = 0; i < 2; i++) {
+      let scan = await mesh.client.post<ScanRecord>('/scans', { bandwidthBytes: 65536, iters: 2, warmup: 0 });
+      for (const end = Date.now() + 60_000; scan.state === 'running' && Date.now() < end; ) {
+        await new Promise((r) => setTimeout(r, 100));
+        scan = await mesh.client.get<ScanRecord>(`/scans/${scan.id}`);
+      }
+      expect([scan.state, scan.links.map((l) => l.state)]).toEqual(['succeeded', ['ok']]);
+    }
+    const prev = await prom.waitFor('cmesh_scan_agent_previous_bandwidth_ratio{job="cmesh-coordinator"}', 15_000, (s) => s.length === 2);
+    expect(prev.map((s) => s.metric.agent).sort()).toEqual(['agent-0', 'agent-1']);
+  }, 150_000);
+
   it("exports every rank's oldest in-flight collective age (flight recorder), labelled with its rank", async () => {
     const age = await prom.waitFor('cmesh_collective_oldest_inflight_age_seconds{job="cmesh-job"}', 30_000, (s) => s.length === 2);
     expect(age.map((s) => s.metric.rank).sort()).toEqual(['0', '1']);
@@ -215,7 +233,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(errs.find((x) => x.metric.job === 'cmesh-coordinator')!.metric.reason).toBe('agent_lost');
     expect(await prom.waitFor('cmesh_agents{state="lost"} == 1', 20_000)).toHaveLength(1);
 
-    const want = ['CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors', 'CmeshCollectiveStuck'];
+    const want = ['CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors', 'CmeshCollectiveStuck', 'CmeshAgentSlowInScans'];
     const end = Date.now() + 30_000;
     let alerts: Awaited<ReturnType<Prometheus['rules']>> = [];
     for (;;) {
@@ -233,7 +251,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(loaded.map((r) => r.name).sort()).toEqual(inFile.map((r) => r.name).sort());
     for (const r of loaded) expect([r.name, r.health, r.lastError ?? '']).toEqual([r.name, 'ok', '']);
     for (const r of inFile) {
-      const expr = r.expr.replace('< 1e9', '< 1e18').replace('> 300', '>= 0');
+      const expr = r.expr.replace('< 1e9', '< 1e18').replace('> 300', '>= 0').replace(/< 0\.5/g, '< 1e9');
       const s = await prom.waitFor(expr, 20_000, r.kind === 'record' ? finite : (x) => x.length > 0).catch((e: Error) => {
         throw new Error(`${r.name}: ${e.message}`);
       });

@@ -19,6 +19,7 @@ import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
 import { RendezvousModule } from './rendezvous/rendezvous.module';
 import { ScansModule } from './scans/scans.module';
 import { ServiceModule } from './service/service.module';
+import { UiModule } from './ui/ui.module';
 import { TraceModule } from './trace/trace.module';
 
 @Global()
@@ -48,6 +49,8 @@ export class AppModule {
       cluster: config.cluster,
       replica: config.replicaId,
     });
+    // fabric scans run their pairs as jobs of the same jobs module
+    const scans = ScansModule.forRoot({ imports: [jobs, AgentsModule, MetricsModule] });
     return {
       module: AppModule,
       providers: [
@@ -69,8 +72,8 @@ export class AppModule {
         HealthModule,
         MetricsModule,
         jobs,
-        // fabric scans run their pairs as jobs of the same jobs module
-        ScansModule.forRoot({ imports: [jobs, AgentsModule, MetricsModule] }),
+        scans,
+        UiModule.forRoot({ imports: [jobs, scans, AgentsModule, GroupsModule] }),
       ],
     };
   }

@@ -203,4 +203,27 @@ describe('scheduled scans (--scan-every)', () => {
     // never overlapping: each starts after the one before finished
     for (let i = 1; i < done.length; i++) expect(Date.parse(done[i].createdAt)).toBeGreaterThanOrEqual(Date.parse(done[i - 1].finishedAt!));
   }, 150_000);
+
+  it("users' jobs go first: a job submitted while scans keep coming runs, and no scan's pair overlaps it", async () => {
+    const user = await mesh.client.submitJob({ op: 'allReduce', sizes: [1 << 20], iters: 200, warmup: 1 });
+    const done = await mesh.client.waitJob(user.id, undefined, { timeoutMs: 120_000 });
+    expect(done.state).toBe('succeeded');
+    const [from, to] = [Date.parse(done.startedAt!), Date.parse(done.finishedAt!)];
+    // the scans after it started again (the schedule goes on), and none of their pairs ran inside it
+    const deadline = Date.now() + 60_000;
+    let after: ScanRecord[] = [];
+    while (Date.now() < deadline) {
+      after = (await mesh.client.get<{ scans: ScanRecord[] }>('/scans?limit=10')).scans.filter((s) => s.state === 'succeeded' && Date.parse(s.createdAt) > to);
+      if (after.length) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(after.length).toBeGreaterThan(0);
+    const { scans } = await mesh.client.get<{ scans: ScanRecord[] }>('/scans?limit=10');
+    for (const s of scans)
+      for (const l of s.links.filter((x) => x.jobId)) {
+        const j = await mesh.client.job(l.jobId!);
+        const overlaps = Date.parse(j.startedAt!) < to && Date.parse(j.finishedAt!) > from;
+        expect([j.id, overlaps]).toEqual([j.id, false]);
+      }
+  }, 200_000);
 });

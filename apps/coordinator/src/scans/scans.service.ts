@@ -192,7 +192,7 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
       // pairs whose agents were busy with users' jobs: once more, while time allows
       const retryUntil = Date.now() + RETRY_BUSY_MS;
       while (busyRefused.length && !cur.stop && Date.now() < retryUntil) {
-        await this.inRounds(cur, busyRefused.splice(0), first);
+        await this.inRounds(cur, busyRefused.splice(0), Infinity, first);
         if (busyRefused.length) await sleep(500);
       }
       for (const l of busyRefused) {
@@ -200,10 +200,11 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
         rec.progress.done++;
       }
       // Noise only ever slows a transfer down (a busy core, a co-scheduled pair), so a link that
-      // looks slow is measured once more and keeps its better figures: a slow link stays slow, a
-      // disturbed one recovers, and the reference is not dragged down by a bad moment.
+      // looks slow is measured once more, alone (no other pair of the scan runs meanwhile), and
+      // keeps its better figures: a slow link stays slow, a disturbed one recovers, and the
+      // reference is not dragged down by a bad moment.
       const suspects = findOutliers(rec.agents, rec.links, { slowRatio: rec.request.slowRatio }).links.flatMap((x, i) => (x.slow && rec.links[i].state === 'ok' ? [rec.links[i]] : []));
-      await this.inRounds(cur, suspects, async (l) => {
+      await this.inRounds(cur, suspects, 1, async (l) => {
         const m = await this.measurePair(rec, l, ids([l.a, l.b]));
         if (m.kind !== 'ok') return;
         l.bandwidthGBs = Math.max(l.bandwidthGBs ?? 0, m.bandwidthGBs);
@@ -241,14 +242,15 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
     while (this.jobs.waiting() > 0 && !cur.stop && Date.now() < until) await sleep(200);
   }
 
-  /** Runs `fn` on the links, as many at once as share no agent, yielding to users' jobs between rounds. */
-  private async inRounds(cur: { stop: boolean }, links: ScanLink[], fn: (l: ScanLink) => Promise<void>): Promise<void> {
+  /** Runs `fn` on the links, up to `most` at once that share no agent, yielding to users' jobs between rounds. */
+  private async inRounds(cur: { stop: boolean }, links: ScanLink[], most: number, fn: (l: ScanLink) => Promise<void>): Promise<void> {
     const left = [...links];
     while (left.length && !cur.stop) {
       await this.yieldToJobs(cur);
       const used = new Set<string>();
       const now: ScanLink[] = [];
       for (const l of [...left]) {
+        if (now.length >= most) break;
         if (used.has(l.a) || used.has(l.b)) continue;
         used.add(l.a);
         used.add(l.b);

@@ -1,0 +1,78 @@
+import type { AgentRecord, JobRecord, ScanRecord } from '@cmesh/protocol';
+import { esc, renderUi } from './ui-page';
+
+const agent = (name: string, state: AgentRecord['state'] = 'ready'): AgentRecord =>
+  ({
+    protocolVersion: 1,
+    agentId: name,
+    name,
+    host: `<b>${name}</b>`,
+    pid: 1,
+    device: { kind: 'cpu', index: 0 },
+    backends: [
+      { name: 'tcp', available: true },
+      { name: 'nccl', available: false, reason: 'no GPU' },
+    ],
+    dataPlane: { host: '127.0.0.1' },
+    state,
+    registeredAt: '2026-01-01T00:00:00.000Z',
+    lastHeartbeat: '2026-01-01T00:00:01.000Z',
+    maxHeartbeatGapSeconds: 1,
+  }) as unknown as AgentRecord;
+
+function scan(): ScanRecord {
+  const names = ['a', 'b', 'c'];
+  const links = [
+    { a: 'a', b: 'b', round: 0, state: 'ok' as const, bandwidthGBs: 1.2, latencyUs: 40, ratio: 1, slow: false },
+    { a: 'a', b: 'c', round: 1, state: 'ok' as const, bandwidthGBs: 0.2, latencyUs: 45, ratio: 0.17, slow: true },
+    { a: 'b', b: 'c', round: 2, state: 'failed' as const, reason: 'x', slow: true },
+  ];
+  return {
+    id: 's1',
+    state: 'succeeded',
+    trigger: 'request',
+    request: { latencyBytes: 8, bandwidthBytes: 4 << 20, iters: 5, warmup: 1, collectives: true, backend: 'tcp', timeoutMs: 60000, slowRatio: 0.6 },
+    agents: names,
+    rounds: 3,
+    progress: { done: 4, total: 4 },
+    links,
+    collectives: [{ name: 'all', agents: names, state: 'ok', bytes: 4 << 20, busBwGBs: 0.2 }],
+    findings: {
+      referenceGBs: 1.2,
+      spreadGBs: 0.1,
+      agents: [],
+      flaggedAgents: ['c'],
+      flaggedLinks: [],
+      evidence: ['c: 0.08x median bandwidth on 2 of 2 links (1 failed)'],
+      verdict: '1 agent flagged (c); reference 1.20 GB/s over 3 links',
+    },
+    createdAt: '2026-01-01T00:00:00.000Z',
+    wallMs: 1234,
+  };
+}
+
+describe('renderUi', () => {
+  it('escapes what records carry, fetches nothing, shows the matrix with its flagged cells', () => {
+    const html = renderUi({ cluster: 'c<1>', replica: 'r', agents: [agent('a'), agent('b', 'lost')], groups: [], jobs: [], scan: scan(), now: new Date(0) });
+    expect(esc(`<a href="x">'&`)).toBe('&lt;a href=&quot;x&quot;&gt;&#39;&amp;');
+    expect(html).toContain('cluster c&lt;1&gt;');
+    expect(html).toContain('<td>&lt;b&gt;a&lt;/b&gt;</td>');
+    expect(html).not.toContain('<b>a</b>');
+    expect(html).not.toMatch(/<script|https?:\/\//);
+    expect(html).toContain('<td class="state-lost">lost</td>');
+    expect(html).toContain('<td>tcp, nccl (unavailable)</td>');
+    expect(html).toContain('<th class="flagged">c</th>');
+    expect(html.match(/<td class="cell-ok"/g)).toHaveLength(2);
+    expect(html.match(/<td class="cell-slow"/g)).toHaveLength(2);
+    expect(html.match(/<td class="cell-fail"/g)).toHaveLength(2);
+    expect(html).toMatch(/<td class="cell-ok" title="a&lt;-&gt;b: 1\.00x, 40 us">1\.20<\/td>/);
+    expect(html).toContain('<li class="flagged">c: 0.08x median bandwidth on 2 of 2 links (1 failed)</li>');
+    expect(html).toContain('<p class="verdict flagged">1 agent flagged (c); reference 1.20 GB/s over 3 links</p>');
+  });
+
+  it('says when there is no scan, no group, no job', () => {
+    const html = renderUi({ cluster: 'default', replica: 'r', agents: [], groups: [], jobs: [] as JobRecord[], scan: null, now: new Date(0) });
+    expect(html).toContain('no scan yet');
+    expect(html.match(/<p class="muted">none<\/p>/g)).toHaveLength(3);
+  });
+});

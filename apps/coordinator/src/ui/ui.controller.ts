@@ -1,0 +1,33 @@
+// GET /ui: the live page (ui-page.ts) from the services the REST routes use, behind the same
+// authentication as they are (a read token suffices).
+import { Controller, Get, Header, Inject } from '@nestjs/common';
+import { ApiExcludeEndpoint } from '@nestjs/swagger';
+import { AgentsService } from '../agents/agents.service';
+import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
+import { GroupsService } from '../groups/groups.service';
+import { JobsService } from '../jobs/jobs.service';
+import { ScansService } from '../scans/scans.service';
+import { renderUi } from './ui-page';
+
+/** recent jobs shown with their tables */
+const JOBS_SHOWN = 8;
+
+@Controller('ui')
+export class UiController {
+  constructor(
+    private readonly agents: AgentsService,
+    private readonly groups: GroupsService,
+    private readonly jobs: JobsService,
+    private readonly scans: ScansService,
+    @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
+  ) {}
+
+  @Get()
+  @ApiExcludeEndpoint()
+  @Header('content-type', 'text/html; charset=utf-8')
+  @Header('cache-control', 'no-store')
+  async page(): Promise<string> {
+    const [agents, groups, jobs, scans] = await Promise.all([this.agents.list(), this.groups.list(), this.jobs.list(JOBS_SHOWN), this.scans.list(1)]);
+    return renderUi({ cluster: this.config.cluster, replica: this.config.replicaId, agents, groups, jobs, scan: scans[0] ?? null, now: new Date() });
+  }
+}

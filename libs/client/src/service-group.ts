@@ -48,7 +48,8 @@ const ERRORS: Record<string, new (m: string, c?: ErrorContext) => CmeshError> = 
 };
 
 /** The library's error class for an error that came over the wire (CmeshError for others, its name kept). */
-export function typedError(e: SvcError, context: ErrorContext): CmeshError {
+export function typedError(e: SvcError, ctx: ErrorContext): CmeshError {
+  const context = e.peers?.length ? { ...ctx, peers: e.peers } : ctx;
   const C = ERRORS[e.name];
   if (C) return new C(e.message, context);
   const err = new CmeshError(e.message, context);

@@ -3,7 +3,7 @@
 // @cmesh/client and one in plain JavaScript speaking the documented protocol with the raw `nats`
 // package. Every result is checked element by element in the members; members calling different
 // counts get CollectiveMismatchError; a member killed mid-op fails the others' pending op within
-// 5 s with PeerFailureError naming it.
+// 5 s with PeerFailureError naming it, and so does an agent killed mid-op.
 import { ChildProcess, spawn } from 'child_process';
 import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
@@ -14,6 +14,9 @@ interface Line {
   event: string;
   rank?: number;
   size?: number;
+  agent?: string;
+  smallUs?: number;
+  largeUs?: number;
   checked?: number;
   name?: string;
   message?: string;
@@ -111,6 +114,13 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     console.log(`4 members joined, ran 7 ops and left in ${Date.now() - t0} ms`);
   }, 180_000);
 
+  it('reports the time of an allReduce through the service (8 B and 1 MiB, world 4)', async () => {
+    const ms = [0, 1, 2, 3].map((r) => start(TS_MEMBER, { GROUP: 'lat', SIZE: '4', LABEL: `lat-${r}`, SCENARIO: 'latency' }));
+    const done = await Promise.all(ms.map((m) => m.waitFor('done', 120_000)));
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0, 0, 0]);
+    console.log(`allReduce float32 through the service, world 4, median per rank: 8 B ${done.map((d) => d.smallUs).join('/')} us, 1 MiB ${done.map((d) => d.largeUs).join('/')} us`);
+  }, 180_000);
+
   it('members calling different counts get CollectiveMismatchError', async () => {
     const ms = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'mm', SIZE: '2', LABEL: `mm-${r}`, SCENARIO: 'mismatch' }));
     const errs = await Promise.all(ms.map((m) => m.waitFor('error', 90_000)));
@@ -135,5 +145,25 @@ describe('collectives as a service on a mesh of 4 agents', () => {
       expect(e.at! - killedAt).toBeLessThan(5000);
     }
     console.log(`survivors failed ${errs.map((e) => e.at! - killedAt).join(', ')} ms after the kill: ${errs[0].message}`);
+  }, 120_000);
+
+  it('an agent killed mid-op fails every member within 5 s with PeerFailureError naming it', async () => {
+    const env = { GROUP: 'agentkill', SIZE: '3' };
+    const ms = [start(TS_MEMBER, { ...env, LABEL: 'a-0', SCENARIO: 'survivor' }), start(TS_MEMBER, { ...env, LABEL: 'orphan', SCENARIO: 'victim' }), start(TS_MEMBER, { ...env, LABEL: 'a-2', SCENARIO: 'survivor' })];
+    await Promise.all(ms.map((m) => m.waitFor('pending', 90_000)));
+    await new Promise((r) => setTimeout(r, 500));
+    const orphan = await ms[1].waitFor('joined', 1);
+    const agent = mesh.supervisor.children.find((c) => c.name === orphan.agent)!;
+    expect(agent).toBeDefined();
+    const killedAt = Date.now();
+    process.kill(agent.proc.pid!, 'SIGKILL');
+    const errs = await Promise.all([ms[0], ms[2]].map((m) => m.waitFor('error', 15_000)));
+    for (const e of errs) {
+      expect(e.name).toBe('PeerFailureError');
+      expect(e.message).toContain(`agent ${orphan.agent} (rank ${orphan.rank}, member "orphan")`);
+      expect(e.peers).toEqual([orphan.rank]);
+      expect(e.at! - killedAt).toBeLessThan(5000);
+    }
+    console.log(`survivors failed ${errs.map((e) => e.at! - killedAt).join(', ')} ms after ${orphan.agent} was killed: ${errs[0].message}`);
   }, 120_000);
 });

@@ -86,7 +86,13 @@ export const SvcOpSchema = z.object({
 export type SvcOp = z.infer<typeof SvcOpSchema>;
 
 /** The library's typed error, by class name (DistTimeoutError, PeerFailureError, CollectiveMismatchError, …). */
-export const SvcErrorSchema = z.object({ name: z.string(), code: z.string().optional(), message: z.string() });
+export const SvcErrorSchema = z.object({
+  name: z.string(),
+  code: z.string().optional(),
+  message: z.string(),
+  /** the ranks it is about (a lost peer) */
+  peers: z.array(z.number().int().min(0)).optional(),
+});
 export type SvcError = z.infer<typeof SvcErrorSchema>;
 
 /** An op's outcome, followed (ok) by `bytes` of result data in chunks. */

@@ -160,7 +160,8 @@ class MemberWorker {
       const deadline = Date.now() + CAUSE_WAIT_MS;
       while (!this.ended && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     }
-    const cause = this.ended?.error ?? { name: err.name, code: (err as dist.CmeshError).code, message: this.named(err) };
+    const peers = (err as dist.CmeshError).context?.peers;
+    const cause = this.ended?.error ?? { name: err.name, code: (err as dist.CmeshError).code, message: this.named(err), ...(peers?.length ? { peers } : {}) };
     this.publish(this.names.svc.result(this.groupId, this.m.rank), { seq: op.seq, ok: false, error: cause } satisfies SvcResult);
     if (!this.ended) await this.end({ groupId: this.groupId, reason: 'failed', rank: this.m.rank, error: cause });
   }

@@ -9,7 +9,7 @@ async function main(): Promise<void> {
   const scenario = process.env.SCENARIO ?? 'all';
   const mesh = await connectMesh({ servers: process.env.NATS_URL! });
   const g = await mesh.join(process.env.GROUP!, { size: Number(process.env.SIZE), label: process.env.LABEL, timeoutMs: 90_000 });
-  say({ event: 'joined', rank: g.rank, size: g.size });
+  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName });
   const { rank, size } = g;
   let checked = 0;
   const check = (what: string, got: ArrayLike<number | bigint>, want: ArrayLike<number | bigint>) => {
@@ -41,6 +41,26 @@ async function main(): Promise<void> {
       out.forEach((o, q) => check(`allGather int32 [${q}]`, o, exp.gather[q]));
       await g.barrier();
       say({ event: 'done', rank, checked });
+      await g.leave();
+    } else if (scenario === 'latency') {
+      // median time of an allReduce through the service: 8 B and 1 MiB of float32
+      const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1];
+      const timed = async (count: number, iters: number) => {
+        const t = new Float32Array(count);
+        const ms: number[] = [];
+        for (let i = 0; i < iters; i++) {
+          t.fill(rank + 1);
+          const t0 = performance.now();
+          await g.allReduce(t);
+          ms.push(performance.now() - t0);
+          check(`allReduce ${count}`, t, new Float32Array(count).fill((size * (size + 1)) / 2));
+        }
+        return median(ms);
+      };
+      await timed(2, 5); // warm-up
+      const smallMs = await timed(2, 100);
+      const largeMs = await timed(262_144, 20);
+      say({ event: 'done', rank, checked, smallUs: Math.round(smallMs * 1000), largeUs: Math.round(largeMs * 1000) });
       await g.leave();
     } else if (scenario === 'mismatch') {
       await g.allReduce(new Float32Array(4 + 4 * rank).fill(1), { timeoutMs: 20_000 });

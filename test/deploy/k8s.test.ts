@@ -272,7 +272,7 @@ describe('authentication', () => {
   it('NATS admits the users natsAuthorization() renders, with each role\'s permissions; nothing anonymous', () => {
     const cm = objs.get('ConfigMap/nats')!;
     expect(cm.data['nats.conf']).toMatch(/^include \.\/auth\.conf$/m);
-    // regenerate with: natsAuthorization(DEPLOYMENT_NATS_USERS, clusterNames()) of @cmesh/protocol
+    // regenerate with: node -r @swc-node/register scripts/render-k8s-nats-auth.ts
     expect(cm.data['auth.conf']).toBe(natsAuthorization(DEPLOYMENT_NATS_USERS, clusterNames(objs.get('ConfigMap/cmesh')!.data.CMESH_CLUSTER)));
     const nats = container(objs.get('StatefulSet/nats')!, 'nats');
     const fromSecret = Object.fromEntries(nats.env.map((e: any) => [e.name, e.valueFrom?.secretKeyRef]));

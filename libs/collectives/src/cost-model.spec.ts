@@ -73,7 +73,7 @@ describe('cost model', () => {
     expect(algorithmFromEnv('allReduce', undefined)).toBeUndefined();
   });
 
-  it('groups spanning hosts with several ranks each pick hierarchical for large buffers; one host never does', () => {
+  it('groups spanning hosts with several ranks each pick hierarchical all-reduce and all-gather for large buffers; one host never does', () => {
     const env = {};
     const twoByTwo = { hosts: 2, perHost: 2, uniform: true, intra: 'shm' as const };
     for (const bytes of [1 << 20, 16 << 20, 256 << 20]) {
@@ -95,6 +95,10 @@ describe('cost model', () => {
     expect(slowFlat / slowHier).toBeGreaterThan(flat / hier);
     expect(slowFlat / slowHier).toBeGreaterThan(1.4);
     expect(chooseAlgorithm('allReduce', 8, 4, { env: { CMESH_ALGO: 'hierarchical' } })).toBe('hierarchical');
+    // all-gather likewise: only each rank's own block crosses to the other host
+    expect(chooseAlgorithm('allGather', 1 << 20, 4, { env, hosts: twoByTwo })).toBe('hierarchical');
+    expect(chooseAlgorithm('allGather', 1 << 20, 4, { env })).not.toBe('hierarchical');
+    expect(chooseAlgorithm('allGather', 8, 4, { env, hosts: twoByTwo })).toBe('bruck');
   });
 
   it('unknown names are InvalidArgumentErrors listing the valid ones', () => {

@@ -241,6 +241,38 @@ describe('allreduce hierarchical across hosts', () => {
     });
   }
 
+  it('all-gather: every layout, equal and uneven blocks; each block leaves its host once per other host', async () => {
+    const ag = ALGORITHMS.allGather.hierarchical;
+    for (const layout of LAYOUTS) {
+      const p = layout.length;
+      const hostsOf = [...layout];
+      const H = new Set(hostsOf).size;
+      const uniformHosts = [...new Set(hostsOf)].every((h) => hostsOf.filter((x) => x === h).length === p / H);
+      for (const base of [0, 1, 7, 1000]) {
+        for (const uneven of [false, true]) {
+          const len = (r: number) => (uneven ? blockLen(r, base) : base);
+          const inputs = Array.from({ length: p }, (_, r) => Uint8Array.from({ length: len(r) }, (_, i) => fillByte(r, i)));
+          const outs = Array.from({ length: p }, () => Array.from({ length: p }, (_, j) => new Uint8Array(len(j))));
+          const comms = await onHosts(layout, (c, r) => ag.run(c, inputs[r], outs[r], scratches[r]));
+          outs.forEach((o, r) =>
+            o.forEach((b, j) => {
+              if (!Buffer.from(b).equals(Buffer.from(inputs[j]))) throw new Error(`${layout} base ${base} uneven ${uneven}: rank ${r} block ${j}`);
+            }),
+          );
+          if (!uneven && uniformHosts) {
+            for (const h of new Set(hostsOf)) {
+              let out = 0;
+              comms.forEach((c, r) => {
+                if (hostsOf[r] === h) c.sentTo.forEach((b, to) => (out += hostsOf[to] === h ? 0 : b));
+              });
+              expect({ layout, host: h, out }).toEqual({ layout, host: h, out: (H - 1) * (p / H) * base });
+            }
+          }
+        }
+      }
+    }
+  });
+
   it('only the combined data crosses between hosts: 2·(H-1)/H·N out of each host (a flat ring: 2·(P-1)/P·N over each cut)', async () => {
     for (const layout of ['AABB', 'AAABBB', 'AABBCC', 'AAAABBBB']) {
       const p = layout.length;

@@ -2,7 +2,7 @@
 // (tbf; plus 100 us of netem delay where the kernel has netem), ranks as real processes inside
 // (`ip netns exec`), rank 0's store on host 0's address. Every collective x dtype x op x
 // algorithm is checked across the hosts, and the cost model must pick hierarchical all-reduce by
-// itself for large buffers. Every namespace made here is removed, on failure too. Skipped, saying
+// itself for large buffers (all-gather too). Every namespace made here is removed, on failure too. Skipped, saying
 // why, where namespaces cannot be made (not root, no `ip`).
 import { execFileSync } from 'child_process';
 import { NetnsHosts, createNetnsHosts, netnsUnavailable } from '@cmesh/testing';
@@ -43,7 +43,7 @@ if (unavailable) console.warn(`netns.test.ts skipped: ${unavailable}`);
     }
   }, 90000);
 
-  it('the cost model picks hierarchical all-reduce by itself at 1 MiB and more (results checked, times printed)', async () => {
+  it('the cost model picks hierarchical all-reduce and all-gather by itself at 1 MiB and more (results checked, times printed)', async () => {
     const MiB = 1 << 20;
     const results = await run('hosts', { sizes: [8, 4096, MiB, 4 * MiB], iters: 5 }, 80000);
     for (const r of results) {
@@ -51,6 +51,8 @@ if (unavailable) console.warn(`netns.test.ts skipped: ${unavailable}`);
       expect(r.result.picked[MiB]).toBe('hierarchical');
       expect(r.result.picked[4 * MiB]).toBe('hierarchical');
       expect(r.result.picked[8]).not.toBe('hierarchical');
+      expect(r.result.pickedGather[MiB]).toBe('hierarchical');
+      expect(r.result.pickedGather[8]).not.toBe('hierarchical');
     }
     const ms = results[0].result.medianMs;
     // printed, not asserted: on a loaded machine the ranks' CPU time, not the link, can decide

@@ -4,6 +4,7 @@
 import type { Collective } from '../ops/names';
 import * as allGatherBruck from './allgather/bruck';
 import * as allGatherRing from './allgather/ring';
+import * as allGatherHierarchical from './allgather/hierarchical';
 import * as allReduceDirect from './allreduce/direct';
 import * as allReduceHalvingDoubling from './allreduce/halving-doubling';
 import * as allReduceHierarchical from './allreduce/hierarchical';
@@ -40,6 +41,7 @@ export { gatherLinear } from './gather/linear';
 export { scatterLinear } from './scatter/linear';
 export { allGatherRing } from './allgather/ring';
 export { allGatherBruck } from './allgather/bruck';
+export { allGatherHierarchical } from './allgather/hierarchical';
 export { reduceScatterRing } from './reducescatter/ring';
 export { reduceScatterHalving } from './reducescatter/halving';
 export { barrierDissemination } from './barrier/dissemination';
@@ -56,7 +58,7 @@ export const ALGORITHMS = {
   reduce: byName(reduceBinomial.algorithm),
   gather: byName(gatherLinear.algorithm),
   scatter: byName(scatterLinear.algorithm),
-  allGather: byName(allGatherRing.algorithm, allGatherBruck.algorithm),
+  allGather: byName(allGatherRing.algorithm, allGatherBruck.algorithm, allGatherHierarchical.algorithm),
   reduceScatter: byName(reduceScatterRing.algorithm, reduceScatterHalving.algorithm),
   barrier: byName(barrierDissemination.algorithm),
   allToAll: byName(allToAllPairwise.algorithm),

@@ -1,13 +1,16 @@
 // Ranks on several hosts (network namespaces made by netns.test.ts), one rank's side: all-reduce
-// with the algorithm left to the cost model at each size (results checked, the choice reported),
+// and all-gather with the algorithm left to the cost model at each size (results checked, the
+// choices reported),
 // then the flat ring and hierarchical taking turns at the largest size (median times reported).
 import * as dist from '../../../src';
-import { diff, input, reducedValue, tensorOf } from '../reference';
+import { diff, input, reducedValue, tensorOf, valuesOf } from '../reference';
 
 export async function run(args: { sizes: number[]; iters: number }): Promise<Record<string, unknown>> {
   let last = '';
+  let lastGather = '';
   dist.addCollectiveObserver((e) => {
     if (e.op === 'allReduce') last = e.algorithm;
+    if (e.op === 'allGather') lastGather = e.algorithm;
   });
   await dist.initProcessGroup({ timeout: 30000 });
   const rank = dist.getRank();
@@ -27,9 +30,17 @@ export async function run(args: { sizes: number[]; iters: number }): Promise<Rec
     return ms;
   };
   const picked: Record<string, string> = {};
+  const pickedGather: Record<string, string> = {};
   for (const bytes of args.sizes) {
     await allReduce(bytes / 4);
     picked[bytes] = last;
+    // all-gather of bytes in all (a quarter from each of four ranks), checked
+    const n = Math.max(1, Math.floor(bytes / 4 / ranks.length));
+    const out = new Float32Array(n * ranks.length);
+    await dist.allGatherIntoTensor(out, input('float32', 'none', rank, n));
+    const d = diff(out, tensorOf('float32', ranks.flatMap((j) => valuesOf(input('float32', 'none', j, n)))));
+    if (d) failures.push(`allGatherIntoTensor n=${n} (${lastGather}): ${d}`);
+    pickedGather[bytes] = lastGather;
   }
   // taking turns iteration by iteration, so that both see the same load
   const n = Math.max(...args.sizes) / 4;
@@ -39,5 +50,5 @@ export async function run(args: { sizes: number[]; iters: number }): Promise<Rec
   const medianMs = { ring: median(times.ring), hierarchical: median(times.hierarchical) };
   await dist.barrier();
   await dist.destroyProcessGroup();
-  return { failures: failures.slice(0, 20), picked, medianMs };
+  return { failures: failures.slice(0, 20), picked, pickedGather, medianMs };
 }

@@ -15,6 +15,7 @@ module.exports = {
     '^@cmesh/collectives/metrics$': '<rootDir>/libs/collectives/src/metrics/names.ts',
     '^@cmesh/collectives/names$': '<rootDir>/libs/collectives/src/names.ts',
     '^@cmesh/collectives/errors$': '<rootDir>/libs/collectives/src/errors.ts',
+    '^@cmesh/collectives/nats-login$': '<rootDir>/libs/collectives/src/rendezvous/nats-credentials.ts',
     '^@cmesh/protocol/nest$': '<rootDir>/libs/protocol/src/nest/inbound-transport.ts',
     '^@cmesh/(collectives|protocol|bench|testing|client)$': '<rootDir>/libs/$1/src/index.ts',
   },

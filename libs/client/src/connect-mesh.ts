@@ -5,6 +5,7 @@ import { randomUUID } from 'crypto';
 import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
 import { ClusterNames, ErrorReplySchema, SvcJoin, SvcJoinReplySchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
 import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
+import { natsLogin } from '@cmesh/collectives/nats-login';
 import { ServiceGroup } from './service-group';
 
 const json = JSONCodec();
@@ -14,7 +15,7 @@ export interface ConnectMeshOptions {
   servers: string | string[];
   /** the mesh's cluster (CMESH_CLUSTER; default: the default cluster) */
   cluster?: string;
-  /** NATS login (the mesh's client user) */
+  /** NATS login (the mesh's client user); default: NATS_USER, NATS_PASSWORD[_FILE], NATS_TLS_CA_FILE */
   user?: string;
   pass?: string;
   /** any other option of the nats client */
@@ -112,6 +113,7 @@ export class MeshConnection {
 
 /** Connects to a mesh's NATS server. */
 export async function connectMesh(opts: ConnectMeshOptions): Promise<MeshConnection> {
-  const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...(opts.user ? { user: opts.user, pass: opts.pass } : {}), ...opts.nats });
+  const login = opts.user ? { user: opts.user, pass: opts.pass } : natsLogin();
+  const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...login, ...opts.nats });
   return new MeshConnection(nc, clusterNames(opts.cluster));
 }

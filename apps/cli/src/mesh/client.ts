@@ -48,20 +48,24 @@ export class MeshClient {
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    let res: Response;
-    try {
-      res = await fetch(this.base + path, {
-        method,
-        headers: {
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-    } catch (e) {
-      const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
-      throw new MeshApiError(0, `coordinator ${this.base} unreachable (${cause}); is the mesh up (cmesh up)?`);
+    let res: Response | undefined;
+    for (let attempt = 0; !res; attempt++) {
+      try {
+        res = await fetch(this.base + path, {
+          method,
+          headers: {
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+            ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+      } catch (e) {
+        const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
+        // a kept-alive socket the server closed just as we reused it: a GET is safe to send again
+        if (method === 'GET' && attempt === 0 && (cause === 'UND_ERR_SOCKET' || cause === 'ECONNRESET')) continue;
+        throw new MeshApiError(0, `coordinator ${this.base} unreachable (${cause}); is the mesh up (cmesh up)?`);
+      }
     }
     const text = await res.text();
     let data: unknown = undefined;

@@ -121,6 +121,21 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     console.log(`allReduce float32 through the service, world 4, median per rank: 8 B ${done.map((d) => d.smallUs).join('/')} us, 1 MiB ${done.map((d) => d.largeUs).join('/')} us`);
   }, 180_000);
 
+  it('the example: 3 services average their weights each step and end identical', async () => {
+    const example = join(__dirname, '..', '..', '..', 'examples', 'service-weight-averaging.ts');
+    const runs = [0, 1, 2].map(() => {
+      const p = spawn(process.execPath, nodeArgs(example), { env: { ...process.env, ...programEnv(), NATS_URL: nats.url, SIZE: '3', GROUP: 'example', STEPS: '3' }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+      return new Promise<{ code: number | null; out: string }>((r) => p.once('exit', (code) => r({ code, out })));
+    });
+    for (const r of await Promise.all(runs)) {
+      expect(r.code).toBe(0);
+      expect(r.out).toMatch(/weights identical on all 3 members/);
+    }
+  }, 120_000);
+
   it('members calling different counts get CollectiveMismatchError', async () => {
     const ms = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'mm', SIZE: '2', LABEL: `mm-${r}`, SCENARIO: 'mismatch' }));
     const errs = await Promise.all(ms.map((m) => m.waitFor('error', 90_000)));

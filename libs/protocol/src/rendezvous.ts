@@ -20,6 +20,8 @@ export const RdzvJoinSchema = z
     minNodes: z.number().int().positive(),
     maxNodes: z.number().int().positive(),
     lastCallMs: z.number().int().min(0).max(3_600_000).default(1000),
+    /** answer with RdzvBriefReply (this node's rank and the round's size) instead of the whole round */
+    brief: z.boolean().optional(),
   })
   .refine((j) => j.minNodes <= j.maxNodes, { message: 'minNodes must be <= maxNodes' });
 export type RdzvJoin = z.infer<typeof RdzvJoinSchema>;
@@ -53,3 +55,34 @@ export const RdzvReplySchema = z.object({
   rank: z.number().int().optional(),
 });
 export type RdzvReply = z.infer<typeof RdzvReplySchema>;
+
+/**
+ * The answer to a join with `brief`: what a node needs (its rank and the world size, like c10d
+ * gives), a few bytes whatever the size, where the whole round is O(nodes) for each of the nodes.
+ */
+export const RdzvBriefReplySchema = z.object({
+  ok: z.literal(true),
+  runId: z.string(),
+  round: z.number().int().min(0),
+  state: z.enum(['open', 'closed']),
+  /** members of the round so far (its world size once closed) */
+  size: z.number().int().min(0),
+  /** this node's rank when the round is closed and it is a member */
+  rank: z.number().int().optional(),
+  /** this node came after the round closed and waits for the next one */
+  waiting: z.boolean(),
+});
+export type RdzvBriefReply = z.infer<typeof RdzvBriefReplySchema>;
+
+export function briefReply(r: RdzvReply, nodeId: string): RdzvBriefReply {
+  const { record } = r;
+  return {
+    ok: true,
+    runId: record.runId,
+    round: record.round,
+    state: record.state,
+    size: record.participants.length,
+    ...(r.rank !== undefined ? { rank: r.rank } : {}),
+    waiting: record.waiting.includes(nodeId),
+  };
+}

@@ -1,7 +1,7 @@
 // REST for rendezvous, validated and answered like every controller (ApiInput, ApiErrorFilter).
 import { Controller, Get, Post, UseFilters } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvRecordSchema, RdzvReply, RdzvReplySchema } from '@cmesh/protocol';
+import { RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvRecordSchema, RdzvBriefReply, RdzvBriefReplySchema, RdzvReply, RdzvReplySchema, briefReply } from '@cmesh/protocol';
 import { z } from 'zod';
 import { ApiErrorFilter } from '../http/api-error.filter';
 import { ApiInput } from '../http/api-input';
@@ -31,11 +31,12 @@ export class RendezvousController {
   }
 
   @Post(':runId/join')
-  @ApiOperation({ summary: 'join: {nodeId, minNodes, maxNodes, lastCallMs}; rank once the round closes' })
+  @ApiOperation({ summary: 'join: {nodeId, minNodes, maxNodes, lastCallMs, brief}; rank once the round closes (brief: rank and size only)' })
   @ApiZodBody(RdzvJoinSchema, 'runId')
-  @ApiZodResponse(RdzvReplySchema, { status: 201, errors: [400, 409] })
-  join(@ApiInput(RdzvJoinSchema, { body: true, ...fromPath }) body: RdzvJoin): Promise<RdzvReply> {
-    return this.rdzv.join(body);
+  @ApiZodResponse(z.union([RdzvReplySchema, RdzvBriefReplySchema]), { status: 201, errors: [400, 409] })
+  async join(@ApiInput(RdzvJoinSchema, { body: true, ...fromPath }) body: RdzvJoin): Promise<RdzvReply | RdzvBriefReply> {
+    const r = await this.rdzv.join(body);
+    return body.brief ? briefReply(r, body.nodeId) : r;
   }
 
   @Post(':runId/leave')

@@ -2,7 +2,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
-import { JsonText, NodeIdSchema, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
+import { JsonText, NodeIdSchema, briefReply, RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { z } from 'zod';
 import { RendezvousService } from './rendezvous.service';
 
@@ -19,7 +19,8 @@ export class RendezvousNats {
 
   @MessagePattern('rdzv.join', { schema: RdzvJoinSchema })
   async join(body: RdzvJoin) {
-    return this.encode(await this.rdzv.join(body));
+    const r = await this.rdzv.join(body);
+    return body.brief ? briefReply(r, body.nodeId) : this.encode(r);
   }
 
   private encode(r: RdzvReply): JsonText {

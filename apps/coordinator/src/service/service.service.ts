@@ -4,7 +4,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { JSONCodec, NatsConnection } from 'nats';
 import { jobBucket } from '@cmesh/collectives';
-import { AgentNotification, ClusterNames, KV_KEYS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcPlaced, SvcRound } from '@cmesh/protocol';
+import { AgentNotification, ClusterNames, KV_KEYS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcNameSchema, SvcPlaced, SvcRound } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
@@ -90,7 +90,8 @@ export class ServiceGroupsService {
     const cut = groupId.lastIndexOf('_');
     const name = groupId.slice(0, cut);
     const round = Number(groupId.slice(cut + 1));
-    if (cut < 1 || !Number.isInteger(round)) return;
+    // any publisher may send an end: only a group id this coordinator could have made names a round
+    if (cut < 1 || !/^[1-9][0-9]*$/.test(groupId.slice(cut + 1)) || !SvcNameSchema.safeParse(name).success) return;
     const rec = await this.state.update<SvcRound>(KV_KEYS.svcGroup(name), (cur) =>
       cur && cur.round === round && cur.state === 'placed' ? { ...cur, state: 'ended', end, updatedAt: new Date().toISOString() } : undefined,
     );

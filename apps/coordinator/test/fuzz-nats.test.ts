@@ -5,7 +5,7 @@
 // answers a valid request, logged no unhandled rejection, and its KV buckets and registries are
 // exactly as before.
 import fc from 'fast-check';
-import { AGENT_SUBJECTS, ErrorReplySchema, GROUP_SUBJECTS, JOB_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
+import { AGENT_SUBJECTS, ErrorReplySchema, clusterNames, GROUP_SUBJECTS, JOB_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { fuzzPlan, invalidJsonPayload, rejectedMessages, runFuzz } from '@cmesh/testing';
 import { CoordinatorFuzzFixture, FIXTURE_AGENT, crashLines, startCoordinatorFuzzFixture } from './support/fuzz-fixture';
 
@@ -24,6 +24,7 @@ interface Entry {
 }
 
 const stranger = 'fz-nobody';
+const SCANS = clusterNames().scans;
 const ENTRIES: Entry[] = [
   { subject: AGENT_SUBJECTS.register, kind: 'request', valid: { ...FIXTURE_AGENT, agentId: stranger }, required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'], constrained: ['protocolVersion', 'agentId'] },
   { subject: AGENT_SUBJECTS.heartbeat, kind: 'request', valid: { agentId: stranger, busy: false }, required: ['agentId'], constrained: ['agentId'] },
@@ -38,6 +39,8 @@ const ENTRIES: Entry[] = [
   { subject: JOB_SUBJECTS.submit, kind: 'request', valid: { op: 'allReduce', agents: [stranger], onBusy: 'refuse' }, required: ['op'] },
   { subject: JOB_SUBJECTS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
   { subject: JOB_SUBJECTS.list, kind: 'request', valid: { limit: 5 }, required: ['limit'], constrained: ['limit'], readOnly: true },
+  { subject: SCANS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
+  { subject: SCANS.list, kind: 'request', valid: { limit: 5 }, required: ['limit'], constrained: ['limit'], readOnly: true },
   { subject: JOB_SUBJECTS.events(stranger), kind: 'event', valid: { type: 'accepted', agentId: FIXTURE_AGENT.agentId, rank: 0 }, required: ['type', 'agentId'] },
 ];
 

@@ -44,6 +44,8 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/jobs', valid: { op: 'allReduce', agents: [stranger], onBusy: 'refuse' }, required: ['op'] },
   { method: 'GET', path: '/jobs/{id}', readOnly: true },
   { method: 'DELETE', path: '/jobs/{id}' },
+  { method: 'GET', path: '/scans', readOnly: true },
+  { method: 'GET', path: '/scans/{id}', readOnly: true },
   { method: 'GET', path: '/traces', readOnly: true },
   { method: 'GET', path: '/groups/{id}/trace', readOnly: true },
   { method: 'GET', path: '/health', readOnly: true },

@@ -27,6 +27,8 @@ export interface ControlPlaneRow {
   coordinatorRssMiB: number;
   natsCpuPct: number;
   natsRssMiB: number;
+  /** this process (the simulated agents) in the steady window, % of one core */
+  agentsCpuPct: number;
 }
 
 /** user+system CPU seconds of a process, from /proc (Linux) */
@@ -60,30 +62,37 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
     const conn = nc;
     const req = async (s: string, b: unknown) => json.decode((await conn.request(s, json.encode(b), { timeout: 30_000 })).data) as any;
     const ids = Array.from({ length: agents }, (_, i) => `bench-${i}`);
-    const t0 = performance.now();
-    const regs = await Promise.all(ids.map((id) => req(AGENT_SUBJECTS.register, registration(id))));
-    const t1 = performance.now();
-    const heartbeatMs: number = regs[0].heartbeatMs;
-
-    // from registration on, every agent beats once per interval at its own phase, as agents do;
-    // latencies count in the steady window after the rendezvous
+    // every agent beats once per interval from its registration on, at its own phase, as agents
+    // do; latencies count in the steady window after the rendezvous
     const lat: number[] = [];
     let errors = 0;
     const steady = { from: Infinity, to: -Infinity }; // set once the round is closed
-    const beating = Promise.all(
-      ids.map(async (id, i) => {
-        await sleep((i / agents) * heartbeatMs);
-        for (let next = performance.now(); !stop; next += heartbeatMs) {
-          const s = performance.now();
-          const r = await req(AGENT_SUBJECTS.heartbeat, { agentId: id }).catch(() => undefined);
-          if (s >= steady.from && s < steady.to) {
-            if (r?.ok) lat.push(performance.now() - s);
-            else errors++;
-          }
-          await sleep(Math.max(0, next + heartbeatMs - performance.now()));
+    let heartbeatMs = 1000;
+    const beat = async (id: string, i: number) => {
+      await sleep((i / agents) * heartbeatMs);
+      for (let next = performance.now(); !stop; next += heartbeatMs) {
+        const s = performance.now();
+        const r = await req(AGENT_SUBJECTS.heartbeat, { agentId: id }).catch(() => undefined);
+        if (s >= steady.from && s < steady.to) {
+          if (r?.ok) lat.push(performance.now() - s);
+          else errors++;
         }
+        await sleep(Math.max(0, next + heartbeatMs - performance.now()));
+      }
+    };
+    const beating: Promise<void>[] = [];
+    const t0 = performance.now();
+    const regs = await Promise.all(
+      ids.map(async (id, i) => {
+        const r = await req(AGENT_SUBJECTS.register, registration(id));
+        if (r.ok) heartbeatMs = r.heartbeatMs;
+        beating.push(beat(id, i));
+        return r;
       }),
     );
+    const t1 = performance.now();
+    const refused = regs.find((r) => !r.ok);
+    if (refused) throw new Error(`registration refused: ${JSON.stringify(refused.error)}`);
 
     // brief joins: each answer is the node's rank and the size, not the whole round (O(N) each)
     const rdzvCpu0 = cpuSeconds(coord.pid);
@@ -93,23 +102,26 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
     const bad = joins.find((j) => !j.ok);
     if (bad) throw new Error(`join refused: ${JSON.stringify(bad.error)}`);
     let closed = joins.some((j) => j.state === 'closed');
-    while (!closed) {
-      closed = (await req(RDZV_SUBJECTS.get, { runId: 'bench' })).record.state === 'closed';
-      if (!closed) await sleep(20);
+    for (const deadline = performance.now() + 120_000; !closed; await sleep(20)) {
+      const r = await req(RDZV_SUBJECTS.get, { runId: 'bench' });
+      closed = r.ok && r.record.state === 'closed';
+      if (!closed && performance.now() > deadline) throw new Error(`the round did not close in 120 s: ${r.ok ? `${r.record.participants.length} of ${agents} in round ${r.record.round}` : r.error.message}`);
     }
     const t2 = performance.now();
     const rdzvCpu = cpuSeconds(coord.pid) - rdzvCpu0;
 
     const steadyMs = (opts.steadyS ?? 5) * 1000;
     const cpu0 = [cpuSeconds(coord.pid), cpuSeconds(nats.pid)];
+    const own0 = process.cpuUsage();
     const s0 = performance.now();
     steady.from = s0;
     steady.to = s0 + steadyMs;
     await sleep(steadyMs);
     const wall = (performance.now() - s0) / 1000;
     const cpu1 = [cpuSeconds(coord.pid), cpuSeconds(nats.pid)];
+    const own = process.cpuUsage(own0);
     stop = true;
-    await beating;
+    await Promise.all(beating);
     lat.sort((a, b) => a - b);
     return {
       agents,
@@ -124,6 +136,7 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
       coordinatorRssMiB: rssMiB(coord.pid),
       natsCpuPct: ((cpu1[1] - cpu0[1]) / wall) * 100,
       natsRssMiB: rssMiB(nats.pid),
+      agentsCpuPct: ((own.user + own.system) / 1e6 / wall) * 100,
     };
   } finally {
     stop = true;
@@ -144,17 +157,17 @@ async function main() {
   const sizes = (arg('--sizes') ?? positional ?? (quick ? '64,256,1024' : '64,256,1024,4096')).split(',').map(Number);
   const steadyS = Number(arg('--steady-s') ?? (quick ? 3 : 5));
   const cpuProfDir = arg('--cpu-prof');
-  console.log('| agents | register | rendezvous (join to closed) | per agent | coordinator CPU in rendezvous | heartbeat p50 / p99 (steady, all agents) | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  console.log('| agents | register | rendezvous (join to closed) | per agent | coordinator CPU in rendezvous | heartbeat p50 / p99 (steady, all agents) | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS | simulated agents CPU |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const n of sizes) {
     try {
       const r = await measureControlPlane(n, { steadyS, cpuProfDir });
       const errs = r.heartbeatErrors ? ` (${r.heartbeatErrors} failed)` : '';
       console.log(
-        `| ${n} | ${r.registerMs.toFixed(0)} ms | ${r.rendezvousMs.toFixed(0)} ms | ${((r.rendezvousMs * 1000) / n).toFixed(0)} µs | ${r.rendezvousCpuMs.toFixed(0)} ms | ${r.heartbeatP50Ms.toFixed(2)} / ${r.heartbeatP99Ms.toFixed(2)} ms${errs} | ${r.coordinatorCpuPct.toFixed(0)}% | ${r.coordinatorRssMiB.toFixed(0)} MiB | ${r.natsCpuPct.toFixed(0)}% | ${r.natsRssMiB.toFixed(0)} MiB |`,
+        `| ${n} | ${r.registerMs.toFixed(0)} ms | ${r.rendezvousMs.toFixed(0)} ms | ${((r.rendezvousMs * 1000) / n).toFixed(0)} µs | ${r.rendezvousCpuMs.toFixed(0)} ms | ${r.heartbeatP50Ms.toFixed(2)} / ${r.heartbeatP99Ms.toFixed(2)} ms${errs} | ${r.coordinatorCpuPct.toFixed(0)}% | ${r.coordinatorRssMiB.toFixed(0)} MiB | ${r.natsCpuPct.toFixed(0)}% | ${r.natsRssMiB.toFixed(0)} MiB | ${r.agentsCpuPct.toFixed(0)}% |`,
       );
     } catch (e) {
-      console.log(`| ${n} | fails: ${(e as Error).message.split('\n')[0]} | | | | | | | | |`);
+      console.log(`| ${n} | fails: ${(e as Error).message.split('\n')[0]} | | | | | | | | | |`);
     }
   }
 }

@@ -210,6 +210,7 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
       expect(dom).toMatch(/<li class="flagged">host-2: 0\.\d\dx median bandwidth on 3 of 3 links<\/li>/);
       for (const h of hosts) expect(dom).toContain(`<td>${h.name}</td>`);
       expect(dom).toMatch(/<h2>Recent jobs \(8\)<\/h2>/);
+      expect(dom).toMatch(/<h2>Stuck ranks <span class="muted">\d+ ranks answered in \d+ ms<\/span><\/h2><p class="muted">no stuck group<\/p>/);
       expect(dom).not.toMatch(/https?:\/\/(?!10\.78\.)/); // nothing from elsewhere
       const shot = join(dir, 'ui.png');
       await browse('--window-size=1280,900', `--screenshot=${shot}`);

@@ -51,6 +51,7 @@ export class AppModule {
     });
     // fabric scans run their pairs as jobs of the same jobs module
     const scans = ScansModule.forRoot({ imports: [jobs, AgentsModule, MetricsModule] });
+    const trace = TraceModule.forRoot(jobs);
     return {
       module: AppModule,
       providers: [
@@ -68,12 +69,12 @@ export class AppModule {
         GroupsModule,
         ServiceModule,
         // the same jobs module instance: a coordinator group's trace is its running jobs' ranks
-        TraceModule.forRoot(jobs),
+        trace,
         HealthModule,
         MetricsModule,
         jobs,
         scans,
-        UiModule.forRoot({ imports: [jobs, scans, AgentsModule, GroupsModule] }),
+        UiModule.forRoot({ imports: [jobs, scans, trace, AgentsModule, GroupsModule] }),
       ],
     };
   }

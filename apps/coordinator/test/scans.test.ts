@@ -82,7 +82,10 @@ describe('fabric scans on a mesh of 4 agents', () => {
     expect(job).toMatchObject({ state: 'succeeded', sweep: { op: 'sendRecv', sizes: [8, 1 << 20], iters: 3 } });
     expect(job.members.map((m) => m.name)).toEqual([scan.links[0].a, scan.links[0].b]);
     expect(job.rows.map((r) => r.outOfPlace?.wrong)).toEqual([0, 0]);
-    expect(scan.links[0].bandwidthGBs).toBeCloseTo(job.rows[1].outOfPlace!.algBwGBs, 9);
+    // the link's bandwidth is its job's algbw; a link that looked slow was measured again and keeps the better one
+    if (scan.links[0].samples === 1) expect(scan.links[0].bandwidthGBs).toBeCloseTo(job.rows[1].outOfPlace!.algBwGBs, 9);
+    else expect(scan.links[0].bandwidthGBs).toBeGreaterThanOrEqual(job.rows[1].outOfPlace!.algBwGBs);
+    expect(scan.links.every((l) => l.samples === 1 || l.samples === 2)).toBe(true);
     expect(scan.collectives.map((c) => [c.name, c.state, c.agents.length])).toEqual([
       ['all', 'ok', 4],
       ['half-1', 'ok', 2],
@@ -222,7 +225,9 @@ describe('scheduled scans (--scan-every)', () => {
     for (const s of scans)
       for (const l of s.links.filter((x) => x.jobId)) {
         const j = await mesh.client.job(l.jobId!);
-        const overlaps = Date.parse(j.startedAt!) < to && Date.parse(j.finishedAt!) > from;
+        // a job's finishedAt is stamped just after its agents are released, and the next job may
+        // start in between: a few milliseconds of apparent overlap are not a scan running alongside
+        const overlaps = Date.parse(j.startedAt!) < to - 100 && Date.parse(j.finishedAt!) > from + 100;
         expect([j.id, overlaps]).toEqual([j.id, false]);
       }
   }, 200_000);

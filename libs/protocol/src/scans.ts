@@ -64,6 +64,7 @@ export const ScanLinkSchema = z.object({
   /** bandwidth / the scan's reference (set with the findings) */
   ratio: z.number().nonnegative().optional(),
   slow: z.boolean().optional(),
+  /** the job of the first measurement */
   jobId: z.string().optional(),
   reason: z.string().optional(),
 });

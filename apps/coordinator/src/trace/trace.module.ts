@@ -6,6 +6,6 @@ import { TraceService } from './trace.service';
 export class TraceModule {
   /** `jobs`: the app's JobsModule (its JobsService finds the jobs running on a coordinator group) */
   static forRoot(jobs: DynamicModule): DynamicModule {
-    return { module: TraceModule, imports: [jobs], controllers: [TraceController], providers: [TraceService] };
+    return { module: TraceModule, imports: [jobs], controllers: [TraceController], providers: [TraceService], exports: [TraceService] };
   }
 }

@@ -70,9 +70,20 @@ describe('renderUi', () => {
     expect(html).toContain('<p class="verdict flagged">1 agent flagged (c); reference 1.20 GB/s over 3 links</p>');
   });
 
+  it('lists the stuck process groups the flight recorders report, escaped', () => {
+    const group = (stuck: boolean, age: number, text: string) => ({ pg: '0', ranks: [0, 1], waiting: [0], age_s: age, lagging: [], stuck, lines: [text], text });
+    const traces = { answered: 4, waitedMs: 12, reports: [group(true, 0, 'group 0 of j<1>: rank 1 did not join'), group(false, 5, 'group 0 of j2: waiting long'), group(false, 0.1, 'group 0 of j3: fine')] };
+    const html = renderUi({ cluster: 'd', replica: 'r', agents: [], groups: [], jobs: [], scan: null, traces, now: new Date(0) });
+    expect(html).toContain('<h2>Stuck ranks <span class="muted">4 ranks answered in 12 ms</span></h2>');
+    expect(html).toContain('<li class="flagged">group 0 of j&lt;1&gt;: rank 1 did not join</li>');
+    expect(html).toContain('<li class="flagged">group 0 of j2: waiting long</li>');
+    expect(html).not.toContain('j3');
+  });
+
   it('says when there is no scan, no group, no job', () => {
     const html = renderUi({ cluster: 'default', replica: 'r', agents: [], groups: [], jobs: [] as JobRecord[], scan: null, now: new Date(0) });
     expect(html).toContain('no scan yet');
+    expect(html).toContain('the flight recorders could not be asked');
     expect(html.match(/<p class="muted">none<\/p>/g)).toHaveLength(3);
   });
 });

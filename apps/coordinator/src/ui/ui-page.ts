@@ -1,8 +1,9 @@
 // The coordinator's live page (/ui), rendered on the server from the same records the REST API
-// returns: agents, groups, recent jobs with their nccl-tests tables, and the last scan's matrix
-// with its flagged cells. One HTML document, inline CSS, no script and nothing fetched from
-// elsewhere (clusters are often cut off from the internet); it reloads itself every few seconds.
-import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord } from '@cmesh/protocol';
+// returns: agents, groups, recent jobs with their nccl-tests tables, the last scan's matrix with
+// its flagged cells, and the ranks the flight recorders say are stuck. One HTML document, inline
+// CSS, no script and nothing fetched from elsewhere (clusters are often cut off from the
+// internet); it reloads itself every few seconds.
+import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord, TraceReport } from '@cmesh/protocol';
 
 export interface UiData {
   cluster: string;
@@ -11,6 +12,8 @@ export interface UiData {
   groups: GroupRecord[];
   jobs: JobRecord[];
   scan: ScanRecord | null;
+  /** the flight recorders' analysis (GET /traces); null when it could not be asked */
+  traces?: TraceReport | null;
   now: Date;
   refreshS?: number;
 }
@@ -123,6 +126,18 @@ function scanSection(d: UiData): string {
   );
 }
 
+/** A group is shown as stuck when a rank is not with the others, or waits this long (cmesh status --stuck). */
+const STUCK_AFTER_S = 1;
+
+function stuckSection(d: UiData): string {
+  const t = d.traces;
+  if (!t) return '<h2>Stuck ranks</h2><p class="muted">the flight recorders could not be asked</p>';
+  const stuck = t.reports.filter((g) => g.stuck || (g.waiting.length > 0 && g.age_s >= STUCK_AFTER_S));
+  const head = `<h2>Stuck ranks <span class="muted">${t.answered} ranks answered in ${t.waitedMs} ms</span></h2>`;
+  if (!stuck.length) return `${head}<p class="muted">no stuck group</p>`;
+  return `${head}<ul class="stuck">${stuck.map((g) => `<li class="flagged">${esc(g.text)}</li>`).join('')}</ul>`;
+}
+
 /** The whole page. */
 export function renderUi(d: UiData): string {
   const refresh = d.refreshS ?? 5;
@@ -132,6 +147,7 @@ export function renderUi(d: UiData): string {
 <body><h1>cmesh: cluster ${esc(d.cluster)}</h1>
 <p class="muted">coordinator replica ${esc(d.replica)}, ${esc(d.now.toISOString())}; reloads every ${refresh} s</p>
 ${scanSection(d)}
+${stuckSection(d)}
 ${agentsSection(d)}
 ${groupsSection(d)}
 ${jobsSection(d)}

@@ -7,10 +7,13 @@ import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-con
 import { GroupsService } from '../groups/groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { ScansService } from '../scans/scans.service';
+import { TraceService } from '../trace/trace.service';
 import { renderUi } from './ui-page';
 
 /** recent jobs shown with their tables */
 const JOBS_SHOWN = 8;
+/** how long the page waits for ranks' flight recorders */
+const TRACE_WAIT_MS = 300;
 
 @Controller('ui')
 export class UiController {
@@ -19,6 +22,7 @@ export class UiController {
     private readonly groups: GroupsService,
     private readonly jobs: JobsService,
     private readonly scans: ScansService,
+    private readonly trace: TraceService,
     @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
   ) {}
 
@@ -27,7 +31,14 @@ export class UiController {
   @Header('content-type', 'text/html; charset=utf-8')
   @Header('cache-control', 'no-store')
   async page(): Promise<string> {
-    const [agents, groups, jobs, scans] = await Promise.all([this.agents.list(), this.groups.list(), this.jobs.list(JOBS_SHOWN), this.scans.list(1)]);
-    return renderUi({ cluster: this.config.cluster, replica: this.config.replicaId, agents, groups, jobs, scan: scans[0] ?? null, now: new Date() });
+    const [agents, groups, jobs, scans, traces] = await Promise.all([
+      this.agents.list(),
+      this.groups.list(),
+      this.jobs.list(JOBS_SHOWN),
+      this.scans.list(1),
+      // the flight recorders of running ranks; the page does not wait long for them
+      this.trace.report({}, TRACE_WAIT_MS).catch(() => null),
+    ]);
+    return renderUi({ cluster: this.config.cluster, replica: this.config.replicaId, agents, groups, jobs, scan: scans[0] ?? null, traces, now: new Date() });
   }
 }

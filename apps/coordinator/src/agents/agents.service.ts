@@ -74,13 +74,19 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     }
     const now = Date.now();
     const iso = new Date(now).toISOString();
-    const rec = (await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) => ({
+    const fresh = (cur: AgentRecord | undefined): AgentRecord => ({
       ...body,
       state: 'ready',
       registeredAt: cur && cur.state !== 'lost' ? cur.registeredAt : iso,
       lastHeartbeat: iso,
       maxHeartbeatGapSeconds: 0,
-    })))!;
+    });
+    // an agent none of the replicas knows is created in one round trip; otherwise (or when another
+    // writer was first) read-modify-write
+    const key = KV_KEYS.agent(body.agentId);
+    const first = fresh(undefined);
+    const created = !this.mirror.get(body.agentId) && this.mirror.isReady && (await this.state.create(key, first));
+    const rec = created ? first : (await this.state.update<AgentRecord>(key, fresh))!;
     this.mirror.set(body.agentId, rec);
     this.liveness.reset(body.agentId, now);
     return rec;

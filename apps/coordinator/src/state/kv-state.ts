@@ -21,6 +21,16 @@ export class KvState {
     await this.kv.put(key, json.encode(value));
   }
 
+  /** Writes `value` only if `key` has none: false when it has (another writer was first). */
+  async create<T>(key: string, value: T): Promise<boolean> {
+    try {
+      await this.kv.create(key, json.encode(value));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   async delete(key: string): Promise<void> {
     await this.kv.delete(key);
   }

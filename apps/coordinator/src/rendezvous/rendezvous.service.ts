@@ -3,34 +3,41 @@
 // restarted or leaderless coordinator never leaves a rendezvous stuck. Joins are group-committed:
 // those that arrive while a run's record is being written are admitted together by the next
 // compare-and-set, and each is answered once that write is stored.
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { KV_KEYS, RdzvJoin, RdzvRecord, RdzvReply } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { LeaderService } from '../leader/leader.service';
 import { ReplyError } from '../nats/reply-error';
 import { GroupCommit, Outcome } from '../state/group-commit';
+import { KvMirror } from '../state/kv-mirror';
 import { KvState } from '../state/kv-state';
 import * as rounds from './rounds';
 
 const PREFIX = 'rdzv.';
 
 @Injectable()
-export class RendezvousService implements OnModuleInit {
+export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('Rendezvous');
   private readonly closedListeners: ((seconds: number) => void)[] = [];
   private readonly noted = new Set<string>();
   private readonly joins = new GroupCommit<RdzvJoin, RdzvReply>((key, js) => this.admit(key, js));
+  /** every round in memory: the leader's tick looks for overdue rounds without decoding each from KV */
+  private readonly mirror: KvMirror<RdzvRecord>;
 
   constructor(
     private readonly state: KvState,
     private readonly leader: LeaderService,
     private readonly agents: AgentsService,
-  ) {}
+  ) {
+    this.mirror = new KvMirror<RdzvRecord>(state.kv, PREFIX);
+  }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    await this.mirror.start().catch((e) => this.log.warn(`rendezvous mirror: ${(e as Error).message}; reading KV instead`));
     this.leader.whileLeading(() => this.closeOverdue());
     // an agent that is lost leaves every rendezvous it is in (node ids of agents are agent ids)
     this.agents.onAgentLost(async (a) => {
-      for (const r of await this.state.list<RdzvRecord>(PREFIX)) {
+      for (const r of await this.list()) {
         if (rounds.isMember(r, a.agentId)) await this.leave(r.runId, a.agentId).catch(() => undefined);
       }
     });
@@ -53,7 +60,7 @@ export class RendezvousService implements OnModuleInit {
       errors = out.errors;
       return out.record;
     });
-    if (record) this.noteClosed(record);
+    if (record) this.stored(record);
     return js.map((j, i) => {
       const e = errors[i];
       return e ? { ok: false, error: new ReplyError('CONFLICT', e.message) } : { ok: true, value: this.reply(record!, j.nodeId) };
@@ -65,7 +72,7 @@ export class RendezvousService implements OnModuleInit {
     if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
     if (rounds.maybeClose(record, Date.now())) {
       record = (await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => cur && rounds.maybeClose(cur, Date.now())))!;
-      this.noteClosed(record);
+      this.stored(record);
     }
     return this.reply(record, nodeId);
   }
@@ -78,11 +85,17 @@ export class RendezvousService implements OnModuleInit {
     });
     if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
     if (!member) throw new ReplyError('NOT_FOUND', `node ${nodeId} is not in run ${runId}`);
+    this.stored(record);
     return this.reply(record);
   }
 
-  list(): Promise<RdzvRecord[]> {
-    return this.state.list<RdzvRecord>(PREFIX);
+  onApplicationShutdown(): void {
+    this.mirror.stop();
+  }
+
+  async list(): Promise<RdzvRecord[]> {
+    if (!this.mirror.isReady) return this.state.list<RdzvRecord>(PREFIX);
+    return this.mirror.values().sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
   }
 
   private async closeOverdue(): Promise<void> {
@@ -90,13 +103,19 @@ export class RendezvousService implements OnModuleInit {
     for (const r of await this.list()) {
       if (!rounds.maybeClose(r, now)) continue;
       const closed = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(r.runId), (cur) => cur && rounds.maybeClose(cur, Date.now()));
-      if (closed) this.noteClosed(closed);
+      if (closed) this.stored(closed);
     }
   }
 
   /** Hears how long each round took, from its first join to its close (metrics). */
   onRoundClosed(fn: (seconds: number) => void): void {
     this.closedListeners.push(fn);
+  }
+
+  /** A record this replica wrote (or read back): mirrored at once, and its close noted. */
+  private stored(r: RdzvRecord): void {
+    this.mirror.set(r.runId, r);
+    this.noteClosed(r);
   }
 
   private noteClosed(r: RdzvRecord): void {

@@ -117,7 +117,10 @@ function collectEchoes(sock: net.Socket): Buffer[] {
 async function oneRound(hellos: Array<{ what: string; bytes: Buffer }>, cases: Case[], end: Ending): Promise<string[]> {
   const r = round++;
   const problems: string[] = [];
-  const addr = (await new PrefixStore(`round${r}`, store).get('mesh/addr/0', 30_000)).toString();
+  const roundStore = new PrefixStore(`round${r}`, store);
+  // as a real rank 1 does: say which host it is on (rank 0 reads every rank's before the mesh forms)
+  await roundStore.set('mesh/host/1', 'fuzz-peer-host');
+  const addr = (await roundStore.get('mesh/addr/0', 30_000)).toString();
   for (const h of hellos) {
     const s = await connect(addr);
     const closed = new Promise<void>((res) => s.once('close', () => res()));

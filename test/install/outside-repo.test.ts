@@ -11,7 +11,7 @@ import { tmpdir } from 'os';
 import { join, resolve } from 'path';
 
 const ROOT = resolve(__dirname, '../..');
-const PACKAGES = ['@cmesh/collectives', '@cmesh/protocol', '@cmesh/bench', '@cmesh/coordinator', '@cmesh/rank-agent', '@cmesh/cli'];
+const PACKAGES = ['@cmesh/collectives', '@cmesh/protocol', '@cmesh/client', '@cmesh/bench', '@cmesh/coordinator', '@cmesh/rank-agent', '@cmesh/cli'];
 const NODE22_DIR = join(ROOT, '.tmp/node-22');
 
 const body = (lang: string) => `
@@ -103,7 +103,9 @@ describe('the packages installed outside the repository', () => {
 
   it('cmesh up from the installed packages: status lists the agents, bench --mesh checks 0 wrong, SIGINT stops it', async () => {
     const cmesh = join(project, 'node_modules/.bin/cmesh');
-    const up = spawn(process.execPath, [cmesh, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'] });
+    // the mesh's secrets in the test's folder, not the user's ~/.cmesh (status and bench read the token there)
+    const env = { ...process.env, CMESH_STATE_DIR: join(dir, 'cmesh-state') };
+    const up = spawn(process.execPath, [cmesh, 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     up.stdout!.on('data', (d) => (out += d));
     up.stderr!.on('data', (d) => (out += d));
@@ -114,10 +116,10 @@ describe('the packages installed outside the repository', () => {
         url = /mesh up: nats \S+, coordinator (http:\/\/\S+),/.exec(out)?.[1];
       }
       expect([url !== undefined, out]).toEqual([true, out]);
-      const status = spawnSync(process.execPath, [cmesh, 'status', '--coordinator', url!], { cwd: project, encoding: 'utf8', timeout: 30_000 });
+      const status = spawnSync(process.execPath, [cmesh, 'status', '--coordinator', url!], { cwd: project, env, encoding: 'utf8', timeout: 30_000 });
       expect(status.stdout).toMatch(/Agents \(2\)/);
       expect(status.stdout).toMatch(/│ agent-1 +│ ready /);
-      const bench = spawnSync(process.execPath, [cmesh, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '4K', '-f', '8', '-n', '2', '-w', '1'], { cwd: project, encoding: 'utf8', timeout: 60_000 });
+      const bench = spawnSync(process.execPath, [cmesh, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '4K', '-f', '8', '-n', '2', '-w', '1'], { cwd: project, env, encoding: 'utf8', timeout: 60_000 });
       expect(bench.status).toBe(0);
       const rows = bench.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l));
       expect(rows.map((l) => l.trim().split(/\s+/)[0])).toEqual(['8', '64', '512', '4096']);

@@ -49,6 +49,8 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
       msg.respond(enc.encode(JSON.stringify(trace.summary())));
     },
   });
+  // the server has the subscription once this returns: a request made right after finds this rank
+  await nc.flush();
   return {
     close: async () => {
       await nc.drain().catch(() => nc.close());

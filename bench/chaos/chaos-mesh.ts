@@ -2,10 +2,9 @@
 // streams again), R coordinator replicas and A rank agents, each a ChaosProcess that keeps its
 // name, ports and state across a SIGKILL and restart. The first replica started is the leader.
 import { mkdtempSync, rmSync } from 'fs';
-import { connect as netConnect } from 'net';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { freePort } from '@cmesh/testing';
+import { freePort, waitForPort } from '@cmesh/testing';
 import { MeshClient } from '../../apps/cli/src/mesh/client';
 import { listAgents } from '../../apps/cli/src/mesh/launch';
 import { nodeArgs, programEnv, programOf } from '../../apps/cli/src/programs';
@@ -28,14 +27,6 @@ export async function until(what: string, timeoutMs: number, probe: () => Promis
     if (Date.now() > deadline) throw new Error(`${what} not ready within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-function tcpOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = netConnect({ host: HOST, port });
-    s.once('connect', () => (s.destroy(), resolve(true)));
-    s.once('error', () => resolve(false));
-  });
 }
 
 export class ChaosMesh {
@@ -112,7 +103,10 @@ export class ChaosMesh {
   /** Starts `p` again (it must be down) and waits until it serves. */
   async restart(p: ChaosProcess): Promise<void> {
     p.start();
-    if (p === this.nats) return until('nats-server', this.readyMs, () => tcpOpen(this.natsPort));
+    if (p === this.nats) {
+      if (!(await waitForPort(this.natsPort, this.readyMs, HOST, () => p.alive))) throw new Error(`nats-server not ready within ${this.readyMs} ms`);
+      return;
+    }
     const replica = this.replicas.find((r) => r.proc === p);
     if (replica) return until(p.name, this.readyMs, async () => !!(await replica.client.get('/health')));
     // an agent is back when the coordinators list it alive again

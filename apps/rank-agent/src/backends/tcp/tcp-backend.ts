@@ -23,8 +23,8 @@ export class TcpBackend implements JobBackend {
   readonly name = 'tcp' as const;
   private readonly children = new Set<ChildProcess>();
   private spare: ChildProcess | null = null;
-  /** workers that said they are loaded */
-  private readonly loaded = new WeakSet<ChildProcess>();
+  /** per worker: settles once it said it is loaded, or exited */
+  private readonly loaded = new WeakMap<ChildProcess, Promise<void>>();
   private stopped = false;
 
   constructor(
@@ -45,20 +45,9 @@ export class TcpBackend implements JobBackend {
   warm(timeoutMs = WARM_TIMEOUT_MS): Promise<void> {
     if (this.stopped || !this.keepSpare) return Promise.resolve();
     if (!this.spare) this.spare = this.forkWorker();
-    const child = this.spare;
-    if (this.loaded.has(child)) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        child.removeListener('message', onMessage);
-        child.removeListener('exit', done);
-        resolve();
-      };
-      const onMessage = (m: FromWorker) => m.type === 'ready' && done();
-      const timer = setTimeout(done, timeoutMs).unref();
-      child.on('message', onMessage);
-      child.once('exit', done);
-    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((r) => (timer = setTimeout(r, timeoutMs).unref()));
+    return Promise.race([this.loaded.get(this.spare), timeout]).finally(() => clearTimeout(timer));
   }
 
   private forkWorker(): ChildProcess {
@@ -73,7 +62,18 @@ export class TcpBackend implements JobBackend {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.children.add(child);
-    child.on('message', (m: FromWorker) => m.type === 'ready' && this.loaded.add(child));
+    this.loaded.set(
+      child,
+      new Promise<void>((resolve) => {
+        const onMessage = (m: FromWorker) => {
+          if (m.type !== 'ready') return;
+          child.off('message', onMessage);
+          resolve();
+        };
+        child.on('message', onMessage);
+        child.once('exit', () => resolve());
+      }),
+    );
     child.once('exit', () => {
       this.children.delete(child);
       if (this.spare === child) this.spare = null;

@@ -3,24 +3,9 @@
 import { spawn } from 'child_process';
 import * as net from 'net';
 import * as path from 'path';
+import { cmesh } from './support/cmesh';
 
-const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
 const FIX = path.join(__dirname, 'fixtures');
-
-function cmesh(args: string[], timeoutMs = 40000): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CMESH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-  });
-}
 
 async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -129,9 +114,9 @@ describe('cmesh run --rdzv-backend nats', () => {
       // the late joiner arrives inside the last-call window, which closes early at MAX; the window
       // is long because a loaded machine can take seconds to start a launcher, and a joiner that
       // misses it makes a second round (the first node's workers restart), which is another test
-      const first = cmesh(args, 90000);
+      const first = cmesh(args, { timeoutMs: 90000 });
       await new Promise((r) => setTimeout(r, 500));
-      const [a, b] = await Promise.all([first, cmesh(args, 90000)]);
+      const [a, b] = await Promise.all([first, cmesh(args, { timeoutMs: 90000 })]);
       expect([a, b].map((r) => ({ code: r.code, err: r.code === 0 ? '' : r.out + r.err }))).toEqual([{ code: 0, err: '' }, { code: 0, err: '' }]);
       const envs = [...envLines(a.out), ...envLines(b.out)];
       expect(envs.map((e) => e.RANK).sort()).toEqual([0, 1, 2, 3]);

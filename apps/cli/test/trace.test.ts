@@ -1,31 +1,16 @@
 // The flight recorder from the command line: `cmesh trace merge DIR` on the dumps a job's ranks
 // wrote on a timeout, and `cmesh status --stuck` (and GET /groups/{id}/trace) against a live job
 // launched with `cmesh run --rdzv-backend nats`, a real nats-server and a real coordinator.
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { startNatsServer } from '@cmesh/testing';
 import { startCoordinatorProcess } from '../../coordinator/test/support/coordinator-process';
+import { cmesh } from './support/cmesh';
 
-const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
 const FIX = path.join(__dirname, 'fixtures', 'stuck-rank.ts');
 
-function cmesh(args: string[], env: Record<string, string> = {}, timeoutMs = 60000, onStart?: (c: ChildProcess) => void): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CMESH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    onStart?.(child);
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out, err });
-    });
-  });
-}
 
 describe('flight recorder CLI', () => {
   let dir: string;
@@ -33,7 +18,7 @@ describe('flight recorder CLI', () => {
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('cmesh trace merge DIR: the dumps written on a timeout name the rank that did not join', async () => {
-    const run = await cmesh(['run', '--standalone', '--nproc-per-node', '4', FIX, 'dump', dir], { CMESH_TRACE_DUMP_DIR: dir });
+    const run = await cmesh(['run', '--standalone', '--nproc-per-node', '4', FIX, 'dump', dir], { env: { CMESH_TRACE_DUMP_DIR: dir }, timeoutMs: 60000 });
     expect({ code: run.code, err: run.code === 0 ? '' : run.err }).toEqual({ code: 0, err: '' });
     for (const r of [0, 2, 3]) expect(run.out).toMatch(new RegExp(`\\[rank${r}\\]:error allReduce timed out after 1500 ms .*; rank 1 finished allReduce #4 but did not join #5 \\(in no collective\\)`));
     expect(fs.readdirSync(dir).sort()).toEqual([0, 1, 2, 3].map((r) => `cmesh_trace_rank_${r}.json`));
@@ -62,10 +47,10 @@ describe('flight recorder CLI', () => {
     try {
       const id = `stuck${Date.now()}`;
       let out = '';
-      const job = cmesh(['run', '--nnodes', '1', '--nproc-per-node', '4', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, '--rdzv-id', id, FIX, 'live', dir], {}, 90000, (c) => {
+      const job = cmesh(['run', '--nnodes', '1', '--nproc-per-node', '4', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, '--rdzv-id', id, FIX, 'live', dir], { timeoutMs: 90000, onStart: (c) => {
         launcher = c;
         c.stdout!.on('data', (d) => (out += d));
-      });
+      } });
       for (let end = Date.now() + 60000; !out.includes('[rank1]:idle') && Date.now() < end; ) await new Promise((r) => setTimeout(r, 100));
       expect(out).toContain('[rank1]:idle');
       await new Promise((r) => setTimeout(r, 300)); // the others enter #10

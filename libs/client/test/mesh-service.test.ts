@@ -131,9 +131,24 @@ describe('collectives as a service on a mesh of 4 agents', () => {
       return new Promise<{ code: number | null; out: string }>((r) => p.once('exit', (code) => r({ code, out })));
     });
     for (const r of await Promise.all(runs)) {
-      expect(r.code).toBe(0);
-      expect(r.out).toMatch(/weights identical on all 3 members/);
+      // the whole output in the failure message: which rank failed, and how
+      expect({ code: r.code, out: r.out }).toEqual({ code: 0, out: expect.stringMatching(/weights identical on all 3 members/) });
     }
+  }, 120_000);
+
+  it('a full round waits while agents serve another group, and is placed once they are free', async () => {
+    // 3 of the 4 agents hold group "hold"; "next" needs 2 and must wait, not fail
+    const hold = [0, 1, 2].map((r) => start(TS_MEMBER, { GROUP: 'hold', SIZE: '3', LABEL: `hold-${r}`, SCENARIO: 'victim' }));
+    await Promise.all(hold.map((m) => m.waitFor('pending', 90_000)));
+    const next = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'next', SIZE: '2', LABEL: `next-${r}`, SCENARIO: 'quick' }));
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(next.flatMap((m) => m.lines)).toEqual([]);
+    const freedAt = Date.now();
+    for (const m of hold) m.kill();
+    const done = await Promise.all(next.map((m) => m.waitFor('done', 60_000)));
+    for (const d of done) expect(d.checked).toBe(1000);
+    expect(await Promise.all(next.map((m) => m.exited))).toEqual([0, 0]);
+    console.log(`queued group placed and done ${Date.now() - freedAt} ms after the agents were freed`);
   }, 120_000);
 
   it('members calling different counts get CollectiveMismatchError', async () => {

@@ -126,7 +126,8 @@ export const SvcRoundSchema = z.object({
   name: z.string(),
   size: z.number().int().positive(),
   round: z.number().int().positive(),
-  state: z.enum(['waiting', 'placed', 'ended']),
+  /** waiting for members; queued: full, waiting for enough idle agents; placed; ended */
+  state: z.enum(['waiting', 'queued', 'placed', 'ended']),
   joined: z.array(z.object({ member: z.string(), label: z.string().optional() })),
   placed: SvcPlacedSchema.optional(),
   end: SvcEndSchema.optional(),

@@ -1,7 +1,8 @@
 // Collectives as a service, the coordinator's part: rounds of named groups in the state bucket
 // (compare-and-set, so replicas agree), the placement of a full round on idle agents (one member
-// per agent), and the end of a group (its agents' store bucket deleted, its agents free again).
-import { Inject, Injectable, Logger } from '@nestjs/common';
+// per agent; a full round waits, queued, while too few are idle), and the end of a group (its
+// agents' store bucket deleted, its agents free again).
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { JSONCodec, NatsConnection } from 'nats';
 import { jobBucket } from '@cmesh/collectives';
 import { AgentNotification, ClusterNames, KV_KEYS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcNameSchema, SvcPlaced, SvcRound } from '@cmesh/protocol';
@@ -17,8 +18,11 @@ const json = JSONCodec();
 export const svcGroupId = (name: string, round: number) => `${name}_${round}`;
 
 @Injectable()
-export class ServiceGroupsService {
+export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger('ServiceGroups');
+  /** names of groups whose full round waits for idle agents: placement is tried again when a group ends, and every second */
+  private readonly queued = new Set<string>();
+  private retry?: NodeJS.Timeout;
 
   constructor(
     private readonly state: KvState,
@@ -32,6 +36,7 @@ export class ServiceGroupsService {
     const now = () => new Date().toISOString();
     let mine: SvcRound | undefined;
     await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) => {
+      if (cur?.state === 'queued') throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is full and waiting for ${cur.size} idle agents; join again once it is placed`);
       const fresh = !cur || cur.state !== 'waiting';
       if (!fresh && cur.size !== body.size) throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is waiting for ${cur.size} members, not ${body.size}`);
       if (!fresh && cur.joined.some((j) => j.member === body.member)) throw new ReplyError('CONFLICT', `member ${body.member} already joined group ${body.name} round ${cur.round}`);
@@ -48,9 +53,41 @@ export class ServiceGroupsService {
 
   async leave(body: SvcLeave): Promise<{ ok: true }> {
     await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) =>
-      cur && cur.state === 'waiting' && cur.joined.some((j) => j.member === body.member) ? { ...cur, joined: cur.joined.filter((j) => j.member !== body.member), updatedAt: new Date().toISOString() } : undefined,
+      cur && (cur.state === 'waiting' || cur.state === 'queued') && cur.joined.some((j) => j.member === body.member)
+        ? { ...cur, state: 'waiting', joined: cur.joined.filter((j) => j.member !== body.member), updatedAt: new Date().toISOString() }
+        : undefined,
     );
     return { ok: true };
+  }
+
+  /** Rounds left queued by a replica that stopped are picked up by the one that starts. */
+  async onApplicationBootstrap(): Promise<void> {
+    for (const r of await this.list().catch(() => [])) if (r.state === 'queued') this.queued.add(r.name);
+    this.retry = setInterval(() => void this.placeQueued(), 1000);
+    this.retry.unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.retry);
+  }
+
+  private placing = false;
+
+  /** Tries every queued round again (one pass at a time). */
+  private async placeQueued(): Promise<void> {
+    if (this.placing || this.queued.size === 0) return;
+    this.placing = true;
+    try {
+      for (const name of [...this.queued]) {
+        const cur = await this.state.get<SvcRound>(KV_KEYS.svcGroup(name));
+        if (cur?.state === 'queued') await this.place(cur);
+        else this.queued.delete(name);
+      }
+    } catch (e) {
+      this.log.warn(`placing queued groups: ${(e as Error).message}`);
+    } finally {
+      this.placing = false;
+    }
   }
 
   /** Puts each member of a full round on an idle agent and tells the agents and the members. */
@@ -58,10 +95,25 @@ export class ServiceGroupsService {
     const groupId = svcGroupId(round.name, round.round);
     const storePrefix = `svc-${groupId}`;
     const busy = new Set((await this.list()).filter((r) => r.state === 'placed').flatMap((r) => r.placed?.members.map((m) => m.agentId) ?? []));
-    const idle = (await this.agents.list()).filter((a) => a.state === 'ready' && !busy.has(a.agentId) && a.backends.some((b) => b.name === 'tcp' && b.available)).sort((a, b) => a.name.localeCompare(b.name));
+    const able = (await this.agents.list()).filter((a) => a.state !== 'lost' && a.backends.some((b) => b.name === 'tcp' && b.available));
+    const idle = able.filter((a) => a.state === 'ready' && !busy.has(a.agentId)).sort((a, b) => a.name.localeCompare(b.name));
+    const members = round.joined.map((j) => j.member).join();
+    const mine = (cur: SvcRound | undefined, states: SvcRound['state'][]) => cur && cur.round === round.round && states.includes(cur.state) && cur.joined.map((j) => j.member).join() === members;
     let placed: SvcPlaced;
+    if (idle.length < round.size && able.length >= round.size) {
+      // enough agents, some still serving other groups: wait for them (the members' join timeout bounds it)
+      if (round.state !== 'queued') {
+        const q = await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
+          mine(cur, ['waiting']) ? { ...cur!, state: 'queued', updatedAt: new Date().toISOString() } : undefined,
+        );
+        if (!mine(q, ['queued'])) return;
+        this.log.log(`group ${groupId}: ${round.size} members wait for ${round.size} idle agents (${idle.length} idle of ${able.length})`);
+      }
+      this.queued.add(round.name);
+      return;
+    }
     if (idle.length < round.size) {
-      const error = `group ${round.name} round ${round.round}: ${round.size} members need ${round.size} idle agents, ${idle.length} idle`;
+      const error = `group ${round.name} round ${round.round}: ${round.size} members need ${round.size} agents, the mesh has ${able.length}`;
       placed = { name: round.name, round: round.round, groupId, size: round.size, members: [], storePrefix, error, joined: round.joined.map((j) => j.member) };
     } else {
       placed = {
@@ -73,9 +125,14 @@ export class ServiceGroupsService {
         members: round.joined.map((j, rank) => ({ rank, member: j.member, ...(j.label ? { label: j.label } : {}), agentId: idle[rank].agentId, agentName: idle[rank].name })),
       };
     }
-    await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
-      cur && cur.round === round.round ? { ...cur, state: placed.error ? 'ended' : 'placed', placed, updatedAt: new Date().toISOString() } : undefined,
+    // exactly one placement of a round: the one whose write moved it on from waiting or queued
+    const rec = await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
+      mine(cur, ['waiting', 'queued'])
+        ? { ...cur!, state: placed.error ? 'ended' : 'placed', placed, updatedAt: new Date().toISOString() }
+        : undefined,
     );
+    this.queued.delete(round.name);
+    if (rec?.placed !== placed) return;
     if (placed.error) this.log.warn(placed.error);
     else this.log.log(`group ${groupId}: ${placed.members.map((m) => `rank ${m.rank} ${m.label ?? m.member} on ${m.agentName}`).join(', ')}`);
     for (const m of placed.members) {
@@ -99,6 +156,7 @@ export class ServiceGroupsService {
     this.log.log(`group ${groupId} ended: ${end.reason}${end.who ? ` (${end.who})` : ''}${end.error ? `: ${end.error.message}` : ''}`);
     const jsm = await this.nc.jetstreamManager();
     await jsm.streams.delete(`KV_${jobBucket(rec.placed.storePrefix)}`).catch(() => undefined);
+    void this.placeQueued();
   }
 
   list(): Promise<SvcRound[]> {

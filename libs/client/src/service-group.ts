@@ -21,7 +21,7 @@ import { DType, REDUCE_OPS, ReduceOp } from '@cmesh/collectives/names';
 import { CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
 import { Assembly, chunkOf, publishChunks } from './chunks';
 import { Liveness, Role, describe } from './liveness';
-import { ServiceTensor, bytesOf, dtypeOfTensor, elementSize } from './tensor';
+import { ServiceTensor, bytesOf, dtypeOfTensor } from './tensor';
 
 const json = JSONCodec();
 const SVC_LOST_ABOUT = `${SVC_LOST_MS / 1000} s`;
@@ -55,6 +55,39 @@ export function typedError(e: SvcError, ctx: ErrorContext): CmeshError {
   const err = new CmeshError(e.message, context);
   err.name = e.name;
   return err;
+}
+
+/** What one op sends: the dtype and element count of one rank's tensor, and the bytes that follow. */
+interface Payload {
+  dtype: DType;
+  count: number;
+  data: Uint8Array;
+}
+
+function redop(op: ReduceOp | undefined): ReduceOp {
+  const r = op ?? 'sum';
+  if (!(REDUCE_OPS as readonly string[]).includes(r)) throw new InvalidArgumentError(`unknown reduce op ${JSON.stringify(r)} (${REDUCE_OPS.join(', ')})`);
+  return r;
+}
+
+/** One buffer of the tensors, in rank order. */
+function pack(tensors: ServiceTensor[]): Uint8Array {
+  const out = new Uint8Array(tensors.reduce((n, t) => n + t.byteLength, 0));
+  let at = 0;
+  for (const t of tensors) {
+    out.set(bytesOf(t), at);
+    at += t.byteLength;
+  }
+  return out;
+}
+
+/** The buffer's consecutive pieces into the tensors. */
+function unpack(data: Uint8Array, tensors: ServiceTensor[]): void {
+  let at = 0;
+  for (const t of tensors) {
+    bytesOf(t).set(data.subarray(at, at + t.byteLength));
+    at += t.byteLength;
+  }
 }
 
 interface Pending {
@@ -131,33 +164,90 @@ export class ServiceGroup {
 
   /** Reduces `tensor` across the group in place (op: sum, avg, product, min, max, band, bor, bxor). */
   async allReduce(tensor: ServiceTensor, opts: OpOptions & { op?: ReduceOp } = {}): Promise<void> {
-    const redop = opts.op ?? 'sum';
-    if (!(REDUCE_OPS as readonly string[]).includes(redop)) throw new InvalidArgumentError(`unknown reduce op ${JSON.stringify(redop)} (${REDUCE_OPS.join(', ')})`);
-    const out = await this.run('allReduce', tensor, opts, { redop });
+    const out = await this.run('allReduce', this.one(tensor, opts), opts, { redop: redop(opts.op) });
     bytesOf(tensor).set(out);
   }
 
   /** Every member's `tensor` becomes rank `src`'s. */
   async broadcast(tensor: ServiceTensor, opts: OpOptions & { src: number }): Promise<void> {
-    if (!Number.isInteger(opts?.src) || opts.src < 0 || opts.src >= this.size) throw new InvalidArgumentError(`src ${opts?.src} is not a rank of this group (0..${this.size - 1})`);
-    const out = await this.run('broadcast', tensor, opts, { src: opts.src });
+    const out = await this.run('broadcast', this.one(tensor, opts), opts, { src: this.root(opts?.src, 'src') });
     bytesOf(tensor).set(out);
+  }
+
+  /** Rank `dst`'s `tensor` becomes the reduction of every member's; the others' stay as they are. */
+  async reduce(tensor: ServiceTensor, opts: OpOptions & { dst: number; op?: ReduceOp }): Promise<void> {
+    const out = await this.run('reduce', this.one(tensor, opts), opts, { dst: this.root(opts?.dst, 'dst'), redop: redop(opts.op) });
+    if (out.byteLength) bytesOf(tensor).set(out);
   }
 
   /** `outputList[r]` gets rank r's `tensor` (torch's all_gather: one tensor like `tensor` per rank). */
   async allGather(outputList: ServiceTensor[], tensor: ServiceTensor, opts: OpOptions = {}): Promise<void> {
-    const dtype = dtypeOfTensor(tensor, opts.dtype);
-    if (!Array.isArray(outputList) || outputList.length !== this.size) throw new InvalidArgumentError(`outputList must hold ${this.size} tensors (one per rank), got ${outputList?.length}`);
-    outputList.forEach((o, r) => {
-      if (dtypeOfTensor(o, opts.dtype) !== dtype || o.length !== tensor.length) throw new InvalidArgumentError(`outputList[${r}] must be a ${dtype} tensor of ${tensor.length} elements`);
-    });
-    const out = await this.run('allGather', tensor, opts, {});
-    outputList.forEach((o, r) => bytesOf(o).set(out.subarray(r * tensor.byteLength, (r + 1) * tensor.byteLength)));
+    const t = this.one(tensor, opts);
+    this.list(outputList, t, opts, 'outputList');
+    const out = await this.run('allGather', t, opts, {});
+    unpack(out, outputList);
+  }
+
+  /** Rank `dst` gets every member's `tensor` in `gatherList[r]`; only `dst` passes a gatherList (torch's gather). */
+  async gather(tensor: ServiceTensor, opts: OpOptions & { dst: number; gatherList?: ServiceTensor[] }): Promise<void> {
+    const t = this.one(tensor, opts);
+    const dst = this.root(opts?.dst, 'dst');
+    if (this.rank === dst) this.list(opts.gatherList, t, opts, 'gatherList');
+    else if (opts.gatherList?.length) throw new InvalidArgumentError('gather: gatherList must NOT be specified on non-destination ranks');
+    const out = await this.run('gather', t, opts, { dst });
+    if (this.rank === dst) unpack(out, opts.gatherList!);
+  }
+
+  /** Each member's `tensor` becomes `scatterList[rank]` of rank `src`; only `src` passes a scatterList (torch's scatter). */
+  async scatter(tensor: ServiceTensor, opts: OpOptions & { src: number; scatterList?: ServiceTensor[] }): Promise<void> {
+    const t = this.one(tensor, opts);
+    const src = this.root(opts?.src, 'src');
+    let data: Uint8Array = new Uint8Array(0);
+    if (this.rank === src) data = pack(this.list(opts.scatterList, t, opts, 'scatterList'));
+    else if (opts.scatterList?.length) throw new InvalidArgumentError('scatter: scatterList must NOT be specified on non-source ranks');
+    const out = await this.run('scatter', { ...t, data }, opts, { src });
+    bytesOf(tensor).set(out);
+  }
+
+  /** `output` gets the reduction of every member's `inputList[rank]` (torch's reduce_scatter). */
+  async reduceScatter(output: ServiceTensor, inputList: ServiceTensor[], opts: OpOptions & { op?: ReduceOp } = {}): Promise<void> {
+    const t = this.one(output, opts);
+    const out = await this.run('reduceScatter', { ...t, data: pack(this.list(inputList, t, opts, 'inputList')) }, opts, { redop: redop(opts.op) });
+    bytesOf(output).set(out);
+  }
+
+  /** `outputList[r]` gets rank r's `inputList[rank]` (torch's all_to_all, every tensor of one size). */
+  async allToAll(outputList: ServiceTensor[], inputList: ServiceTensor[], opts: OpOptions = {}): Promise<void> {
+    if (!Array.isArray(inputList) || !inputList.length) throw new InvalidArgumentError(`inputList must hold ${this.size} tensors (one per rank), got ${inputList?.length}`);
+    const t = this.one(inputList[0], opts);
+    const data = pack(this.list(inputList, t, opts, 'inputList'));
+    this.list(outputList, t, opts, 'outputList');
+    unpack(await this.run('allToAll', { ...t, data }, opts, {}), outputList);
   }
 
   /** Returns when every member called it. */
   async barrier(opts: { timeoutMs?: number } = {}): Promise<void> {
-    await this.run('barrier', new Uint8Array(0), opts, {});
+    await this.run('barrier', { dtype: 'uint8', count: 0, data: new Uint8Array(0) }, opts, {});
+  }
+
+  /** One rank's tensor: its dtype, element count and bytes (a view). */
+  private one(tensor: ServiceTensor, opts: OpOptions): Payload {
+    const dtype = dtypeOfTensor(tensor, opts?.dtype);
+    return { dtype, count: tensor.length, data: bytesOf(tensor) };
+  }
+
+  /** A list of one tensor per rank, each of `like`'s dtype and length. */
+  private list(tensors: ServiceTensor[] | undefined, like: Payload, opts: OpOptions, what: string): ServiceTensor[] {
+    if (!Array.isArray(tensors) || tensors.length !== this.size) throw new InvalidArgumentError(`${what} must hold ${this.size} tensors (one per rank), got ${tensors?.length}`);
+    tensors.forEach((o, r) => {
+      if (dtypeOfTensor(o, opts.dtype) !== like.dtype || o.length !== like.count) throw new InvalidArgumentError(`${what}[${r}] must be a ${like.dtype} tensor of ${like.count} elements`);
+    });
+    return tensors;
+  }
+
+  private root(r: number | undefined, what: 'src' | 'dst'): number {
+    if (!Number.isInteger(r) || r! < 0 || r! >= this.size) throw new InvalidArgumentError(`${what} ${r} is not a rank of this group (0..${this.size - 1})`);
+    return r!;
   }
 
   /** Leaves the group: it ends for every member (their pending ops fail naming this one). */
@@ -170,14 +260,12 @@ export class ServiceGroup {
     this.close();
   }
 
-  private async run(op: SvcOp['op'], tensor: ServiceTensor, opts: OpOptions, extra: Partial<SvcOp>): Promise<Uint8Array> {
-    const dtype = op === 'barrier' ? 'uint8' : dtypeOfTensor(tensor, opts.dtype);
+  private async run(op: SvcOp['op'], { dtype, count, data }: Payload, opts: OpOptions, extra: Partial<SvcOp>): Promise<Uint8Array> {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_OP_TIMEOUT_MS;
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
     if (this.ended) throw this.ended;
-    const data = op === 'barrier' ? new Uint8Array(0) : bytesOf(tensor);
     const seq = ++this.seq;
-    const header: SvcOp = { seq, op, dtype, count: data.byteLength / elementSize(dtype as DType), timeoutMs, bytes: data.byteLength, ...extra };
+    const header: SvcOp = { seq, op, dtype, count, timeoutMs, bytes: data.byteLength, ...extra };
     const subject = this.names.svc.op(this.groupId, this.rank);
     return new Promise<Uint8Array>((resolve, reject) => {
       const timer = setTimeout(() => {

@@ -17,7 +17,7 @@ export const SVC_HEARTBEAT_MS = 500;
 /** A participant not heard for this long is lost: the group ends naming it. */
 export const SVC_LOST_MS = 3000;
 /** The collectives a service group runs. */
-export const SVC_OPS = ['allReduce', 'broadcast', 'allGather', 'barrier'] as const;
+export const SVC_OPS = ['allReduce', 'broadcast', 'reduce', 'allGather', 'gather', 'scatter', 'reduceScatter', 'allToAll', 'barrier'] as const;
 export type SvcOpName = (typeof SVC_OPS)[number];
 
 /** A group's name: a subject token and KV key segment, short enough to leave room for the round. */
@@ -72,18 +72,48 @@ export const SvcOpSchema = z.object({
   seq: z.number().int().positive(),
   op: z.enum(SVC_OPS),
   dtype: z.enum(DTYPES as unknown as [string, ...string[]]),
-  /** elements of this member's tensor (0 for barrier) */
+  /** elements of one rank's tensor: the tensor (reduceScatter: the output; allToAll: one rank's chunk); 0 for barrier */
   count: z.number().int().min(0),
-  /** allReduce */
+  /** allReduce, reduce, reduceScatter */
   redop: z.enum(REDUCE_OPS as unknown as [string, ...string[]]).optional(),
-  /** broadcast: the rank whose tensor everyone gets */
+  /** broadcast, scatter: the rank whose data is sent */
   src: z.number().int().min(0).optional(),
+  /** reduce, gather: the rank that gets the result */
+  dst: z.number().int().min(0).optional(),
   /** the op's deadline on the agents, ms */
   timeoutMs: z.number().int().positive().max(24 * 3600_000),
-  /** count * element size: the data chunks that follow */
+  /** the data chunks that follow: svcBytes(op) */
   bytes: z.number().int().min(0),
 });
 export type SvcOp = z.infer<typeof SvcOpSchema>;
+
+/**
+ * What a member sends (`in`) and gets back (`out`) for an op, in elements of one rank's tensor:
+ * the tensor itself, one per rank (`size`: the root's list, reduceScatter's and allToAll's input,
+ * allGather's and allToAll's output), or nothing.
+ */
+export function svcElements(op: Pick<SvcOp, 'op' | 'count' | 'src' | 'dst'>, rank: number, size: number): { in: number; out: number } {
+  const n = op.count;
+  switch (op.op) {
+    case 'allReduce':
+    case 'broadcast':
+      return { in: n, out: n };
+    case 'reduce':
+      return { in: n, out: rank === op.dst ? n : 0 };
+    case 'allGather':
+      return { in: n, out: n * size };
+    case 'gather':
+      return { in: n, out: rank === op.dst ? n * size : 0 };
+    case 'scatter':
+      return { in: rank === op.src ? n * size : 0, out: n };
+    case 'reduceScatter':
+      return { in: n * size, out: n };
+    case 'allToAll':
+      return { in: n * size, out: n * size };
+    case 'barrier':
+      return { in: 0, out: 0 };
+  }
+}
 
 /** The library's typed error, by class name (DistTimeoutError, PeerFailureError, CollectiveMismatchError, …). */
 export const SvcErrorSchema = z.object({

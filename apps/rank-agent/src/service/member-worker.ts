@@ -5,7 +5,7 @@
 // all when someone is lost or an op fails. Started by ServiceWorkers with the placement over IPC.
 import * as dist from '@cmesh/collectives';
 import { Assembly, Liveness, chunkOf, describe, publishChunks } from '@cmesh/client';
-import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcResult, clusterNames, decodeMessage } from '@cmesh/protocol';
+import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcResult, clusterNames, decodeMessage, svcElements } from '@cmesh/protocol';
 import { connect, JSONCodec, Msg, NatsConnection } from 'nats';
 import { natsInitMethod } from '../backends/tcp/nats-init-method';
 
@@ -97,14 +97,27 @@ class MemberWorker {
       return;
     }
     const op = d.value;
-    const expected = op.count * dist.elementSize(op.dtype as dist.DType);
-    if (op.op !== 'barrier' && expected !== op.bytes) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq}: ${op.count} ${op.dtype} elements are ${expected} bytes, not ${op.bytes}`));
+    const bad = this.invalid(op);
+    if (bad) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq}: ${bad}`));
     if (op.seq < this.next || this.queue.has(op.seq)) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq} was already sent`));
     const q: Queued = { op, assembly: new Assembly(op.bytes) };
     this.queue.set(op.seq, q);
     for (const e of this.early.get(op.seq) ?? []) q.assembly.add(e.offset, e.data);
     this.early.delete(op.seq);
     this.pump();
+  }
+
+  /** Why the op cannot run (a root out of range, data of the wrong size), or null. */
+  private invalid(op: SvcOp): string | null {
+    const { size } = this.m.placed;
+    for (const root of ['src', 'dst'] as const) {
+      const needed = root === 'src' ? op.op === 'broadcast' || op.op === 'scatter' : op.op === 'reduce' || op.op === 'gather';
+      const r = op[root];
+      if (needed && (r === undefined || r >= size)) return `${op.op} needs ${root}, a rank of the group (0..${size - 1}), got ${r}`;
+    }
+    const elements = svcElements(op, this.m.rank, size).in;
+    const bytes = elements * dist.elementSize(op.dtype as dist.DType);
+    return op.op !== 'barrier' && bytes !== op.bytes ? `${op.op} of ${op.count} ${op.dtype} elements sends ${bytes} bytes from rank ${this.m.rank}, not ${op.bytes}` : null;
   }
 
   /** Runs the member's next op once all its data is here; one at a time, in the member's order. */
@@ -132,24 +145,46 @@ class MemberWorker {
 
   private async execute(q: Queued): Promise<Uint8Array> {
     const { op } = q;
+    const { size } = this.m.placed;
+    const rank = this.m.rank;
     const timeout = op.timeoutMs;
     const dtype = op.dtype as dist.DType;
-    const t = view(dtype, q.assembly.data, op.count);
+    const n = op.count;
+    const es = dist.elementSize(dtype);
+    const input = q.assembly.data;
+    const redop = (op.redop ?? 'sum') as dist.ReduceOp;
+    const outBytes = new Uint8Array(svcElements(op, rank, size).out * es);
+    // one rank's tensor in a buffer of one per rank
+    const piece = (bytes: Uint8Array, r: number) => view(dtype, bytes.subarray(r * n * es), n);
+    const pieces = (bytes: Uint8Array) => Array.from({ length: size }, (_, r) => piece(bytes, r));
     switch (op.op) {
       case 'allReduce':
-        await dist.allReduce(t, { op: (op.redop ?? 'sum') as dist.ReduceOp, timeout });
-        return q.assembly.data;
+        await dist.allReduce(view(dtype, input, n), { op: redop, timeout });
+        return input;
       case 'broadcast':
-        await dist.broadcast(t, { src: op.src ?? 0, timeout });
-        return q.assembly.data;
-      case 'allGather': {
-        const out = new Uint8Array(op.bytes * this.m.placed.size);
-        await dist.allGatherIntoTensor(view(dtype, out, op.count * this.m.placed.size), t, { timeout });
-        return out;
-      }
+        await dist.broadcast(view(dtype, input, n), { src: op.src!, timeout });
+        return input;
+      case 'reduce':
+        await dist.reduce(view(dtype, input, n), { dst: op.dst!, op: redop, timeout });
+        return rank === op.dst ? input : outBytes;
+      case 'allGather':
+        await dist.allGatherIntoTensor(view(dtype, outBytes, n * size), view(dtype, input, n), { timeout });
+        return outBytes;
+      case 'gather':
+        await dist.gather(view(dtype, input, n), { dst: op.dst!, ...(rank === op.dst ? { gatherList: pieces(outBytes) } : {}), timeout });
+        return outBytes;
+      case 'scatter':
+        await dist.scatter(view(dtype, outBytes, n), { src: op.src!, ...(rank === op.src ? { scatterList: pieces(input) } : {}), timeout });
+        return outBytes;
+      case 'reduceScatter':
+        await dist.reduceScatterTensor(view(dtype, outBytes, n), view(dtype, input, n * size), { op: redop, timeout });
+        return outBytes;
+      case 'allToAll':
+        await dist.allToAllSingle(view(dtype, outBytes, n * size), view(dtype, input, n * size), { timeout });
+        return outBytes;
       case 'barrier':
         await dist.barrier({ timeout });
-        return new Uint8Array(0);
+        return outBytes;
     }
   }
 

@@ -19,8 +19,8 @@ async function main(): Promise<void> {
   };
   try {
     if (scenario === 'all') {
-      const inp = inputs(rank);
-      const exp = expected(size);
+      const inp = inputs(rank, size);
+      const exp = expected(size, rank);
       const f = Float32Array.from(inp.sum);
       await g.allReduce(f, { op: 'sum' });
       check('allReduce float32 sum', f, exp.sum);
@@ -33,12 +33,39 @@ async function main(): Promise<void> {
       const pr = BigInt64Array.from(inp.product);
       await g.allReduce(pr, { op: 'product' });
       check('allReduce int64 product', pr, exp.product);
+      const i8 = Int8Array.from(inp.int8min);
+      await g.allReduce(i8, { op: 'min' });
+      check('allReduce int8 min', i8, exp.int8min);
+      const u8 = Uint8Array.from(inp.uint8bor);
+      await g.allReduce(u8, { op: 'bor' });
+      check('allReduce uint8 bor', u8, exp.uint8bor);
+      const h = Uint16Array.from(inp.f16sum);
+      await g.allReduce(h, { op: 'sum', dtype: 'float16' });
+      check('allReduce float16 sum', h, exp.f16sum);
+      const b = Uint16Array.from(inp.bf16sum);
+      await g.allReduce(b, { op: 'sum', dtype: 'bfloat16' });
+      check('allReduce bfloat16 sum', b, exp.bf16sum);
       const bc = Float64Array.from(inp.broadcast);
       await g.broadcast(bc, { src: SCENARIOS.broadcastSrc });
       check('broadcast float64', bc, exp.broadcast);
+      const rd = Float32Array.from(inp.reduce);
+      await g.reduce(rd, { dst: SCENARIOS.reduceDst });
+      check('reduce float32 sum', rd, exp.reduce);
       const out = Array.from({ length: size }, () => new Int32Array(inp.gather.length));
       await g.allGather(out, Int32Array.from(inp.gather));
       out.forEach((o, q) => check(`allGather int32 [${q}]`, o, exp.gather[q]));
+      const gl = rank === SCENARIOS.gatherDst ? Array.from({ length: size }, () => new Int32Array(3)) : undefined;
+      await g.gather(Int32Array.from(inp.gatherTo), { dst: SCENARIOS.gatherDst, gatherList: gl });
+      gl?.forEach((o, q) => check(`gather int32 [${q}]`, o, exp.gatherTo[q]));
+      const sc = new Float64Array(4);
+      await g.scatter(sc, { src: size - 1, scatterList: rank === size - 1 ? inp.scatter.map((x) => Float64Array.from(x)) : undefined });
+      check('scatter float64', sc, exp.scatter);
+      const rs = new Float32Array(3);
+      await g.reduceScatter(rs, inp.reduceScatter.map((x) => Float32Array.from(x)));
+      check('reduceScatter float32 sum', rs, exp.reduceScatter);
+      const a2a = Array.from({ length: size }, () => new Int32Array(2));
+      await g.allToAll(a2a, inp.allToAll.map((x) => Int32Array.from(x)));
+      a2a.forEach((o, q) => check(`allToAll int32 [${q}]`, o, exp.allToAll[q]));
       await g.barrier();
       say({ event: 'done', rank, checked });
       await g.leave();
@@ -68,6 +95,32 @@ async function main(): Promise<void> {
       const smallMs = await timed(2, 100);
       const largeMs = await timed(262_144, 20);
       say({ event: 'done', rank, checked, smallUs: Math.round(smallMs * 1000), largeUs: Math.round(largeMs * 1000) });
+      await g.leave();
+    } else if (scenario === 'invalid') {
+      // each bad call is refused before anything is sent; the group works on afterwards
+      const other = 1 - rank;
+      const t = new Float32Array(4).fill(rank + 1);
+      const bad: [string, () => Promise<void>][] = [
+        ['unknown reduce op', () => g.allReduce(t, { op: 'mean' as never })],
+        ['src out of range', () => g.broadcast(t, { src: size })],
+        ['dst missing', () => g.reduce(t, {} as never)],
+        ['gatherList on a non-destination', () => g.gather(t, { dst: other, gatherList: [new Float32Array(4), new Float32Array(4)] })],
+        ['gatherList missing on the destination', () => g.gather(t, { dst: rank })],
+        ['scatterList of the wrong length', () => g.scatter(t, { src: rank, scatterList: [new Float32Array(4)] })],
+        ['reduceScatter input of another dtype', () => g.reduceScatter(t, [new Float32Array(4), new Int32Array(4) as never])],
+        ['allToAll tensors of different sizes', () => g.allToAll([new Float32Array(4), new Float32Array(4)], [new Float32Array(4), new Float32Array(3)])],
+        ['a Uint16Array without its dtype', () => g.allReduce(new Uint16Array(4))],
+        ['timeoutMs 0', () => g.barrier({ timeoutMs: 0 })],
+      ];
+      const refused: string[] = [];
+      for (const [what, call] of bad) {
+        const err = await call().then(() => null, (e: Error) => e);
+        if (err?.name !== 'InvalidArgumentError') throw new Error(`${what}: expected InvalidArgumentError, got ${err ? `${err.name}: ${err.message}` : 'success'}`);
+        refused.push(`${what}: ${err.message}`);
+      }
+      await g.allReduce(t);
+      check('allReduce after refused calls', t, new Float32Array(4).fill(3));
+      say({ event: 'done', rank, checked, refused });
       await g.leave();
     } else if (scenario === 'mismatch') {
       await g.allReduce(new Float32Array(4 + 4 * rank).fill(1), { timeoutMs: 20_000 });

@@ -85,16 +85,34 @@ async function main() {
     for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) throw new Error(`${what}[${i}] = ${got[i]}, want ${want[i]}`);
     checked += want.length;
   };
-  const inp = inputs(rank);
-  const exp = expected(size);
+  const inp = inputs(rank, size);
+  const exp = expected(size, rank);
   const as = (C, bytes) => new C(bytes.buffer, bytes.byteOffset, bytes.byteLength / C.BYTES_PER_ELEMENT);
+  // one buffer of a list of tensors, and back
+  const packed = (C, lists) => C.from(lists.flat());
+  const pieces = (arr, n) => Array.from({ length: arr.length / n }, (_, q) => arr.subarray(q * n, q * n + n));
   check('allReduce float32 sum', as(Float32Array, await op({ op: 'allReduce', dtype: 'float32', count: inp.sum.length, redop: 'sum' }, Float32Array.from(inp.sum))), exp.sum);
   check('allReduce int32 max', as(Int32Array, await op({ op: 'allReduce', dtype: 'int32', count: inp.max.length, redop: 'max' }, Int32Array.from(inp.max))), exp.max);
   check('allReduce float64 avg', as(Float64Array, await op({ op: 'allReduce', dtype: 'float64', count: inp.avg.length, redop: 'avg' }, Float64Array.from(inp.avg))), exp.avg);
   check('allReduce int64 product', as(BigInt64Array, await op({ op: 'allReduce', dtype: 'int64', count: inp.product.length, redop: 'product' }, BigInt64Array.from(inp.product))), exp.product);
+  check('allReduce int8 min', as(Int8Array, await op({ op: 'allReduce', dtype: 'int8', count: 8, redop: 'min' }, Int8Array.from(inp.int8min))), exp.int8min);
+  check('allReduce uint8 bor', as(Uint8Array, await op({ op: 'allReduce', dtype: 'uint8', count: 4, redop: 'bor' }, Uint8Array.from(inp.uint8bor))), exp.uint8bor);
+  check('allReduce float16 sum', as(Uint16Array, await op({ op: 'allReduce', dtype: 'float16', count: 4, redop: 'sum' }, Uint16Array.from(inp.f16sum))), exp.f16sum);
+  check('allReduce bfloat16 sum', as(Uint16Array, await op({ op: 'allReduce', dtype: 'bfloat16', count: 4, redop: 'sum' }, Uint16Array.from(inp.bf16sum))), exp.bf16sum);
   check('broadcast float64', as(Float64Array, await op({ op: 'broadcast', dtype: 'float64', count: inp.broadcast.length, src: SCENARIOS.broadcastSrc }, Float64Array.from(inp.broadcast))), exp.broadcast);
+  // reduce: the destination gets the result, the others an empty one (their tensor stays)
+  const reduced = as(Float32Array, await op({ op: 'reduce', dtype: 'float32', count: 6, dst: SCENARIOS.reduceDst, redop: 'sum' }, Float32Array.from(inp.reduce)));
+  check('reduce float32 sum', reduced.length ? reduced : Float32Array.from(inp.reduce), exp.reduce);
   const gathered = as(Int32Array, await op({ op: 'allGather', dtype: 'int32', count: inp.gather.length }, Int32Array.from(inp.gather)));
   exp.gather.forEach((want, q) => check(`allGather int32 [${q}]`, gathered.subarray(q * 5, q * 5 + 5), want));
+  const gatheredTo = as(Int32Array, await op({ op: 'gather', dtype: 'int32', count: 3, dst: SCENARIOS.gatherDst }, Int32Array.from(inp.gatherTo)));
+  if (rank === SCENARIOS.gatherDst) exp.gatherTo.forEach((want, q) => check(`gather int32 [${q}]`, pieces(gatheredTo, 3)[q], want));
+  // scatter: only the source sends (its list, one tensor per rank)
+  const scattered = as(Float64Array, await op({ op: 'scatter', dtype: 'float64', count: 4, src: size - 1 }, rank === size - 1 ? packed(Float64Array, inp.scatter) : null));
+  check('scatter float64', scattered, exp.scatter);
+  check('reduceScatter float32 sum', as(Float32Array, await op({ op: 'reduceScatter', dtype: 'float32', count: 3, redop: 'sum' }, packed(Float32Array, inp.reduceScatter))), exp.reduceScatter);
+  const exchanged = pieces(as(Int32Array, await op({ op: 'allToAll', dtype: 'int32', count: 2 }, packed(Int32Array, inp.allToAll))), 2);
+  exp.allToAll.forEach((want, q) => check(`allToAll int32 [${q}]`, exchanged[q], want));
   await op({ op: 'barrier', dtype: 'uint8', count: 0 }, null);
   say({ event: 'done', rank, checked });
   // 4. leave: the group ends for everyone

@@ -131,6 +131,36 @@ describe('TcpStore (torch constructor form)', () => {
       await master.close();
     }
   });
+
+  it('a wait on several keys is answered only when all exist at once, also when one was deleted meanwhile, and once', async () => {
+    const master = await TcpStore.create({ port: 0, isMaster: true, timeoutMs: 5000 });
+    const client = await TcpStore.create({ port: master.port, timeoutMs: 5000 });
+    const leaving = await TcpStore.create({ port: master.port, timeoutMs: 5000 });
+    try {
+      let answered = 0;
+      const both = client.wait(['a', 'b', 'a']).then(() => answered++);
+      const getB = client.get('b');
+      // a connection that closes with waits parked takes them along; the others stay parked
+      void leaving.wait(['a', 'b']).catch(() => undefined);
+      void leaving.get('b').catch(() => undefined);
+      await master.set('a', '1');
+      await master.deleteKey('a');
+      await master.set('b', '2');
+      expect((await getB).toString()).toBe('2');
+      await leaving.close();
+      expect(await client.check(['b'])).toBe(true); // a round trip after the set: the wait had its chance
+      expect(answered).toBe(0); // "a" was deleted before "b" came
+      await master.add('a', 1);
+      await both;
+      await master.set('a', '3'); // writing a key again answers nothing twice
+      expect(await client.check(['a', 'b'])).toBe(true);
+      expect(answered).toBe(1);
+      expect(await master.numKeys()).toBe(2);
+    } finally {
+      await client.close();
+      await master.close();
+    }
+  });
 });
 
 describe('PrefixStore', () => {

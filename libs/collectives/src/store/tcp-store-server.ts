@@ -6,15 +6,31 @@ import { AUTH_MAGIC, AUTH_TIMEOUT_MS, AuthListener, logRefusal, refusal, RefuseR
 import { resolveSecret } from '../auth/secret';
 import { Cmd, encodeFrame, flag, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
 
+/** A parked get or wait: answered once, when every one of its keys exists. */
 interface Waiter {
   socket: net.Socket;
   keys: string[];
+  /** how many of its keys it is parked on (absent when it was parked) */
+  missing: number;
   reply: () => void;
 }
 
+/**
+ * Accept queue asked of the kernel, which caps it at net.core.somaxconn: thousands of ranks
+ * connect at once, and with Node's default of 511 the connections beyond it wait for a SYN
+ * retransmission (1 s, then 3 s ...).
+ */
+export const LISTEN_BACKLOG = 65535;
+
 export class TcpStoreServer {
   private readonly data = new Map<string, Buffer>();
-  private waiters: Waiter[] = [];
+  /**
+   * Parked requests by the absent key they wait for, and by connection: a write wakes only the
+   * requests waiting for its key (O(1) per request, however many are parked on other keys), and a
+   * closing connection drops only its own.
+   */
+  private readonly waiting = new Map<string, Set<Waiter>>();
+  private readonly parked = new Map<net.Socket, Set<Waiter>>();
   private readonly sockets = new Set<net.Socket>();
   private server?: net.Server;
   port = 0;
@@ -30,7 +46,7 @@ export class TcpStoreServer {
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
         server.off('error', reject);
         resolve();
       });
@@ -48,9 +64,10 @@ export class TcpStoreServer {
     socket.setNoDelay(true);
     this.sockets.add(socket);
     const decoder = new FrameDecoder();
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    // read only to log a refusal: it costs a getpeername() per connection
+    const remote = () => `${socket.remoteAddress}:${socket.remotePort}`;
     const refuse = (reason: RefuseReason, reply: Buffer) => {
-      logRefusal('TcpStore', remote, reason);
+      logRefusal('TcpStore', remote(), reason);
       socket.resume(); // whatever else it sends is read and dropped, never parsed
       socket.end(reply);
       setTimeout(() => socket.destroy(), 1000).unref();
@@ -87,7 +104,7 @@ export class TcpStoreServer {
       const auth = new AuthListener(this.key, 'store');
       // bounded: a connection that never authenticates does not stay open
       const timer = setTimeout(() => {
-        logRefusal('TcpStore', remote, RefuseReason.Protocol);
+        logRefusal('TcpStore', remote(), RefuseReason.Protocol);
         socket.destroy();
       }, AUTH_TIMEOUT_MS);
       const challenge = (chunk: Buffer) => {
@@ -109,7 +126,10 @@ export class TcpStoreServer {
     } else socket.on('data', serve);
     const drop = () => {
       this.sockets.delete(socket);
-      this.waiters = this.waiters.filter((w) => w.socket !== socket);
+      const mine = this.parked.get(socket);
+      if (!mine) return;
+      this.parked.delete(socket);
+      for (const w of mine) this.unpark(w);
     };
     socket.on('close', drop);
     socket.on('error', drop);
@@ -138,15 +158,15 @@ export class TcpStoreServer {
       case Cmd.SET:
         this.data.set(key(), fields[1] ?? Buffer.alloc(0));
         this.reply(socket, id);
-        this.wake();
+        this.wake(key());
         return;
       case Cmd.GET: {
         const k = key();
-        this.park({ socket, keys: [k], reply: () => this.reply(socket, id, [this.data.get(k)!]) });
+        this.park({ socket, keys: [k], missing: 0, reply: () => this.reply(socket, id, [this.data.get(k)!]) });
         return;
       }
       case Cmd.WAIT:
-        this.park({ socket, keys: fields.map((f) => f.toString('utf8')), reply: () => this.reply(socket, id) });
+        this.park({ socket, keys: fields.map((f) => f.toString('utf8')), missing: 0, reply: () => this.reply(socket, id) });
         return;
       case Cmd.ADD: {
         const k = key();
@@ -157,7 +177,7 @@ export class TcpStoreServer {
         if (!Number.isSafeInteger(next)) return this.fail(socket, id, `add: ${held ?? 0} + ${fields[1].readBigInt64LE(0)} is outside the safe integer range`);
         this.data.set(k, Buffer.from(String(next)));
         this.reply(socket, id, [i64(next)]);
-        this.wake();
+        this.wake(k);
         return;
       }
       case Cmd.COMPARE_SET: {
@@ -167,7 +187,7 @@ export class TcpStoreServer {
         if ((cur === undefined && expected.length === 0) || (cur !== undefined && cur.equals(expected))) {
           this.data.set(k, desired);
           this.reply(socket, id, [desired]);
-          this.wake();
+          this.wake(k);
         } else {
           this.reply(socket, id, [cur ?? expected]);
         }
@@ -185,19 +205,40 @@ export class TcpStoreServer {
     }
   }
 
+  /** Answers w now if every key exists, else parks it on each absent key. */
   private park(w: Waiter): void {
-    if (w.keys.every((k) => this.data.has(k))) w.reply();
-    else this.waiters.push(w);
+    w.missing = 0;
+    for (const k of new Set(w.keys)) {
+      if (this.data.has(k)) continue;
+      let set = this.waiting.get(k);
+      if (!set) this.waiting.set(k, (set = new Set()));
+      set.add(w);
+      w.missing++;
+    }
+    if (w.missing === 0) return w.reply();
+    let mine = this.parked.get(w.socket);
+    if (!mine) this.parked.set(w.socket, (mine = new Set()));
+    mine.add(w);
   }
 
-  private wake(): void {
-    if (!this.waiters.length) return;
-    const still: Waiter[] = [];
-    for (const w of this.waiters) {
-      if (w.keys.every((k) => this.data.has(k))) w.reply();
-      else still.push(w);
+  private unpark(w: Waiter): void {
+    for (const k of w.keys) {
+      const set = this.waiting.get(k);
+      if (set?.delete(w) && set.size === 0) this.waiting.delete(k);
     }
-    this.waiters = still;
+  }
+
+  /** `key` was written: the requests parked on it have one absent key fewer. */
+  private wake(key: string): void {
+    const set = this.waiting.get(key);
+    if (!set) return;
+    this.waiting.delete(key);
+    for (const w of set) {
+      if (--w.missing > 0) continue;
+      this.parked.get(w.socket)?.delete(w);
+      // a key seen earlier may have been deleted since: park() answers or parks it again
+      this.park(w);
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 // on the returned group.
 import { randomUUID } from 'crypto';
 import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
-import { ClusterNames, ErrorReplySchema, SvcJoin, SvcJoinReplySchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
+import { ClusterNames, ErrorReplySchema, SvcJoin, SvcJoinReplySchema, SvcJoinSchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
 import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
 import { natsLogin } from '@cmesh/collectives/nats-login';
 import { ServiceGroup } from './service-group';
@@ -24,7 +24,11 @@ export interface ConnectMeshOptions {
 
 export interface JoinOptions {
   /** the group's world size: join returns when this many members joined and were placed */
-  size: number;
+  size?: number;
+  /** or an elastic group: placed when `max` joined, or `lastCallMs` (default 30 s) after `min` joined, with the members it then has */
+  min?: number;
+  max?: number;
+  lastCallMs?: number;
   /** how this member is named in errors and records (default: its random member id) */
   label?: string;
   /** how long to wait for the others and the agents (ms, default 60 s) */
@@ -49,16 +53,19 @@ export class MeshConnection {
     readonly names: ClusterNames,
   ) {}
 
-  /** Joins group `name` of `size` members; resolves with this member's rank once the group is placed and its agents are ready. */
+  /** Joins group `name` of `size` (or `min` to `max`) members; resolves with this member's rank and the world size once the group is placed and its agents are ready. */
   async join(name: string, opts: JoinOptions): Promise<ServiceGroup> {
     const timeoutMs = opts.timeoutMs ?? 60_000;
     const member = randomUUID();
-    const body: SvcJoin = { name, size: opts.size, member, ...(opts.label ? { label: opts.label } : {}) };
+    const { size, min, max, lastCallMs, label } = opts ?? {};
+    const body = { name, member, size, min, max, lastCallMs, label } as SvcJoin;
+    const shape = SvcJoinSchema.safeParse(body);
+    if (!shape.success) throw new InvalidArgumentError(`join ${JSON.stringify(name)}: ${shape.error.issues.map((i) => `${i.path.join('.') || 'options'}: ${i.message}`).join('; ')}`);
     const deadline = Date.now() + timeoutMs;
     // subscribed before joining: the round may be placed by the next member's join at once
     const placedSub = this.nc.subscribe(this.names.svc.placed(name));
     try {
-      const reply = await this.nc.request(this.names.svc.join, json.encode(body), { timeout: Math.min(timeoutMs, 10_000) });
+      const reply = await this.nc.request(this.names.svc.join, json.encode(shape.data), { timeout: Math.min(timeoutMs, 10_000) });
       const refused = decodeMessage(ErrorReplySchema, reply.data);
       if (refused.ok) {
         const { code, message } = refused.value.error;

@@ -23,15 +23,29 @@ export type SvcOpName = (typeof SVC_OPS)[number];
 /** A group's name: a subject token and KV key segment, short enough to leave room for the round. */
 export const SvcNameSchema = z.string().regex(/^[A-Za-z0-9-]{1,48}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits and - only (1..48)` });
 
-export const SvcJoinSchema = z.object({
-  name: SvcNameSchema,
-  /** the group's world size: the round is placed when this many members joined */
-  size: z.number().int().min(1).max(1024),
-  /** the joining member's id, unique among the group's members (a random id per join) */
-  member: KvIdSchema,
-  /** shown in errors naming this member and in the group's record */
-  label: z.string().min(1).max(128).optional(),
-});
+/** How long an elastic round ({min, max}) waits for more members once `min` joined, by default (torch's last call). */
+export const SVC_LAST_CALL_MS = 30_000;
+
+export const SvcJoinSchema = z
+  .object({
+    name: SvcNameSchema,
+    /** a fixed world size: the round is placed when this many members joined */
+    size: z.number().int().min(1).max(1024).optional(),
+    /** an elastic round: placed at once when `max` joined, or `lastCallMs` after `min` joined with everyone then joined */
+    min: z.number().int().min(1).max(1024).optional(),
+    max: z.number().int().min(1).max(1024).optional(),
+    lastCallMs: z.number().int().min(0).max(3600_000).optional(),
+    /** the joining member's id, unique among the group's members (a random id per join) */
+    member: KvIdSchema,
+    /** shown in errors naming this member and in the group's record */
+    label: z.string().min(1).max(128).optional(),
+  })
+  .superRefine((j, ctx) => {
+    const elastic = j.min !== undefined || j.max !== undefined;
+    if (elastic === (j.size !== undefined)) ctx.addIssue({ code: 'custom', message: 'give either size, or min and max' });
+    else if (elastic && (j.min === undefined || j.max === undefined || j.min > j.max)) ctx.addIssue({ code: 'custom', message: `min and max both, min <= max (got min ${j.min}, max ${j.max})` });
+    else if (!elastic && j.lastCallMs !== undefined) ctx.addIssue({ code: 'custom', message: 'lastCallMs is for min/max rounds' });
+  });
 export type SvcJoin = z.infer<typeof SvcJoinSchema>;
 
 export const SvcJoinReplySchema = z.object({ ok: z.literal(true), name: z.string(), round: z.number().int().positive(), joined: z.number().int().positive() });
@@ -154,7 +168,12 @@ export type SvcEnd = z.infer<typeof SvcEndSchema>;
 /** A round in the coordinator's state bucket (KV_KEYS.svcGroup(name)). */
 export const SvcRoundSchema = z.object({
   name: z.string(),
+  /** the world size: fixed, or an elastic round's max until it closes with the members it has */
   size: z.number().int().positive(),
+  /** an elastic round's bounds and last call */
+  elastic: z.object({ min: z.number().int().positive(), max: z.number().int().positive(), lastCallMs: z.number().int().min(0) }).optional(),
+  /** when an elastic round that reached min closes (ISO) */
+  closesAt: z.string().optional(),
   round: z.number().int().positive(),
   /** waiting for members; queued: full, waiting for enough idle agents; placed; ended */
   state: z.enum(['waiting', 'queued', 'placed', 'ended']),

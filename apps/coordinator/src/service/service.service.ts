@@ -5,7 +5,7 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { JSONCodec, NatsConnection } from 'nats';
 import { jobBucket } from '@cmesh/collectives';
-import { AgentNotification, ClusterNames, KV_KEYS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcNameSchema, SvcPlaced, SvcRound } from '@cmesh/protocol';
+import { AgentNotification, ClusterNames, KV_KEYS, SVC_LAST_CALL_MS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcNameSchema, SvcPlaced, SvcRound } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
@@ -20,8 +20,8 @@ export const svcGroupId = (name: string, round: number) => `${name}_${round}`;
 @Injectable()
 export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger('ServiceGroups');
-  /** names of groups whose full round waits for idle agents: placement is tried again when a group ends, and every second */
-  private readonly queued = new Set<string>();
+  /** groups whose round closes later (an elastic round's last call) or waits for idle agents (queued): looked at again when a group ends, and every second */
+  private readonly pending = new Set<string>();
   private retry?: NodeJS.Timeout;
 
   constructor(
@@ -33,37 +33,53 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
 
   /** Adds the member to the group's waiting round (a new round when the last one was placed or ended); places a round that is full. */
   async join(body: SvcJoin): Promise<SvcJoinReply> {
-    const now = () => new Date().toISOString();
+    const now = Date.now();
+    const elastic = body.size === undefined ? { min: body.min!, max: body.max!, lastCallMs: body.lastCallMs ?? SVC_LAST_CALL_MS } : undefined;
+    const size = body.size ?? body.max!;
+    const shape = (r: Pick<SvcRound, 'size' | 'elastic'>) => (r.elastic ? `${r.elastic.min} to ${r.elastic.max} members` : `${r.size} members`);
     let mine: SvcRound | undefined;
     await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) => {
-      if (cur?.state === 'queued') throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is full and waiting for ${cur.size} idle agents; join again once it is placed`);
+      if (cur?.state === 'queued') throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is closed and waiting for ${cur.size} idle agents; join again once it is placed`);
       const fresh = !cur || cur.state !== 'waiting';
-      if (!fresh && cur.size !== body.size) throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is waiting for ${cur.size} members, not ${body.size}`);
+      if (!fresh && shape(cur) !== shape({ size, elastic })) throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is waiting for ${shape(cur)}, not ${shape({ size, elastic })}`);
       if (!fresh && cur.joined.some((j) => j.member === body.member)) throw new ReplyError('CONFLICT', `member ${body.member} already joined group ${body.name} round ${cur.round}`);
       const base: SvcRound = fresh
-        ? { name: body.name, size: body.size, round: (cur?.round ?? 0) + 1, state: 'waiting', joined: [], updatedAt: now() }
+        ? { name: body.name, size, ...(elastic ? { elastic } : {}), round: (cur?.round ?? 0) + 1, state: 'waiting', joined: [], updatedAt: '' }
         : cur;
-      mine = { ...base, joined: [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}) }], updatedAt: now() };
+      const joined = [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}) }];
+      // the last call starts when min joined (torch's rendezvous); max closes the round at once
+      const closesAt = base.closesAt ?? (base.elastic && joined.length >= base.elastic.min ? new Date(now + base.elastic.lastCallMs).toISOString() : undefined);
+      mine = { ...base, joined, ...(closesAt ? { closesAt } : {}), updatedAt: new Date(now).toISOString() };
       return mine;
     });
     const round = mine!;
     if (round.joined.length === round.size) await this.place(round);
+    else if (round.closesAt) this.watch(round.name, Date.parse(round.closesAt) - Date.now());
     return { ok: true, name: round.name, round: round.round, joined: round.joined.length };
   }
 
   async leave(body: SvcLeave): Promise<{ ok: true }> {
-    await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) =>
-      cur && (cur.state === 'waiting' || cur.state === 'queued') && cur.joined.some((j) => j.member === body.member)
-        ? { ...cur, state: 'waiting', joined: cur.joined.filter((j) => j.member !== body.member), updatedAt: new Date().toISOString() }
-        : undefined,
-    );
+    await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) => {
+      if (!cur || (cur.state !== 'waiting' && cur.state !== 'queued') || !cur.joined.some((j) => j.member === body.member)) return undefined;
+      const joined = cur.joined.filter((j) => j.member !== body.member);
+      // back to waiting, an elastic round reopened at its max (its last call over if below min)
+      const { closesAt, ...rest } = cur;
+      const open = cur.elastic && joined.length < cur.elastic.min ? {} : closesAt ? { closesAt } : {};
+      return { ...rest, ...open, size: cur.elastic?.max ?? cur.size, state: 'waiting', joined, updatedAt: new Date().toISOString() };
+    });
     return { ok: true };
   }
 
-  /** Rounds left queued by a replica that stopped are picked up by the one that starts. */
+  /** Looks at the group again in `ms` (its last call ends then) and every second while it waits. */
+  private watch(name: string, ms: number): void {
+    this.pending.add(name);
+    setTimeout(() => void this.sweep(), Math.max(0, ms) + 5).unref();
+  }
+
+  /** Rounds left queued or in their last call by a replica that stopped are picked up by the one that starts. */
   async onApplicationBootstrap(): Promise<void> {
-    for (const r of await this.list().catch(() => [])) if (r.state === 'queued') this.queued.add(r.name);
-    this.retry = setInterval(() => void this.placeQueued(), 1000);
+    for (const r of await this.list().catch(() => [])) if (r.state === 'queued' || (r.state === 'waiting' && r.closesAt)) this.pending.add(r.name);
+    this.retry = setInterval(() => void this.sweep(), 1000);
     this.retry.unref();
   }
 
@@ -73,18 +89,21 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
 
   private placing = false;
 
-  /** Tries every queued round again (one pass at a time). */
-  private async placeQueued(): Promise<void> {
-    if (this.placing || this.queued.size === 0) return;
+  /** Places every queued round that can be, and closes elastic rounds whose last call is over (one pass at a time). */
+  private async sweep(): Promise<void> {
+    if (this.placing || this.pending.size === 0) return;
     this.placing = true;
     try {
-      for (const name of [...this.queued]) {
+      for (const name of [...this.pending]) {
         const cur = await this.state.get<SvcRound>(KV_KEYS.svcGroup(name));
         if (cur?.state === 'queued') await this.place(cur);
-        else this.queued.delete(name);
+        else if (cur?.state === 'waiting' && cur.closesAt) {
+          // closed with the members it has
+          if (Date.now() >= Date.parse(cur.closesAt)) await this.place({ ...cur, size: cur.joined.length });
+        } else this.pending.delete(name);
       }
     } catch (e) {
-      this.log.warn(`placing queued groups: ${(e as Error).message}`);
+      this.log.warn(`placing service groups: ${(e as Error).message}`);
     } finally {
       this.placing = false;
     }
@@ -104,12 +123,12 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       // enough agents, some still serving other groups: wait for them (the members' join timeout bounds it)
       if (round.state !== 'queued') {
         const q = await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
-          mine(cur, ['waiting']) ? { ...cur!, state: 'queued', updatedAt: new Date().toISOString() } : undefined,
+          mine(cur, ['waiting']) ? { ...cur!, size: round.size, state: 'queued', updatedAt: new Date().toISOString() } : undefined,
         );
         if (!mine(q, ['queued'])) return;
         this.log.log(`group ${groupId}: ${round.size} members wait for ${round.size} idle agents (${idle.length} idle of ${able.length})`);
       }
-      this.queued.add(round.name);
+      this.pending.add(round.name);
       return;
     }
     if (idle.length < round.size) {
@@ -128,10 +147,10 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     // exactly one placement of a round: the one whose write moved it on from waiting or queued
     const rec = await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
       mine(cur, ['waiting', 'queued'])
-        ? { ...cur!, state: placed.error ? 'ended' : 'placed', placed, updatedAt: new Date().toISOString() }
+        ? { ...cur!, size: round.size, state: placed.error ? 'ended' : 'placed', placed, updatedAt: new Date().toISOString() }
         : undefined,
     );
-    this.queued.delete(round.name);
+    this.pending.delete(round.name);
     if (rec?.placed !== placed) return;
     if (placed.error) this.log.warn(placed.error);
     else this.log.log(`group ${groupId}: ${placed.members.map((m) => `rank ${m.rank} ${m.label ?? m.member} on ${m.agentName}`).join(', ')}`);
@@ -156,7 +175,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     this.log.log(`group ${groupId} ended: ${end.reason}${end.who ? ` (${end.who})` : ''}${end.error ? `: ${end.error.message}` : ''}`);
     const jsm = await this.nc.jetstreamManager();
     await jsm.streams.delete(`KV_${jobBucket(rec.placed.storePrefix)}`).catch(() => undefined);
-    void this.placeQueued();
+    void this.sweep();
   }
 
   list(): Promise<SvcRound[]> {

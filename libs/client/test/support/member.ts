@@ -8,7 +8,9 @@ const say = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
 async function main(): Promise<void> {
   const scenario = process.env.SCENARIO ?? 'all';
   const mesh = await connectMesh({ servers: process.env.NATS_URL! });
-  const g = await mesh.join(process.env.GROUP!, { size: Number(process.env.SIZE), label: process.env.LABEL, timeoutMs: 90_000 });
+  const shape = process.env.MAX ? { min: Number(process.env.MIN), max: Number(process.env.MAX), lastCallMs: Number(process.env.LAST_CALL_MS) } : { size: Number(process.env.SIZE) };
+  say({ event: 'joining' });
+  const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeoutMs: 90_000 });
   say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName });
   const { rank, size } = g;
   let checked = 0;
@@ -111,6 +113,9 @@ async function main(): Promise<void> {
         ['allToAll tensors of different sizes', () => g.allToAll([new Float32Array(4), new Float32Array(4)], [new Float32Array(4), new Float32Array(3)])],
         ['a Uint16Array without its dtype', () => g.allReduce(new Uint16Array(4))],
         ['timeoutMs 0', () => g.barrier({ timeoutMs: 0 })],
+        ['join with min and no max', () => mesh.join('shape', { min: 3 }).then(() => undefined)],
+        ['join with size and max', () => mesh.join('shape', { size: 2, max: 4 }).then(() => undefined)],
+        ['join with min above max', () => mesh.join('shape', { min: 4, max: 2 }).then(() => undefined)],
       ];
       const refused: string[] = [];
       for (const [what, call] of bad) {

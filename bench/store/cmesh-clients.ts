@@ -1,9 +1,12 @@
 // COUNT cmesh TcpStore clients in one process, for bench/store/store-scale.ts:
-//   cmesh-clients.ts HOST PORT FIRST COUNT TOTAL [--setter]
+//   cmesh-clients.ts HOST PORT FIRST COUNT TOTAL [--setter] [--cold]
 // Same line protocol as torch_store.py: the driver writes a phase name, this process answers with
 // one JSON line when all its clients have finished it (first start and last end, wall-clock ms).
+// Unless --cold, the client code is warmed up first against a private server of this process: a
+// real rank runs its few requests in its own process, while here one process runs those of
+// thousands, and V8 would still be compiling the client's code during the first of them.
 import * as readline from 'readline';
-import { TcpStore } from '../../libs/collectives/src/store';
+import { startTcpStoreServer, TcpStore } from '../../libs/collectives/src/store';
 
 const [host, portArg, firstArg, countArg, totalArg] = process.argv.slice(2);
 const port = Number(portArg);
@@ -41,7 +44,27 @@ async function phase(name: string, step: (i: number, span: Span) => Promise<numb
   say({ phase: name, first: span.first, last: span.last, results: span.results, errors: span.errors.slice(0, 5), failed: span.errors.length });
 }
 
+/** Runs the client's calls a few thousand times against a throwaway server in this process. */
+async function warmUp(): Promise<void> {
+  const server = await startTcpStoreServer({ host: '127.0.0.1', port: 0 });
+  const clients = await Promise.all(Array.from({ length: 8 }, () => TcpStore.create({ host: '127.0.0.1', port: server.port, timeoutMs: 30_000 })));
+  for (let round = 0; round < 300; round++) {
+    await Promise.all(
+      clients.map(async (c, i) => {
+        const got = c.get(`w/${round}/${(i + 1) % clients.length}`);
+        await c.set(`w/${round}/${i}`, String(i));
+        await got;
+        if ((await c.add(`w/${round}`, 1)) === clients.length) await c.set(`w/${round}/done`, '1');
+        await c.wait([`w/${round}/done`]);
+      }),
+    );
+  }
+  await Promise.all(clients.map((c) => c.close()));
+  await server.close();
+}
+
 async function main() {
+  if (!process.argv.includes('--cold')) await warmUp();
   const stores: TcpStore[] = new Array(count);
   const setter = process.argv.includes('--setter') ? await TcpStore.create({ host, port, timeoutMs: TIMEOUT_MS }) : undefined;
   say({ ready: true });

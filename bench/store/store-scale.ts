@@ -8,7 +8,10 @@
 // and the server's RSS growth per client and its CPU time. Times are first start to last end over
 // all clients (wall clock); every result is checked (neighbour values, the adds are exactly 1..N).
 //   node -r @swc-node/register bench/store/store-scale.ts [--clients 256,1024,4096,10240] [--procs 4]
-//        [--only cmesh|torch] [--quick] [--json FILE] [--cpu-prof DIR] [--settle-ms MS]
+//        [--only cmesh|torch] [--quick] [--json FILE] [--cpu-prof DIR] [--settle-ms MS] [--cold-clients]
+// cmesh's client processes warm their code up on a private server before they connect (see
+// cmesh-clients.ts); --cold-clients leaves that out. The server is never warmed up.
+// --cpu-prof writes V8 CPU profiles of cmesh's server and client processes (their pids are printed).
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { readFileSync, writeFileSync } from 'fs';
 import * as path from 'path';
@@ -172,7 +175,7 @@ async function phase(procs: Child[], name: string): Promise<{ ms: number; result
   };
 }
 
-export async function measureStore(store: StoreKind, clients: number, opts: { procs?: number; cpuProfDir?: string; settleMs?: number } = {}): Promise<StoreScaleRow> {
+export async function measureStore(store: StoreKind, clients: number, opts: { procs?: number; cpuProfDir?: string; settleMs?: number; coldClients?: boolean } = {}): Promise<StoreScaleRow> {
   const nprocs = Math.min(opts.procs ?? 4, clients);
   const connectionsPerClient = store === 'torch' ? 2 : 1;
   const row: StoreScaleRow = {
@@ -195,17 +198,19 @@ export async function measureStore(store: StoreKind, clients: number, opts: { pr
     row.error = `needs ${fdsNeeded} open files in the server (${connectionsPerClient} connections per client), the hard limit is ${hard}`;
     return row;
   }
-  const server = store === 'cmesh' ? nodeChild('cmesh-server.ts', [], ['--expose-gc', ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [])]) : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'server']);
+  const prof = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
+  const server = store === 'cmesh' ? nodeChild('cmesh-server.ts', [], ['--expose-gc', ...prof]) : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'server']);
   const procs: Child[] = [];
   try {
     const { port } = await server.next((o) => o.port !== undefined, 'server start', 60_000);
     for (let p = 0, first = 0; p < nprocs; p++) {
       const count = Math.floor(clients / nprocs) + (p < clients % nprocs ? 1 : 0);
       const args = ['127.0.0.1', String(port), String(first), String(count), String(clients), ...(p === 0 ? ['--setter'] : [])];
-      procs.push(store === 'cmesh' ? nodeChild('cmesh-clients.ts', args) : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'clients', ...args]));
+      procs.push(store === 'cmesh' ? nodeChild('cmesh-clients.ts', [...args, ...(opts.coldClients ? ['--cold'] : [])], prof) : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'clients', ...args]));
       first += count;
     }
     await Promise.all(procs.map((p) => p.next((o) => o.ready, 'client start', 120_000)));
+    if (opts.cpuProfDir) console.error(`${store} ${clients}: CPU profiles of the server (pid ${server.pid}) and clients (pids ${procs.map((p) => p.pid).join(', ')}) in ${opts.cpuProfDir}`);
     // live memory only: the server collects garbage before each RSS reading
     const collect = async () => {
       server.send('gc');
@@ -290,6 +295,7 @@ async function main() {
   const settle = arg('--settle-ms');
   const jsonOut = arg('--json');
   const cpuProfDir = arg('--cpu-prof');
+  const coldClients = process.argv.includes('--cold-clients');
   if (sizes.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--clients: positive integers expected, got ${arg('--clients')}`);
   if (!Number.isInteger(procs) || procs < 1) throw new Error(`--procs: a positive integer expected, got ${arg('--procs')}`);
   if (only && only !== 'cmesh' && only !== 'torch') throw new Error(`--only: cmesh or torch, got ${only}`);
@@ -306,7 +312,7 @@ async function main() {
   const rows: StoreScaleRow[] = [];
   for (const n of sizes) {
     for (const s of stores) {
-      const r = await measureStore(s, n, { procs, cpuProfDir: s === 'cmesh' ? cpuProfDir : undefined, settleMs: settle ? Number(settle) : undefined });
+      const r = await measureStore(s, n, { procs, cpuProfDir: s === 'cmesh' ? cpuProfDir : undefined, settleMs: settle ? Number(settle) : undefined, coldClients });
       rows.push(r);
       console.log(formatRow(r));
     }

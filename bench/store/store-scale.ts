@@ -7,7 +7,7 @@
 //   wait     every client waits on "release"; one set releases them all: time from that set to the last release
 // and the server's RSS growth per client and its CPU time. Times are first start to last end over
 // all clients (wall clock); every result is checked (neighbour values, the adds are exactly 1..N).
-//   node -r @swc-node/register bench/store/store-scale.ts [--clients 256,1024,4096,10240] [--procs 4]
+//   node -r @swc-node/register bench/store/store-scale.ts [--clients 64,256,1024,4096,10240] [--procs 4]
 //        [--only cmesh|torch] [--quick] [--json FILE] [--cpu-prof DIR] [--settle-ms MS] [--cold-clients]
 // cmesh's client processes warm their code up on a private server before they connect (see
 // cmesh-clients.ts); --cold-clients leaves that out. The server is never warmed up.
@@ -289,7 +289,7 @@ export function formatRow(r: StoreScaleRow): string {
 
 async function main() {
   const quick = process.argv.includes('--quick');
-  const sizes = (arg('--clients') ?? (quick ? '256,1024' : '256,1024,4096,10240')).split(',').map(Number);
+  const sizes = (arg('--clients') ?? (quick ? '64,256,1024' : '64,256,1024,4096,10240')).split(',').map(Number);
   const procs = Number(arg('--procs') ?? 4);
   const only = arg('--only') as StoreKind | undefined;
   const settle = arg('--settle-ms');

@@ -9,6 +9,8 @@ import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
 import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
+import { connect } from 'nats';
+import { KV_KEYS, SvcRound, clusterNames } from '@cmesh/protocol';
 import { checkedBy } from './support/scenario-data';
 
 interface Line {
@@ -153,6 +155,30 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     for (const d of done) expect(d.checked).toBe(1000);
     expect(await Promise.all(next.map((m) => m.exited))).toEqual([0, 0]);
     console.log(`queued group placed and done ${Date.now() - freedAt} ms after the agents were freed`);
+  }, 120_000);
+
+  it('a group whose end the coordinator missed is ended once no agent serves it, and its agents are used again', async () => {
+    // what a coordinator that was down when a group ended leaves behind: a placed round on 3 agents that serve nothing
+    const agents = (await mesh.client.get<{ agentId: string; name: string }[] | { agents: { agentId: string; name: string }[] }>('/agents'));
+    const list = (Array.isArray(agents) ? agents : agents.agents).slice(0, 3);
+    const nc = await connect({ servers: nats.url });
+    try {
+      const kv = await nc.jetstream().views.kv(clusterNames().buckets.state);
+      const long = new Date(Date.now() - 60_000).toISOString();
+      const members = list.map((a, rank) => ({ rank, member: `m${rank}`, agentId: a.agentId, agentName: a.name }));
+      const ghost: SvcRound = { name: 'ghost', size: 3, round: 1, state: 'placed', joined: members.map((m) => ({ member: m.member })), placed: { name: 'ghost', round: 1, groupId: 'ghost_1', size: 3, members, storePrefix: 'svc-ghost_1' }, updatedAt: long };
+      await kv.put(KV_KEYS.svcGroup('ghost'), JSON.stringify(ghost));
+      const t0 = Date.now();
+      const next = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'after-ghost', SIZE: '2', LABEL: `ag-${r}`, SCENARIO: 'quick' }));
+      const done = await Promise.all(next.map((m) => m.waitFor('done', 60_000)));
+      for (const d of done) expect(d.checked).toBe(1000);
+      const rec = JSON.parse(new TextDecoder().decode((await kv.get(KV_KEYS.svcGroup('ghost')))!.value)) as SvcRound;
+      expect(rec.state).toBe('ended');
+      expect(rec.end).toMatchObject({ reason: 'lost', who: expect.stringContaining('no longer serve it') });
+      console.log(`abandoned group ended and the next placed, done ${Date.now() - t0} ms after it was found`);
+    } finally {
+      await nc.close();
+    }
   }, 120_000);
 
   it('an elastic group (min 2, max 4) admits a member that joins in the last call, and closes without a fourth', async () => {

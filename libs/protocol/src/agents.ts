@@ -45,6 +45,8 @@ export const AgentHeartbeatSchema = z.object({
   agentId: AgentIdSchema,
   /** the agent's own view: running a job or not */
   busy: z.boolean().default(false),
+  /** the service groups it runs a member of now (group ids): a placed group no agent serves any more has ended */
+  serving: z.array(z.string().max(128)).max(1024).optional(),
 });
 export type AgentHeartbeat = z.infer<typeof AgentHeartbeatSchema>;
 

@@ -24,6 +24,8 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   private readonly log = new Logger('Agents');
   private readonly lostListeners: AgentLostListener[] = [];
   private readonly liveness = new Liveness();
+  /** the service groups each agent said it serves in its latest heartbeat, and when */
+  private readonly serving = new Map<string, { at: number; groups: string[] }>();
   private readonly mirror: KvMirror<AgentRecord>;
   private overheard?: Subscription;
 
@@ -43,8 +45,12 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
       callback: (err, m) => {
         if (err) return;
         try {
-          const id = json.decode(m.data).agentId;
-          if (typeof id === 'string' && this.mirror.get(id)) this.liveness.beat(id, Date.now());
+          const hb = json.decode(m.data) as { agentId?: unknown; serving?: unknown };
+          const id = hb.agentId;
+          if (typeof id === 'string' && this.mirror.get(id)) {
+            this.liveness.beat(id, Date.now());
+            if (Array.isArray(hb.serving)) this.serving.set(id, { at: Date.now(), groups: hb.serving.filter((g): g is string => typeof g === 'string') });
+          }
         } catch {
           // a malformed heartbeat is refused by the replica that answers it
         }
@@ -115,6 +121,7 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     await this.state.delete(KV_KEYS.agent(agentId));
     this.mirror.delete(agentId);
     this.liveness.reset(agentId);
+    this.serving.delete(agentId);
     return rec;
   }
 
@@ -136,6 +143,11 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     const rec = await this.state.get<AgentRecord>(KV_KEYS.agent(agentId));
     if (rec) this.mirror.set(agentId, rec);
     return rec;
+  }
+
+  /** The service groups the agent said it serves in its latest heartbeat heard here, and when (undefined: none heard). */
+  servingReport(agentId: string): { at: number; groups: string[] } | undefined {
+    return this.serving.get(agentId);
   }
 
   /** The stored record with this replica's latest heartbeat time and largest gap. */

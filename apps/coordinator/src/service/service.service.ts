@@ -1,7 +1,8 @@
 // Collectives as a service, the coordinator's part: rounds of named groups in the state bucket
 // (compare-and-set, so replicas agree), the placement of a full round on idle agents (one member
 // per agent; a full round waits, queued, while too few are idle), and the end of a group (its
-// agents' store bucket deleted, its agents free again).
+// agents' store bucket deleted, its agents free again), also of a group whose end event was
+// missed (no agent serves it any more, by their heartbeats).
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { JSONCodec, NatsConnection } from 'nats';
 import { jobBucket } from '@cmesh/collectives';
@@ -10,9 +11,13 @@ import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
+import { KvMirror } from '../state/kv-mirror';
 import { KvState } from '../state/kv-state';
 
 const json = JSONCodec();
+/** A placed group is looked at for abandonment every this many seconds, once placed this long (ms). */
+const ABANDONED_CHECK_TICKS = 5;
+const ABANDONED_AFTER_MS = 10_000;
 
 /** `<name>_<round>`: the token of a group's subjects (names have no `_`, so ids never meet). */
 export const svcGroupId = (name: string, round: number) => `${name}_${round}`;
@@ -23,13 +28,25 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   /** groups whose round closes later (an elastic round's last call) or waits for idle agents (queued): looked at again when a group ends, and every second */
   private readonly pending = new Set<string>();
   private retry?: NodeJS.Timeout;
+  private ticks = 0;
+  /** every round, in memory (a KV watch) */
+  private readonly rounds: KvMirror<SvcRound>;
 
   constructor(
     private readonly state: KvState,
     private readonly agents: AgentsService,
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
-  ) {}
+  ) {
+    this.rounds = new KvMirror<SvcRound>(state.kv, KV_KEYS.svcGroupsPrefix);
+  }
+
+  /** Compare-and-set of a group's round; this replica's mirror sees the write at once. */
+  private async update(name: string, fn: (cur: SvcRound | undefined) => SvcRound | undefined): Promise<SvcRound | undefined> {
+    const rec = await this.state.update<SvcRound>(KV_KEYS.svcGroup(name), fn);
+    if (rec) this.rounds.set(name, rec);
+    return rec;
+  }
 
   /** Adds the member to the group's waiting round (a new round when the last one was placed or ended); places a round that is full. */
   async join(body: SvcJoin): Promise<SvcJoinReply> {
@@ -38,7 +55,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const size = body.size ?? body.max!;
     const shape = (r: Pick<SvcRound, 'size' | 'elastic'>) => (r.elastic ? `${r.elastic.min} to ${r.elastic.max} members` : `${r.size} members`);
     let mine: SvcRound | undefined;
-    await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) => {
+    await this.update(body.name, (cur) => {
       if (cur?.state === 'queued') throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is closed and waiting for ${cur.size} idle agents; join again once it is placed`);
       const fresh = !cur || cur.state !== 'waiting';
       if (!fresh && shape(cur) !== shape({ size, elastic })) throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is waiting for ${shape(cur)}, not ${shape({ size, elastic })}`);
@@ -59,7 +76,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   }
 
   async leave(body: SvcLeave): Promise<{ ok: true }> {
-    await this.state.update<SvcRound>(KV_KEYS.svcGroup(body.name), (cur) => {
+    await this.update(body.name, (cur) => {
       if (!cur || (cur.state !== 'waiting' && cur.state !== 'queued') || !cur.joined.some((j) => j.member === body.member)) return undefined;
       const joined = cur.joined.filter((j) => j.member !== body.member);
       // back to waiting, an elastic round reopened at its max (its last call over if below min)
@@ -78,13 +95,39 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
 
   /** Rounds left queued or in their last call by a replica that stopped are picked up by the one that starts. */
   async onApplicationBootstrap(): Promise<void> {
+    await this.rounds.start().catch((e) => this.log.warn(`service group mirror: ${(e as Error).message}; reading KV instead`));
     for (const r of await this.list().catch(() => [])) if (r.state === 'queued' || (r.state === 'waiting' && r.closesAt)) this.pending.add(r.name);
-    this.retry = setInterval(() => void this.sweep(), 1000);
+    this.retry = setInterval(() => {
+      void this.sweep();
+      if (++this.ticks % ABANDONED_CHECK_TICKS === 0) void this.endAbandoned().catch((e) => this.log.warn(`ending abandoned service groups: ${(e as Error).message}`));
+    }, 1000);
     this.retry.unref();
   }
 
   onModuleDestroy(): void {
     clearInterval(this.retry);
+    this.rounds.stop();
+  }
+
+  /**
+   * Placed groups that no agent serves any more (each member agent lost, gone, or heard in a
+   * heartbeat since the placement without it) ended while nobody recorded it (a coordinator that
+   * was down missed the end event): ended here, so their agents are free again.
+   */
+  private async endAbandoned(now = Date.now()): Promise<void> {
+    const agents = new Map((await this.agents.list()).map((a) => [a.agentId, a]));
+    for (const r of await this.list()) {
+      if (r.state !== 'placed' || !r.placed) continue;
+      const placedAt = Date.parse(r.updatedAt);
+      if (now - placedAt < ABANDONED_AFTER_MS) continue;
+      const gone = r.placed.members.every((m) => {
+        const a = agents.get(m.agentId);
+        if (!a || a.state === 'lost') return true;
+        const hb = this.agents.servingReport(m.agentId);
+        return hb !== undefined && hb.at > placedAt + ABANDONED_AFTER_MS / 2 && !hb.groups.includes(r.placed!.groupId);
+      });
+      if (gone) await this.ended(r.placed.groupId, { groupId: r.placed.groupId, reason: 'lost', who: `its agents (${r.placed.members.map((m) => m.agentName).join(', ')}), which no longer serve it` });
+    }
   }
 
   private placing = false;
@@ -122,7 +165,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     if (idle.length < round.size && able.length >= round.size) {
       // enough agents, some still serving other groups: wait for them (the members' join timeout bounds it)
       if (round.state !== 'queued') {
-        const q = await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
+        const q = await this.update(round.name, (cur) =>
           mine(cur, ['waiting']) ? { ...cur!, size: round.size, state: 'queued', updatedAt: new Date().toISOString() } : undefined,
         );
         if (!mine(q, ['queued'])) return;
@@ -145,7 +188,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       };
     }
     // exactly one placement of a round: the one whose write moved it on from waiting or queued
-    const rec = await this.state.update<SvcRound>(KV_KEYS.svcGroup(round.name), (cur) =>
+    const rec = await this.update(round.name, (cur) =>
       mine(cur, ['waiting', 'queued'])
         ? { ...cur!, size: round.size, state: placed.error ? 'ended' : 'placed', placed, updatedAt: new Date().toISOString() }
         : undefined,
@@ -168,7 +211,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const round = Number(groupId.slice(cut + 1));
     // any publisher may send an end: only a group id this coordinator could have made names a round
     if (cut < 1 || !/^[1-9][0-9]*$/.test(groupId.slice(cut + 1)) || !SvcNameSchema.safeParse(name).success) return;
-    const rec = await this.state.update<SvcRound>(KV_KEYS.svcGroup(name), (cur) =>
+    const rec = await this.update(name, (cur) =>
       cur && cur.round === round && cur.state === 'placed' ? { ...cur, state: 'ended', end, updatedAt: new Date().toISOString() } : undefined,
     );
     if (rec?.state !== 'ended' || rec.round !== round || !rec.placed) return;
@@ -178,7 +221,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     void this.sweep();
   }
 
-  list(): Promise<SvcRound[]> {
-    return this.state.list<SvcRound>(KV_KEYS.svcGroupsPrefix);
+  async list(): Promise<SvcRound[]> {
+    return this.rounds.isReady ? this.rounds.values().sort((a, b) => a.name.localeCompare(b.name)) : this.state.list<SvcRound>(KV_KEYS.svcGroupsPrefix);
   }
 }

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { JobBackend } from '../execution/job-backend';
 import { JobRunnerService } from '../execution/job-runner.service';
+import { ServiceWorkers } from '../service/service-workers';
 import { JOB_BACKENDS } from '../execution/tokens';
 import { NatsService } from '../nats/nats.service';
 
@@ -30,6 +31,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
     @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
     private readonly runner: JobRunnerService,
     private readonly nats: NatsService,
+    private readonly service: ServiceWorkers,
   ) {
     this.heartbeatMs = config.heartbeatMs;
     this.subjects = clusterNames(config.cluster).agents;
@@ -79,7 +81,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
         if (r.heartbeatMs) this.heartbeatMs = r.heartbeatMs;
         this.log.log(`registered as ${this.config.agentId} (heartbeat every ${this.heartbeatMs} ms)`);
       } else {
-        const r = await this.nats.request(this.subjects.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy' }, Reply, 3000);
+        const r = await this.nats.request(this.subjects.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy', serving: this.service.groups() }, Reply, 3000);
         if (!r.ok && r.error.code === 'NOT_FOUND') {
           this.registered = false;
           this.log.warn('the coordinator does not know this agent any more: registering again');

@@ -42,9 +42,14 @@ export class ServiceWorkers implements OnApplicationShutdown {
     this.log.log(`service group ${placed.groupId}: rank ${rank} (member ${placed.members[rank]?.label ?? placed.members[rank]?.member}) on worker ${child.pid}`);
   }
 
-  /** The groups served now, for /health. */
+  /** The members served now (`<groupId>/<rank>`), for /health. */
   list(): string[] {
     return [...this.children.keys()];
+  }
+
+  /** The groups served now, for heartbeats. */
+  groups(): string[] {
+    return [...new Set([...this.children.keys()].map((k) => k.slice(0, k.lastIndexOf('/'))))];
   }
 
   async onApplicationShutdown(): Promise<void> {

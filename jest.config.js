@@ -16,6 +16,7 @@ module.exports = {
     '^@cmesh/collectives/names$': '<rootDir>/libs/collectives/src/names.ts',
     '^@cmesh/collectives/errors$': '<rootDir>/libs/collectives/src/errors.ts',
     '^@cmesh/collectives/nats-login$': '<rootDir>/libs/collectives/src/rendezvous/nats-credentials.ts',
+    '^@cmesh/collectives/host-identity$': '<rootDir>/libs/collectives/src/host-identity.ts',
     '^@cmesh/protocol/nest$': '<rootDir>/libs/protocol/src/nest/inbound-transport.ts',
     '^@cmesh/(collectives|protocol|bench|testing|client)$': '<rootDir>/libs/$1/src/index.ts',
   },

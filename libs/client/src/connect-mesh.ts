@@ -5,6 +5,7 @@ import { randomUUID } from 'crypto';
 import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
 import { ClusterNames, ErrorReplySchema, SvcJoin, SvcJoinReplySchema, SvcJoinSchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
 import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
+import { hostIdentity } from '@cmesh/collectives/host-identity';
 import { natsLogin } from '@cmesh/collectives/nats-login';
 import { ServiceGroup } from './service-group';
 
@@ -58,7 +59,7 @@ export class MeshConnection {
     const timeoutMs = opts.timeoutMs ?? 60_000;
     const member = randomUUID();
     const { size, min, max, lastCallMs, label } = opts ?? {};
-    const body = { name, member, size, min, max, lastCallMs, label } as SvcJoin;
+    const body = { name, member, size, min, max, lastCallMs, label, hostId: hostIdentity() } as SvcJoin;
     const shape = SvcJoinSchema.safeParse(body);
     if (!shape.success) throw new InvalidArgumentError(`join ${JSON.stringify(name)}: ${shape.error.issues.map((i) => `${i.path.join('.') || 'options'}: ${i.message}`).join('; ')}`);
     const deadline = Date.now() + timeoutMs;

@@ -26,6 +26,7 @@ interface Line {
   peers?: number[];
   at?: number;
   refused?: string[];
+  local?: boolean;
 }
 
 class Member {
@@ -113,6 +114,8 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
     expect(joined.map((j) => j.rank).sort()).toEqual([0, 1, 2, 3]);
     expect(joined.every((j) => j.size === 4)).toBe(true);
+    // members and agents share this machine: each @cmesh/client member is on an agent of its host
+    expect(joined.filter((_, i) => i !== 2).map((j) => j.local)).toEqual([true, true, true]);
     const done = await Promise.all(ms.map((m) => m.waitFor('done', 60_000)));
     // each member checked every element of every result it gets (the roots get more)
     for (const d of done) expect(d.checked).toBe(checkedBy(d.rank!, 4));

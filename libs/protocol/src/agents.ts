@@ -31,6 +31,8 @@ export const AgentRegisterSchema = z.object({
   agentId: AgentIdSchema,
   name: z.string().min(1).max(128),
   host: z.string().min(1),
+  /** which processes share its machine (the library's hostIdentity()): service members on it are placed on it */
+  hostId: z.string().max(256).optional(),
   pid: z.number().int().positive().optional(),
   device: z.object({ kind: z.enum(['cpu', 'gpu']), index: z.number().int().min(0), name: z.string().optional() }),
   backends: z.array(BackendInfoSchema).min(1),

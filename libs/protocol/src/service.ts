@@ -39,6 +39,8 @@ export const SvcJoinSchema = z
     member: KvIdSchema,
     /** shown in errors naming this member and in the group's record */
     label: z.string().min(1).max(128).optional(),
+    /** the member's host identity (the library's hostIdentity()): an idle agent on the same host is preferred */
+    hostId: z.string().max(256).optional(),
   })
   .superRefine((j, ctx) => {
     const elastic = j.min !== undefined || j.max !== undefined;
@@ -61,6 +63,8 @@ export const SvcMemberSchema = z.object({
   /** the agent that runs this member's ops */
   agentId: z.string(),
   agentName: z.string(),
+  /** the member shares a host with its agent */
+  local: z.boolean().optional(),
 });
 export type SvcMember = z.infer<typeof SvcMemberSchema>;
 
@@ -177,7 +181,7 @@ export const SvcRoundSchema = z.object({
   round: z.number().int().positive(),
   /** waiting for members; queued: full, waiting for enough idle agents; placed; ended */
   state: z.enum(['waiting', 'queued', 'placed', 'ended']),
-  joined: z.array(z.object({ member: z.string(), label: z.string().optional() })),
+  joined: z.array(z.object({ member: z.string(), label: z.string().optional(), hostId: z.string().optional() })),
   placed: SvcPlacedSchema.optional(),
   end: SvcEndSchema.optional(),
   updatedAt: z.string(),

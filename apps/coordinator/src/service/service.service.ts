@@ -12,6 +12,7 @@ import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
 import { KvMirror } from '../state/kv-mirror';
+import { matchHosts } from './match-hosts';
 import { KvState } from '../state/kv-state';
 
 const json = JSONCodec();
@@ -63,7 +64,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       const base: SvcRound = fresh
         ? { name: body.name, size, ...(elastic ? { elastic } : {}), round: (cur?.round ?? 0) + 1, state: 'waiting', joined: [], updatedAt: '' }
         : cur;
-      const joined = [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}) }];
+      const joined = [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}), ...(body.hostId ? { hostId: body.hostId } : {}) }];
       // the last call starts when min joined (torch's rendezvous); max closes the round at once
       const closesAt = base.closesAt ?? (base.elastic && joined.length >= base.elastic.min ? new Date(now + base.elastic.lastCallMs).toISOString() : undefined);
       mine = { ...base, joined, ...(closesAt ? { closesAt } : {}), updatedAt: new Date(now).toISOString() };
@@ -178,13 +179,17 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       const error = `group ${round.name} round ${round.round}: ${round.size} members need ${round.size} agents, the mesh has ${able.length}`;
       placed = { name: round.name, round: round.round, groupId, size: round.size, members: [], storePrefix, error, joined: round.joined.map((j) => j.member) };
     } else {
+      const onHosts = matchHosts(round.joined, idle);
       placed = {
         name: round.name,
         round: round.round,
         groupId,
         size: round.size,
         storePrefix,
-        members: round.joined.map((j, rank) => ({ rank, member: j.member, ...(j.label ? { label: j.label } : {}), agentId: idle[rank].agentId, agentName: idle[rank].name })),
+        members: round.joined.map((j, rank) => {
+          const a = onHosts[rank];
+          return { rank, member: j.member, ...(j.label ? { label: j.label } : {}), agentId: a.agentId, agentName: a.name, ...(j.hostId && a.hostId === j.hostId ? { local: true } : {}) };
+        }),
       };
     }
     // exactly one placement of a round: the one whose write moved it on from waiting or queued

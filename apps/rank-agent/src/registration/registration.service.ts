@@ -4,6 +4,7 @@
 // coordinator is not up yet.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { AgentRegister, ClusterNames, clusterNames, ErrorReplySchema, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { hostIdentity } from '@cmesh/collectives/host-identity';
 import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { JobBackend } from '../execution/job-backend';
@@ -45,6 +46,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
       agentId: this.config.agentId,
       name: this.config.name,
       host: this.config.host,
+      hostId: hostIdentity(),
       pid: process.pid,
       device: { kind: nccl.ok ? 'gpu' : 'cpu', index: this.config.deviceIndex },
       backends: Object.entries(this.backends).map(([name, b]) => {

@@ -11,7 +11,7 @@ async function main(): Promise<void> {
   const shape = process.env.MAX ? { min: Number(process.env.MIN), max: Number(process.env.MAX), lastCallMs: Number(process.env.LAST_CALL_MS) } : { size: Number(process.env.SIZE) };
   say({ event: 'joining' });
   const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeoutMs: 90_000 });
-  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName });
+  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName, local: g.placed.members[g.rank].local ?? false });
   const { rank, size } = g;
   let checked = 0;
   const check = (what: string, got: ArrayLike<number | bigint>, want: ArrayLike<number | bigint>) => {

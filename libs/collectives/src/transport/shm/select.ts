@@ -2,8 +2,6 @@
 // `transport` option. tcp: always TCP. shm: shared memory between every pair, an error where that
 // is impossible (ranks on different hosts, no segment). auto: shared memory between ranks of one
 // host, TCP otherwise and wherever a segment cannot be made.
-import { readFileSync, readlinkSync } from 'fs';
-import * as os from 'os';
 import { InvalidArgumentError } from '../../errors';
 
 export const TRANSPORTS = ['auto', 'tcp', 'shm'] as const;
@@ -21,22 +19,4 @@ export function transportMode(option?: string, env: Record<string, string | unde
   return v as TransportMode;
 }
 
-function readOr(read: () => string, fallback: string): string {
-  try {
-    return read().trim();
-  } catch {
-    return fallback;
-  }
-}
-
-/**
- * Ranks with the same identity can map each other's segments: one kernel (boot id), one PID
- * namespace (a segment is opened through /proc/<pid>/fd) and one network namespace (ranks in
- * separate network namespaces are treated as separate hosts, as containers are).
- */
-export function hostIdentity(): string {
-  const boot = readOr(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'), os.hostname());
-  const pidNs = readOr(() => readlinkSync('/proc/self/ns/pid'), '?');
-  const netNs = readOr(() => readlinkSync('/proc/self/ns/net'), '?');
-  return `${boot}/${pidNs}/${netNs}`;
-}
+export { hostIdentity } from '../../host-identity';

@@ -5,13 +5,17 @@
 // per iteration, the median over iterations, every result checked.
 //
 //   node -r @swc-node/register bench/compare.ts [--worlds 2,4] [--quick] [--ops all_reduce,...]
-//     [--sizes 8,4K,1M] [--backends cmesh,gloo,...] [--markdown FILE] [--json FILE]
+//     [--sizes 8,4K,1M] [--backends cmesh,gloo,...] [--markdown FILE] [--json FILE] [--service]
 //
 // Multi-host mode (root, Linux): --netns HxL puts H "hosts" (network namespaces on a bridge, see
 // @cmesh/testing's netns.ts) with L ranks each on a shaped link (--link-rate, default 1gbit;
 // --link-delay-us, default 100, where the kernel has netem) and compares all-reduce and all-gather:
 // cmesh as the cost model chooses, cmesh forced to the flat ring, cmesh forced to hierarchical, and Gloo. The
 // namespaces are removed at the end, also on failure or Ctrl-C.
+//
+// Service mode: --service compares all_reduce through the collectives service (@cmesh/client
+// members on a local mesh: nats-server, coordinator and one rank agent per member, started here)
+// with the same world on the library's tcp backend directly, 8 B to 64 MiB (--quick: a few sizes).
 import { benchShape, measurementFromSamples, ncclTestsOp, opFromNcclTests } from '@cmesh/bench';
 import { BenchMeasurement, BenchOp } from '@cmesh/protocol';
 import { createNetnsHosts, freePort, netnsUnavailable } from '@cmesh/testing';
@@ -23,6 +27,7 @@ import { createInterface } from 'readline';
 import { PeerCommand, PeerReply, peerVariant } from './peers/protocol';
 import { parseSize } from '../apps/cli/src/bench/options';
 import { placementEnv } from '../apps/cli/src/run/binding';
+import { Mesh, startMesh } from '../apps/cli/src/mesh/launch';
 
 const ROOT = join(__dirname, '..');
 const PEERS = join(__dirname, 'peers');
@@ -33,6 +38,9 @@ type Backend = (typeof BACKENDS)[number];
 // multi-host mode: the model's choice, the flat ring and hierarchical forced (CMESH_ALGO), Gloo
 const NET_BACKENDS = ['cmesh', 'cmesh-ring', 'cmesh-hierarchical', 'gloo'] as const;
 type NetBackend = (typeof NET_BACKENDS)[number];
+// service mode: the library on tcp directly, and the same world's members through the service
+const SVC_BACKENDS = ['cmesh-tcp', 'cmesh-svc'] as const;
+type SvcBackend = (typeof SVC_BACKENDS)[number];
 
 const MiB = 1 << 20;
 const pow2 = (lo: number, hi: number) => Array.from({ length: Math.log2(hi / lo) + 1 }, (_, i) => lo * 2 ** i);
@@ -59,6 +67,20 @@ const WARMUP: [number, number][] = [
   [4096, 1000],
   [MiB, 20],
 ];
+/** Service mode's: an op through the service takes milliseconds, the JIT is warm sooner. */
+const SVC_WARMUP: [number, number][] = [
+  [8, 200],
+  [4096, 100],
+  [MiB, 10],
+];
+
+function svcPlans(quick: boolean): Plan[] {
+  return [{ op: 'allReduce', sizes: quick ? [8, 4096, MiB, 8 * MiB] : pow2(8, 64 * MiB) }];
+}
+
+/** The mesh service-mode members join (started by main). */
+let svcMesh: Mesh | undefined;
+let svcGroups = 0;
 
 /** More iterations for small sizes (noise), few for large ones (time): ~64 MiB moved per cell. */
 export function itersFor(bytes: number): { iters: number; warmup: number } {
@@ -129,7 +151,7 @@ class ControlServer {
   }
 }
 
-function launch(backend: Backend, world: number, control: string, masterPort: number): ChildProcess[] {
+function launch(backend: Backend | SvcBackend, world: number, control: string, masterPort: number): ChildProcess[] {
   const quiet: { stdio: ['ignore', 'inherit', 'inherit'] } = { stdio: ['ignore', 'inherit', 'inherit'] };
   const rankEnv = (rank: number) => ({
     ...process.env,
@@ -154,6 +176,18 @@ function launch(backend: Backend, world: number, control: string, masterPort: nu
         }),
       );
     }
+    case 'cmesh-svc': {
+      if (!svcMesh) throw new Error('cmesh-svc runs in service mode (--service), which starts the mesh');
+      // a fresh group name per world: each is one round on the mesh's agents
+      const group = `bench-w${world}-${++svcGroups}`;
+      return Array.from({ length: world }, (_, r) =>
+        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'service_peer.ts'), '--control', control, '--name', backend], {
+          ...quiet,
+          cwd: ROOT,
+          env: { ...rankEnv(r), NATS_URL: svcMesh!.natsUrl, GROUP: group },
+        }),
+      );
+    }
     case 'gloo':
       return Array.from({ length: world }, (_, r) =>
         spawn(PYTHON, [join(PEERS, 'gloo_peer.py'), '--control', control], { ...quiet, env: { ...rankEnv(r), OMP_NUM_THREADS: '1' } }),
@@ -168,7 +202,7 @@ function launch(backend: Backend, world: number, control: string, masterPort: nu
 }
 
 export interface Cell {
-  backend: Backend | NetBackend;
+  backend: Backend | NetBackend | SvcBackend;
   /** the algorithm cmesh ran (multi-host mode) */
   algorithm?: string;
   world: number;
@@ -179,7 +213,7 @@ export interface Cell {
   error?: string;
 }
 
-async function runCell(backend: Backend | NetBackend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
+async function runCell(backend: Backend | NetBackend | SvcBackend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
   ranks.forEach((r) => r.send({ ...cmd, op: ncclTestsOp(op) } satisfies PeerCommand));
   const replies = await Promise.all(ranks.map((r) => r.next()));
   const failed = replies.find((r): r is { error: string } => 'error' in r);
@@ -243,7 +277,7 @@ export function table(cells: Cell[]): string {
 
 type Launcher<B> = (backend: B, world: number, control: string, masterPort: number) => ChildProcess[];
 
-async function runWorld<B extends Backend | NetBackend>(
+async function runWorld<B extends Backend | NetBackend | SvcBackend>(
   server: ControlServer,
   control: string,
   world: number,
@@ -251,6 +285,7 @@ async function runWorld<B extends Backend | NetBackend>(
   backends: readonly B[],
   log: (s: string) => void,
   start: Launcher<B>,
+  warmup: [number, number][] = WARMUP,
 ): Promise<Cell[]> {
   const children: ChildProcess[] = [];
   const cells: Cell[] = [];
@@ -272,7 +307,7 @@ async function runWorld<B extends Backend | NetBackend>(
     const t0 = Date.now();
     for (const { op } of plan) {
       for (const b of backends) {
-        for (const [bytes, iters] of WARMUP) await runCell(b, ranks.get(b)!, world, op, { bytes, iters, warmup: 0, root: 0, check: false });
+        for (const [bytes, iters] of warmup) await runCell(b, ranks.get(b)!, world, op, { bytes, iters, warmup: 0, root: 0, check: false });
       }
     }
     log(`# world ${world}: warm-up done (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
@@ -293,7 +328,11 @@ async function runWorld<B extends Backend | NetBackend>(
         log(
           `# world ${world} ${ncclTestsOp(op)} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
             backends.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}`).join(', ') +
-            (backends.some((b) => (NET_BACKENDS as readonly string[]).includes(b) && !(BACKENDS as readonly string[]).includes(b)) ? `  ${netVerdict(by)}` : `  ${verdict(by)}`),
+            (backends.includes('cmesh-svc' as B)
+              ? `  ${svcVerdict(by)}`
+              : backends.some((b) => (NET_BACKENDS as readonly string[]).includes(b) && !(BACKENDS as readonly string[]).includes(b))
+                ? `  ${netVerdict(by)}`
+                : `  ${verdict(by)}`),
         );
       }
     }
@@ -302,6 +341,63 @@ async function runWorld<B extends Backend | NetBackend>(
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     for (const b of backends) server.forget(b);
+  }
+  return cells;
+}
+
+// ---- service mode ------------------------------------------------------------------------------
+
+/** The service target: at >= 1 MiB, all_reduce through the service within 1.5x the library's own time. */
+export const SVC_TARGET = 1.5;
+
+export function svcVerdict(row: Partial<Record<string, Cell>>): string {
+  const svc = row['cmesh-svc'];
+  const lib = row['cmesh-tcp'];
+  if (!svc?.m || !lib?.m) return svc?.error ? 'service failed' : lib?.error ? 'library failed' : '';
+  const misses: string[] = [];
+  const wrong = (svc.m.wrong ?? 0) + (lib.m.wrong ?? 0);
+  if (wrong) misses.push(`${wrong} wrong`);
+  const x = svc.m.timeUs / lib.m.timeUs;
+  if (svc.bytes >= MiB && x > SVC_TARGET) misses.push(`${x.toFixed(2)}x the library (> ${SVC_TARGET}x)`);
+  return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
+}
+
+const fmtBwOf = (c: Cell | undefined, k: 'algBwGBs' | 'busBwGBs') => (c?.m ? c.m[k].toFixed(3) : c?.error ? 'n/a' : '');
+
+/** nccl-tests' columns (size, count, type, time, algbw, busbw, #wrong) for the library and the service side by side. */
+export function svcTable(cells: Cell[]): string {
+  const head = ['world', 'op', 'size (B)', 'count', 'type', 'library us', 'algbw', 'busbw', 'service us', 'algbw', 'busbw', 'service/library', '#wrong', 'target'];
+  const rows = new Map<string, Partial<Record<string, Cell>>>();
+  for (const c of cells) {
+    if (c.count === 0) continue;
+    const k = `${c.world}|${c.op}|${c.bytes}`;
+    rows.set(k, { ...rows.get(k), [c.backend]: c });
+  }
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const r of rows.values()) {
+    const any = Object.values(r)[0]!;
+    const [lib, svc] = [r['cmesh-tcp'], r['cmesh-svc']];
+    const wrong = (lib?.m?.wrong ?? 0) + (svc?.m?.wrong ?? 0);
+    lines.push(
+      `| ${[any.world, ncclTestsOp(any.op), any.bytes, any.count, 'float', fmtUs(lib), fmtBwOf(lib, 'algBwGBs'), fmtBwOf(lib, 'busBwGBs'), fmtUs(svc), fmtBwOf(svc, 'algBwGBs'), fmtBwOf(svc, 'busBwGBs'),
+        ratio(svc, lib), wrong, svcVerdict(r)].join(' | ')} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** Starts a local mesh with one agent per member of the largest world, runs every world, stops the mesh. */
+async function serviceMode(server: ControlServer, control: string, worlds: number[], plan: Plan[], log: (s: string) => void): Promise<Cell[]> {
+  const t0 = Date.now();
+  const agents = Math.max(...worlds);
+  svcMesh = await startMesh({ agents, port: 0, write: () => undefined, readyTimeoutMs: 120_000 });
+  log(`# service: mesh of ${agents} agents up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${svcMesh.natsUrl})`);
+  const cells: Cell[] = [];
+  try {
+    for (const w of worlds) cells.push(...(await runWorld(server, control, w, plan, SVC_BACKENDS, log, launch, SVC_WARMUP)));
+  } finally {
+    await svcMesh.stop();
+    svcMesh = undefined;
   }
   return cells;
 }
@@ -438,7 +534,10 @@ async function main(): Promise<void> {
   const started = Date.now();
   const cells: Cell[] = [];
   try {
-    if (net) {
+    if (process.argv.includes('--service')) {
+      const plan = svcPlans(process.argv.includes('--quick')).map((p) => (sizes ? { ...p, sizes } : p));
+      cells.push(...(await serviceMode(server, `127.0.0.1:${port}`, worlds, plan, (s) => console.error(s))));
+    } else if (net) {
       const plan = netPlans(process.argv.includes('--quick'), sizes).filter((p) => !ops || ops.includes(p.op));
       const netBackends = (arg('--backends')?.split(',') ?? [...NET_BACKENDS]) as NetBackend[];
       cells.push(...(await runWorld(server, `${net.addrs[0]}:${port}`, net.hosts * net.perHost, plan, netBackends, (s) => console.error(s), launchNetns(net))));
@@ -449,7 +548,10 @@ async function main(): Promise<void> {
     server.close();
   }
   const secs = ((Date.now() - started) / 1000).toFixed(0);
-  const body = net ? `${netTable(cells, net)}\n\n${net.hosts} hosts x ${net.perHost} ranks (network namespaces), link: ${net.shaping}.` : table(cells);
+  const body = process.argv.includes('--service')
+    ? `${svcTable(cells)}\n\nlibrary: cmesh's tcp backend, ranks launched directly; service: @cmesh/client members, each placed on a rank agent of a local mesh (same host).`
+    : net
+      ? `${netTable(cells, net)}\n\n${net.hosts} hosts x ${net.perHost} ranks (network namespaces), link: ${net.shaping}.` : table(cells);
   const out = `${body}\n\nTimes in microseconds (median over iterations of the slowest rank); busbw in GB/s with nccl-tests' factors. Run took ${secs} s.\n`;
   console.log(out);
   const md = arg('--markdown');

@@ -1,0 +1,68 @@
+// A member of a service group for the side-by-side comparison (bench/compare.ts, backend
+// cmesh-svc): joins GROUP of WORLD_SIZE members on the mesh at NATS_URL through @cmesh/client and
+// serves steps over the driver's control socket with the same sweep code as the library's ranks
+// (@cmesh/bench), the group standing in for the library: barrier before each iteration, the op
+// timed, every element checked. Usage: NATS_URL=.. GROUP=.. WORLD_SIZE=..
+//   node -r @swc-node/register bench/peers/service_peer.ts --control 127.0.0.1:PORT [--name cmesh-svc]
+import type * as Collectives from '@cmesh/collectives';
+import { ReduceOp } from '@cmesh/collectives/names';
+import { ServiceGroup, ServiceTensor, connectMesh } from '@cmesh/client';
+import { BenchSweepSchema } from '@cmesh/protocol';
+import { connect } from 'net';
+import { createInterface } from 'readline';
+import { opFromNcclTests, prepareStep, timeStep } from '@cmesh/bench';
+import { PeerCommand, peerVariant } from './protocol';
+
+type Dist = typeof Collectives;
+
+/** The group behind the library's call shapes that the harness's all_reduce and barrier use. */
+function asDist(g: ServiceGroup): Dist {
+  const shim = {
+    ReduceOp,
+    getRank: () => g.rank,
+    getWorldSize: () => g.size,
+    allReduce: (t: ServiceTensor, o: { op?: ReduceOp; timeout?: number }) => g.allReduce(t, { op: o.op, timeoutMs: o.timeout }),
+    barrier: (o: { timeout?: number } = {}) => g.barrier({ timeoutMs: o.timeout }),
+  };
+  return shim as unknown as Dist;
+}
+
+async function main(): Promise<void> {
+  const at = process.argv.indexOf('--control');
+  if (at < 0 || !process.env.NATS_URL || !process.env.GROUP) throw new Error('usage: service_peer.ts --control HOST:PORT (with NATS_URL, GROUP, WORLD_SIZE set)');
+  const [host, port] = process.argv[at + 1].split(':');
+  const name = process.argv.includes('--name') ? process.argv[process.argv.indexOf('--name') + 1] : 'cmesh-svc';
+  const mesh = await connectMesh({ servers: process.env.NATS_URL });
+  const g = await mesh.join(process.env.GROUP, { size: Number(process.env.WORLD_SIZE), label: `bench-${process.env.RANK ?? '?'}`, timeoutMs: 120_000 });
+  const dist = asDist(g);
+  const sock = connect(Number(port), host);
+  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+  sock.write(JSON.stringify({ hello: name, rank: g.rank, world: g.size }) + '\n');
+  for await (const line of createInterface({ input: sock })) {
+    const cmd = JSON.parse(line) as PeerCommand | { quit: true };
+    if ('quit' in cmd) break;
+    let reply: object;
+    try {
+      const op = opFromNcclTests(cmd.op);
+      if (op !== 'allReduce') throw new RangeError(`the service bench runs all_reduce only, not ${JSON.stringify(cmd.op)}`);
+      const mode = peerVariant(op);
+      const sweep = BenchSweepSchema.parse({ op, root: cmd.root ?? 0, sizes: [cmd.bytes], iters: cmd.iters, warmup: cmd.warmup, check: cmd.check ?? true, modes: [mode] });
+      const step = prepareStep({ dist, rank: g.rank, nranks: g.size, sweep }, cmd.bytes, mode);
+      const s = await timeStep(dist, undefined, step, sweep, mode);
+      reply = { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes };
+    } catch (err) {
+      reply = { error: `${(err as Error).name}: ${(err as Error).message}` };
+    }
+    sock.write(JSON.stringify(reply) + '\n');
+  }
+  sock.end();
+  await mesh.close();
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(`service_peer ${process.env.GROUP} rank ${process.env.RANK}: ${(err as Error).stack ?? err}`);
+    process.exit(1);
+  },
+);

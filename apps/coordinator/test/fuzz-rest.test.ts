@@ -48,6 +48,8 @@ const ROUTES: Route[] = [
   { method: 'GET', path: '/scans/{id}', readOnly: true },
   { method: 'GET', path: '/traces', readOnly: true },
   { method: 'GET', path: '/groups/{id}/trace', readOnly: true },
+  { method: 'GET', path: '/service-groups', readOnly: true },
+  { method: 'GET', path: '/service-groups/{id}', readOnly: true },
   { method: 'GET', path: '/health', readOnly: true },
   { method: 'GET', path: '/metrics', readOnly: true },
 ];

@@ -102,6 +102,8 @@ export interface ClusterNames {
     /** anyone -> the group (event): SvcEnd, the group is over (left, lost, failed) */
     end: (groupId: string) => string;
     endWildcard: string;
+    /** coordinator -> the group's member workers (request, one reply per rank): SvcRankStatus, the op each runs now */
+    status: (groupId: string) => string;
     /** what the agents' permissions need: every group's op, result, heartbeat and end subjects */
     groupWildcard: string;
   };
@@ -160,6 +162,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
       heartbeat: (groupId) => `${s}.svc.g.${groupId}.hb`,
       end: (groupId) => `${s}.svc.g.${groupId}.end`,
       endWildcard: `${s}.svc.g.*.end`,
+      status: (groupId) => `${s}.svc.g.${groupId}.status`,
       groupWildcard: `${s}.svc.g.>`,
     },
     buckets: {

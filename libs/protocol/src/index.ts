@@ -17,3 +17,4 @@ export * from './secrets';
 export * from './scans';
 export * from './nats-permissions';
 export * from './service';
+export * from './service-status';

@@ -61,7 +61,8 @@ export function natsPermissions(role: NatsRole, n: ClusterNames, agentId?: strin
     case 'agent':
       if (!agentId) throw new Error('an agent user needs its agent id');
       return {
-        // svc.g.>: its service workers take members' ops and send results, heartbeats, ends
+        // svc.g.>: its service workers take members' ops and send results, heartbeats, ends, and
+        // answer the coordinator's status requests (allow_responses)
         publish: { allow: [n.agents.register, n.agents.heartbeat, n.agents.deregister, n.jobs.eventsWildcard, n.svc.groupWildcard, ...JETSTREAM], deny: coordinatorBuckets(n) },
         subscribe: { allow: [n.agents.events(agentId), n.jobs.start, n.jobs.cancel, n.trace.collect, n.svc.groupWildcard, '_INBOX.>'] },
         allow_responses: true,

@@ -184,6 +184,9 @@ export const SvcRoundSchema = z.object({
   joined: z.array(z.object({ member: z.string(), label: z.string().optional(), hostId: z.string().optional() })),
   placed: SvcPlacedSchema.optional(),
   end: SvcEndSchema.optional(),
+  /** when the round was placed, and when it ended (ISO time) */
+  placedAt: z.string().optional(),
+  endedAt: z.string().optional(),
   updatedAt: z.string(),
 });
 export type SvcRound = z.infer<typeof SvcRoundSchema>;

@@ -100,6 +100,15 @@ it('each role reaches what it serves: the coordinator answers an agent\'s regist
   expect(coord.violations).toEqual([]);
 });
 
+it("a service group's member worker (an agent login) answers the coordinator's status request", async () => {
+  const coord = await login('coordinator');
+  const agent = await login('agent-0');
+  agent.nc.subscribe(n.svc.status('grads_1'), { callback: (_e, m) => m.respond(sc.encode('{"rank":0}')) });
+  await agent.nc.flush();
+  expect(sc.decode((await coord.nc.request(n.svc.status('grads_1'), sc.encode('{}'), { timeout: 5000 })).data)).toBe('{"rank":0}');
+  expect([coord.violations, agent.violations]).toEqual([[], []]);
+});
+
 it('agents and clients use store buckets (the jobs\' and their own) through JetStream', async () => {
   const agent = await login('agent-0');
   const kv = await agent.nc.jetstream().views.kv('cmesh_store_jobs-j1');

@@ -1,20 +1,31 @@
 // `cmesh status`: the mesh as the coordinator sees it: agents (state, backends, last
-// heartbeat, job), process groups and recent jobs.
+// heartbeat, job), process groups, service groups and recent jobs.
 import { Command } from 'commander';
-import type { TraceReport } from '@cmesh/protocol';
-import { DEFAULT_COORDINATOR, MeshClient, clientToken } from '../mesh/client';
+import type { SvcGroup, TraceReport } from '@cmesh/protocol';
+import { DEFAULT_COORDINATOR, MeshApiError, MeshClient, clientToken } from '../mesh/client';
 import { listAgents } from '../mesh/launch';
-import { agentsTable, groupsTable, jobsTable, normaliseGroups } from '../mesh/status-view';
+import { agentsTable, groupsTable, jobsTable, normaliseGroups, serviceGroupsTable } from '../mesh/status-view';
+
+/** The service groups (GET /service-groups); null from a coordinator older than the route (404). */
+async function serviceGroups(client: MeshClient): Promise<SvcGroup[] | null> {
+  try {
+    return (await client.get<{ groups: SvcGroup[] }>('/service-groups')).groups;
+  } catch (e) {
+    if (e instanceof MeshApiError && e.status === 404) return null;
+    throw e;
+  }
+}
 
 export async function renderStatus(client: MeshClient, jobsLimit = 10): Promise<string> {
-  const [agents, groups, jobs] = await Promise.all([
+  const [agents, groups, svc, jobs] = await Promise.all([
     listAgents(client),
     client.get<unknown>('/groups').then(normaliseGroups),
+    serviceGroups(client),
     client.jobs(jobsLimit),
   ]);
   const busy: Record<string, string> = {};
   for (const j of jobs) if (j.state === 'running') for (const m of j.members) busy[m.agentId] = j.id;
-  return [`Coordinator ${client.base}`, agentsTable(agents, busy), groupsTable(groups), jobsTable(jobs)].join('\n\n') + '\n';
+  return [`Coordinator ${client.base}`, agentsTable(agents, busy), groupsTable(groups), ...(svc ? [serviceGroupsTable(svc)] : []), jobsTable(jobs)].join('\n\n') + '\n';
 }
 
 /** A group is shown by --stuck when a rank is not with the others, or its collective is this old. */
@@ -35,7 +46,7 @@ ${stuck.length ? stuck.map((g) => g.text).join('\n') : 'no stuck group'}\n` };
 export function register(program: Command): void {
   program
     .command('status')
-    .description('agents, groups and recent jobs of a running mesh')
+    .description('agents, groups, service groups and recent jobs of a running mesh')
     .option('--coordinator <url>', 'coordinator REST address (or CMESH_COORDINATOR)', DEFAULT_COORDINATOR)
     .option('--token-file <path>', "file holding the coordinator's bearer token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE; default for a local coordinator: cmesh up's)")
     .option('--jobs <n>', 'recent jobs to show', '10')
@@ -49,8 +60,8 @@ export function register(program: Command): void {
         return;
       }
       if (o.json) {
-        const [agents, groups, jobs] = await Promise.all([listAgents(client), client.get('/groups'), client.jobs(Number(o.jobs))]);
-        process.stdout.write(JSON.stringify({ agents, groups, jobs }, null, 2) + '\n');
+        const [agents, groups, svc, jobs] = await Promise.all([listAgents(client), client.get('/groups'), serviceGroups(client), client.jobs(Number(o.jobs))]);
+        process.stdout.write(JSON.stringify({ agents, groups, serviceGroups: svc ?? [], jobs }, null, 2) + '\n');
       } else process.stdout.write(await renderStatus(client, Number(o.jobs)));
     });
 }

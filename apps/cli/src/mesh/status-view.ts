@@ -1,6 +1,6 @@
-// `cmesh status` as text: agents, groups and recent jobs as tables.
+// `cmesh status` as text: agents, groups, service groups and recent jobs as tables.
 import Table from 'cli-table3';
-import type { JobRecord } from '@cmesh/protocol';
+import type { JobRecord, SvcGroup } from '@cmesh/protocol';
 import type { AgentRow } from './launch';
 
 const table = (head: string[]) => new Table({ head, style: { head: [], border: [] } });
@@ -33,6 +33,18 @@ export function groupsTable(groups: GroupRow[]): string {
   const t = table(['group', 'name', 'members', 'created']);
   for (const g of groups) t.push([g.id, g.name ?? '-', g.members.join(', '), g.createdAt?.replace('T', ' ').slice(0, 19) ?? '-']);
   return `Groups (${groups.length})\n${t.toString()}`;
+}
+
+/** Service groups (GET /service-groups): each one's current round, its members and where they run, how it ended. */
+export function serviceGroupsTable(groups: SvcGroup[], now = Date.now()): string {
+  const t = table(['service group', 'round', 'state', 'members (rank label@agent)', 'placed', 'ended']);
+  for (const g of groups) {
+    const members = g.members.map((m) => `${m.rank ?? '-'} ${m.label ?? m.member.slice(0, 8)}${m.agentName ? `@${m.agentName}` : ''}`).join(', ');
+    const state = g.state === 'waiting' || g.state === 'queued' ? `${g.state} ${g.joined}/${g.size}` : g.state;
+    const why = g.error ?? (g.end ? `${g.end.reason}${g.end.who ? ` ${g.end.who}` : ''}${g.end.error ? `: ${g.end.error.message}` : ''}` : '');
+    t.push([g.name, String(g.round), state, clip(members || '-', 80), ago(g.placedAt, now), g.endedAt || why ? clip(`${g.endedAt ? ago(g.endedAt, now) : ''}${why ? ` (${why})` : ''}`.trim(), 60) : '-']);
+  }
+  return `Service groups (${groups.length})\n${t.toString()}`;
 }
 
 export function jobsTable(jobs: JobRecord[]): string {

@@ -1,8 +1,10 @@
 import { Module } from '@nestjs/common';
 import { AgentsModule } from '../agents/agents.module';
+import { ServiceGroupsController } from './service-groups.controller';
+import { ServiceGroupsView } from './service-groups.view';
 import { ServiceNats } from './service.nats';
 import { ServiceGroupsService } from './service.service';
 
 /** Collectives as a service: named groups of any NATS client, placed on the agents. */
-@Module({ imports: [AgentsModule], controllers: [ServiceNats], providers: [ServiceGroupsService], exports: [ServiceGroupsService] })
+@Module({ imports: [AgentsModule], controllers: [ServiceNats, ServiceGroupsController], providers: [ServiceGroupsService, ServiceGroupsView], exports: [ServiceGroupsService, ServiceGroupsView] })
 export class ServiceModule {}

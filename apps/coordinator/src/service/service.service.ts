@@ -193,9 +193,10 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       };
     }
     // exactly one placement of a round: the one whose write moved it on from waiting or queued
+    const at = new Date().toISOString();
     const rec = await this.update(round.name, (cur) =>
       mine(cur, ['waiting', 'queued'])
-        ? { ...cur!, size: round.size, state: placed.error ? 'ended' : 'placed', placed, updatedAt: new Date().toISOString() }
+        ? { ...cur!, size: round.size, state: placed.error ? 'ended' : 'placed', placed, ...(placed.error ? { endedAt: at } : { placedAt: at }), updatedAt: at }
         : undefined,
     );
     this.pending.delete(round.name);
@@ -217,7 +218,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     // any publisher may send an end: only a group id this coordinator could have made names a round
     if (cut < 1 || !/^[1-9][0-9]*$/.test(groupId.slice(cut + 1)) || !SvcNameSchema.safeParse(name).success) return;
     const rec = await this.update(name, (cur) =>
-      cur && cur.round === round && cur.state === 'placed' ? { ...cur, state: 'ended', end, updatedAt: new Date().toISOString() } : undefined,
+      cur && cur.round === round && cur.state === 'placed' ? { ...cur, state: 'ended', end, endedAt: new Date().toISOString(), updatedAt: new Date().toISOString() } : undefined,
     );
     if (rec?.state !== 'ended' || rec.round !== round || !rec.placed) return;
     this.log.log(`group ${groupId} ended: ${end.reason}${end.who ? ` (${end.who})` : ''}${end.error ? `: ${end.error.message}` : ''}`);

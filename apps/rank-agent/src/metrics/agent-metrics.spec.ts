@@ -39,3 +39,28 @@ it('turns size samples into the duration histogram, payload and wire bytes, this
   expect(value(text, 'cmesh_collective_errors_total{op="all_reduce",reason="PEER_FAILED"}')).toBe(1);
   expect(text).toContain('process_cpu_seconds_total');
 });
+
+it("records service group ops by group name, op and dtype; bus bytes with the op's factor; failures by reason; names capped", async () => {
+  const m = new AgentMetrics();
+  const op = { type: 'svc-op', name: 'grads', op: 'allGather', dtype: 'int32', size: 4, bytes: 4096, seconds: 2e-3 } as const;
+  m.onServiceOp(op);
+  m.onServiceOp({ ...op, seconds: 0.5 });
+  m.onServiceOp({ ...op, op: 'barrier', dtype: 'uint8', bytes: 0, seconds: 1e-4 });
+  m.onServiceOp({ ...op, error: 'PEER_FAILURE' });
+  for (let i = 0; i < 40; i++) m.onServiceOp({ ...op, name: `g${i}`, op: 'allReduce', dtype: 'float32', bytes: 8 });
+  const text = await m.registry.metrics();
+  const l = 'group="grads",op="all_gather",dtype="int32"';
+  expect(value(text, `cmesh_service_op_duration_seconds_count{${l}}`)).toBe(2);
+  expect(value(text, `cmesh_service_op_duration_seconds_bucket{le="0.003",${l}}`)).toBe(1);
+  expect(value(text, `cmesh_service_op_duration_seconds_sum{${l}}`)).toBeCloseTo(0.502, 12);
+  expect(value(text, `cmesh_service_op_bytes_total{${l}}`)).toBe(8192);
+  expect(value(text, `cmesh_service_op_bus_bytes_total{${l}}`)).toBeCloseTo(8192 * busBwFactor('allGather', 4), 9);
+  expect(value(text, 'cmesh_service_op_duration_seconds_count{group="grads",op="barrier",dtype="uint8"}')).toBe(1);
+  expect(text).not.toMatch(/cmesh_service_op_bus_bytes_total\{[^}]*op="barrier"/);
+  expect(value(text, 'cmesh_service_op_errors_total{group="grads",op="all_gather",reason="PEER_FAILURE"}')).toBe(1);
+  // "grads" and the first 31 other names keep their label; the last 9 count together
+  expect(value(text, 'cmesh_service_op_bytes_total{group="g30",op="all_reduce",dtype="float32"}')).toBe(8);
+  expect(text).not.toContain('group="g31"');
+  expect(value(text, 'cmesh_service_op_bytes_total{group="_other",op="all_reduce",dtype="float32"}')).toBe(9 * 8);
+  expect(new Set([...text.matchAll(/cmesh_service_op_bytes_total\{group="([^"]+)"/g)].map((x) => x[1])).size).toBe(33);
+});

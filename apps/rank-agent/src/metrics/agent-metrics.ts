@@ -1,12 +1,19 @@
 // The agent's Prometheus metrics, fed by the job runner (JOB_OBSERVER): every timed
 // iteration into the duration histogram, tensor and wire bytes, this rank's own algbw/busbw of the last
 // sweep per op and size (its median time; the coordinator's series use the slowest rank), #wrong
-// and errors; plus the default process metrics.
+// and errors; each op its service group members ran (onServiceOp, reported by the member workers);
+// plus the default process metrics.
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { bandwidths, median } from '@cmesh/bench';
+import { bandwidths, busBwFactor, median } from '@cmesh/bench';
 import { DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, opLabel, sizeBucket } from '@cmesh/protocol';
 import type { JobObserver } from '../execution/tokens';
+import type { SvcOpReport } from '../service/member-stats';
+
+/** Service group names an agent labels its metrics with; ops of any later name count under SVC_OTHER_GROUP. */
+export const SVC_METRICS_MAX_GROUPS = 32;
+/** Not a group name (names have no `_`), so it cannot be mistaken for one. */
+export const SVC_OTHER_GROUP = '_other';
 
 @Injectable()
 export class AgentMetrics implements JobObserver {
@@ -19,6 +26,11 @@ export class AgentMetrics implements JobObserver {
   private readonly wrong: Counter;
   private readonly errors: Counter;
   private readonly lastSweep = new LastSweepSeries();
+  private readonly svcDuration: Histogram;
+  private readonly svcBytes: Counter;
+  private readonly svcBusBytes: Counter;
+  private readonly svcErrors: Counter;
+  private readonly svcGroups = new Set<string>();
 
   constructor() {
     const registers = [this.registry];
@@ -31,6 +43,10 @@ export class AgentMetrics implements JobObserver {
     this.algbw = new Gauge({ name: m.collectiveAlgbw.name, help: m.collectiveAlgbw.help, labelNames: m.collectiveAlgbw.labels, registers });
     this.wrong = new Counter({ name: m.collectiveWrong.name, help: m.collectiveWrong.help, labelNames: m.collectiveWrong.labels, registers });
     this.errors = new Counter({ name: m.collectiveErrors.name, help: m.collectiveErrors.help, labelNames: m.collectiveErrors.labels, registers });
+    this.svcDuration = new Histogram({ name: m.serviceOpDuration.name, help: m.serviceOpDuration.help, labelNames: m.serviceOpDuration.labels, buckets: DURATION_BUCKETS, registers });
+    this.svcBytes = new Counter({ name: m.serviceOpBytes.name, help: m.serviceOpBytes.help, labelNames: m.serviceOpBytes.labels, registers });
+    this.svcBusBytes = new Counter({ name: m.serviceOpBusBytes.name, help: m.serviceOpBusBytes.help, labelNames: m.serviceOpBusBytes.labels, registers });
+    this.svcErrors = new Counter({ name: m.serviceOpErrors.name, help: m.serviceOpErrors.help, labelNames: m.serviceOpErrors.labels, registers });
   }
 
   onSize(a: JobAssignment, _rank: number, s: SizeSamplesMsg): void {
@@ -64,5 +80,28 @@ export class AgentMetrics implements JobObserver {
 
   onError(a: JobAssignment, reason: string): void {
     this.errors.inc({ op: opLabel(a.sweep.op), reason });
+  }
+
+  /** One op of a service group member on this agent: its time, bytes and bus bytes, or its failure. */
+  onServiceOp(r: SvcOpReport): void {
+    const group = this.svcGroupLabel(r.name);
+    const op = opLabel(r.op);
+    if (r.error) {
+      this.svcErrors.inc({ group, op, reason: r.error });
+      return;
+    }
+    const labels = { group, op, dtype: r.dtype };
+    this.svcDuration.observe(labels, r.seconds);
+    this.svcBytes.inc(labels, r.bytes);
+    // barrier moves no data: no bus bytes (and no factor for it)
+    if (r.op !== 'barrier') this.svcBusBytes.inc(labels, r.bytes * busBwFactor(r.op, r.size));
+  }
+
+  /** The group's name while fewer than SVC_METRICS_MAX_GROUPS names are labelled, else SVC_OTHER_GROUP. */
+  private svcGroupLabel(name: string): string {
+    if (this.svcGroups.has(name)) return name;
+    if (this.svcGroups.size >= SVC_METRICS_MAX_GROUPS) return SVC_OTHER_GROUP;
+    this.svcGroups.add(name);
+    return name;
   }
 }

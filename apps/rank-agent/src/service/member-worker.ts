@@ -8,6 +8,7 @@ import { Assembly, Liveness, chunkOf, describe, publishChunks } from '@cmesh/cli
 import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcResult, clusterNames, decodeMessage, svcElements } from '@cmesh/protocol';
 import { connect, JSONCodec, Msg, NatsConnection } from 'nats';
 import { natsInitMethod } from '../backends/tcp/nats-init-method';
+import { MemberOpStats } from './member-stats';
 
 export type ToMemberWorker = { type: 'start'; placed: SvcPlaced; rank: number; natsUrl: string; cluster: string };
 
@@ -32,9 +33,12 @@ class MemberWorker {
   private readonly liveness: Liveness;
   private beat: NodeJS.Timeout | null = null;
   private ready = false;
+  /** the op running now and ops done: for the status subject, and each op's report to the agent (metrics) */
+  private readonly stats: MemberOpStats;
 
   constructor(private readonly m: ToMemberWorker) {
     this.names = clusterNames(m.cluster);
+    this.stats = new MemberOpStats(m.placed, m.rank, (r) => process.connected && process.send?.(r));
     this.liveness = new Liveness(m.placed.size, (rank, role) => {
       const who = describe(m.placed.members, rank, role);
       void this.end({ groupId: this.groupId, reason: 'lost', who, rank });
@@ -51,6 +55,7 @@ class MemberWorker {
     this.nc.subscribe(this.names.svc.op(placed.groupId, rank), { callback: (err, msg) => !err && this.onOp(msg) });
     this.nc.subscribe(this.names.svc.heartbeat(placed.groupId), { callback: (err, msg) => !err && this.onHeartbeat(msg) });
     this.nc.subscribe(this.names.svc.end(placed.groupId), { callback: (err, msg) => !err && this.onEnd(msg) });
+    this.nc.subscribe(this.names.svc.status(placed.groupId), { callback: (err, msg) => !err && msg.respond(json.encode(this.stats.status(this.queue.size))) });
     const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready });
     this.beat = setInterval(heartbeat, SVC_HEARTBEAT_MS);
     await dist.initProcessGroup({
@@ -128,9 +133,11 @@ class MemberWorker {
     this.queue.delete(this.next);
     this.next++;
     this.running = true;
+    this.stats.begin(q.op);
     this.execute(q).then(
       (out) => {
         this.running = false;
+        this.stats.end(q.op);
         // an op that completed is answered even after the group ended (a member left meanwhile)
         this.publish(this.names.svc.result(this.groupId, this.m.rank), { seq: q.op.seq, ok: true, bytes: out.byteLength } satisfies SvcResult);
         publishChunks(this.nc, this.names.svc.result(this.groupId, this.m.rank), q.op.seq, out);
@@ -138,6 +145,7 @@ class MemberWorker {
       },
       (err: Error) => {
         this.running = false;
+        this.stats.end(q.op, err);
         void this.fail(q.op, err);
       },
     );

@@ -1,12 +1,15 @@
 // The agent's service group members: one child process (member-worker.ts) per placement the
 // coordinator sends (AgentNotification 'svc-member'), killed by pid when the agent stops. A worker
-// ends itself when its group ends; the agent keeps no state of its own about the group.
+// ends itself when its group ends; the agent keeps no state of its own about the group. Each op a
+// worker finishes comes back over IPC into the agent's metrics.
 import { ChildProcess, fork } from 'child_process';
 import { extname, join } from 'path';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { clusterNames } from '@cmesh/protocol';
 import type { SvcPlaced } from '@cmesh/protocol';
 import { AGENT_CONFIG, AgentConfig } from '../config';
+import { AgentMetrics } from '../metrics/agent-metrics';
+import type { FromMemberWorker } from './member-stats';
 import type { ToMemberWorker } from './member-worker';
 
 const WORKER = join(__dirname, `member-worker${extname(__filename)}`);
@@ -16,7 +19,10 @@ export class ServiceWorkers implements OnApplicationShutdown {
   private readonly log = new Logger('ServiceGroups');
   private readonly children = new Map<string, ChildProcess>();
 
-  constructor(@Inject(AGENT_CONFIG) private readonly config: AgentConfig) {}
+  constructor(
+    @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
+    private readonly metrics: AgentMetrics,
+  ) {}
 
   start(placed: SvcPlaced, rank: number): void {
     const key = `${placed.groupId}/${rank}`;
@@ -33,6 +39,9 @@ export class ServiceWorkers implements OnApplicationShutdown {
     });
     this.children.set(key, child);
     child.on('error', () => undefined);
+    child.on('message', (m: FromMemberWorker) => {
+      if (m?.type === 'svc-op') this.metrics.onServiceOp(m);
+    });
     child.once('exit', (code, sig) => {
       this.children.delete(key);
       this.log.log(`service group ${placed.groupId} rank ${rank}: worker ${child.pid} exited (${sig ?? `code ${code}`})`);

@@ -88,6 +88,28 @@ export const METRICS = {
   scanLastTimestamp: { name: 'cmesh_scan_last_timestamp_seconds', help: 'When the last scan finished (Unix time)', labels: [] },
   scanFlaggedAgents: { name: 'cmesh_scan_flagged_agents', help: 'Last scan: agents flagged', labels: [] },
   scanFlaggedLinks: { name: 'cmesh_scan_flagged_links', help: 'Last scan: links flagged on their own (neither end flagged)', labels: [] },
+  // collectives as a service (agents, from their member workers): `group` is the group's name, not
+  // its round, and each agent labels at most SVC_METRICS_MAX_GROUPS names (the rest: `_other`)
+  serviceOpDuration: {
+    name: 'cmesh_service_op_duration_seconds',
+    help: 'Time of one op of a service group on this agent (from its data being here to its result), by group name, op and dtype',
+    labels: ['group', 'op', 'dtype'],
+  },
+  serviceOpBytes: {
+    name: 'cmesh_service_op_bytes_total',
+    help: "Bytes of the service group ops that succeeded (nccl-tests' size of each op), by group name, op and dtype",
+    labels: ['group', 'op', 'dtype'],
+  },
+  serviceOpBusBytes: {
+    name: 'cmesh_service_op_bus_bytes_total',
+    help: "Bytes of the service group ops that succeeded times nccl-tests' bus-bandwidth factor at the group's size: rate() of this over rate() of cmesh_service_op_duration_seconds_sum is the bus bandwidth",
+    labels: ['group', 'op', 'dtype'],
+  },
+  serviceOpErrors: {
+    name: 'cmesh_service_op_errors_total',
+    help: "Service group ops that failed on this agent, by group name, op and reason (the library's error code)",
+    labels: ['group', 'op', 'reason'],
+  },
 } as const;
 
 /**

@@ -1,0 +1,91 @@
+// What GET /service-groups and cmesh status show of collectives as a service: each group's current
+// round from the state bucket, and for a placed group the op each rank runs now, asked of the
+// group's member workers on its status subject (one request, one answer per rank, a short wait;
+// the ranks that did not answer are named, not waited for).
+import { Inject, Injectable } from '@nestjs/common';
+import { JSONCodec, NatsConnection, createInbox } from 'nats';
+import { ClusterNames, KV_KEYS, SVC_STATUS_DEFAULT_MS, SvcGroup, SvcGroupDetail, SvcRankStatus, SvcRankStatusSchema, SvcRound, SvcEnd } from '@cmesh/protocol';
+import { CLUSTER_NAMES } from '../config/coordinator-config';
+import { NATS_CONNECTION } from '../nats/nats.module';
+import { ReplyError } from '../nats/reply-error';
+import { KvState } from '../state/kv-state';
+
+const json = JSONCodec();
+
+/** A round as the REST API shows it. */
+export function svcGroupView(r: SvcRound): SvcGroup {
+  return {
+    name: r.name,
+    round: r.round,
+    state: r.state,
+    size: r.size,
+    joined: r.joined.length,
+    members: r.placed?.members.length ? r.placed.members : r.joined.map((j) => ({ member: j.member, ...(j.label ? { label: j.label } : {}) })),
+    ...(r.placedAt ? { placedAt: r.placedAt } : {}),
+    ...(r.endedAt ? { endedAt: r.endedAt } : {}),
+    ...(r.end ? { end: withoutGroupId(r.end) } : {}),
+    ...(r.placed?.error ? { error: r.placed.error } : {}),
+    updatedAt: r.updatedAt,
+  };
+}
+
+/** The end notice less its group id (the group is the one shown). */
+function withoutGroupId({ groupId: _, ...end }: SvcEnd): NonNullable<SvcGroup['end']> {
+  return end;
+}
+
+@Injectable()
+export class ServiceGroupsView {
+  constructor(
+    private readonly state: KvState,
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
+  ) {}
+
+  /** Every group's current round, by name. */
+  async list(): Promise<SvcGroup[]> {
+    const rounds = await this.state.list<SvcRound>(KV_KEYS.svcGroupsPrefix);
+    return rounds.map(svcGroupView).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** One group; a placed one with the ops its ranks run now. */
+  async get(name: string, waitMs = SVC_STATUS_DEFAULT_MS): Promise<SvcGroupDetail> {
+    const r = await this.state.get<SvcRound>(KV_KEYS.svcGroup(name));
+    if (!r) throw new ReplyError('NOT_FOUND', `no service group ${JSON.stringify(name)}`);
+    const view = svcGroupView(r);
+    if (r.state !== 'placed' || !r.placed) return view;
+    return { ...view, inFlight: await this.inFlight(r.placed.groupId, r.size, waitMs) };
+  }
+
+  /** The ranks' answers on the group's status subject, until all `size` answered or `waitMs` is over. */
+  private async inFlight(groupId: string, size: number, waitMs: number): Promise<NonNullable<SvcGroupDetail['inFlight']>> {
+    const started = Date.now();
+    const inbox = createInbox();
+    const sub = this.nc.subscribe(inbox);
+    const ranks = new Map<number, SvcRankStatus>();
+    const deadline = setTimeout(() => sub.unsubscribe(), waitMs);
+    this.nc.publish(this.names.svc.status(groupId), json.encode({}), { reply: inbox });
+    try {
+      for await (const m of sub) {
+        // NATS answers 503 at once when nothing subscribes: no worker of the group is up
+        if (m.headers?.code === 503) break;
+        let body: unknown;
+        try {
+          body = json.decode(m.data);
+        } catch {
+          continue;
+        }
+        const s = SvcRankStatusSchema.safeParse(body);
+        // anyone on the group's subjects could answer: only ranks of the group count
+        if (!s.success || s.data.rank >= size) continue;
+        ranks.set(s.data.rank, s.data);
+        if (ranks.size === size) break;
+      }
+    } finally {
+      clearTimeout(deadline);
+      sub.unsubscribe();
+    }
+    const missing = Array.from({ length: size }, (_, i) => i).filter((i) => !ranks.has(i));
+    return { ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank), missing, waitedMs: Date.now() - started };
+  }
+}

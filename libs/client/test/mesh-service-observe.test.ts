@@ -1,0 +1,245 @@
+// Watching collectives as a service on a real mesh (nats-server, the coordinator and 3 rank agents
+// as processes; members as processes of their own): GET /service-groups lists each group's round
+// with its members, agents and how it ended; GET /service-groups/{name} adds the op each rank runs
+// now, as the member workers answer it, and names the ranks that did not answer; `cmesh status`
+// shows the groups; every agent's /metrics has the ops its member ran, by group name.
+import { ChildProcess, spawn } from 'child_process';
+import { readFileSync } from 'fs';
+import { join } from 'path';
+import { busBwFactor } from '@cmesh/bench';
+import { HttpErrorSchema, SvcGroup, SvcGroupDetail, SvcGroupDetailSchema, SvcGroupSchema } from '@cmesh/protocol';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { renderStatus } from '../../../apps/cli/src/commands/status';
+import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
+import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
+
+const MEMBER = join(__dirname, 'support', 'member.ts');
+
+interface Line {
+  event: string;
+  rank?: number;
+  agent?: string;
+  checked?: number;
+}
+
+/** A member process (support/member.ts) and the JSON lines it prints. */
+class Member {
+  readonly lines: Line[] = [];
+  readonly out: string[] = [];
+  readonly proc: ChildProcess;
+  readonly exited: Promise<number | null>;
+
+  constructor(env: Record<string, string>) {
+    this.proc = spawn(process.execPath, nodeArgs(MEMBER), { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let buf = '';
+    this.proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        const l = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (l.startsWith('{')) this.lines.push(JSON.parse(l) as Line);
+        else this.out.push(l);
+      }
+    });
+    this.proc.stderr!.on('data', (d: Buffer) => this.out.push(d.toString()));
+    this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
+  }
+
+  async waitFor(event: string, timeoutMs: number): Promise<Line> {
+    for (const end = Date.now() + timeoutMs; ; ) {
+      const l = this.lines.find((x) => x.event === event);
+      if (l) return l;
+      if (Date.now() > end) throw new Error(`no ${event} within ${timeoutMs} ms: ${JSON.stringify(this.lines)} ${this.out.join('').slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  kill(): void {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
+  }
+}
+
+/** The agent's service member workers: its child processes running member-worker. */
+function memberWorkers(agentPid: number): number[] {
+  const kids = readFileSync(`/proc/${agentPid}/task/${agentPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  return kids.filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('member-worker');
+    } catch {
+      return false; // exited meanwhile
+    }
+  });
+}
+
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('watching collectives as a service on a mesh of 3 agents', () => {
+  let nats: NatsServer;
+  let mesh: Mesh;
+  let agentUrls: Record<string, string> = {};
+  const members: Member[] = [];
+  const stopped: number[] = [];
+  const lines: string[] = [];
+  const start = (env: Record<string, string>) => {
+    const m = new Member({ NATS_URL: nats.url, ...env });
+    members.push(m);
+    return m;
+  };
+  const get = async <T>(path: string): Promise<{ status: number; body: T }> => {
+    const res = await fetch(`${mesh.coordinatorUrl}${path}`);
+    return { status: res.status, body: (await res.json()) as T };
+  };
+  const metrics = async (agent: string) => (await fetch(`${agentUrls[agent]}/metrics`)).text();
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    mesh = await startMesh({ agents: 3, natsUrl: nats.url, port: 0, write: (l) => lines.length < 2000 && lines.push(l), readyTimeoutMs: 90_000 });
+    const agents = (await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents;
+    agentUrls = Object.fromEntries(agents.map((a) => [a.name, a.httpUrl!]));
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const pid of stopped) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        /* gone */
+      }
+    }
+    for (const m of members) m.kill();
+    await Promise.all(members.map((m) => m.exited));
+    await mesh?.stop();
+    await nats?.stop();
+  });
+
+  it("a finished group: listed as ended (left), and its agents' metrics have its ops by group name", async () => {
+    const ms = [0, 1].map((r) => start({ GROUP: 'obs-quick', SIZE: '2', LABEL: `q-${r}`, SCENARIO: 'quick' }));
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0]);
+
+    // the end event is handled by the coordinator asynchronously: wait for the round to be marked
+    let g: SvcGroup | undefined;
+    for (const end = Date.now() + 15_000; g?.state !== 'ended' && Date.now() < end; ) {
+      const r = await get<{ groups: SvcGroup[] }>('/service-groups');
+      expect(r.status).toBe(200);
+      g = r.body.groups.find((x) => x.name === 'obs-quick');
+      if (g?.state !== 'ended') await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(SvcGroupSchema.parse(g)).toMatchObject({ name: 'obs-quick', round: 1, state: 'ended', size: 2, joined: 2, end: { reason: 'left' } });
+    joined.forEach((j, i) => expect(g!.members[j.rank!]).toMatchObject({ rank: j.rank, label: `q-${i}`, agentName: j.agent }));
+    expect(Date.parse(g!.endedAt!)).toBeGreaterThanOrEqual(Date.parse(g!.placedAt!));
+    // ended: no ops in flight to ask for
+    expect(await renderStatus(mesh.client)).toMatch(/Service groups \(1\)[^]*│ obs-quick +│ 1 +│ ended +│[^│]*│ [0-9.]+ s ago +│ [0-9.]+ s ago \(left member "q-/);
+    const one = await get<SvcGroupDetail>('/service-groups/obs-quick');
+    expect(one.status).toBe(200);
+    expect(SvcGroupDetailSchema.parse(one.body).inFlight).toBeUndefined();
+
+    // each member's agent: one allReduce of 1000 float32 and one barrier, labelled with the name
+    for (const j of joined) {
+      const text = await metrics(j.agent!);
+      const l = '{group="obs-quick",op="all_reduce",dtype="float32"}';
+      expect([j.agent, sample(text, `cmesh_service_op_duration_seconds_count${l}`)]).toEqual([j.agent, 1]);
+      expect(sample(text, `cmesh_service_op_duration_seconds_sum${l}`)).toBeGreaterThan(0);
+      expect(sample(text, `cmesh_service_op_bytes_total${l}`)).toBe(4000);
+      expect(sample(text, `cmesh_service_op_bus_bytes_total${l}`)).toBe(4000 * busBwFactor('allReduce', 2));
+      expect(sample(text, 'cmesh_service_op_duration_seconds_count{group="obs-quick",op="barrier",dtype="uint8"}')).toBe(1);
+    }
+    // the third agent ran nothing of it
+    const idle = Object.keys(agentUrls).find((a) => !joined.some((j) => j.agent === a))!;
+    expect(await metrics(idle)).not.toContain('group="obs-quick"');
+  }, 150_000);
+
+  it('a placed group: each rank\'s op in flight; cmesh status lists it; killed member: ended (lost), naming it', async () => {
+    const env = { GROUP: 'obs', SIZE: '3' };
+    const ms = [start({ ...env, LABEL: 'o-0', SCENARIO: 'survivor' }), start({ ...env, LABEL: 'o-victim', SCENARIO: 'victim' }), start({ ...env, LABEL: 'o-2', SCENARIO: 'survivor' })];
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    await Promise.all(ms.map((m) => m.waitFor('pending', 60_000)));
+    const victim = joined[1].rank!;
+    const survivors = [joined[0].rank!, joined[2].rank!];
+
+    // the survivors' allReduce (op 2, after the barrier) runs on their agents, waiting for the victim's
+    let d: SvcGroupDetail | undefined;
+    for (const end = Date.now() + 15_000; Date.now() < end; ) {
+      const r = await get<SvcGroupDetail>('/service-groups/obs');
+      expect(r.status).toBe(200);
+      d = SvcGroupDetailSchema.parse(r.body);
+      if (d.inFlight?.ranks.filter((x) => x.running).length === 2) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(d).toMatchObject({ name: 'obs', round: 1, state: 'placed', size: 3 });
+    joined.forEach((j, i) => expect(d!.members[j.rank!]).toMatchObject({ rank: j.rank, label: ['o-0', 'o-victim', 'o-2'][i], agentName: j.agent }));
+    expect(d!.inFlight!.missing).toEqual([]);
+    expect(d!.inFlight!.ranks.map((x) => x.rank)).toEqual([0, 1, 2]);
+    for (const r of survivors) {
+      expect(d!.inFlight!.ranks[r]).toMatchObject({ running: { op: 'allReduce', seq: 2, dtype: 'float32', count: 16 }, queued: 0, opsDone: 1, bytes: 0 });
+      expect(Date.now() - Date.parse(d!.inFlight!.ranks[r].running!.since)).toBeLessThan(60_000);
+    }
+    expect(d!.inFlight!.ranks[victim]).toMatchObject({ running: null, queued: 0, opsDone: 1 });
+    for (const j of joined) expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8"}')).toBe(1);
+
+    expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ [^│]*${victim} o-victim@${joined[1].agent}`));
+
+    const killedAt = Date.now();
+    ms[1].kill();
+    let g: SvcGroupDetail | undefined;
+    for (const end = Date.now() + 15_000; g?.state !== 'ended' && Date.now() < end; ) {
+      g = (await get<SvcGroupDetail>('/service-groups/obs')).body;
+      if (g.state !== 'ended') await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(SvcGroupDetailSchema.parse(g)).toMatchObject({ state: 'ended', end: { reason: 'lost', rank: victim, who: expect.stringContaining('"o-victim"') } });
+    expect(g!.inFlight).toBeUndefined();
+    expect(Date.parse(g!.endedAt!)).toBeGreaterThanOrEqual(killedAt - 1000);
+    await Promise.all([ms[0], ms[2]].map((m) => m.waitFor('error', 15_000)));
+  }, 150_000);
+
+  it('ranks that do not answer are listed as missing, after waitMs', async () => {
+    const ms = [0, 1].map((r) => start({ GROUP: 'obs-mute', SIZE: '2', LABEL: `mute-${r}`, SCENARIO: 'victim' }));
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    await Promise.all(ms.map((m) => m.waitFor('pending', 60_000)));
+    // stop everyone who could answer or notice (the members and both workers watch each other's
+    // heartbeats): for well under the 3 s after which they would call each other lost
+    const agentPids = joined.map((j) => mesh.supervisor.children.find((c) => c.name === j.agent)!.proc.pid!);
+    const workers = agentPids.flatMap(memberWorkers);
+    expect(workers).toHaveLength(2);
+    const pids = [...ms.map((m) => m.proc.pid!), ...workers];
+    let r: { status: number; body: SvcGroupDetail };
+    try {
+      for (const pid of pids) {
+        stopped.push(pid);
+        process.kill(pid, 'SIGSTOP');
+      }
+      r = await get<SvcGroupDetail>('/service-groups/obs-mute?waitMs=300');
+    } finally {
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {
+          /* gone */
+        }
+      }
+      stopped.length = 0;
+    }
+    expect(r.status).toBe(200);
+    expect(SvcGroupDetailSchema.parse(r.body)).toMatchObject({ name: 'obs-mute', state: 'placed', inFlight: { ranks: [], missing: [0, 1] } });
+    expect(r.body.inFlight!.waitedMs).toBeGreaterThanOrEqual(300);
+    // and once they run again, they answer
+    const again = (await get<SvcGroupDetail>('/service-groups/obs-mute')).body;
+    expect(again.inFlight).toMatchObject({ missing: [], ranks: [{ rank: 0, opsDone: 1 }, { rank: 1, opsDone: 1 }] });
+    for (const m of ms) m.kill();
+  }, 150_000);
+
+  it('a name that is not one is a 400 naming it; an unknown group a 404', async () => {
+    const bad = await get<unknown>('/service-groups/a_b');
+    expect(bad.status).toBe(400);
+    expect(HttpErrorSchema.parse(bad.body)).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^name: "a_b"/)] });
+    const wait = await get<unknown>('/service-groups/obs?waitMs=5');
+    expect(wait.status).toBe(400);
+    expect(HttpErrorSchema.parse(wait.body).issues).toEqual([expect.stringMatching(/^waitMs/)]);
+    const none = await get<unknown>('/service-groups/nobody');
+    expect(none.status).toBe(404);
+    expect(HttpErrorSchema.parse(none.body)).toMatchObject({ code: 'NOT_FOUND', message: 'no service group "nobody"' });
+  });
+});

@@ -176,6 +176,51 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
     ],
   },
   {
+    title: 'Collectives as a service',
+    panels: [
+      {
+        title: 'Service op latency p50 / p99 by group and op',
+        description:
+          "Time of each service group op on the agents (its data there to its result), by group name (not round; at most 32 names per agent, the rest as _other) and op. GET /service-groups/{name} shows each rank's op in flight.",
+        type: 'timeseries',
+        unit: 's',
+        targets: [0.5, 0.99].map((q) => ({
+          expr: `histogram_quantile(${q}, sum by (le, group, op) (rate(cmesh_service_op_duration_seconds_bucket{job="cmesh-agent", op=~"$op"}[$__rate_interval])))`,
+          legend: `p${q * 100} {{group}} {{op}}`,
+        })),
+      },
+      {
+        title: 'Service bus bandwidth by group and op',
+        description: "nccl-tests' busbw of the service ops, averaged over the members' agents: bus bytes (size × the op's bus factor at the group's size) over the time the ops took.",
+        type: 'timeseries',
+        unit: 'Bps',
+        targets: [
+          {
+            expr: 'sum by (group, op) (rate(cmesh_service_op_bus_bytes_total{job="cmesh-agent", op=~"$op"}[$__rate_interval])) / sum by (group, op) (rate(cmesh_service_op_duration_seconds_sum{job="cmesh-agent", op=~"$op"}[$__rate_interval]))',
+            legend: '{{group}} {{op}}',
+          },
+        ],
+      },
+      {
+        title: 'Service tensor bytes per second by group',
+        description: "Tensor bytes of the service ops that succeeded (nccl-tests' size), summed over the members' agents.",
+        type: 'timeseries',
+        unit: 'Bps',
+        targets: [{ expr: 'sum by (group) (rate(cmesh_service_op_bytes_total{job="cmesh-agent", op=~"$op"}[$__rate_interval]))', legend: '{{group}}' }],
+      },
+      {
+        title: 'Service ops and failures per second',
+        description: 'Ops that succeeded, by group and op, and ops that failed, by group, op and reason (the library error code: PEER_FAILURE, TIMEOUT, COLLECTIVE_MISMATCH, …). A failure ends the group.',
+        type: 'timeseries',
+        unit: 'ops',
+        targets: [
+          { expr: 'sum by (group, op) (rate(cmesh_service_op_duration_seconds_count{job="cmesh-agent", op=~"$op"}[$__rate_interval]))', legend: '{{group}} {{op}}' },
+          { expr: 'sum by (group, op, reason) (rate(cmesh_service_op_errors_total{job="cmesh-agent", op=~"$op"}[$__rate_interval]))', legend: 'failed {{group}} {{op}} {{reason}}' },
+        ],
+      },
+    ],
+  },
+  {
     title: 'Per rank',
     panels: [
       {

@@ -33,7 +33,7 @@ it('the dashboard JSON is the generated one and every panel uses the provisioned
   }
   // what the issue asks the dashboard to show
   const all = dashboardExpressions(dash).map((e) => e.expr).join('\n');
-  for (const m of ['cmesh_collective_busbw_bytes_per_second', 'cmesh_collective_duration_seconds_bucket', 'cmesh_collective_errors_total', 'cmesh_agents', 'cmesh_agent_heartbeat_gap_seconds', 'cmesh_collective_bytes_total']) {
+  for (const m of ['cmesh_collective_busbw_bytes_per_second', 'cmesh_collective_duration_seconds_bucket', 'cmesh_collective_errors_total', 'cmesh_agents', 'cmesh_agent_heartbeat_gap_seconds', 'cmesh_collective_bytes_total', 'cmesh_service_op_duration_seconds_bucket', 'cmesh_service_op_bus_bytes_total', 'cmesh_service_op_errors_total']) {
     expect([m, all.includes(m)]).toEqual([m, true]);
   }
   expect(all).toMatch(/histogram_quantile\(0\.99,/);

@@ -1,7 +1,7 @@
 // A real Prometheus (Debian binary) scrapes a real mesh (nats-server, the coordinator, 2 rank
 // agents) and a plain `cmesh run` job exporting its collectives (CMESH_METRICS_PORT). The busbw
 // and duration series read back through Prometheus' HTTP API must match what the coordinator
-// reported for the job; every PromQL expression of the Grafana dashboard and of the rules must
+// reported for the job; service group members' ops appear on their agents by group name; every PromQL expression of the Grafana dashboard and of the rules must
 // return data; the alerts (agent lost, heartbeat late, scrape down, busbw floor, errors) must go
 // active once an agent is killed mid-job.
 import { ChildProcess, spawn, spawnSync } from 'child_process';
@@ -13,6 +13,7 @@ import { connect } from 'nats';
 import { JobRecord, RDZV_SUBJECTS, ScanRecord } from '@cmesh/protocol';
 import { NatsServer, Prometheus, Sample, freePort, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { nodeArgs, programEnv } from '../../apps/cli/src/programs';
 import { dashboardExpressions, ruleFileRules } from './support/expressions';
 
 const ROOT = resolve(__dirname, '../..');
@@ -36,6 +37,28 @@ async function twoPorts(): Promise<number> {
 }
 
 const finite = (s: Sample[]) => s.some((x) => Number.isFinite(sampleValue(x)));
+
+/** A service group member (fixtures/service-member.ts) and the JSON lines it prints. */
+function serviceMember(env: Record<string, string>): { proc: ChildProcess; lines: Record<string, unknown>[]; out: string[]; waitFor(event: string, ms: number): Promise<Record<string, unknown>> } {
+  const proc = spawn(process.execPath, nodeArgs(join(__dirname, 'fixtures/service-member.ts')), { cwd: ROOT, env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: Record<string, unknown>[] = [];
+  const out: string[] = [];
+  proc.stdout!.on('data', (d: Buffer) => {
+    for (const l of d.toString().split('\n').filter(Boolean)) {
+      if (l.startsWith('{')) lines.push(JSON.parse(l) as Record<string, unknown>);
+      else out.push(l);
+    }
+  });
+  proc.stderr!.on('data', (d: Buffer) => out.push(d.toString()));
+  const waitFor = async (event: string, ms: number) => {
+    for (const end = Date.now() + ms; ; await new Promise((r) => setTimeout(r, 50))) {
+      const l = lines.find((x) => x.event === event);
+      if (l) return l;
+      if (Date.now() > end) throw new Error(`no ${event} within ${ms} ms: ${JSON.stringify(lines)} ${out.join('').slice(-2000)}`);
+    }
+  };
+  return { proc, lines, out, waitFor };
+}
 const hostPort = (url: string) => new URL(url).host;
 
 describe('Prometheus scraping the mesh and a cmesh run job', () => {
@@ -51,6 +74,8 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
   let jobPorts: number;
   let agentUrls: Record<string, string> = {};
   let good: JobRecord;
+  const members: ChildProcess[] = [];
+  let loopMember: ChildProcess | undefined;
 
   beforeAll(async () => {
     // the busbw floor is the operator's; raised here so the alert has to fire on this machine
@@ -104,6 +129,16 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
       clearTimeout(term);
       clearTimeout(kill);
     }
+    // the looping service member leaves on the stop file too (else it is killed); the others are killed
+    let loopCode: number | null = 0;
+    for (const m of members) {
+      if (m.exitCode !== null || m.signalCode !== null) continue;
+      const exited = new Promise<number | null>((r) => m.once('exit', (code) => r(code)));
+      const kill = setTimeout(() => m.kill('SIGKILL'), m === loopMember ? 10_000 : 0);
+      const code = await exited;
+      clearTimeout(kill);
+      if (m === loopMember) loopCode = code;
+    }
     const pids = mesh?.supervisor.pids() ?? [];
     await mesh?.stop();
     await prom?.stop();
@@ -112,6 +147,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(pids.filter(isAlive)).toEqual([]);
     // the job ended on its own, promptly, though Prometheus kept scraping it
     if (job) expect([code, jobOut.join('')]).toEqual([0, expect.stringMatching(/rank 0: \d+ iterations/)]);
+    expect(loopCode).toBe(0);
   }, 60_000);
 
   it('scrapes the coordinator, both agents and both ranks of the job', async () => {
@@ -174,6 +210,47 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
       for (const w of wire) expect(sampleValue(w)).toBeGreaterThanOrEqual(expected);
     }
   }, 90_000);
+
+  it("exports service group ops on the members' agents by group name: latency, bytes, bus bytes, failures", async () => {
+    // rank 0 (agent-0, the first idle agent by name) joins first: its op times out there
+    const env = { NATS_URL: nats.url, GROUP: 'prom-svc', SIZE: '2' };
+    const first = serviceMember({ ...env, LABEL: 'first', MODE: 'timeout' });
+    members.push(first.proc);
+    for (let end = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 50))) {
+      const { groups } = await mesh.client.get<{ groups: { name: string; joined: number }[] }>('/service-groups');
+      if (groups.some((g) => g.name === 'prom-svc' && g.joined === 1)) break;
+      if (Date.now() > end) throw new Error(`prom-svc: no member joined: ${first.out.join('')}`);
+    }
+    const second = serviceMember({ ...env, LABEL: 'second', MODE: 'wait' });
+    members.push(second.proc);
+    expect(await first.waitFor('joined', 90_000)).toMatchObject({ rank: 0, agent: 'agent-0' });
+    expect(await second.waitFor('joined', 90_000)).toMatchObject({ rank: 1, agent: 'agent-1' });
+    expect(await first.waitFor('failed', 60_000)).toMatchObject({ code: 'TIMEOUT' });
+    second.proc.kill('SIGKILL');
+
+    // 3 all-reduces of 4000 B per agent; the bus factor is 1 at 2 ranks
+    const sel = '{job="cmesh-agent",group="prom-svc",op="all_reduce",dtype="float32"}';
+    const bytes = await prom.waitFor(`cmesh_service_op_bytes_total${sel}`, 15_000, (s) => s.length === 2);
+    expect(bytes.map(sampleValue)).toEqual([12_000, 12_000]);
+    const bus = await prom.waitFor(`cmesh_service_op_bus_bytes_total${sel}`, 15_000, (s) => s.length === 2);
+    expect(bus.map(sampleValue)).toEqual([12_000, 12_000]);
+    const calls = await prom.query(`cmesh_service_op_duration_seconds_count${sel}`);
+    expect(calls.map(sampleValue)).toEqual([3, 3]);
+    // busbw as the dashboard derives it (bus bytes over the ops' time), without rate()
+    const busbw = await prom.query(`cmesh_service_op_bus_bytes_total${sel} / cmesh_service_op_duration_seconds_sum${sel}`);
+    expect(busbw).toHaveLength(2);
+    for (const b of busbw) expect(sampleValue(b)).toBeGreaterThan(0);
+    const failed = await prom.waitFor('cmesh_service_op_errors_total{job="cmesh-agent",group="prom-svc",op="all_reduce",reason="TIMEOUT"}', 15_000);
+    expect(failed.map((s) => [s.metric.instance, sampleValue(s)])).toEqual([[hostPort(agentUrls['agent-0']), 1]]);
+
+    // a group of 1 on agent-0 (the agent that stays up) keeps running until the end, so the
+    // dashboard's service panels have fresh rates when the last test reads them
+    const loop = serviceMember({ NATS_URL: nats.url, GROUP: 'prom-loop', SIZE: '1', LABEL: 'loop', MODE: 'loop', CMESH_STOP_FILE: stopFile });
+    members.push(loop.proc);
+    loopMember = loop.proc;
+    expect(await loop.waitFor('joined', 90_000)).toMatchObject({ rank: 0, agent: 'agent-0' });
+    await prom.waitFor('cmesh_service_op_duration_seconds_count{job="cmesh-agent",group="prom-loop",op="all_reduce"} > 10', 30_000);
+  }, 150_000);
 
   it('exports two fabric scans of the agents (each agent\'s ratio now and in the scan before)', async () => {
     for (let i = 0; i < 2; i++) {

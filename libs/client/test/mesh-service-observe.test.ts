@@ -1,13 +1,15 @@
 // Watching collectives as a service on a real mesh (nats-server, the coordinator and 3 rank agents
 // as processes; members as processes of their own): GET /service-groups lists each group's round
-// with its members, agents and how it ended; GET /service-groups/{name} adds the op each rank runs
+// with its members, agents and how it ended (a waiting elastic round with its bounds and last
+// call); GET /service-groups/{name} adds the op each rank runs
 // now, as the member workers answer it, and names the ranks that did not answer; `cmesh status`
 // shows the groups; every agent's /metrics has the ops its member ran, by group name.
 import { ChildProcess, spawn } from 'child_process';
 import { readFileSync } from 'fs';
 import { join } from 'path';
 import { busBwFactor } from '@cmesh/bench';
-import { HttpErrorSchema, SvcGroup, SvcGroupDetail, SvcGroupDetailSchema, SvcGroupSchema } from '@cmesh/protocol';
+import { connect } from 'nats';
+import { HttpErrorSchema, SvcGroup, SvcGroupDetail, SvcGroupDetailSchema, SvcGroupSchema, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { renderStatus } from '../../../apps/cli/src/commands/status';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
@@ -230,6 +232,27 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     expect(again.inFlight).toMatchObject({ missing: [], ranks: [{ rank: 0, opsDone: 1 }, { rank: 1, opsDone: 1 }] });
     for (const m of ms) m.kill();
   }, 150_000);
+
+  it('a waiting elastic round: its bounds, the members joined so far (no rank yet), when its last call ends', async () => {
+    const names = clusterNames();
+    const nc = await connect({ servers: nats.url });
+    try {
+      const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).data)) as { ok: boolean };
+      const join = { name: 'obs-wait', min: 2, max: 3, lastCallMs: 600_000 };
+      expect(await send(names.svc.join, { ...join, member: 'w-1', label: 'early' })).toMatchObject({ ok: true });
+      const one = SvcGroupDetailSchema.parse((await get<SvcGroupDetail>('/service-groups/obs-wait')).body);
+      expect(one).toEqual({ name: 'obs-wait', round: 1, state: 'waiting', size: 3, elastic: { min: 2, max: 3, lastCallMs: 600_000 }, joined: 1, members: [{ member: 'w-1', label: 'early' }], updatedAt: expect.any(String) });
+      expect(await send(names.svc.join, { ...join, member: 'w-2' })).toMatchObject({ ok: true });
+      const two = (await get<SvcGroupDetail>('/service-groups/obs-wait')).body;
+      expect(two).toMatchObject({ state: 'waiting', joined: 2, members: [{ member: 'w-1' }, { member: 'w-2' }] });
+      expect(Date.parse(two.closesAt!) - Date.now()).toBeGreaterThan(500_000);
+      expect(await renderStatus(mesh.client)).toMatch(/│ obs-wait +│ 1 +│ waiting 2\/2\.\.3 +│ - early, - w-2/);
+      for (const member of ['w-1', 'w-2']) expect(await send(names.svc.leave, { name: 'obs-wait', member })).toMatchObject({ ok: true });
+      expect((await get<SvcGroupDetail>('/service-groups/obs-wait')).body).toMatchObject({ state: 'waiting', joined: 0, members: [] });
+    } finally {
+      await nc.close();
+    }
+  });
 
   it('a name that is not one is a 400 naming it; an unknown group a 404', async () => {
     const bad = await get<unknown>('/service-groups/a_b');

@@ -3,7 +3,7 @@
 // coordinator asks the group's member workers for on clusterNames(cluster).svc.status(groupId)
 // (a request every rank answers with SvcRankStatus).
 import { z } from 'zod';
-import { SVC_OPS, SvcEndSchema, SvcMemberSchema, SvcNameSchema } from './service';
+import { SVC_OPS, SvcEndSchema, SvcMemberSchema, SvcNameSchema, SvcRoundSchema } from './service';
 
 /** How long the coordinator waits for the ranks' SvcRankStatus by default, and at most (ms). */
 export const SVC_STATUS_DEFAULT_MS = 1000;
@@ -40,7 +40,12 @@ export const SvcGroupSchema = z.object({
   name: z.string(),
   round: z.number().int().positive(),
   state: z.enum(['waiting', 'queued', 'placed', 'ended']),
+  /** the world size (an elastic round: its max until it closes with the members it has) */
   size: z.number().int().positive(),
+  /** an elastic round's bounds and last call */
+  elastic: SvcRoundSchema.shape.elastic,
+  /** when an elastic round that reached its min closes (ISO time) */
+  closesAt: z.string().optional(),
   /** members joined (waiting, queued) */
   joined: z.number().int().min(0),
   /** in rank order once placed; before that the members that joined, with no rank or agent */

@@ -19,6 +19,8 @@ export function svcGroupView(r: SvcRound): SvcGroup {
     round: r.round,
     state: r.state,
     size: r.size,
+    ...(r.elastic ? { elastic: r.elastic } : {}),
+    ...(r.closesAt && r.state === 'waiting' ? { closesAt: r.closesAt } : {}),
     joined: r.joined.length,
     members: r.placed?.members.length ? r.placed.members : r.joined.map((j) => ({ member: j.member, ...(j.label ? { label: j.label } : {}) })),
     ...(r.placedAt ? { placedAt: r.placedAt } : {}),

@@ -1,14 +1,14 @@
 // What GET /service-groups and cmesh status show of collectives as a service: each group's current
-// round from the state bucket, and for a placed group the op each rank runs now, asked of the
+// round (ServiceGroupsService's view of the state bucket), and for a placed group the op each rank runs now, asked of the
 // group's member workers on its status subject (one request, one answer per rank, a short wait;
 // the ranks that did not answer are named, not waited for).
 import { Inject, Injectable } from '@nestjs/common';
 import { JSONCodec, NatsConnection, createInbox } from 'nats';
-import { ClusterNames, KV_KEYS, SVC_STATUS_DEFAULT_MS, SvcGroup, SvcGroupDetail, SvcRankStatus, SvcRankStatusSchema, SvcRound, SvcEnd } from '@cmesh/protocol';
+import { ClusterNames, SVC_STATUS_DEFAULT_MS, SvcGroup, SvcGroupDetail, SvcRankStatus, SvcRankStatusSchema, SvcRound, SvcEnd } from '@cmesh/protocol';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
-import { KvState } from '../state/kv-state';
+import { ServiceGroupsService } from './service.service';
 
 const json = JSONCodec();
 
@@ -39,20 +39,20 @@ function withoutGroupId({ groupId: _, ...end }: SvcEnd): NonNullable<SvcGroup['e
 @Injectable()
 export class ServiceGroupsView {
   constructor(
-    private readonly state: KvState,
+    private readonly rounds: ServiceGroupsService,
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {}
 
   /** Every group's current round, by name. */
   async list(): Promise<SvcGroup[]> {
-    const rounds = await this.state.list<SvcRound>(KV_KEYS.svcGroupsPrefix);
+    const rounds = await this.rounds.list();
     return rounds.map(svcGroupView).sort((a, b) => a.name.localeCompare(b.name));
   }
 
   /** One group; a placed one with the ops its ranks run now. */
   async get(name: string, waitMs = SVC_STATUS_DEFAULT_MS): Promise<SvcGroupDetail> {
-    const r = await this.state.get<SvcRound>(KV_KEYS.svcGroup(name));
+    const r = (await this.rounds.list()).find((x) => x.name === name);
     if (!r) throw new ReplyError('NOT_FOUND', `no service group ${JSON.stringify(name)}`);
     const view = svcGroupView(r);
     if (r.state !== 'placed' || !r.placed) return view;

@@ -56,6 +56,7 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(status.stdout).toMatch(/Agents \(2\)/);
     for (const name of ['agent-0', 'agent-1']) expect(status.stdout).toMatch(new RegExp(`│ ${name} +│ ready +│ tcp, nccl \\(unavailable`));
     expect(status.stdout).toMatch(/Groups \(0\)/);
+    expect(status.stdout).toMatch(/Service groups \(0\)/);
     expect(status.stdout).toMatch(/Recent jobs \(0\)/);
 
     const bench = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '2K', '-f', '16', '-n', '2', '-w', '1', '--op', 'all_reduce,broadcast', '-r', '1'], {

@@ -74,7 +74,7 @@ export class AppModule {
         MetricsModule,
         jobs,
         scans,
-        UiModule.forRoot({ imports: [jobs, scans, trace, AgentsModule, GroupsModule] }),
+        UiModule.forRoot({ imports: [jobs, scans, trace, AgentsModule, GroupsModule, ServiceModule] }),
       ],
     };
   }

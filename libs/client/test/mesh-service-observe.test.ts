@@ -3,7 +3,7 @@
 // with its members, agents and how it ended (a waiting elastic round with its bounds and last
 // call); GET /service-groups/{name} adds the op each rank runs
 // now, as the member workers answer it, and names the ranks that did not answer; `cmesh status`
-// shows the groups; every agent's /metrics has the ops its member ran, by group name.
+// and /ui show the groups; every agent's /metrics has the ops its member ran, by group name.
 import { ChildProcess, spawn } from 'child_process';
 import { readFileSync } from 'fs';
 import { join } from 'path';
@@ -183,6 +183,9 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     for (const j of joined) expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8"}')).toBe(1);
 
     expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ [^│]*${victim} o-victim@${joined[1].agent}`));
+    // and the live page
+    const ui = await (await fetch(`${mesh.coordinatorUrl}/ui`)).text();
+    expect(ui).toMatch(new RegExp(`<td>obs</td><td class="num">1</td><td class="state-running">placed</td><td>[^<]*${victim} o-victim@${joined[1].agent}`));
 
     const killedAt = Date.now();
     ms[1].kill();

@@ -1,15 +1,17 @@
 // The coordinator's live page (/ui), rendered on the server from the same records the REST API
-// returns: agents, groups, recent jobs with their nccl-tests tables, the last scan's matrix with
+// returns: agents, groups, service groups, recent jobs with their nccl-tests tables, the last scan's matrix with
 // its flagged cells, and the ranks the flight recorders say are stuck. One HTML document, inline
 // CSS, no script and nothing fetched from elsewhere (clusters are often cut off from the
 // internet); it reloads itself every few seconds.
-import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord, TraceReport } from '@cmesh/protocol';
+import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord, SvcGroup, TraceReport } from '@cmesh/protocol';
 
 export interface UiData {
   cluster: string;
   replica: string;
   agents: AgentRecord[];
   groups: GroupRecord[];
+  /** collectives as a service (GET /service-groups) */
+  serviceGroups?: SvcGroup[];
   jobs: JobRecord[];
   scan: ScanRecord | null;
   /** the flight recorders' analysis (GET /traces); null when it could not be asked */
@@ -62,6 +64,24 @@ function agentsSection(d: UiData): string {
 function groupsSection(d: UiData): string {
   const rows = d.groups.map((g) => [td(g.id), td(g.name ?? ''), td(g.members.join(', ')), td(g.createdAt)]);
   return `<h2>Groups (${d.groups.length})</h2>${table(['id', 'name', 'members', 'created'], rows, 'groups')}`;
+}
+
+function serviceGroupsSection(d: UiData): string {
+  const groups = d.serviceGroups ?? [];
+  const rows = groups.map((g) => {
+    const why = g.error ?? (g.end ? `${g.end.reason}${g.end.who ? ` ${g.end.who}` : ''}${g.end.error ? `: ${g.end.error.message}` : ''}` : '');
+    const cls = g.state === 'placed' ? 'state-running' : g.end && g.end.reason !== 'left' ? 'state-failed' : '';
+    return [
+      td(g.name),
+      td(g.round, 'num'),
+      td(g.state === 'waiting' || g.state === 'queued' ? `${g.state} ${g.joined}/${g.elastic ? `${g.elastic.min}..${g.elastic.max}` : g.size}` : g.state, cls),
+      td(g.members.map((m) => `${m.rank ?? '-'} ${m.label ?? m.member}${m.agentName ? `@${m.agentName}` : ''}`).join(', ')),
+      td(g.placedAt ?? ''),
+      td(g.endedAt ?? ''),
+      td(why),
+    ];
+  });
+  return `<h2>Service groups (${groups.length})</h2>${table(['name', 'round', 'state', 'members (rank label@agent)', 'placed', 'ended', 'why'], rows, 'service-groups')}`;
 }
 
 function jobsSection(d: UiData): string {
@@ -150,6 +170,7 @@ ${scanSection(d)}
 ${stuckSection(d)}
 ${agentsSection(d)}
 ${groupsSection(d)}
+${serviceGroupsSection(d)}
 ${jobsSection(d)}
 </body></html>
 `;

@@ -7,6 +7,7 @@ import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-con
 import { GroupsService } from '../groups/groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { ScansService } from '../scans/scans.service';
+import { ServiceGroupsView } from '../service/service-groups.view';
 import { TraceService } from '../trace/trace.service';
 import { renderUi } from './ui-page';
 
@@ -23,6 +24,7 @@ export class UiController {
     private readonly jobs: JobsService,
     private readonly scans: ScansService,
     private readonly trace: TraceService,
+    private readonly serviceGroups: ServiceGroupsView,
     @Inject(COORDINATOR_CONFIG) private readonly config: CoordinatorConfig,
   ) {}
 
@@ -31,14 +33,15 @@ export class UiController {
   @Header('content-type', 'text/html; charset=utf-8')
   @Header('cache-control', 'no-store')
   async page(): Promise<string> {
-    const [agents, groups, jobs, scans, traces] = await Promise.all([
+    const [agents, groups, serviceGroups, jobs, scans, traces] = await Promise.all([
       this.agents.list(),
       this.groups.list(),
+      this.serviceGroups.list(),
       this.jobs.list(JOBS_SHOWN),
       this.scans.list(1),
       // the flight recorders of running ranks; the page does not wait long for them
       this.trace.report({}, TRACE_WAIT_MS).catch(() => null),
     ]);
-    return renderUi({ cluster: this.config.cluster, replica: this.config.replicaId, agents, groups, jobs, scan: scans[0] ?? null, traces, now: new Date() });
+    return renderUi({ cluster: this.config.cluster, replica: this.config.replicaId, agents, groups, serviceGroups, jobs, scan: scans[0] ?? null, traces, now: new Date() });
   }
 }

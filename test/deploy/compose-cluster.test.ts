@@ -3,7 +3,8 @@
 // by label), the images built from the Dockerfiles by `docker-compose build` (Docker's layer
 // cache), and `docker-compose up` with 3 rank agents. From the host, as a user would: `cmesh
 // status` shows the 3 agents, `cmesh bench --mesh` returns a checked table with 0 wrong,
-// Prometheus in the cluster has every agent's collective durations, killing one agent mid-sweep
+// Prometheus in the cluster has every agent's collective durations, the example services average
+// weights through the mesh (collectives as a service), killing one agent mid-sweep
 // fails the job naming it, and `docker-compose down -v` leaves no container, network or volume.
 // Grafana (no Debian package to make a stand-in from) is not started. Ports: Docker picks free
 // ones, published on 127.0.0.1 only. Where no engine can be had, the tests are skipped, saying why.
@@ -166,6 +167,17 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     const r = compose(['--profile', 'tools', 'run', '--rm', '--no-deps', 'cli', 'status'], 60_000);
     expect(r.stdout).toMatch(/Agents \(3\)/);
   }, 90_000);
+
+  it('the example services (profile examples): two containers average their weights through the mesh and end identical', async () => {
+    compose(['--profile', 'examples', 'up', '-d', '--no-build', '--no-deps', 'weights'], 120_000);
+    const ids = compose(['--profile', 'examples', 'ps', '-q', 'weights']).stdout.split('\n').filter(Boolean);
+    expect(ids).toHaveLength(2);
+    for (const end = Date.now() + 90_000; Date.now() < end && ids.some((id) => inspect(id, '{{.State.Running}}') === 'true'); ) await sleep(500);
+    const logs = compose(['--profile', 'examples', 'logs', '--no-color', 'weights']).stdout;
+    expect(ids.map((id) => inspect(id, '{{.State.ExitCode}}'))).toEqual(['0', '0']);
+    expect(logs.match(/weights identical on all 2 members/g)).toHaveLength(2);
+    compose(['--profile', 'examples', 'rm', '-f', '-s', 'weights']);
+  }, 150_000);
 
   it('killing one agent container mid-sweep fails the job, naming that agent', async () => {
     const victim = agentContainers()[1];

@@ -25,7 +25,7 @@ it('docker-compose config accepts the file (where Debian docker-compose is insta
   const r = spawnSync('docker-compose', ['-f', COMPOSE, '--profile', 'tools', 'config', '--services'], { cwd: ROOT, encoding: 'utf8' });
   expect(r.stderr.trim()).toBe('');
   expect(r.status).toBe(0);
-  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent']);
+  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent', 'weights']);
 }, 60_000);
 
 it('validates against the Compose Specification schema, and the schema rejects a broken file', () => {

@@ -3,7 +3,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
-import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatSchema, AgentRegister, AgentRegisterSchema } from '@cmesh/protocol';
+import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRegister, AgentRegisterSchema } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AgentsService } from './agents.service';
 
@@ -18,8 +18,9 @@ export class AgentsNats {
   }
 
   @MessagePattern('agents.heartbeat', { schema: AgentHeartbeatSchema })
-  async heartbeat(body: AgentHeartbeat) {
-    return this.agents.reply(await this.agents.heartbeat(body));
+  async heartbeat(body: AgentHeartbeat): Promise<AgentHeartbeatReply> {
+    // thousands a second at scale: a few bytes each, not the record
+    return this.agents.heartbeatReply(await this.agents.heartbeat(body));
   }
 
   @MessagePattern('agents.deregister', { schema: AgentDeregisterSchema })

@@ -5,7 +5,7 @@
 // heartbeat subject (the one in the request queue group answers it), so the leader's liveness view
 // is whole without a JetStream write per beat.
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { AgentHeartbeat, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION } from '@cmesh/protocol';
+import { AgentHeartbeat, AgentHeartbeatReply, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION } from '@cmesh/protocol';
 import { JSONCodec, NatsConnection, Subscription } from 'nats';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
@@ -72,6 +72,10 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   /** The NATS reply to register, heartbeat and deregister: the record and the interval to beat at. */
   reply(agent: AgentRecord) {
     return { ok: true, agent, heartbeatMs: this.config.heartbeatMs };
+  }
+
+  heartbeatReply(agent: AgentRecord): AgentHeartbeatReply {
+    return { ok: true, state: agent.state, heartbeatMs: this.config.heartbeatMs };
   }
 
   async register(body: AgentRegister): Promise<AgentRecord> {

@@ -4,62 +4,14 @@
 // call); GET /service-groups/{name} adds the op each rank runs
 // now, as the member workers answer it, and names the ranks that did not answer; `cmesh status`
 // and /ui show the groups; every agent's /metrics has the ops its member ran, by group name.
-import { ChildProcess, spawn } from 'child_process';
 import { readFileSync } from 'fs';
-import { join } from 'path';
 import { busBwFactor } from '@cmesh/bench';
 import { connect } from 'nats';
 import { HttpErrorSchema, SvcGroup, SvcGroupDetail, SvcGroupDetailSchema, SvcGroupSchema, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { Member, TS_MEMBER } from './support/member-process';
 import { renderStatus } from '../../../apps/cli/src/commands/status';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
-import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
-
-const MEMBER = join(__dirname, 'support', 'member.ts');
-
-interface Line {
-  event: string;
-  rank?: number;
-  agent?: string;
-  checked?: number;
-}
-
-/** A member process (support/member.ts) and the JSON lines it prints. */
-class Member {
-  readonly lines: Line[] = [];
-  readonly out: string[] = [];
-  readonly proc: ChildProcess;
-  readonly exited: Promise<number | null>;
-
-  constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, nodeArgs(MEMBER), { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let buf = '';
-    this.proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-        const l = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        if (l.startsWith('{')) this.lines.push(JSON.parse(l) as Line);
-        else this.out.push(l);
-      }
-    });
-    this.proc.stderr!.on('data', (d: Buffer) => this.out.push(d.toString()));
-    this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
-  }
-
-  async waitFor(event: string, timeoutMs: number): Promise<Line> {
-    for (const end = Date.now() + timeoutMs; ; ) {
-      const l = this.lines.find((x) => x.event === event);
-      if (l) return l;
-      if (Date.now() > end) throw new Error(`no ${event} within ${timeoutMs} ms: ${JSON.stringify(this.lines)} ${this.out.join('').slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
-  kill(): void {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
-  }
-}
 
 /** The agent's service member workers: its child processes running member-worker. */
 function memberWorkers(agentPid: number): number[] {
@@ -86,7 +38,7 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
   const stopped: number[] = [];
   const lines: string[] = [];
   const start = (env: Record<string, string>) => {
-    const m = new Member({ NATS_URL: nats.url, ...env });
+    const m = new Member(TS_MEMBER, { NATS_URL: nats.url, ...env });
     members.push(m);
     return m;
   };

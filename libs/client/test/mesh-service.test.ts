@@ -4,74 +4,15 @@
 // package. Every result is checked element by element in the members; members calling different
 // counts get CollectiveMismatchError; a member killed mid-op fails the others' pending op within
 // 5 s with PeerFailureError naming it, and so does an agent killed mid-op.
-import { ChildProcess, spawn } from 'child_process';
+import { spawn } from 'child_process';
 import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
 import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
 import { connect } from 'nats';
 import { KV_KEYS, SvcRound, clusterNames } from '@cmesh/protocol';
+import { Member, RAW_MEMBER, TS_MEMBER } from './support/member-process';
 import { checkedBy } from './support/scenario-data';
-
-interface Line {
-  event: string;
-  rank?: number;
-  size?: number;
-  agent?: string;
-  smallUs?: number;
-  largeUs?: number;
-  checked?: number;
-  name?: string;
-  message?: string;
-  peers?: number[];
-  at?: number;
-  refused?: string[];
-  local?: boolean;
-}
-
-class Member {
-  readonly lines: Line[] = [];
-  readonly stderr: string[] = [];
-  readonly exited: Promise<number | null>;
-  readonly proc: ChildProcess;
-
-  constructor(file: string, env: Record<string, string>) {
-    const args = file.endsWith('.ts') ? nodeArgs(file) : [file];
-    this.proc = spawn(process.execPath, args, { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let buf = '';
-    this.proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-        const l = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        try {
-          this.lines.push(JSON.parse(l) as Line);
-        } catch {
-          this.stderr.push(l);
-        }
-      }
-    });
-    this.proc.stderr!.on('data', (d: Buffer) => this.stderr.push(d.toString()));
-    this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
-  }
-
-  async waitFor(event: string, timeoutMs: number): Promise<Line> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const l = this.lines.find((x) => x.event === event);
-      if (l) return l;
-      if (Date.now() > deadline) throw new Error(`no ${event} within ${timeoutMs} ms: ${JSON.stringify(this.lines)} ${this.stderr.join('').slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
-  kill(): void {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
-  }
-}
-
-const TS_MEMBER = join(__dirname, 'support', 'member.ts');
-const RAW_MEMBER = join(__dirname, 'support', 'raw-member.js');
 
 describe('collectives as a service on a mesh of 4 agents', () => {
   let nats: NatsServer;

@@ -1,0 +1,65 @@
+// A service member in a process of its own (support/member.ts through @cmesh/client, or a plain
+// JavaScript member) and the JSON lines it prints, for the tests on a real mesh.
+import { ChildProcess, spawn } from 'child_process';
+import { join } from 'path';
+import { nodeArgs, programEnv } from '../../../../apps/cli/src/programs';
+
+export const TS_MEMBER = join(__dirname, 'member.ts');
+export const RAW_MEMBER = join(__dirname, 'raw-member.js');
+
+export interface Line {
+  event: string;
+  rank?: number;
+  size?: number;
+  agent?: string;
+  smallUs?: number;
+  largeUs?: number;
+  checked?: number;
+  name?: string;
+  message?: string;
+  peers?: number[];
+  at?: number;
+  refused?: string[];
+  local?: boolean;
+}
+
+export class Member {
+  readonly lines: Line[] = [];
+  /** what it printed besides the JSON lines (stderr included) */
+  readonly out: string[] = [];
+  readonly exited: Promise<number | null>;
+  readonly proc: ChildProcess;
+
+  constructor(file: string, env: Record<string, string>) {
+    const args = file.endsWith('.ts') ? nodeArgs(file) : [file];
+    this.proc = spawn(process.execPath, args, { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let buf = '';
+    this.proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        const l = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        try {
+          this.lines.push(JSON.parse(l) as Line);
+        } catch {
+          this.out.push(l);
+        }
+      }
+    });
+    this.proc.stderr!.on('data', (d: Buffer) => this.out.push(d.toString()));
+    this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
+  }
+
+  async waitFor(event: string, timeoutMs: number): Promise<Line> {
+    for (const end = Date.now() + timeoutMs; ; ) {
+      const l = this.lines.find((x) => x.event === event);
+      if (l) return l;
+      if (Date.now() > end) throw new Error(`no ${event} within ${timeoutMs} ms: ${JSON.stringify(this.lines)} ${this.out.join('').slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  kill(): void {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
+  }
+}

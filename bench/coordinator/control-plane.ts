@@ -29,6 +29,15 @@ export interface ControlPlaneRow {
   natsRssMiB: number;
   /** this process (the simulated agents) in the steady window, % of one core */
   agentsCpuPct: number;
+  /** the coordinator's event-loop delay in the steady window, p99 (its share of a heartbeat's latency) */
+  coordinatorLoopDelayP99Ms: number;
+}
+
+/** The coordinator's event-loop delay p99 (ms) since the previous scrape (prom-client resets it at each). */
+async function loopDelayP99Ms(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = /^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text);
+  return m ? Number(m[1]) * 1000 : NaN;
 }
 
 /** user+system CPU seconds of a process, from /proc (Linux) */
@@ -111,6 +120,7 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
     const rdzvCpu = cpuSeconds(coord.pid) - rdzvCpu0;
 
     const steadyMs = (opts.steadyS ?? 5) * 1000;
+    await loopDelayP99Ms(coord.url); // starts the coordinator's window
     const cpu0 = [cpuSeconds(coord.pid), cpuSeconds(nats.pid)];
     const own0 = process.cpuUsage();
     const s0 = performance.now();
@@ -120,6 +130,7 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
     const wall = (performance.now() - s0) / 1000;
     const cpu1 = [cpuSeconds(coord.pid), cpuSeconds(nats.pid)];
     const own = process.cpuUsage(own0);
+    const loopDelay = await loopDelayP99Ms(coord.url);
     stop = true;
     await Promise.all(beating);
     lat.sort((a, b) => a - b);
@@ -137,6 +148,7 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
       natsCpuPct: ((cpu1[1] - cpu0[1]) / wall) * 100,
       natsRssMiB: rssMiB(nats.pid),
       agentsCpuPct: ((own.user + own.system) / 1e6 / wall) * 100,
+      coordinatorLoopDelayP99Ms: loopDelay,
     };
   } finally {
     stop = true;
@@ -157,17 +169,17 @@ async function main() {
   const sizes = (arg('--sizes') ?? positional ?? (quick ? '64,256,1024' : '64,256,1024,4096')).split(',').map(Number);
   const steadyS = Number(arg('--steady-s') ?? (quick ? 3 : 5));
   const cpuProfDir = arg('--cpu-prof');
-  console.log('| agents | register | rendezvous (join to closed) | per agent | coordinator CPU in rendezvous | heartbeat p50 / p99 (steady, all agents) | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS | simulated agents CPU |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('| agents | register | rendezvous (join to closed) | per agent | coordinator CPU in rendezvous | heartbeat p50 / p99 (steady, all agents) | coordinator event-loop delay p99 | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS | simulated agents CPU |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const n of sizes) {
     try {
       const r = await measureControlPlane(n, { steadyS, cpuProfDir });
       const errs = r.heartbeatErrors ? ` (${r.heartbeatErrors} failed)` : '';
       console.log(
-        `| ${n} | ${r.registerMs.toFixed(0)} ms | ${r.rendezvousMs.toFixed(0)} ms | ${((r.rendezvousMs * 1000) / n).toFixed(0)} µs | ${r.rendezvousCpuMs.toFixed(0)} ms | ${r.heartbeatP50Ms.toFixed(2)} / ${r.heartbeatP99Ms.toFixed(2)} ms${errs} | ${r.coordinatorCpuPct.toFixed(0)}% | ${r.coordinatorRssMiB.toFixed(0)} MiB | ${r.natsCpuPct.toFixed(0)}% | ${r.natsRssMiB.toFixed(0)} MiB | ${r.agentsCpuPct.toFixed(0)}% |`,
+        `| ${n} | ${r.registerMs.toFixed(0)} ms | ${r.rendezvousMs.toFixed(0)} ms | ${((r.rendezvousMs * 1000) / n).toFixed(0)} µs | ${r.rendezvousCpuMs.toFixed(0)} ms | ${r.heartbeatP50Ms.toFixed(2)} / ${r.heartbeatP99Ms.toFixed(2)} ms${errs} | ${r.coordinatorLoopDelayP99Ms.toFixed(1)} ms | ${r.coordinatorCpuPct.toFixed(0)}% | ${r.coordinatorRssMiB.toFixed(0)} MiB | ${r.natsCpuPct.toFixed(0)}% | ${r.natsRssMiB.toFixed(0)} MiB | ${r.agentsCpuPct.toFixed(0)}% |`,
       );
     } catch (e) {
-      console.log(`| ${n} | fails: ${(e as Error).message.split('\n')[0]} | | | | | | | | | |`);
+      console.log(`| ${n} | fails: ${(e as Error).message.split('\n')[0]} | | | | | | | | | | |`);
     }
   }
 }

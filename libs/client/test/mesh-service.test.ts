@@ -86,18 +86,22 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     }
   }, 120_000);
 
-  it('a full round waits while agents serve another group, and is placed once they are free', async () => {
+  it('a full round (and a job) waits while agents serve another group, and is placed once they are free', async () => {
     // 3 of the 4 agents hold group "hold"; "next" needs 2 and must wait, not fail
     const hold = [0, 1, 2].map((r) => start(TS_MEMBER, { GROUP: 'hold', SIZE: '3', LABEL: `hold-${r}`, SCENARIO: 'victim' }));
     await Promise.all(hold.map((m) => m.waitFor('pending', 90_000)));
     const next = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'next', SIZE: '2', LABEL: `next-${r}`, SCENARIO: 'quick' }));
+    // a job needs agents too: the agents serving "hold" take none
+    const job = await mesh.client.submitJob({ op: 'allReduce', sizes: [1024], iters: 2, warmup: 0, nranks: 2 });
     await new Promise((r) => setTimeout(r, 3000));
     expect(next.flatMap((m) => m.lines).filter((l) => l.event !== 'joining')).toEqual([]);
+    expect((await mesh.client.job(job.id)).state).toBe('queued');
     const freedAt = Date.now();
     for (const m of hold) m.kill();
     const done = await Promise.all(next.map((m) => m.waitFor('done', 60_000)));
     for (const d of done) expect(d.checked).toBe(1000);
     expect(await Promise.all(next.map((m) => m.exited))).toEqual([0, 0]);
+    expect((await mesh.client.waitJob(job.id, undefined, { timeoutMs: 60_000 })).state).toBe('succeeded');
     console.log(`queued group placed and done ${Date.now() - freedAt} ms after the agents were freed`);
   }, 120_000);
 

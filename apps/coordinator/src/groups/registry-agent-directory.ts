@@ -1,20 +1,31 @@
-// Binds the jobs module's view of agents and groups to the registry and the groups service.
+// Binds the jobs module's view of agents and groups to the registry, the groups service and the
+// service groups (an agent serving one takes no job).
 import { Injectable } from '@nestjs/common';
 import { AgentDirectory, AgentView } from '../jobs/agent-directory';
 import { GroupsService } from './groups.service';
 import { AgentsService } from '../agents/agents.service';
+import { ServiceGroupsService } from '../service/service.service';
 
 @Injectable()
 export class RegistryAgentDirectory extends AgentDirectory {
   constructor(
     private readonly registry: AgentsService,
     private readonly groups: GroupsService,
+    private readonly service: ServiceGroupsService,
   ) {
     super();
   }
 
   async agents(): Promise<AgentView[]> {
-    return (await this.registry.list()).map((a) => ({ agentId: a.agentId, name: a.name, alive: a.state !== 'lost', host: a.host, lastHeartbeat: a.lastHeartbeat }));
+    const serving = await this.service.servingAgents();
+    return (await this.registry.list()).map((a) => ({
+      agentId: a.agentId,
+      name: a.name,
+      alive: a.state !== 'lost',
+      host: a.host,
+      lastHeartbeat: a.lastHeartbeat,
+      ...(serving.has(a.agentId) ? { serving: serving.get(a.agentId) } : {}),
+    }));
   }
 
   async groupMembers(groupId: string): Promise<string[] | null> {

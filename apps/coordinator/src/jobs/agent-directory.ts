@@ -7,6 +7,8 @@ export interface AgentView {
   alive: boolean;
   host?: string;
   lastHeartbeat?: string;
+  /** the service group it runs a member of now: it takes no job until that group ends */
+  serving?: string;
 }
 
 export abstract class AgentDirectory {

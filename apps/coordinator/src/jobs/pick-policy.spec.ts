@@ -19,6 +19,14 @@ describe('pick policy', () => {
     expect(names(pickAgents(input({ nranks: 1, busy: new Map([['id-a1', 'j1']]) })))).toEqual(['a2']);
   });
 
+  it('agents serving a service group take no job: an nranks pick leaves them out, a fixed one waits naming the group', () => {
+    const agents = A.map((v) => (v.name === 'a1' ? { ...v, serving: 'grads_3' } : v));
+    expect(names(pickAgents(input({ agents, nranks: 2 })))).toEqual(['a2', 'a3']);
+    expect(names(pickAgents(input({ agents, nranks: 4 })))).toEqual({ kind: 'wait', reason: '4 agents asked for, 3 idle (busy: a1)' });
+    expect(pickAgents(input({ agents, fixed: [agents[2]] }))).toEqual({ kind: 'wait', reason: 'agents busy: a1 (service group grads_3)' });
+    expect(claimLookups({ agents, busy: none, suspects: new Set() }).map((v) => v.name)).toEqual(['a2', 'a3', 'a10']);
+  });
+
   it("says 'never' when too few agents are alive, none is, or the root is out of range", () => {
     expect(pickAgents(input({ nranks: 5 }))).toEqual({ kind: 'never', reason: '5 agents asked for, 4 alive' });
     expect(pickAgents(input({ agents: [agent('a0', false)] }))).toEqual({ kind: 'never', reason: 'no agent is registered and alive' });

@@ -34,7 +34,7 @@ export function pickAgents(p: PickInput): PickResult {
 
 /** The agents whose claims an nranks pick needs to know (alive, not suspect, not busy here). */
 export function claimLookups(p: Pick<PickInput, 'agents' | 'busy' | 'suspects'>): AgentView[] {
-  return candidates(p.agents, p.suspects).filter((v) => !p.busy.has(v.agentId));
+  return candidates(p.agents, p.suspects).filter((v) => !p.busy.has(v.agentId) && !v.serving);
 }
 
 /** Why the job waits when claiming its agents in KV found one held by another job. */
@@ -61,8 +61,8 @@ export function resolveFixedMembers(wanted: readonly string[], all: readonly Age
 function pickFixed(fixed: readonly AgentView[], busy: ReadonlyMap<string, string>): PickResult {
   const lost = fixed.filter((v) => !v.alive);
   if (lost.length) return { kind: 'never', reason: `agent ${lost.map((v) => v.name).join(', ')} ${lost.length > 1 ? 'are' : 'is'} not alive (no heartbeat)` };
-  const held = fixed.filter((v) => busy.has(v.agentId));
-  if (held.length) return { kind: 'wait', reason: `agents busy: ${held.map((v) => `${v.name} (job ${busy.get(v.agentId)})`).join(', ')}` };
+  const held = fixed.filter((v) => busy.has(v.agentId) || v.serving);
+  if (held.length) return { kind: 'wait', reason: `agents busy: ${held.map((v) => `${v.name} (${holder(v, busy)})`).join(', ')}` };
   return { kind: 'run', agents: [...fixed] };
 }
 
@@ -72,11 +72,16 @@ function pickAny(p: PickInput): PickResult {
   if (n === 0) return { kind: 'never', reason: 'no agent is registered and alive' };
   if (alive.length < n) return { kind: 'never', reason: `${n} agents asked for, ${alive.length} alive` };
   if (p.root >= n) return { kind: 'never', reason: `root ${p.root} is not a rank of ${n} agents` };
-  const idle = alive.filter((v) => !p.busy.has(v.agentId) && !p.claimed.has(v.agentId));
+  const idle = alive.filter((v) => !p.busy.has(v.agentId) && !p.claimed.has(v.agentId) && !v.serving);
   if (idle.length < n) {
     return { kind: 'wait', reason: `${n} agents asked for, ${idle.length} idle (busy: ${alive.filter((v) => !idle.includes(v)).map((v) => v.name).join(', ')})` };
   }
   return { kind: 'run', agents: idle.slice(0, n) };
+}
+
+/** What holds a busy agent: a job of this replica, or a service group. */
+function holder(v: AgentView, busy: ReadonlyMap<string, string>): string {
+  return busy.has(v.agentId) ? `job ${busy.get(v.agentId)}` : `service group ${v.serving}`;
 }
 
 /** Alive agents not under suspicion, by name (numbers in names compare as numbers: a2 < a10). */

@@ -11,6 +11,7 @@ import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
+import { AgentClaims } from '../jobs/agent-claims';
 import { KvMirror } from '../state/kv-mirror';
 import { matchHosts } from './match-hosts';
 import { KvState } from '../state/kv-state';
@@ -32,6 +33,8 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   private ticks = 0;
   /** every round, in memory (a KV watch) */
   private readonly rounds: KvMirror<SvcRound>;
+  /** the jobs' agent claims, read only: an agent a job holds is not idle */
+  private readonly claims: AgentClaims;
 
   constructor(
     private readonly state: KvState,
@@ -40,6 +43,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {
     this.rounds = new KvMirror<SvcRound>(state.kv, KV_KEYS.svcGroupsPrefix);
+    this.claims = new AgentClaims(nc, names.buckets.claims, 'service-groups');
   }
 
   /** Compare-and-set of a group's round; this replica's mirror sees the write at once. */
@@ -97,6 +101,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   /** Rounds left queued or in their last call by a replica that stopped are picked up by the one that starts. */
   async onApplicationBootstrap(): Promise<void> {
     await this.rounds.start().catch((e) => this.log.warn(`service group mirror: ${(e as Error).message}; reading KV instead`));
+    await this.claims.open();
     for (const r of await this.list().catch(() => [])) if (r.state === 'queued' || (r.state === 'waiting' && r.closesAt)) this.pending.add(r.name);
     this.retry = setInterval(() => {
       void this.sweep();
@@ -159,7 +164,10 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const storePrefix = `svc-${groupId}`;
     const busy = new Set((await this.list()).filter((r) => r.state === 'placed').flatMap((r) => r.placed?.members.map((m) => m.agentId) ?? []));
     const able = (await this.agents.list()).filter((a) => a.state !== 'lost' && a.backends.some((b) => b.name === 'tcp' && b.available));
-    const idle = able.filter((a) => a.state === 'ready' && !busy.has(a.agentId)).sort((a, b) => a.name.localeCompare(b.name));
+    const ready = able.filter((a) => a.state === 'ready' && !busy.has(a.agentId));
+    // a job's claim (made before its agents report busy) keeps them too
+    const claimed = await Promise.all(ready.map((a) => this.claims.holder(a.agentId).catch(() => null)));
+    const idle = ready.filter((_, i) => !claimed[i]).sort((a, b) => a.name.localeCompare(b.name));
     const members = round.joined.map((j) => j.member).join();
     const mine = (cur: SvcRound | undefined, states: SvcRound['state'][]) => cur && cur.round === round.round && states.includes(cur.state) && cur.joined.map((j) => j.member).join() === members;
     let placed: SvcPlaced;
@@ -225,6 +233,13 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const jsm = await this.nc.jetstreamManager();
     await jsm.streams.delete(`KV_${jobBucket(rec.placed.storePrefix)}`).catch(() => undefined);
     void this.sweep();
+  }
+
+  /** agentId -> the placed service group it serves */
+  async servingAgents(): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const r of await this.list()) if (r.state === 'placed') for (const m of r.placed?.members ?? []) out.set(m.agentId, r.placed!.groupId);
+    return out;
   }
 
   async list(): Promise<SvcRound[]> {

@@ -124,7 +124,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const agents = new Map((await this.agents.list()).map((a) => [a.agentId, a]));
     for (const r of await this.list()) {
       if (r.state !== 'placed' || !r.placed) continue;
-      const placedAt = Date.parse(r.updatedAt);
+      const placedAt = Date.parse(r.placedAt ?? r.updatedAt);
       if (now - placedAt < ABANDONED_AFTER_MS) continue;
       const gone = r.placed.members.every((m) => {
         const a = agents.get(m.agentId);

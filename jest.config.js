@@ -17,6 +17,7 @@ module.exports = {
     '^@cmesh/collectives/errors$': '<rootDir>/libs/collectives/src/errors.ts',
     '^@cmesh/collectives/nats-login$': '<rootDir>/libs/collectives/src/rendezvous/nats-credentials.ts',
     '^@cmesh/collectives/host-identity$': '<rootDir>/libs/collectives/src/host-identity.ts',
+    '^@cmesh/collectives/shm-addon$': '<rootDir>/libs/collectives/src/transport/shm/native.ts',
     '^@cmesh/protocol/nest$': '<rootDir>/libs/protocol/src/nest/inbound-transport.ts',
     '^@cmesh/(collectives|protocol|bench|testing|client)$': '<rootDir>/libs/$1/src/index.ts',
   },

@@ -14,7 +14,8 @@
 // namespaces are removed at the end, also on failure or Ctrl-C.
 //
 // Service mode: --service compares all_reduce through the collectives service (@cmesh/client
-// members on a local mesh: nats-server, coordinator and one rank agent per member, started here)
+// members on a local mesh: nats-server, coordinator and one rank agent per member, started here;
+// by the local path, and over NATS with --nats-only members)
 // with the same world on the library's tcp backend directly, 8 B to 64 MiB (--quick: a few sizes).
 import { benchShape, measurementFromSamples, ncclTestsOp, opFromNcclTests } from '@cmesh/bench';
 import { BenchMeasurement, BenchOp } from '@cmesh/protocol';
@@ -24,7 +25,7 @@ import { writeFileSync } from 'fs';
 import { AddressInfo, Server, Socket, createServer } from 'net';
 import { join } from 'path';
 import { createInterface } from 'readline';
-import { PeerCommand, PeerReply, peerVariant } from './peers/protocol';
+import { PeerCommand, PeerReply, SvcBreakdown, peerVariant } from './peers/protocol';
 import { parseSize } from '../apps/cli/src/bench/options';
 import { placementEnv } from '../apps/cli/src/run/binding';
 import { Mesh, startMesh } from '../apps/cli/src/mesh/launch';
@@ -38,8 +39,9 @@ type Backend = (typeof BACKENDS)[number];
 // multi-host mode: the model's choice, the flat ring and hierarchical forced (CMESH_ALGO), Gloo
 const NET_BACKENDS = ['cmesh', 'cmesh-ring', 'cmesh-hierarchical', 'gloo'] as const;
 type NetBackend = (typeof NET_BACKENDS)[number];
-// service mode: the library on tcp directly, and the same world's members through the service
-const SVC_BACKENDS = ['cmesh-tcp', 'cmesh-svc'] as const;
+// service mode: the library on tcp directly, and the same world's members through the service:
+// by the local path (Unix socket and shared memory, the default on the agents' host) and over NATS
+const SVC_BACKENDS = ['cmesh-tcp', 'cmesh-svc', 'cmesh-svc-nats'] as const;
 type SvcBackend = (typeof SVC_BACKENDS)[number];
 
 const MiB = 1 << 20;
@@ -176,12 +178,13 @@ function launch(backend: Backend | SvcBackend, world: number, control: string, m
         }),
       );
     }
-    case 'cmesh-svc': {
+    case 'cmesh-svc':
+    case 'cmesh-svc-nats': {
       if (!svcMesh) throw new Error('cmesh-svc runs in service mode (--service), which starts the mesh');
       // a fresh group name per world: each is one round on the mesh's agents
       const group = `bench-w${world}-${++svcGroups}`;
       return Array.from({ length: world }, (_, r) =>
-        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'service_peer.ts'), '--control', control, '--name', backend], {
+        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'service_peer.ts'), '--control', control, '--name', backend, ...(backend === 'cmesh-svc-nats' ? ['--nats-only'] : [])], {
           ...quiet,
           cwd: ROOT,
           env: { ...rankEnv(r), NATS_URL: svcMesh!.natsUrl, GROUP: group },
@@ -211,6 +214,8 @@ export interface Cell {
   count: number;
   m?: BenchMeasurement;
   error?: string;
+  /** cmesh-svc: where an all_reduce's time went (each part's median, averaged over the members) */
+  split?: SvcBreakdown;
 }
 
 async function runCell(backend: Backend | NetBackend | SvcBackend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
@@ -225,9 +230,13 @@ async function runCell(backend: Backend | NetBackend | SvcBackend, ranks: Rank[]
   if (ok[0].count === 0) return { backend, world, op, bytes: 0, count: 0 };
   const wrong = ok.reduce((a, r) => a + r.wrong, 0);
   const m = measurementFromSamples(op, ok[0].bytes, world, ok.map((r) => r.times), wrong);
-  return { backend, world, op, bytes: ok[0].bytes, count: ok[0].count, m, algorithm: ok[0].algorithm };
+  const splits = ok.map((r) => r.split).filter((x): x is SvcBreakdown => !!x);
+  const split = splits.length ? (Object.fromEntries(SPLIT_PARTS.map((k) => [k, splits.reduce((a, x) => a + x[k], 0) / splits.length])) as unknown as SvcBreakdown) : undefined;
+  return { backend, world, op, bytes: ok[0].bytes, count: ok[0].count, m, algorithm: ok[0].algorithm, split };
 }
 
+const splitNote = (x?: SvcBreakdown) =>
+  x ? ` [send ${x.send.toFixed(0)}, to agent ${x.toAgent.toFixed(0)}, queue ${x.wait.toFixed(0)}, op ${x.op.toFixed(0)}, back ${x.back.toFixed(0)}, copy ${x.copyOut.toFixed(0)}]` : '';
 const fmtUs = (c?: Cell) => (!c ? '' : c.error ? 'n/a' : c.m ? (c.m.timeUs >= 1000 ? c.m.timeUs.toFixed(0) : c.m.timeUs.toFixed(1)) : '');
 const fmtBw = (c?: Cell) => (c?.m ? c.m.busBwGBs.toFixed(3) : c?.error ? 'n/a' : '');
 const ratio = (a?: Cell, b?: Cell) => (a?.m && b?.m ? (a.m.timeUs / b.m.timeUs).toFixed(2) : '');
@@ -327,8 +336,8 @@ async function runWorld<B extends Backend | NetBackend | SvcBackend>(
         const by = Object.fromEntries(got.map((c) => [c.backend, c]));
         log(
           `# world ${world} ${ncclTestsOp(op)} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
-            backends.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}`).join(', ') +
-            (backends.includes('cmesh-svc' as B)
+            backends.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}${splitNote(by[b].split)}`).join(', ') +
+            (backends.includes('cmesh-svc-nats' as B) || backends.includes('cmesh-svc' as B)
               ? `  ${svcVerdict(by)}`
               : backends.some((b) => (NET_BACKENDS as readonly string[]).includes(b) && !(BACKENDS as readonly string[]).includes(b))
                 ? `  ${netVerdict(by)}`
@@ -346,6 +355,21 @@ async function runWorld<B extends Backend | NetBackend | SvcBackend>(
 }
 
 // ---- service mode ------------------------------------------------------------------------------
+
+const SPLIT_PARTS: (keyof SvcBreakdown)[] = ['send', 'toAgent', 'wait', 'op', 'back', 'copyOut'];
+
+/** Where the service's all_reduce time goes, per world and size (microseconds, medians averaged over members). */
+export function svcSplitTable(cells: Cell[]): string {
+  const head = ['world', 'path', 'size (B)', 'service us', 'send', 'client->agent', 'agent queue', 'agent all_reduce', 'agent->client', 'copy out', 'library us'];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const c of cells) {
+    if (!c.backend.startsWith('cmesh-svc') || !c.split || !c.m) continue;
+    const lib = cells.find((x) => x.backend === 'cmesh-tcp' && x.world === c.world && x.bytes === c.bytes);
+    const f = (us: number) => (us >= 1000 ? us.toFixed(0) : us.toFixed(1));
+    lines.push(`| ${[c.world, c.backend === 'cmesh-svc' ? 'local' : 'NATS', c.bytes, fmtUs(c), ...SPLIT_PARTS.map((k) => f(c.split![k])), fmtUs(lib)].join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
 
 /** The service target: at >= 1 MiB, all_reduce through the service within 1.5x the library's own time. */
 export const SVC_TARGET = 1.5;
@@ -366,7 +390,7 @@ const fmtBwOf = (c: Cell | undefined, k: 'algBwGBs' | 'busBwGBs') => (c?.m ? c.m
 
 /** nccl-tests' columns (size, count, type, time, algbw, busbw, #wrong) for the library and the service side by side. */
 export function svcTable(cells: Cell[]): string {
-  const head = ['world', 'op', 'size (B)', 'count', 'type', 'library us', 'algbw', 'busbw', 'service us', 'algbw', 'busbw', 'service/library', '#wrong', 'target'];
+  const head = ['world', 'op', 'size (B)', 'count', 'type', 'library us', 'algbw', 'busbw', 'service us', 'algbw', 'busbw', 'service/library', 'over NATS us', 'busbw', 'NATS/library', '#wrong', 'target'];
   const rows = new Map<string, Partial<Record<string, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -376,11 +400,11 @@ export function svcTable(cells: Cell[]): string {
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
   for (const r of rows.values()) {
     const any = Object.values(r)[0]!;
-    const [lib, svc] = [r['cmesh-tcp'], r['cmesh-svc']];
-    const wrong = (lib?.m?.wrong ?? 0) + (svc?.m?.wrong ?? 0);
+    const [lib, svc, nats] = [r['cmesh-tcp'], r['cmesh-svc'], r['cmesh-svc-nats']];
+    const wrong = (lib?.m?.wrong ?? 0) + (svc?.m?.wrong ?? 0) + (nats?.m?.wrong ?? 0);
     lines.push(
       `| ${[any.world, ncclTestsOp(any.op), any.bytes, any.count, 'float', fmtUs(lib), fmtBwOf(lib, 'algBwGBs'), fmtBwOf(lib, 'busBwGBs'), fmtUs(svc), fmtBwOf(svc, 'algBwGBs'), fmtBwOf(svc, 'busBwGBs'),
-        ratio(svc, lib), wrong, svcVerdict(r)].join(' | ')} |`,
+        ratio(svc, lib), fmtUs(nats), fmtBwOf(nats, 'busBwGBs'), ratio(nats, lib), wrong, svcVerdict(r)].join(' | ')} |`,
     );
   }
   return lines.join('\n');
@@ -389,9 +413,13 @@ export function svcTable(cells: Cell[]): string {
 /** Starts a local mesh with one agent per member of the largest world, runs every world, stops the mesh. */
 async function serviceMode(server: ControlServer, control: string, worlds: number[], plan: Plan[], log: (s: string) => void): Promise<Cell[]> {
   const t0 = Date.now();
-  const agents = Math.max(...worlds);
-  svcMesh = await startMesh({ agents, port: 0, write: () => undefined, readyTimeoutMs: 120_000 });
-  log(`# service: mesh of ${agents} agents up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${svcMesh.natsUrl})`);
+  // both service backends' groups are up at once (one member per agent)
+  const agents = 2 * Math.max(...worlds);
+  // the agents' data plane on TCP, as the library's ranks it is compared with (CMESH_TRANSPORT
+  // overrides: on a host with fewer cores than processes, shared memory's busy polling costs more)
+  const transport = process.env.CMESH_TRANSPORT ?? 'tcp';
+  svcMesh = await startMesh({ agents, port: 0, write: () => undefined, readyTimeoutMs: 120_000, agentEnv: { CMESH_TRANSPORT: transport } });
+  log(`# service: agents' data plane ${transport}; mesh of ${agents} agents up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${svcMesh.natsUrl})`);
   const cells: Cell[] = [];
   try {
     for (const w of worlds) cells.push(...(await runWorld(server, control, w, plan, SVC_BACKENDS, log, launch, SVC_WARMUP)));
@@ -549,7 +577,7 @@ async function main(): Promise<void> {
   }
   const secs = ((Date.now() - started) / 1000).toFixed(0);
   const body = process.argv.includes('--service')
-    ? `${svcTable(cells)}\n\nlibrary: cmesh's tcp backend, ranks launched directly; service: @cmesh/client members, each placed on a rank agent of a local mesh (same host).`
+    ? `${svcTable(cells)}\n\nWhere the service's time goes (us):\n\n${svcSplitTable(cells)}\n\nlibrary: cmesh's tcp backend, ranks launched directly; service: @cmesh/client members, each placed on a rank agent of a local mesh (same host).`
     : net
       ? `${netTable(cells, net)}\n\n${net.hosts} hosts x ${net.perHost} ranks (network namespaces), link: ${net.shaping}.` : table(cells);
   const out = `${body}\n\nTimes in microseconds (median over iterations of the slowest rank); busbw in GB/s with nccl-tests' factors. Run took ${secs} s.\n`;

@@ -17,8 +17,24 @@ export interface PeerCommand {
   check?: boolean;
 }
 
+/** A service member's all_reduce split (medians over the timed iterations, microseconds). */
+export interface SvcBreakdown {
+  /** the client copies the tensor and hands its chunks to the NATS connection */
+  send: number;
+  /** from there until the agent has the last byte (NATS: client -> server -> agent) */
+  toAgent: number;
+  /** the agent's queue (the member's earlier op still running, the event loop) */
+  wait: number;
+  /** the library's all_reduce among the agents (it includes waiting for the slowest member's data) */
+  op: number;
+  /** the agent publishes the result until the client has the last byte */
+  back: number;
+  /** the client copies the result into the caller's tensor */
+  copyOut: number;
+}
+
 export type PeerReply =
-  | { times: number[]; wrong: number; count: number; bytes: number; /** the algorithm cmesh ran (--report-algorithm) */ algorithm?: string }
+  | { times: number[]; wrong: number; count: number; bytes: number; /** the algorithm cmesh ran (--report-algorithm) */ algorithm?: string; /** cmesh-svc */ split?: SvcBreakdown }
   | { error: string };
 
 /** Which variant every backend runs: torch's native form of each op (see bench/peers/*.py). */

@@ -3,7 +3,7 @@
 // serves steps over the driver's control socket with the same sweep code as the library's ranks
 // (@cmesh/bench), the group standing in for the library: barrier before each iteration, the op
 // timed, every element checked. Usage: NATS_URL=.. GROUP=.. WORLD_SIZE=..
-//   node -r @swc-node/register bench/peers/service_peer.ts --control 127.0.0.1:PORT [--name cmesh-svc]
+//   node -r @swc-node/register bench/peers/service_peer.ts --control 127.0.0.1:PORT [--name cmesh-svc] [--nats-only]
 import type * as Collectives from '@cmesh/collectives';
 import { ReduceOp } from '@cmesh/collectives/names';
 import { ServiceGroup, ServiceTensor, connectMesh } from '@cmesh/client';
@@ -11,30 +11,54 @@ import { BenchSweepSchema } from '@cmesh/protocol';
 import { connect } from 'net';
 import { createInterface } from 'readline';
 import { opFromNcclTests, prepareStep, timeStep } from '@cmesh/bench';
-import { PeerCommand, peerVariant } from './protocol';
+import { PeerCommand, PeerReply, SvcBreakdown, peerVariant } from './protocol';
 
 type Dist = typeof Collectives;
 
-/** The group behind the library's call shapes that the harness's all_reduce and barrier use. */
-function asDist(g: ServiceGroup): Dist {
+/** Where one all_reduce's time went, in ms (see SvcBreakdown in protocol.ts). */
+type Split = SvcBreakdown;
+const PARTS: (keyof Split)[] = ['send', 'toAgent', 'wait', 'op', 'back', 'copyOut'];
+
+const nowMs = () => performance.timeOrigin + performance.now();
+
+/** The group behind the library's call shapes that the harness's all_reduce and barrier use; each all_reduce's split into `splits`. */
+function asDist(g: ServiceGroup, splits: Split[]): Dist {
   const shim = {
     ReduceOp,
     getRank: () => g.rank,
     getWorldSize: () => g.size,
-    allReduce: (t: ServiceTensor, o: { op?: ReduceOp; timeout?: number }) => g.allReduce(t, { op: o.op, timeoutMs: o.timeout }),
+    allReduce: async (t: ServiceTensor, o: { op?: ReduceOp; timeout?: number }) => {
+      await g.allReduce(t, { op: o.op, timeoutMs: o.timeout });
+      const end = nowMs();
+      const x = g.lastTiming;
+      if (!x) return;
+      splits.push({
+        send: x.sentMs - x.calledMs,
+        toAgent: x.receivedMs - x.sentMs,
+        wait: x.startedMs - x.receivedMs,
+        op: x.endedMs - x.startedMs,
+        back: x.doneMs - x.endedMs,
+        copyOut: end - x.doneMs,
+      });
+    },
     barrier: (o: { timeout?: number } = {}) => g.barrier({ timeoutMs: o.timeout }),
   };
   return shim as unknown as Dist;
 }
+
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 
 async function main(): Promise<void> {
   const at = process.argv.indexOf('--control');
   if (at < 0 || !process.env.NATS_URL || !process.env.GROUP) throw new Error('usage: service_peer.ts --control HOST:PORT (with NATS_URL, GROUP, WORLD_SIZE set)');
   const [host, port] = process.argv[at + 1].split(':');
   const name = process.argv.includes('--name') ? process.argv[process.argv.indexOf('--name') + 1] : 'cmesh-svc';
-  const mesh = await connectMesh({ servers: process.env.NATS_URL });
+  // --nats-only: the data over NATS even where the local path is offered
+  const mesh = await connectMesh({ servers: process.env.NATS_URL, local: !process.argv.includes('--nats-only') });
   const g = await mesh.join(process.env.GROUP, { size: Number(process.env.WORLD_SIZE), label: `bench-${process.env.RANK ?? '?'}`, timeoutMs: 120_000 });
-  const dist = asDist(g);
+  const splits: Split[] = [];
+  const dist = asDist(g, splits);
+  if (!process.argv.includes('--nats-only') && g.transport !== 'local') console.error(`service_peer rank ${g.rank}: on NATS, the local path is unused: ${g.localUnused}`);
   const sock = connect(Number(port), host);
   await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
   sock.write(JSON.stringify({ hello: name, rank: g.rank, world: g.size }) + '\n');
@@ -48,8 +72,11 @@ async function main(): Promise<void> {
       const mode = peerVariant(op);
       const sweep = BenchSweepSchema.parse({ op, root: cmd.root ?? 0, sizes: [cmd.bytes], iters: cmd.iters, warmup: cmd.warmup, check: cmd.check ?? true, modes: [mode] });
       const step = prepareStep({ dist, rank: g.rank, nranks: g.size, sweep }, cmd.bytes, mode);
+      splits.length = 0;
       const s = await timeStep(dist, undefined, step, sweep, mode);
-      reply = { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes };
+      const timed = splits.slice(-s.times.length);
+      const split = timed.length ? (Object.fromEntries(PARTS.map((k) => [k, median(timed.map((x) => x[k])) * 1e3])) as unknown as SvcBreakdown) : undefined;
+      reply = { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes, split } satisfies PeerReply;
     } catch (err) {
       reply = { error: `${(err as Error).name}: ${(err as Error).message}` };
     }

@@ -39,8 +39,13 @@ export class Assembly {
   readonly data: Uint8Array;
   private received = 0;
 
-  constructor(readonly bytes: number) {
-    this.data = new Uint8Array(bytes);
+  /** `filled`: the bytes are all here already (the local path's shared segment) */
+  constructor(
+    readonly bytes: number,
+    filled?: Uint8Array,
+  ) {
+    this.data = filled ?? new Uint8Array(bytes);
+    if (filled) this.received = bytes;
   }
 
   /** Puts a chunk in place; an error message when it does not fit (the message is then broken). */

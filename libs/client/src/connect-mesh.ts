@@ -21,6 +21,11 @@ export interface ConnectMeshOptions {
   pass?: string;
   /** any other option of the nats client */
   nats?: Partial<ConnectionOptions>;
+  /**
+   * A member on its agent's host sends its data through a Unix socket and shared memory instead of
+   * NATS when the agent offers it (default true; false: always NATS)
+   */
+  local?: boolean;
 }
 
 export interface JoinOptions {
@@ -52,6 +57,7 @@ export class MeshConnection {
   constructor(
     readonly nc: NatsConnection,
     readonly names: ClusterNames,
+    private readonly local = true,
   ) {}
 
   /** Joins group `name` of `size` (or `min` to `max`) members; resolves with this member's rank and the world size once the group is placed and its agents are ready. */
@@ -76,7 +82,7 @@ export class MeshConnection {
       if (!ok.ok) throw new ServiceRequestError('INTERNAL', `join ${JSON.stringify(name)}: malformed reply (${ok.message})`);
       const placed = await this.waitPlaced(placedSub, member, deadline, name);
       const rank = placed.members.findIndex((m) => m.member === member);
-      const group = new ServiceGroup(this.nc, this.names, placed, rank);
+      const group = new ServiceGroup(this.nc, this.names, placed, rank, { local: this.local });
       this.groups.add(group);
       try {
         await group.start(Math.max(1, deadline - Date.now()));
@@ -123,5 +129,5 @@ export class MeshConnection {
 export async function connectMesh(opts: ConnectMeshOptions): Promise<MeshConnection> {
   const login = opts.user ? { user: opts.user, pass: opts.pass } : natsLogin();
   const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...login, ...opts.nats });
-  return new MeshConnection(nc, clusterNames(opts.cluster));
+  return new MeshConnection(nc, clusterNames(opts.cluster), opts.local ?? true);
 }

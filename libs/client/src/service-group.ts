@@ -14,12 +14,16 @@ import {
   SvcHeartbeatSchema,
   SvcOp,
   SvcPlaced,
+  SvcResult,
   SvcResultSchema,
+  SvcTiming,
   decodeMessage,
+  svcElements,
 } from '@cmesh/protocol';
-import { DType, REDUCE_OPS, ReduceOp } from '@cmesh/collectives/names';
+import { DType, REDUCE_OPS, ReduceOp, elementSize } from '@cmesh/collectives/names';
 import { CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
 import { Assembly, chunkOf, publishChunks } from './chunks';
+import { LocalLink } from './local-link';
 import { Liveness, Role, describe } from './liveness';
 import { ServiceTensor, bytesOf, dtypeOfTensor } from './tensor';
 
@@ -90,8 +94,24 @@ function unpack(data: Uint8Array, tensors: ServiceTensor[]): void {
   }
 }
 
+/**
+ * Where one op's time went, as wall-clock ms with a fraction (performance.timeOrigin +
+ * performance.now(); comparable with the agent's when both run on one host): called, its data
+ * handed to the connection (sent), the agent's SvcTiming, and the result complete here (done).
+ */
+export interface OpTiming extends SvcTiming {
+  calledMs: number;
+  sentMs: number;
+  doneMs: number;
+}
+
+const nowMs = () => performance.timeOrigin + performance.now();
+
 interface Pending {
   seq: number;
+  calledMs: number;
+  sentMs?: number;
+  timing?: SvcTiming;
   op: SvcOp['op'];
   resolve: (data: Uint8Array) => void;
   reject: (err: Error) => void;
@@ -99,6 +119,9 @@ interface Pending {
   assembly?: Assembly;
   early: { offset: number; data: Uint8Array }[];
 }
+
+/** How long opening the local path may take before the member stays on NATS. */
+const LOCAL_OPEN_MS = 5_000;
 
 export class ServiceGroup {
   readonly rank: number;
@@ -112,12 +135,23 @@ export class ServiceGroup {
   private readyAgents = new Set<number>();
   private onReady: (() => void) | null = null;
   private onEnded: ((e: Error) => void) | null = null;
+  /** the last op that completed: where its time went (null before the first, or when the agent sent no timing) */
+  lastTiming: OpTiming | null = null;
+  /** the local path to the agent (a Unix socket and shared memory), when open */
+  private link: LocalLink | null = null;
+  private agentSocket: string | undefined;
+  /** why the local path is not used (null when it is) */
+  localUnused: string | null = 'not tried';
+  /** settles when the last local op settled: ops use the shared segment one at a time */
+  private localTail: Promise<void> = Promise.resolve();
+  private localQueued = 0;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly names: ClusterNames,
     readonly placed: SvcPlaced,
     rank: number,
+    private readonly opts: { local?: boolean } = {},
   ) {
     this.rank = rank;
     this.size = placed.size;
@@ -160,6 +194,31 @@ export class ServiceGroup {
     });
     this.onReady = this.onEnded = null;
     this.liveness.start();
+    await this.openLocal(Math.min(LOCAL_OPEN_MS, timeoutMs));
+  }
+
+  /** How this member's data reaches its agent: 'local' (Unix socket and shared memory) or 'nats'. */
+  get transport(): 'local' | 'nats' {
+    return this.link ? 'local' : 'nats';
+  }
+
+  /** The local path when this member shares its agent's host and the agent offers it; else NATS stays. */
+  private async openLocal(timeoutMs: number): Promise<void> {
+    if (this.opts.local === false) return void (this.localUnused = 'turned off (local: false)');
+    if (!this.placed.members[this.rank]?.local) return void (this.localUnused = 'the agent is on another host');
+    if (!this.agentSocket) return void (this.localUnused = 'the agent offers no local socket');
+    const opened = await LocalLink.open(
+      this.agentSocket,
+      this.placed.members[this.rank].member,
+      timeoutMs,
+      (r) => this.onResultHeader(r, true),
+      () => (this.link = null),
+    );
+    if ('why' in opened) this.localUnused = opened.why;
+    else {
+      this.link = opened.link;
+      this.localUnused = null;
+    }
   }
 
   /** Reduces `tensor` across the group in place (op: sum, avg, product, min, max, band, bor, bxor). */
@@ -265,6 +324,7 @@ export class ServiceGroup {
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
     if (this.ended) throw this.ended;
     const seq = ++this.seq;
+    const calledMs = nowMs();
     const header: SvcOp = { seq, op, dtype, count, timeoutMs, bytes: data.byteLength, ...extra };
     const subject = this.names.svc.op(this.groupId, this.rank);
     return new Promise<Uint8Array>((resolve, reject) => {
@@ -272,11 +332,54 @@ export class ServiceGroup {
         const err = new DistTimeoutError(`${op} #${seq} on group ${this.groupId}: no answer from ${describe(this.placed.members, this.rank, 'agent')} within ${timeoutMs + CLIENT_GRACE_MS} ms`, this.context(op, seq));
         this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
       }, timeoutMs + CLIENT_GRACE_MS);
-      this.pending.set(seq, { seq, op, resolve, reject, timer, early: [] });
+      const p: Pending = { seq, calledMs, op, resolve, reject, timer, early: [] };
+      this.pending.set(seq, p);
+      if (this.link) return this.sendLocal(p, header, data);
       this.publish(subject, header);
       // copied: the caller's tensor may change while chunks wait in the connection's buffer
       publishChunks(this.nc, subject, seq, data.slice());
+      p.sentMs = nowMs();
     });
+  }
+
+  /** The op through the shared segment, after the op before it settled (they share the segment). */
+  private sendLocal(p: Pending, header: SvcOp, data: Uint8Array): void {
+    const link = this.link!;
+    const { out } = svcElements(header, this.rank, this.size);
+    const need = Math.max(data.byteLength, out * elementSize(header.dtype as DType), 1);
+    const prev = this.localTail;
+    let release!: () => void;
+    this.localTail = new Promise<void>((r) => (release = r));
+    const { resolve, reject } = p;
+    const done = () => {
+      this.localQueued--;
+      release();
+    };
+    p.resolve = (d) => {
+      resolve(d);
+      done();
+    };
+    p.reject = (e) => {
+      reject(e);
+      done();
+    };
+    const go = (bytes: Uint8Array) => {
+      if (!this.pending.has(p.seq)) return;
+      if (!link.fits(need))
+        return void link.reserve(need).then(
+          () => go(bytes),
+          (e: Error) => this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: e.message } }, new PeerFailureError(e.message, this.context(p.op, p.seq))),
+        );
+      link.send(header, bytes);
+      p.sentMs = nowMs();
+    };
+    this.localQueued++;
+    // alone: straight into the segment; behind another op: a copy now, as the caller may change its tensor meanwhile
+    if (this.localQueued === 1) go(data);
+    else {
+      const copy = data.slice();
+      void prev.then(() => go(copy));
+    }
   }
 
   private context(op: string, seq: number, peers?: number[]): ErrorContext {
@@ -293,8 +396,11 @@ export class ServiceGroup {
       return;
     }
     const d = decodeMessage(SvcResultSchema, m.data);
-    if (!d.ok) return;
-    const r = d.value;
+    if (d.ok) this.onResultHeader(d.value, false);
+  }
+
+  /** A result's header, from NATS (its data follows in chunks) or the local path (its data in the segment). */
+  private onResultHeader(r: SvcResult, local: boolean): void {
     const p = this.pending.get(r.seq);
     if (!p) return;
     if (!r.ok) {
@@ -302,6 +408,12 @@ export class ServiceGroup {
       // the agent tells the others itself (its end event); this member stops here
       this.end(null, err);
       return;
+    }
+    p.timing = r.timing;
+    if (local) {
+      const view = this.link?.view(r.bytes) ?? new Uint8Array(0);
+      // another op waits to use the segment: this result leaves it now
+      return this.settle(p, this.localQueued > 1 ? view.slice() : view);
     }
     p.assembly = new Assembly(r.bytes);
     for (const e of p.early.splice(0)) this.addChunk(p, e.offset, e.data);
@@ -315,6 +427,7 @@ export class ServiceGroup {
   }
 
   private settle(p: Pending, data: Uint8Array): void {
+    if (p.timing) this.lastTiming = { calledMs: p.calledMs, sentMs: p.sentMs ?? p.calledMs, ...p.timing, doneMs: nowMs() };
     clearTimeout(p.timer);
     this.pending.delete(p.seq);
     p.resolve(data);
@@ -324,6 +437,7 @@ export class ServiceGroup {
     const d = decodeMessage(SvcHeartbeatSchema, m.data);
     if (!d.ok) return;
     this.liveness.heard(d.value);
+    if (d.value.role === 'agent' && d.value.rank === this.rank && d.value.socket) this.agentSocket = d.value.socket;
     if (d.value.role === 'agent' && d.value.ready && d.value.rank < this.size) {
       this.readyAgents.add(d.value.rank);
       if (this.readyAgents.size === this.size) this.onReady?.();
@@ -382,6 +496,8 @@ export class ServiceGroup {
   /** Stops everything of this group on the connection. */
   close(): void {
     this.stopBeating();
+    this.link?.close();
+    this.link = null;
     for (const s of this.subs.splice(0)) s.unsubscribe();
     if (!this.ended) this.ended = new PeerFailureError(`group ${this.groupId} was closed`, { group: this.groupId, rank: this.rank });
     for (const p of this.pending.values()) {

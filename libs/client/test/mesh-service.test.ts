@@ -47,7 +47,8 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     const group = { GROUP: 'grads', SIZE: '4' };
     const ms = [
       start(TS_MEMBER, { ...group, LABEL: 'ts-0' }),
-      start(TS_MEMBER, { ...group, LABEL: 'ts-1' }),
+      // this one's data over NATS: both of the client's paths are checked
+      start(TS_MEMBER, { ...group, LABEL: 'ts-1', LOCAL: '0' }),
       start(RAW_MEMBER, { ...group, LABEL: 'raw' }),
       start(TS_MEMBER, { ...group, LABEL: 'ts-3' }),
     ];
@@ -55,6 +56,12 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
     expect(joined.map((j) => j.rank).sort()).toEqual([0, 1, 2, 3]);
     expect(joined.every((j) => j.size === 4)).toBe(true);
+    // on the agents' host the client takes the local path (shared memory) unless told not to
+    expect([0, 1, 3].map((i) => [joined[i].transport, joined[i].localUnused])).toEqual([
+      ['local', null],
+      ['nats', 'turned off (local: false)'],
+      ['local', null],
+    ]);
     // members and agents share this machine: each @cmesh/client member is on an agent of its host
     expect(joined.filter((_, i) => i !== 2).map((j) => j.local)).toEqual([true, true, true]);
     const done = await Promise.all(ms.map((m) => m.waitFor('done', 60_000)));

@@ -143,9 +143,17 @@ export const SvcErrorSchema = z.object({
 });
 export type SvcError = z.infer<typeof SvcErrorSchema>;
 
+/**
+ * Where an op's time went on the agent, as wall-clock times in ms since the epoch with a fraction
+ * (performance.timeOrigin + performance.now()): its last byte arrived, the op started on the data
+ * plane (after the member's earlier ops), and it ended there.
+ */
+export const SvcTimingSchema = z.object({ receivedMs: z.number(), startedMs: z.number(), endedMs: z.number() });
+export type SvcTiming = z.infer<typeof SvcTimingSchema>;
+
 /** An op's outcome, followed (ok) by `bytes` of result data in chunks. */
 export const SvcResultSchema = z.union([
-  z.object({ seq: z.number().int().positive(), ok: z.literal(true), bytes: z.number().int().min(0) }),
+  z.object({ seq: z.number().int().positive(), ok: z.literal(true), bytes: z.number().int().min(0), timing: SvcTimingSchema.optional() }),
   z.object({ seq: z.number().int().positive(), ok: z.literal(false), error: SvcErrorSchema }),
 ]);
 export type SvcResult = z.infer<typeof SvcResultSchema>;
@@ -155,8 +163,31 @@ export const SvcHeartbeatSchema = z.object({
   role: z.enum(['member', 'agent']),
   /** agent: its process group is up and it takes ops */
   ready: z.boolean().optional(),
+  /** agent whose member shares its host: the Unix socket of the local path (SvcLocalFrame) */
+  socket: z.string().max(512).optional(),
 });
 export type SvcHeartbeat = z.infer<typeof SvcHeartbeatSchema>;
+
+/**
+ * The local path, for a member on its agent's host: newline-delimited JSON frames on the Unix
+ * socket the agent's heartbeat names, with the data in a shared memory segment of the member's
+ * (a memfd the agent maps through /proc/<pid>/fd/<fd>), so no byte crosses NATS or the socket.
+ * The member says `hello` (its member id and its segment), the agent answers `ok` or `refused`
+ * (the member then stays on NATS); then an op is a SvcOp whose `bytes` are at the segment's start,
+ * and its result a SvcResult whose `bytes` are written there. `segment` replaces a segment grown
+ * for a larger op (answered `ok`).
+ */
+export const SvcLocalHelloSchema = z.object({ type: z.literal('hello'), member: z.string(), pid: z.number().int().positive(), fd: z.number().int().min(0), bytes: z.number().int().positive() });
+export const SvcLocalSegmentSchema = z.object({ type: z.literal('segment'), pid: z.number().int().positive(), fd: z.number().int().min(0), bytes: z.number().int().positive() });
+export const SvcLocalOpSchema = z.object({ type: z.literal('op'), op: SvcOpSchema });
+export const SvcLocalToAgentSchema = z.discriminatedUnion('type', [SvcLocalHelloSchema, SvcLocalSegmentSchema, SvcLocalOpSchema]);
+export type SvcLocalToAgent = z.infer<typeof SvcLocalToAgentSchema>;
+export const SvcLocalToMemberSchema = z.union([
+  z.object({ type: z.literal('ok') }),
+  z.object({ type: z.literal('refused'), message: z.string() }),
+  z.object({ type: z.literal('result'), result: SvcResultSchema }),
+]);
+export type SvcLocalToMember = z.infer<typeof SvcLocalToMemberSchema>;
 
 /** The group is over for everyone: who left or was lost, or the op failure that broke it. */
 export const SvcEndSchema = z.object({

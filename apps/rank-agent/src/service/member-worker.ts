@@ -9,6 +9,7 @@ import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchem
 import { connect, JSONCodec, Msg, NatsConnection } from 'nats';
 import { natsInitMethod } from '../backends/tcp/nats-init-method';
 import { MemberOpStats } from './member-stats';
+import { LocalServer } from './local-server';
 
 export type ToMemberWorker = { type: 'start'; placed: SvcPlaced; rank: number; natsUrl: string; cluster: string };
 
@@ -20,7 +21,14 @@ const INIT_TIMEOUT_MS = 60_000;
 interface Queued {
   op: SvcOp;
   assembly: Assembly;
+  /** when its last byte arrived (wall clock, ms: see SvcTiming) */
+  receivedMs?: number;
+  /** came by the local path: the result goes back that way */
+  local?: boolean;
 }
+
+/** Wall clock in ms with a fraction, comparable between processes of one host. */
+const nowMs = () => performance.timeOrigin + performance.now();
 
 class MemberWorker {
   private nc!: NatsConnection;
@@ -35,6 +43,8 @@ class MemberWorker {
   private ready = false;
   /** the op running now and ops done: for the status subject, and each op's report to the agent (metrics) */
   private readonly stats: MemberOpStats;
+  /** the member's local path (it shares this host), when offered */
+  private local: LocalServer | null = null;
 
   constructor(private readonly m: ToMemberWorker) {
     this.names = clusterNames(m.cluster);
@@ -49,6 +59,15 @@ class MemberWorker {
     return this.m.placed.groupId;
   }
 
+  /**
+   * Until the group ends; after a member left, also while this process winds down: the leaver
+   * finished its ops, and an op of ours it took part in (a broadcast from it, say) may still
+   * arrive here and complete from the data it already sent.
+   */
+  private get takesOps(): boolean {
+    return !this.ended || this.ended.reason === 'left';
+  }
+
   async start(): Promise<void> {
     const { placed, rank } = this.m;
     this.nc = await connect({ ...dist.natsLogin(), servers: this.m.natsUrl, name: `cmesh-svc-${placed.groupId}-${rank}` });
@@ -56,7 +75,9 @@ class MemberWorker {
     this.nc.subscribe(this.names.svc.heartbeat(placed.groupId), { callback: (err, msg) => !err && this.onHeartbeat(msg) });
     this.nc.subscribe(this.names.svc.end(placed.groupId), { callback: (err, msg) => !err && this.onEnd(msg) });
     this.nc.subscribe(this.names.svc.status(placed.groupId), { callback: (err, msg) => !err && msg.respond(json.encode(this.stats.status(this.queue.size))) });
-    const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready });
+    if (placed.members[rank]?.local) await this.offerLocal();
+    const socket = this.local?.path;
+    const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready, ...(socket ? { socket } : {}) });
     this.beat = setInterval(heartbeat, SVC_HEARTBEAT_MS);
     await dist.initProcessGroup({
       backend: 'tcp',
@@ -73,13 +94,29 @@ class MemberWorker {
     this.liveness.start();
   }
 
+  /** The local path for a member on this host; without it (no shm addon, no socket) the member stays on NATS. */
+  private async offerLocal(): Promise<void> {
+    const server = new LocalServer(
+      this.m.placed.members[this.m.rank].member,
+      (op, data) => this.take(op, data),
+      () => undefined, // the member's end is seen by its heartbeats
+    );
+    try {
+      await server.listen();
+      this.local = server;
+    } catch (err) {
+      server.close();
+      console.error(`service group ${this.groupId} rank ${this.m.rank}: no local path (${(err as Error).message}); the member stays on NATS`);
+    }
+  }
+
   private onHeartbeat(msg: Msg): void {
     const d = decodeMessage(SvcHeartbeatSchema, msg.data);
     if (d.ok) this.liveness.heard(d.value);
   }
 
   private onOp(msg: Msg): void {
-    if (this.ended) return;
+    if (!this.takesOps) return;
     const chunk = chunkOf(msg);
     if (chunk) {
       const q = this.queue.get(chunk.seq);
@@ -91,7 +128,10 @@ class MemberWorker {
       }
       const why = q.assembly.add(chunk.offset, msg.data);
       if (why) void this.fail(q.op, new dist.InvalidArgumentError(`op #${q.op.seq}: ${why}`));
-      else this.pump();
+      else {
+        if (q.assembly.complete) q.receivedMs = nowMs();
+        this.pump();
+      }
       return;
     }
     const d = decodeMessage(SvcOpSchema, msg.data);
@@ -101,14 +141,20 @@ class MemberWorker {
       if (typeof seq === 'number' && seq > 0) void this.fail({ seq } as SvcOp, err);
       return;
     }
-    const op = d.value;
+    this.take(d.value);
+  }
+
+  /** A member's op: from NATS (its data follows in chunks), or by the local path with its data (`filled`). */
+  private take(op: SvcOp, filled?: Uint8Array): void {
+    if (!this.takesOps) return;
     const bad = this.invalid(op);
     if (bad) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq}: ${bad}`));
     if (op.seq < this.next || this.queue.has(op.seq)) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq} was already sent`));
-    const q: Queued = { op, assembly: new Assembly(op.bytes) };
+    const q: Queued = { op, assembly: new Assembly(op.bytes, filled), local: filled !== undefined };
     this.queue.set(op.seq, q);
     for (const e of this.early.get(op.seq) ?? []) q.assembly.add(e.offset, e.data);
     this.early.delete(op.seq);
+    if (q.assembly.complete) q.receivedMs = nowMs();
     this.pump();
   }
 
@@ -127,20 +173,26 @@ class MemberWorker {
 
   /** Runs the member's next op once all its data is here; one at a time, in the member's order. */
   private pump(): void {
-    if (this.running || this.ended) return;
+    if (this.running || !this.takesOps) return;
     const q = this.queue.get(this.next);
     if (!q || !q.assembly.complete) return;
     this.queue.delete(this.next);
     this.next++;
     this.running = true;
     this.stats.begin(q.op);
+    const startedMs = nowMs();
     this.execute(q).then(
       (out) => {
         this.running = false;
         this.stats.end(q.op);
+        const timing = { receivedMs: q.receivedMs ?? startedMs, startedMs, endedMs: nowMs() };
+        const result = { seq: q.op.seq, ok: true, bytes: out.byteLength, timing } satisfies SvcResult;
         // an op that completed is answered even after the group ended (a member left meanwhile)
-        this.publish(this.names.svc.result(this.groupId, this.m.rank), { seq: q.op.seq, ok: true, bytes: out.byteLength } satisfies SvcResult);
-        publishChunks(this.nc, this.names.svc.result(this.groupId, this.m.rank), q.op.seq, out);
+        if (q.local && this.local?.connected) this.local.reply(result, out);
+        else {
+          this.publish(this.names.svc.result(this.groupId, this.m.rank), result);
+          publishChunks(this.nc, this.names.svc.result(this.groupId, this.m.rank), q.op.seq, out);
+        }
         this.pump();
       },
       (err: Error) => {
@@ -237,6 +289,7 @@ class MemberWorker {
     // a pending op's failure may still want to report this cause: let it, then go
     await new Promise((r) => setTimeout(r, CAUSE_WAIT_MS + 100));
     await this.nc.flush().catch(() => undefined);
+    this.local?.close();
     process.exit(0);
   }
 

@@ -9,6 +9,9 @@ export const RAW_MEMBER = join(__dirname, 'raw-member.js');
 
 export interface Line {
   event: string;
+  /** joined: the client's path to its agent, and why not the local one */
+  transport?: string;
+  localUnused?: string | null;
   rank?: number;
   size?: number;
   agent?: string;

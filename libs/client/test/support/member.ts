@@ -7,11 +7,12 @@ const say = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
 
 async function main(): Promise<void> {
   const scenario = process.env.SCENARIO ?? 'all';
-  const mesh = await connectMesh({ servers: process.env.NATS_URL! });
+  // LOCAL=0: the data over NATS even on the agent's host
+  const mesh = await connectMesh({ servers: process.env.NATS_URL!, local: process.env.LOCAL !== '0' });
   const shape = process.env.MAX ? { min: Number(process.env.MIN), max: Number(process.env.MAX), lastCallMs: Number(process.env.LAST_CALL_MS) } : { size: Number(process.env.SIZE) };
   say({ event: 'joining' });
   const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeoutMs: 90_000 });
-  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName, local: g.placed.members[g.rank].local ?? false });
+  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName, local: g.placed.members[g.rank].local ?? false, transport: g.transport, localUnused: g.localUnused });
   const { rank, size } = g;
   let checked = 0;
   const check = (what: string, got: ArrayLike<number | bigint>, want: ArrayLike<number | bigint>) => {

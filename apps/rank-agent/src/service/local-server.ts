@@ -1,0 +1,108 @@
+// The agent's end of a service member's local path (the member on this host): a Unix socket, 0600
+// in the temp directory, that takes one connection, from the placed member (its member id in the
+// hello), and maps the member's shared segment; ops arrive as frames with their data already in
+// the segment, results go back the same way. See SvcLocalToAgent in @cmesh/protocol.
+import { chmodSync, unlinkSync } from 'fs';
+import { Server, Socket, createServer } from 'net';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { SvcLocalToAgentSchema, SvcOp, SvcResult } from '@cmesh/protocol';
+import { loadShmAddon } from '@cmesh/collectives/shm-addon';
+import { readFrames, writeFrame } from '@cmesh/client';
+
+export class LocalServer {
+  readonly path = join(tmpdir(), `cmesh-svc-${process.pid}.sock`);
+  private server: Server | null = null;
+  private conn: Socket | null = null;
+  private segment: Uint8Array | null = null;
+
+  /**
+   * `onOp`: an op whose data is the segment's first op.bytes; `onGone`: the member's connection
+   * closed (its process ended or dropped the local path).
+   */
+  constructor(
+    private readonly member: string,
+    private readonly onOp: (op: SvcOp, data: Uint8Array) => void,
+    private readonly onGone: () => void,
+  ) {}
+
+  async listen(): Promise<string> {
+    loadShmAddon(); // no addon, no local path: the caller stays on NATS
+    this.unlink();
+    const server = createServer((s) => this.accept(s));
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(this.path, resolve));
+    chmodSync(this.path, 0o600);
+    this.server = server;
+    process.once('exit', () => this.unlink());
+    return this.path;
+  }
+
+  private accept(sock: Socket): void {
+    if (this.conn) return void sock.destroy();
+    let hello = false;
+    readFrames(sock, (raw) => {
+      const f = SvcLocalToAgentSchema.safeParse(raw);
+      if (!f.success) return void sock.destroy();
+      const frame = f.data;
+      if (!hello) {
+        if (frame.type !== 'hello' || frame.member !== this.member) return void writeFrame(sock, { type: 'refused', message: 'not the member placed here' });
+        if (!this.map(sock, frame)) return;
+        hello = true;
+        this.conn = sock;
+        sock.once('close', () => {
+          this.conn = null;
+          this.segment = null;
+          this.onGone();
+        });
+        return;
+      }
+      if (frame.type === 'segment') this.map(sock, frame);
+      else if (frame.type === 'op') {
+        const { op } = frame;
+        if (!this.segment || op.bytes > this.segment.byteLength) return void sock.destroy(new Error(`op #${op.seq}: ${op.bytes} bytes do not fit the segment`));
+        this.onOp(op, this.segment.subarray(0, op.bytes));
+      }
+    });
+    sock.on('error', () => undefined);
+  }
+
+  /** Maps the member's segment and says ok (or refused). */
+  private map(sock: Socket, f: { pid: number; fd: number; bytes: number }): boolean {
+    try {
+      this.segment = new Uint8Array(loadShmAddon().openSegment(f.pid, f.fd, f.bytes));
+      writeFrame(sock, { type: 'ok' });
+      return true;
+    } catch (e) {
+      writeFrame(sock, { type: 'refused', message: `cannot map the member's segment: ${(e as Error).message}` });
+      return false;
+    }
+  }
+
+  /** Whether the member is connected (its ops come here). */
+  get connected(): boolean {
+    return this.conn !== null;
+  }
+
+  /** The op's result: `out` into the segment (unless it is there already), then the frame. */
+  reply(result: SvcResult, out: Uint8Array): void {
+    const seg = this.segment;
+    if (!seg || !this.conn) return;
+    if (out.byteLength > seg.byteLength) return void this.conn.destroy(new Error(`result of ${out.byteLength} bytes does not fit the segment`));
+    if (!(out.buffer === seg.buffer && out.byteOffset === seg.byteOffset)) seg.set(out);
+    writeFrame(this.conn, { type: 'result', result });
+  }
+
+  close(): void {
+    this.conn?.destroy();
+    this.server?.close();
+    this.unlink();
+  }
+
+  private unlink(): void {
+    try {
+      unlinkSync(this.path);
+    } catch {
+      /* not there */
+    }
+  }
+}

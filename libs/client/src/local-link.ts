@@ -1,0 +1,124 @@
+// The member's end of the local path (a member on its agent's host): a Unix socket to its agent's
+// worker for the op and result frames, and a shared memory segment of this process's (a memfd
+// the worker maps) that holds an op's data and then its result, so the bytes cross neither NATS
+// nor the socket. Opened only when the agent offers it; anything that fails while opening leaves
+// the member on NATS.
+import { Socket, connect } from 'net';
+import { SvcLocalToMember, SvcLocalToMemberSchema, SvcOp, SvcResult } from '@cmesh/protocol';
+import { ShmAddon, loadShmAddon } from '@cmesh/collectives/shm-addon';
+import { readFrames, writeFrame } from './local-frames';
+
+/** The first segment's size; it grows (doubling) to the largest op's data or result. */
+const FIRST_SEGMENT = 64 * 1024;
+
+interface Segment {
+  fd: number;
+  bytes: number;
+  data: Uint8Array;
+}
+
+export class LocalLink {
+  private segment!: Segment;
+  private acks: ((f: SvcLocalToMember) => void)[] = [];
+  private closedWhy: string | null = null;
+
+  private constructor(
+    private readonly sock: Socket,
+    private readonly addon: ShmAddon,
+    private readonly onResult: (r: SvcResult) => void,
+    private readonly onClose: (why: string) => void,
+  ) {}
+
+  /** Connects and says hello; null (with why) when the agent or this host cannot do it. */
+  static async open(path: string, member: string, timeoutMs: number, onResult: (r: SvcResult) => void, onClose: (why: string) => void): Promise<{ link: LocalLink } | { why: string }> {
+    let addon: ShmAddon;
+    try {
+      // loaded only here: a member on NATS needs no native code
+      addon = loadShmAddon();
+    } catch (e) {
+      return { why: (e as Error).message };
+    }
+    const sock = connect(path);
+    const timer = setTimeout(() => sock.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+      const link = new LocalLink(sock, addon, onResult, onClose);
+      const closed = new Promise<never>((_, reject) => sock.once('close', () => reject(new Error(link.closedWhy ?? 'the agent closed the socket'))));
+      closed.catch(() => undefined);
+      link.listen();
+      const seg = link.allocate(FIRST_SEGMENT);
+      const ack = await Promise.race([link.ack({ type: 'hello', member, pid: process.pid, fd: seg.fd, bytes: seg.bytes }), closed]);
+      if (ack.type !== 'ok') {
+        addon.closeFd(seg.fd);
+        sock.destroy();
+        return { why: ack.type === 'refused' ? ack.message : `unexpected ${ack.type}` };
+      }
+      link.segment = seg;
+      return { link };
+    } catch (e) {
+      sock.destroy();
+      return { why: (e as Error).message };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private listen(): void {
+    readFrames(this.sock, (raw) => {
+      const f = SvcLocalToMemberSchema.safeParse(raw);
+      if (!f.success) return void this.sock.destroy(new Error(`bad frame from the agent: ${f.error.issues[0]?.message}`));
+      if (f.data.type === 'result') this.onResult(f.data.result);
+      else this.acks.shift()?.(f.data);
+    });
+    this.sock.on('error', (e) => (this.closedWhy = e.message));
+    this.sock.once('close', () => this.onClose(this.closedWhy ?? 'the agent closed the local socket'));
+  }
+
+  private ack(frame: object): Promise<SvcLocalToMember> {
+    return new Promise((resolve) => {
+      this.acks.push(resolve);
+      writeFrame(this.sock, frame);
+    });
+  }
+
+  private allocate(bytes: number): Segment {
+    const { fd, buffer } = this.addon.createSegment(bytes);
+    return { fd, bytes, data: new Uint8Array(buffer) };
+  }
+
+  /** Makes the segment hold at least `bytes` (a new one, mapped by the agent before it is used). */
+  async reserve(bytes: number): Promise<void> {
+    if (bytes <= this.segment.bytes) return;
+    let size = this.segment.bytes;
+    while (size < bytes) size *= 2;
+    const seg = this.allocate(size);
+    const ack = await this.ack({ type: 'segment', pid: process.pid, fd: seg.fd, bytes: seg.bytes });
+    if (ack.type !== 'ok') {
+      this.addon.closeFd(seg.fd);
+      throw new Error(`the agent could not map a segment of ${size} bytes: ${ack.type === 'refused' ? ack.message : ack.type}`);
+    }
+    this.addon.closeFd(this.segment.fd);
+    this.segment = seg;
+  }
+
+  /** Whether the segment holds `bytes` now (no reserve() needed). */
+  fits(bytes: number): boolean {
+    return bytes <= this.segment.bytes;
+  }
+
+  /** Puts the op's data at the segment's start and sends the op (reserve() first). */
+  send(op: SvcOp, data: Uint8Array): void {
+    this.segment.data.set(data);
+    writeFrame(this.sock, { type: 'op', op });
+  }
+
+  /** The segment's first `bytes`: a result, valid until the next op is sent. */
+  view(bytes: number): Uint8Array {
+    return this.segment.data.subarray(0, bytes);
+  }
+
+  close(): void {
+    this.sock.destroy();
+    if (this.segment) this.addon.closeFd(this.segment.fd);
+  }
+}

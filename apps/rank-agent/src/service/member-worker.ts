@@ -213,7 +213,10 @@ class MemberWorker {
     const es = dist.elementSize(dtype);
     const input = q.assembly.data;
     const redop = (op.redop ?? 'sum') as dist.ReduceOp;
-    const outBytes = new Uint8Array(svcElements(op, rank, size).out * es);
+    const outElements = svcElements(op, rank, size).out;
+    // allReduce and broadcast (and reduce's dst) answer with their input: no result buffer for them
+    const inPlace = op.op === 'allReduce' || op.op === 'broadcast' || (op.op === 'reduce' && rank === op.dst);
+    const outBytes = inPlace ? new Uint8Array(0) : new Uint8Array(outElements * es);
     // one rank's tensor in a buffer of one per rank
     const piece = (bytes: Uint8Array, r: number) => view(dtype, bytes.subarray(r * n * es), n);
     const pieces = (bytes: Uint8Array) => Array.from({ length: size }, (_, r) => piece(bytes, r));

@@ -5,4 +5,5 @@ export { ServiceTensor, dtypeOfTensor, bytesOf } from './tensor';
 export { Assembly, chunkBytes, chunkOf, publishChunks } from './chunks';
 export { Liveness, describe } from './liveness';
 export { readFrames, writeFrame } from './local-frames';
+export { LocalLink } from './local-link';
 export { CmeshError, CollectiveMismatchError, DistTimeoutError, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';

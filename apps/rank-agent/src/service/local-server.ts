@@ -10,8 +10,22 @@ import { SvcLocalToAgentSchema, SvcOp, SvcResult } from '@cmesh/protocol';
 import { loadShmAddon } from '@cmesh/collectives/shm-addon';
 import { readFrames, writeFrame } from '@cmesh/client';
 
+/** Where the worker with this pid listens: its agent removes it when the worker is gone, however it ended. */
+export function localSocketPath(pid: number): string {
+  return join(tmpdir(), `cmesh-svc-${pid}.sock`);
+}
+
+/** Removes a socket file left behind (the worker was killed). */
+export function removeLocalSocket(pid: number): void {
+  try {
+    unlinkSync(localSocketPath(pid));
+  } catch {
+    /* not there */
+  }
+}
+
 export class LocalServer {
-  readonly path = join(tmpdir(), `cmesh-svc-${process.pid}.sock`);
+  readonly path = localSocketPath(process.pid);
   private server: Server | null = null;
   private conn: Socket | null = null;
   private segment: Uint8Array | null = null;
@@ -99,10 +113,6 @@ export class LocalServer {
   }
 
   private unlink(): void {
-    try {
-      unlinkSync(this.path);
-    } catch {
-      /* not there */
-    }
+    removeLocalSocket(process.pid);
   }
 }

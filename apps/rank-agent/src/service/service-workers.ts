@@ -11,6 +11,7 @@ import { AGENT_CONFIG, AgentConfig } from '../config';
 import { AgentMetrics } from '../metrics/agent-metrics';
 import type { FromMemberWorker } from './member-stats';
 import type { ToMemberWorker } from './member-worker';
+import { removeLocalSocket } from './local-server';
 
 const WORKER = join(__dirname, `member-worker${extname(__filename)}`);
 
@@ -44,6 +45,8 @@ export class ServiceWorkers implements OnApplicationShutdown {
     });
     child.once('exit', (code, sig) => {
       this.children.delete(key);
+      // a worker killed by a signal leaves its local socket's file
+      if (child.pid) removeLocalSocket(child.pid);
       this.log.log(`service group ${placed.groupId} rank ${rank}: worker ${child.pid} exited (${sig ?? `code ${code}`})`);
     });
     const msg: ToMemberWorker = { type: 'start', placed, rank, natsUrl: this.config.natsUrl, cluster: clusterNames(this.config.cluster).cluster };

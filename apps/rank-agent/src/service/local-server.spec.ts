@@ -1,0 +1,83 @@
+// The local path between a member (LocalLink) and its agent's worker (LocalServer), both ends real:
+// a Unix socket and a memfd segment mapped through /proc (here both in this process).
+import { existsSync } from 'fs';
+import { LocalLink } from '@cmesh/client';
+import type { SvcOp, SvcResult } from '@cmesh/protocol';
+import { LocalServer, localSocketPath, removeLocalSocket } from './local-server';
+
+const op = (seq: number, bytes: number): SvcOp => ({ seq, op: 'allReduce', dtype: 'uint8', count: bytes, timeoutMs: 1000, bytes });
+
+describe('LocalServer and LocalLink', () => {
+  let server: LocalServer;
+  const ops: { op: SvcOp; data: Uint8Array }[] = [];
+  let gone = 0;
+
+  beforeEach(async () => {
+    ops.length = 0;
+    gone = 0;
+    server = new LocalServer('member-1', (o, data) => ops.push({ op: o, data }), () => gone++);
+    await server.listen();
+  });
+
+  afterEach(() => {
+    server.close();
+    expect(existsSync(localSocketPath(process.pid))).toBe(false);
+  });
+
+  const until = async (what: string, ok: () => boolean) => {
+    const deadline = Date.now() + 5000;
+    while (!ok()) {
+      if (Date.now() > deadline) throw new Error(`${what} did not happen within 5 s`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+
+  it('refuses a member other than the one placed there, which stays on NATS', async () => {
+    const opened = await LocalLink.open(server.path, 'someone-else', 5000, () => undefined, () => undefined);
+    expect(opened).toEqual({ why: 'not the member placed here' });
+    expect(server.connected).toBe(false);
+  });
+
+  it('carries ops and results through the shared segment, growing it for a larger op', async () => {
+    const results: SvcResult[] = [];
+    const opened = await LocalLink.open(server.path, 'member-1', 5000, (r) => results.push(r), () => undefined);
+    if (!('link' in opened)) throw new Error(`not opened: ${opened.why}`);
+    const link = opened.link;
+    for (const [seq, bytes] of [
+      [1, 1000],
+      [2, 300_000], // larger than the first segment: a new one is mapped first
+    ]) {
+      const data = Uint8Array.from({ length: bytes }, (_, i) => (i * 7 + seq) & 0xff);
+      if (!link.fits(bytes)) await link.reserve(bytes);
+      link.send(op(seq, bytes), data);
+      await until(`op ${seq} at the agent`, () => ops.length === seq);
+      const got = ops[seq - 1];
+      expect(got.op.seq).toBe(seq);
+      expect(Buffer.from(got.data).equals(Buffer.from(data))).toBe(true);
+      // the agent answers with other bytes: they are what the member reads back
+      const out = got.data.map((b) => 255 - b);
+      server.reply({ seq, ok: true, bytes }, out);
+      await until(`result ${seq}`, () => results.length === seq);
+      expect(results[seq - 1]).toEqual({ seq, ok: true, bytes });
+      const back = link.view(bytes);
+      for (let i = 0; i < bytes; i++) if (back[i] !== 255 - data[i]) throw new Error(`result ${seq} byte ${i} = ${back[i]}, want ${255 - data[i]}`);
+    }
+    link.close();
+    await until('the agent seeing the member go', () => gone === 1);
+    expect(server.connected).toBe(false);
+  });
+
+  it('takes one member only: a second connection is closed', async () => {
+    const first = await LocalLink.open(server.path, 'member-1', 5000, () => undefined, () => undefined);
+    expect('link' in first).toBe(true);
+    const second = await LocalLink.open(server.path, 'member-1', 5000, () => undefined, () => undefined);
+    expect('why' in second).toBe(true);
+    if ('link' in first) first.link.close();
+  });
+
+  it('removeLocalSocket takes away the file a killed worker left', () => {
+    expect(existsSync(server.path)).toBe(true);
+    removeLocalSocket(process.pid);
+    expect(existsSync(server.path)).toBe(false);
+  });
+});

@@ -20,7 +20,7 @@ export class AgentsNats {
   @MessagePattern('agents.heartbeat', { schema: AgentHeartbeatSchema })
   async heartbeat(body: AgentHeartbeat): Promise<AgentHeartbeatReply> {
     // thousands a second at scale: a few bytes each, not the record
-    return this.agents.heartbeatReply(await this.agents.heartbeat(body));
+    return this.agents.heartbeatReply(await this.agents.beat(body));
   }
 
   @MessagePattern('agents.deregister', { schema: AgentDeregisterSchema })

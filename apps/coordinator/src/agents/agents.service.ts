@@ -102,7 +102,13 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     return rec;
   }
 
+  /** A heartbeat, answered with the agent's record as it is now (REST). */
   async heartbeat(body: AgentHeartbeat): Promise<AgentRecord> {
+    return this.live(await this.beat(body));
+  }
+
+  /** A heartbeat: O(1) in memory unless the agent's state changes; the stored record (NATS answers its state only). */
+  async beat(body: AgentHeartbeat): Promise<AgentRecord> {
     const known = await this.durable(body.agentId);
     if (!known) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
     const now = Date.now();
@@ -117,7 +123,7 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
       this.mirror.set(body.agentId, rec);
       return rec;
     }
-    return this.live(known);
+    return known;
   }
 
   async deregister(agentId: string): Promise<AgentRecord> {

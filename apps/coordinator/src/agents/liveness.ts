@@ -10,7 +10,8 @@ export class Liveness {
   /** Notes a heartbeat at `now`; answers the gap since the one before, s (0 for the first heard). */
   beat(agentId: string, now: number, durableIso?: string): number {
     const h = this.heard.get(agentId);
-    const before = Math.max(h?.at ?? 0, durableIso ? Date.parse(durableIso) : 0);
+    // every replica hears every heartbeat: what it heard last is at least as recent as the durable time
+    const before = h ? h.at : durableIso ? Date.parse(durableIso) : 0;
     const gap = before ? Math.max(0, (now - before) / 1000) : 0;
     this.heard.set(agentId, { at: now, maxGap: Math.max(h?.maxGap ?? 0, gap) });
     return gap;

@@ -121,9 +121,11 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
    * was down missed the end event): ended here, so their agents are free again.
    */
   private async endAbandoned(now = Date.now()): Promise<void> {
+    const placed = (await this.list()).filter((r) => r.state === 'placed' && r.placed);
+    if (!placed.length) return;
     const agents = new Map((await this.agents.list()).map((a) => [a.agentId, a]));
-    for (const r of await this.list()) {
-      if (r.state !== 'placed' || !r.placed) continue;
+    for (const r of placed) {
+      if (!r.placed) continue;
       const placedAt = Date.parse(r.placedAt ?? r.updatedAt);
       if (now - placedAt < ABANDONED_AFTER_MS) continue;
       const gone = r.placed.members.every((m) => {

@@ -47,8 +47,9 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
       labelNames: m.agents.labels,
       registers: r,
       async collect() {
-        const list = await agentsService.list().catch(() => []);
-        for (const s of AGENT_STATES) this.set({ state: s }, list.filter((a) => a.state === s).length);
+        const counts = new Map<string, number>(AGENT_STATES.map((s) => [s, 0]));
+        for (const a of await agentsService.heard().catch(() => [])) counts.set(a.state, (counts.get(a.state) ?? 0) + 1);
+        for (const [state, n] of counts) this.set({ state }, n);
       },
     });
     new Gauge({
@@ -67,7 +68,7 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
       async collect() {
         this.reset();
         const now = Date.now();
-        for (const a of await agentsService.list().catch(() => [])) this.set({ agent: a.agentId }, (now - Date.parse(a.lastHeartbeat)) / 1000);
+        for (const a of await agentsService.heard().catch(() => [])) this.set({ agent: a.agentId }, (now - a.lastHeardMs) / 1000);
       },
     });
   }

@@ -4,11 +4,10 @@
 // package. Every result is checked element by element in the members; members calling different
 // counts get CollectiveMismatchError; a member killed mid-op fails the others' pending op within
 // 5 s with PeerFailureError naming it, and so does an agent killed mid-op.
-import { spawn } from 'child_process';
+import { spawnSync } from 'child_process';
 import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
-import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
 import { connect } from 'nats';
 import { KV_KEYS, SvcRound, clusterNames } from '@cmesh/protocol';
 import { Member, RAW_MEMBER, TS_MEMBER } from './support/member-process';
@@ -78,19 +77,21 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     console.log(`allReduce float32 through the service, world 4, median per rank: 8 B ${done.map((d) => d.smallUs).join('/')} us, 1 MiB ${done.map((d) => d.largeUs).join('/')} us`);
   }, 180_000);
 
+  const example = (file: string) => join(__dirname, '..', '..', '..', 'examples', file);
+  const averaged = async (ms: Member[]) => {
+    const codes = await Promise.all(ms.map((m) => m.exited));
+    ms.forEach((m, i) => expect({ code: codes[i], out: m.out.join('\n') }).toEqual({ code: 0, out: expect.stringMatching(new RegExp(`weights identical on all ${ms.length} members`)) }));
+  };
+
   it('the example: 3 services average their weights each step and end identical', async () => {
-    const example = join(__dirname, '..', '..', '..', 'examples', 'service-weight-averaging.ts');
-    const runs = [0, 1, 2].map(() => {
-      const p = spawn(process.execPath, nodeArgs(example), { env: { ...process.env, ...programEnv(), NATS_URL: nats.url, SIZE: '3', GROUP: 'example', STEPS: '3' }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      return new Promise<{ code: number | null; out: string }>((r) => p.once('exit', (code) => r({ code, out })));
-    });
-    for (const r of await Promise.all(runs)) {
-      // the whole output in the failure message: which rank failed, and how
-      expect({ code: r.code, out: r.out }).toEqual({ code: 0, out: expect.stringMatching(/weights identical on all 3 members/) });
-    }
+    await averaged([0, 1, 2].map(() => start(example('service-weight-averaging.ts'), { SIZE: '3', GROUP: 'example', STEPS: '3' })));
+  }, 120_000);
+
+  // the Python example speaks the documented protocol with the stock nats-py client (make setup installs it)
+  const python = spawnSync('python3', ['-c', 'import nats'], { stdio: 'ignore' }).status === 0;
+  (python ? it : it.skip)('the Python example (nats-py, the wire protocol only) and the TypeScript one average weights in one group', async () => {
+    const env = { SIZE: '3', GROUP: 'polyglot', STEPS: '3' };
+    await averaged([start(example('service_weight_averaging.py'), env), start(example('service-weight-averaging.ts'), env), start(example('service-weight-averaging.ts'), env)]);
   }, 120_000);
 
   it('a full round (and a job) waits while agents serve another group, and is placed once they are free', async () => {

@@ -1,5 +1,6 @@
-// A service member in a process of its own (support/member.ts through @cmesh/client, or a plain
-// JavaScript member) and the JSON lines it prints, for the tests on a real mesh.
+// A service member in a process of its own (support/member.ts through @cmesh/client, a plain
+// JavaScript member, or an example in TypeScript or Python) and the JSON lines it prints (the
+// rest in `out`), for the tests on a real mesh.
 import { ChildProcess, spawn } from 'child_process';
 import { join } from 'path';
 import { nodeArgs, programEnv } from '../../../../apps/cli/src/programs';
@@ -34,8 +35,9 @@ export class Member {
   readonly proc: ChildProcess;
 
   constructor(file: string, env: Record<string, string>) {
-    const args = file.endsWith('.ts') ? nodeArgs(file) : [file];
-    this.proc = spawn(process.execPath, args, { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // a .py member runs under python3, the others under this node
+    const [cmd, args] = file.endsWith('.py') ? ['python3', [file]] : [process.execPath, file.endsWith('.ts') ? nodeArgs(file) : [file]];
+    this.proc = spawn(cmd, args, { env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.proc.stdout!.on('data', (d: Buffer) => {
       buf += d.toString();

@@ -66,6 +66,8 @@ interface Payload {
   dtype: DType;
   count: number;
   data: Uint8Array;
+  /** `data` is a buffer of the op's own (packed), not a view of the caller's tensor */
+  owned?: boolean;
 }
 
 function redop(op: ReduceOp | undefined): ReduceOp {
@@ -264,14 +266,14 @@ export class ServiceGroup {
     let data: Uint8Array = new Uint8Array(0);
     if (this.rank === src) data = pack(this.list(opts.scatterList, t, opts, 'scatterList'));
     else if (opts.scatterList?.length) throw new InvalidArgumentError('scatter: scatterList must NOT be specified on non-source ranks');
-    const out = await this.run('scatter', { ...t, data }, opts, { src });
+    const out = await this.run('scatter', { ...t, data, owned: true }, opts, { src });
     bytesOf(tensor).set(out);
   }
 
   /** `output` gets the reduction of every member's `inputList[rank]` (torch's reduce_scatter). */
   async reduceScatter(output: ServiceTensor, inputList: ServiceTensor[], opts: OpOptions & { op?: ReduceOp } = {}): Promise<void> {
     const t = this.one(output, opts);
-    const out = await this.run('reduceScatter', { ...t, data: pack(this.list(inputList, t, opts, 'inputList')) }, opts, { redop: redop(opts.op) });
+    const out = await this.run('reduceScatter', { ...t, data: pack(this.list(inputList, t, opts, 'inputList')), owned: true }, opts, { redop: redop(opts.op) });
     bytesOf(output).set(out);
   }
 
@@ -281,7 +283,7 @@ export class ServiceGroup {
     const t = this.one(inputList[0], opts);
     const data = pack(this.list(inputList, t, opts, 'inputList'));
     this.list(outputList, t, opts, 'outputList');
-    unpack(await this.run('allToAll', { ...t, data }, opts, {}), outputList);
+    unpack(await this.run('allToAll', { ...t, data, owned: true }, opts, {}), outputList);
   }
 
   /** Returns when every member called it. */
@@ -319,7 +321,7 @@ export class ServiceGroup {
     this.close();
   }
 
-  private async run(op: SvcOp['op'], { dtype, count, data }: Payload, opts: OpOptions, extra: Partial<SvcOp>): Promise<Uint8Array> {
+  private async run(op: SvcOp['op'], { dtype, count, data, owned }: Payload, opts: OpOptions, extra: Partial<SvcOp>): Promise<Uint8Array> {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_OP_TIMEOUT_MS;
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
     if (this.ended) throw this.ended;
@@ -336,8 +338,8 @@ export class ServiceGroup {
       this.pending.set(seq, p);
       if (this.link) return this.sendLocal(p, header, data);
       this.publish(subject, header);
-      // copied: the caller's tensor may change while chunks wait in the connection's buffer
-      publishChunks(this.nc, subject, seq, data.slice());
+      // the caller's tensor is copied: it may change while chunks wait in the connection's buffer
+      publishChunks(this.nc, subject, seq, owned ? data : data.slice());
       p.sentMs = nowMs();
     });
   }

@@ -40,7 +40,7 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async onModuleInit(): Promise<void> {
-    // heartbeats answered by another replica: noted here too (only the id is read)
+    // heartbeats answered by another replica: noted here too (the id and the groups served)
     this.overheard = this.nc.subscribe(this.names.agents.heartbeat, {
       callback: (err, m) => {
         if (err) return;
@@ -48,8 +48,9 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
           const hb = json.decode(m.data) as { agentId?: unknown; serving?: unknown };
           const id = hb.agentId;
           if (typeof id === 'string' && this.mirror.get(id)) {
-            this.liveness.beat(id, Date.now());
-            if (Array.isArray(hb.serving)) this.serving.set(id, { at: Date.now(), groups: hb.serving.filter((g): g is string => typeof g === 'string') });
+            const now = Date.now();
+            this.liveness.beat(id, now);
+            if (Array.isArray(hb.serving)) this.serving.set(id, { at: now, groups: hb.serving.filter((g): g is string => typeof g === 'string') });
           }
         } catch {
           // a malformed heartbeat is refused by the replica that answers it

@@ -3,14 +3,13 @@
 // group's member workers on its status subject (one request, one answer per rank, a short wait;
 // the ranks that did not answer are named, not waited for).
 import { Inject, Injectable } from '@nestjs/common';
-import { JSONCodec, NatsConnection, createInbox } from 'nats';
+import { NatsConnection } from 'nats';
 import { ClusterNames, SVC_STATUS_DEFAULT_MS, SvcGroup, SvcGroupDetail, SvcRankStatus, SvcRankStatusSchema, SvcRound, SvcEnd } from '@cmesh/protocol';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
+import { GatherReplies } from '../nats/gather-replies';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
 import { ServiceGroupsService } from './service.service';
-
-const json = JSONCodec();
 
 /** A round as the REST API shows it. */
 export function svcGroupView(r: SvcRound): SvcGroup {
@@ -62,30 +61,12 @@ export class ServiceGroupsView {
   /** The ranks' answers on the group's status subject, until all `size` answered or `waitMs` is over. */
   private async inFlight(groupId: string, size: number, waitMs: number): Promise<NonNullable<SvcGroupDetail['inFlight']>> {
     const started = Date.now();
-    const inbox = createInbox();
-    const sub = this.nc.subscribe(inbox);
     const ranks = new Map<number, SvcRankStatus>();
-    const deadline = setTimeout(() => sub.unsubscribe(), waitMs);
-    this.nc.publish(this.names.svc.status(groupId), json.encode({}), { reply: inbox });
-    try {
-      for await (const m of sub) {
-        // NATS answers 503 at once when nothing subscribes: no worker of the group is up
-        if (m.headers?.code === 503) break;
-        let body: unknown;
-        try {
-          body = json.decode(m.data);
-        } catch {
-          continue;
-        }
-        const s = SvcRankStatusSchema.safeParse(body);
-        // anyone on the group's subjects could answer: only ranks of the group count
-        if (!s.success || s.data.rank >= size) continue;
-        ranks.set(s.data.rank, s.data);
-        if (ranks.size === size) break;
-      }
-    } finally {
-      clearTimeout(deadline);
-      sub.unsubscribe();
+    for await (const s of new GatherReplies(this.nc, this.names.svc.status(groupId), {}, SvcRankStatusSchema, waitMs)) {
+      // anyone on the group's subjects could answer: only ranks of the group count
+      if (s.rank >= size) continue;
+      ranks.set(s.rank, s);
+      if (ranks.size === size) break;
     }
     const missing = Array.from({ length: size }, (_, i) => i).filter((i) => !ranks.has(i));
     return { ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank), missing, waitedMs: Date.now() - started };

@@ -123,7 +123,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   private async endAbandoned(now = Date.now()): Promise<void> {
     const placed = (await this.list()).filter((r) => r.state === 'placed' && r.placed);
     if (!placed.length) return;
-    const agents = new Map((await this.agents.list()).map((a) => [a.agentId, a]));
+    const agents = new Map((await this.agents.heard()).map((a) => [a.agentId, a]));
     for (const r of placed) {
       if (!r.placed) continue;
       const placedAt = Date.parse(r.placedAt ?? r.updatedAt);
@@ -164,7 +164,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   private async place(round: SvcRound): Promise<void> {
     const groupId = svcGroupId(round.name, round.round);
     const storePrefix = `svc-${groupId}`;
-    const busy = new Set((await this.list()).filter((r) => r.state === 'placed').flatMap((r) => r.placed?.members.map((m) => m.agentId) ?? []));
+    const busy = await this.servingAgents();
     const able = (await this.agents.list()).filter((a) => a.state !== 'lost' && a.backends.some((b) => b.name === 'tcp' && b.available));
     const ready = able.filter((a) => a.state === 'ready' && !busy.has(a.agentId));
     // a job's claim (made before its agents report busy) keeps them too

@@ -5,11 +5,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { TraceDump, analyzeTraces } from '@cmesh/collectives';
 import { ClusterNames, TRACE_COLLECT_DEFAULT_MS, TraceCollect, TraceDumpSchema, TraceReport } from '@cmesh/protocol';
-import { JSONCodec, NatsConnection, createInbox } from 'nats';
+import { NatsConnection } from 'nats';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
+import { GatherReplies } from '../nats/gather-replies';
 import { NATS_CONNECTION } from '../nats/nats.module';
 
-const json = JSONCodec();
 /** once every job heard from is complete, wait this much longer for a job not heard from yet */
 const QUIET_MS = 150;
 
@@ -23,35 +23,20 @@ export class TraceService {
   /** Every answer within `waitMs` (sooner when complete): rank summaries, invalid ones dropped. */
   async collect(req: TraceCollect, waitMs = TRACE_COLLECT_DEFAULT_MS): Promise<{ dumps: TraceDump[]; waitedMs: number }> {
     const started = Date.now();
-    const inbox = createInbox();
-    const sub = this.nc.subscribe(inbox);
     const dumps = new Map<string, TraceDump>();
     const sizes = new Map<string, number>();
     let quiet: NodeJS.Timeout | undefined;
-    const deadline = setTimeout(() => sub.unsubscribe(), waitMs);
     const complete = () => [...sizes.entries()].every(([job, size]) => [...dumps.keys()].filter((k) => k.startsWith(`${job}\0`)).length >= size);
-    this.nc.publish(this.names.trace.collect, json.encode(req), { reply: inbox });
-    for await (const m of sub) {
-      // NATS answers 503 at once when nothing subscribes to the subject: no rank to wait for
-      if (m.headers?.code === 503) break;
-      let body: unknown;
-      try {
-        body = json.decode(m.data);
-      } catch {
-        continue;
-      }
-      const parsed = TraceDumpSchema.safeParse(body);
-      if (!parsed.success) continue;
-      const d = parsed.data as TraceDump;
+    const replies = new GatherReplies(this.nc, this.names.trace.collect, req, TraceDumpSchema, waitMs);
+    for await (const reply of replies) {
+      const d = reply as TraceDump;
       dumps.set(`${d.job ?? ''}\0${d.rank}`, d);
       sizes.set(d.job ?? '', d.world_size);
       if (quiet) clearTimeout(quiet);
       quiet = undefined;
       // a job's every rank answered: give the others a moment, then stop
-      if (complete()) quiet = setTimeout(() => sub.unsubscribe(), req.job ? 0 : QUIET_MS);
+      if (complete()) quiet = setTimeout(() => replies.close(), req.job ? 0 : QUIET_MS);
     }
-    sub.unsubscribe();
-    clearTimeout(deadline);
     if (quiet) clearTimeout(quiet);
     return { dumps: [...dumps.values()], waitedMs: Date.now() - started };
   }

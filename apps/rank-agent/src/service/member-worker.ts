@@ -217,33 +217,34 @@ class MemberWorker {
     // allReduce and broadcast (and reduce's dst) answer with their input: no result buffer for them
     const inPlace = op.op === 'allReduce' || op.op === 'broadcast' || (op.op === 'reduce' && rank === op.dst);
     const outBytes = inPlace ? new Uint8Array(0) : new Uint8Array(outElements * es);
+    /** `elements` of `bytes` from element `at` on, as the library's tensor (no copy) */
+    const view = (bytes: Uint8Array, elements: number, at = 0) => dist.viewAs(bytes.subarray(at * es, (at + elements) * es), dtype);
     // one rank's tensor in a buffer of one per rank
-    const piece = (bytes: Uint8Array, r: number) => view(dtype, bytes.subarray(r * n * es), n);
-    const pieces = (bytes: Uint8Array) => Array.from({ length: size }, (_, r) => piece(bytes, r));
+    const pieces = (bytes: Uint8Array) => Array.from({ length: size }, (_, r) => view(bytes, n, r * n));
     switch (op.op) {
       case 'allReduce':
-        await dist.allReduce(view(dtype, input, n), { op: redop, timeout });
+        await dist.allReduce(view(input, n), { op: redop, timeout });
         return input;
       case 'broadcast':
-        await dist.broadcast(view(dtype, input, n), { src: op.src!, timeout });
+        await dist.broadcast(view(input, n), { src: op.src!, timeout });
         return input;
       case 'reduce':
-        await dist.reduce(view(dtype, input, n), { dst: op.dst!, op: redop, timeout });
+        await dist.reduce(view(input, n), { dst: op.dst!, op: redop, timeout });
         return rank === op.dst ? input : outBytes;
       case 'allGather':
-        await dist.allGatherIntoTensor(view(dtype, outBytes, n * size), view(dtype, input, n), { timeout });
+        await dist.allGatherIntoTensor(view(outBytes, n * size), view(input, n), { timeout });
         return outBytes;
       case 'gather':
-        await dist.gather(view(dtype, input, n), { dst: op.dst!, ...(rank === op.dst ? { gatherList: pieces(outBytes) } : {}), timeout });
+        await dist.gather(view(input, n), { dst: op.dst!, ...(rank === op.dst ? { gatherList: pieces(outBytes) } : {}), timeout });
         return outBytes;
       case 'scatter':
-        await dist.scatter(view(dtype, outBytes, n), { src: op.src!, ...(rank === op.src ? { scatterList: pieces(input) } : {}), timeout });
+        await dist.scatter(view(outBytes, n), { src: op.src!, ...(rank === op.src ? { scatterList: pieces(input) } : {}), timeout });
         return outBytes;
       case 'reduceScatter':
-        await dist.reduceScatterTensor(view(dtype, outBytes, n), view(dtype, input, n * size), { op: redop, timeout });
+        await dist.reduceScatterTensor(view(outBytes, n), view(input, n * size), { op: redop, timeout });
         return outBytes;
       case 'allToAll':
-        await dist.allToAllSingle(view(dtype, outBytes, n * size), view(dtype, input, n * size), { timeout });
+        await dist.allToAllSingle(view(outBytes, n * size), view(input, n * size), { timeout });
         return outBytes;
       case 'barrier':
         await dist.barrier({ timeout });
@@ -298,30 +299,6 @@ class MemberWorker {
 
   private publish(subject: string, body: unknown): void {
     if (this.nc && !this.nc.isClosed()) this.nc.publish(subject, json.encode(body));
-  }
-}
-
-/** The library's tensor of `count` elements over `bytes`. */
-function view(dtype: dist.DType, bytes: Uint8Array, count: number): dist.Tensor {
-  const { byteOffset } = bytes;
-  const buffer = bytes.buffer as ArrayBuffer;
-  switch (dtype) {
-    case 'float32':
-      return new Float32Array(buffer, byteOffset, count);
-    case 'float64':
-      return new Float64Array(buffer, byteOffset, count);
-    case 'int8':
-      return new Int8Array(buffer, byteOffset, count);
-    case 'uint8':
-      return new Uint8Array(buffer, byteOffset, count);
-    case 'int32':
-      return new Int32Array(buffer, byteOffset, count);
-    case 'int64':
-      return new BigInt64Array(buffer, byteOffset, count);
-    case 'float16':
-      return new dist.Float16BitsArray(buffer, byteOffset, count);
-    case 'bfloat16':
-      return new dist.BFloat16BitsArray(buffer, byteOffset, count);
   }
 }
 

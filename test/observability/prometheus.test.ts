@@ -7,11 +7,10 @@
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
-import { createServer } from 'net';
 import { join, resolve } from 'path';
 import { connect } from 'nats';
 import { JobRecord, RDZV_SUBJECTS, ScanRecord } from '@cmesh/protocol';
-import { NatsServer, Prometheus, Sample, freePort, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
+import { NatsServer, Prometheus, Sample, freePortPair, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 import { nodeArgs, programEnv } from '../../apps/cli/src/programs';
 import { dashboardExpressions, ruleFileRules } from './support/expressions';
@@ -22,19 +21,6 @@ const RULES = join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml');
 const SIZES = [1024, 1 << 20];
 const ITERS = 5;
 
-/** Two consecutive free ports (the job's ranks serve on base + LOCAL_RANK). */
-async function twoPorts(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const p = await freePort();
-    const ok = await new Promise<boolean>((r) => {
-      const s = createServer();
-      s.once('error', () => r(false));
-      s.listen(p + 1, '127.0.0.1', () => s.close(() => r(true)));
-    });
-    if (ok) return p;
-  }
-  throw new Error('no two consecutive free ports');
-}
 
 const finite = (s: Sample[]) => s.some((x) => Number.isFinite(sampleValue(x)));
 
@@ -92,7 +78,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     writeFileSync(join(tmp, 'cmesh.rules.yml'), raised);
 
     nats = await startNatsServer();
-    jobPorts = await twoPorts();
+    jobPorts = await freePortPair();
     job = spawn(process.execPath, [CMESH, 'run', '--standalone', '--nproc-per-node', '2', join(__dirname, 'fixtures/allreduce-loop.ts')], {
       cwd: ROOT,
       env: { ...process.env, CMESH_METRICS_PORT: String(jobPorts), CMESH_STOP_FILE: stopFile },

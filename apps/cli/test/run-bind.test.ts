@@ -3,8 +3,8 @@
 // (CMESH_METRICS_PORT) gives every rank an exporter on port + LOCAL_RANK.
 import { spawn } from 'child_process';
 import { readFileSync } from 'fs';
-import * as net from 'net';
 import * as path from 'path';
+import { freePortPair } from '@cmesh/testing';
 import { cpusAllowed } from '../../../libs/collectives/src/transport/core-binding';
 import { placementEnv } from '../src/run/binding';
 
@@ -39,22 +39,6 @@ function cmesh(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60000): 
   });
 }
 
-async function twoPorts(): Promise<number> {
-  const free = (p: number) =>
-    new Promise<number | undefined>((r) => {
-      const s = net.createServer();
-      s.once('error', () => r(undefined));
-      s.listen(p, '127.0.0.1', () => {
-        const got = (s.address() as net.AddressInfo).port;
-        s.close(() => r(got));
-      });
-    });
-  for (let i = 0; i < 20; i++) {
-    const p = await free(0);
-    if (p && (await free(p + 1))) return p;
-  }
-  throw new Error('no two consecutive free ports');
-}
 
 describe('cmesh run: what each worker is asked', () => {
   it('sets its requests per local rank and clears inherited ones', () => {
@@ -77,7 +61,7 @@ describe('cmesh run: what each worker is asked', () => {
 
 linux2('cmesh run --bind-to', () => {
   it('core: each rank\'s main thread on a core of its own, the other threads keep every core; --metrics-port serves each rank', async () => {
-    const port = await twoPorts();
+    const port = await freePortPair();
     const r = await cmesh(['--bind-to', 'core', '--metrics-port', String(port), '--nproc-per-node', '2', FIXTURE, String(port)]);
     expect([r.code, r.ranks.length]).toEqual([0, 2]);
     expect(r.ranks.map((b) => b.main)).toEqual([String(ALLOWED[0]), String(ALLOWED[1])]);
@@ -89,7 +73,7 @@ linux2('cmesh run --bind-to', () => {
   });
 
   it('none: no rank is bound, and nothing exports unless asked', async () => {
-    const port = await twoPorts();
+    const port = await freePortPair();
     const r = await cmesh(['--bind-to', 'none', '--nproc-per-node', '2', FIXTURE, String(port)]);
     expect([r.code, r.ranks.map((b) => b.main)]).toEqual([0, [ALLOWED_TEXT, ALLOWED_TEXT]]);
     for (const b of r.ranks) expect(b.metrics).toEqual(expect.any(String)); // refused: no exporter
@@ -101,7 +85,7 @@ linux2('cmesh run --bind-to', () => {
     // no busy-polling, nothing to bind by default
     const quiet = await cmesh(['--nproc-per-node', '2', FIXTURE], { CMESH_SPIN_US: '0' });
     expect([quiet.code, quiet.ranks.map((b) => b.main)]).toEqual([0, [ALLOWED_TEXT, ALLOWED_TEXT]]);
-    const port = await twoPorts();
+    const port = await freePortPair();
     const off = await cmesh(['--nproc-per-node', '2', FIXTURE, String(port)], { CMESH_BIND: 'none', CMESH_METRICS_PORT: String(port) });
     expect([off.code, off.ranks.map((b) => [b.main, b.metrics])]).toEqual([
       0,

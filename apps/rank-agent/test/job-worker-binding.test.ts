@@ -5,7 +5,7 @@
 // nothing is bound. CMESH_METRICS_PORT on the agents: the workers export (the worker asks for it).
 import { execFileSync } from 'child_process';
 import { readFileSync, readdirSync } from 'fs';
-import { NatsServer, freePort, startNatsServer } from '@cmesh/testing';
+import { NatsServer, freePort, freePortPair, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../cli/src/mesh/launch';
 import { cpusAllowed } from '../../../libs/collectives/src/transport/core-binding';
 
@@ -65,7 +65,8 @@ linux2('job workers bound like cmesh run binds', () => {
   }, 150_000);
 
   it('CMESH_BIND=none on the agents: not bound; CMESH_METRICS_PORT: each worker exports on port + LOCAL_RANK', async () => {
-    const base = await freePort();
+    // each worker exports on base + its LOCAL_RANK: both ports free
+    const base = await freePortPair();
     await withMesh({ CMESH_BIND: 'none', CMESH_METRICS_PORT: String(base) }, async (mesh) => {
       const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64], iters: 2, warmup: 0, agents: ['agent-0', 'agent-1'] })).id);
       expect(job.state).toBe('succeeded');

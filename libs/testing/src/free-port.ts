@@ -12,6 +12,21 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
   });
 }
 
+/** A free port p with p + 1 free too (ranks that serve on base + LOCAL_RANK), checked by binding both. */
+export async function freePortPair(host = '127.0.0.1'): Promise<number> {
+  const bindable = (port: number) =>
+    new Promise<boolean>((r) => {
+      const s = net.createServer();
+      s.once('error', () => r(false));
+      s.listen(port, host, () => s.close(() => r(true)));
+    });
+  for (let i = 0; i < 20; i++) {
+    const p = await freePort(host);
+    if (await bindable(p + 1)) return p;
+  }
+  throw new Error('no two consecutive free ports');
+}
+
 /** Resolves true once something accepts TCP connections on host:port, false after the deadline. */
 export async function waitForPort(port: number, timeoutMs: number, host = '127.0.0.1', alive: () => boolean = () => true): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;

@@ -83,7 +83,7 @@ const linux = process.platform === 'linux';
     expect(results[0].result.opMs).toBeLessThan(4000);
   }, 40000);
 
-  it('RSS grows by at most 5 MiB over 100,000 small all-reduces', async () => {
+  it('RSS does not grow over 100,000 small all-reduces', async () => {
     // a small young generation: V8 otherwise grows it to tens of MiB under this load, which is
     // all the RSS noise there is (TCP shows the same)
     const env = () => ({ CMESH_TRANSPORT: 'shm', NODE_OPTIONS: '--expose-gc --max-semi-space-size=1' });
@@ -91,7 +91,11 @@ const linux = process.platform === 'linux';
     for (const r of results) {
       expect(r.result).toMatchObject({ ok: true });
       expect(r.result.mappings).toBe(2);
-      expect(r.result.growth).toBeLessThanOrEqual(5 * 1024 * 1024);
+      // a sample every 10,000 calls: a leak grows from the first tenths to the last (3 MiB is 45
+      // bytes a call); V8 giving pages back or keeping them moves single samples by up to 10 MiB
+      const s: number[] = r.result.samples;
+      const growth = Math.min(...s.slice(-3)) - Math.min(...s.slice(0, 3));
+      expect({ rank: r.rank, grew: growth > 3 * 1024 * 1024, samples: s }).toEqual({ rank: r.rank, grew: false, samples: s });
     }
   }, 110000);
 });

@@ -39,13 +39,15 @@ try:
 except Exception:
     roots = []
 for r in roots:
-    for p in sorted(glob.glob(os.path.join(r, "lib", sys.argv[2]))):
+    # nvidia/nccl/lib (cu12 wheels), nvidia/cu13/lib (cu13 wheels), or deeper
+    for p in sorted(glob.glob(os.path.join(r, "**", "lib", sys.argv[2]), recursive=True)):
         print(p); raise SystemExit
 PY
 }
 [ -z "${CMESH_NCCL_LIB:-}" ] && CMESH_NCCL_LIB=$(wheel_lib nvidia.nccl 'libnccl.so*')
+[ -z "${CMESH_NCCL_LIB:-}" ] && CMESH_NCCL_LIB=$(wheel_lib nvidia 'libnccl.so*')
 [ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia.cuda_runtime 'libcudart.so*')
-[ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia.cu13 'libcudart.so*')
+[ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia 'libcudart.so*')
 export CMESH_NCCL_LIB CMESH_CUDART_LIB
 echo "# libnccl: ${CMESH_NCCL_LIB:-<loader search>}"
 echo "# libcudart: ${CMESH_CUDART_LIB:-<loader search>}"
@@ -59,8 +61,17 @@ if [ "${gpus:-0}" -eq 0 ]; then
 fi
 echo "# world: $gpus visible device(s)"
 
-if [ ! -d node_modules/@swc-node ]; then
-  echo "gpu-check: node_modules missing: run 'npm ci' (or 'make deps') first"
+# The cmesh sweep: from the sources (node_modules present), else the bundle that
+# scripts/gpu-check/pack.sh made for a host without Node.js.
+if command -v node >/dev/null 2>&1 && [ -d node_modules/@swc-node ]; then
+  sweep=(node -r @swc-node/register scripts/gpu-check/nccl-sweep.ts)
+elif [ -f .gpu/nccl-sweep.js ] && [ -f .gpu/node.gz ]; then
+  [ -x .gpu/node ] || { gunzip -c .gpu/node.gz >.gpu/node && chmod +x .gpu/node; }
+  # the bundle cannot find the sidecar relative to its sources: name the build output
+  export CMESH_NCCL_SIDECAR=${CMESH_NCCL_SIDECAR:-$PWD/native/nccl-sidecar/build/cmesh-nccl-sidecar}
+  sweep=(.gpu/node .gpu/nccl-sweep.js)
+else
+  echo "gpu-check: node_modules missing: run 'npm ci' (or 'make deps') first, or scripts/gpu-check/pack.sh on a machine with Node.js"
   exit 1
 fi
 
@@ -73,7 +84,7 @@ rc=0
 for w in $worlds; do
   echo
   echo "## cmesh nccl sidecar, world $w"
-  node -r @swc-node/register scripts/gpu-check/nccl-sweep.ts --world "$w" --max "$max" --iters "$iters" || rc=1
+  "${sweep[@]}" --world "$w" --max "$max" --iters "$iters" || rc=1
   echo
   if [ "$have_torch" -eq 1 ]; then
     echo "## torch.distributed nccl, world $w"

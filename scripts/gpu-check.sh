@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# GPU check for the nccl backend (issue 8): builds the sidecar, runs a verified sweep of every
-# collective through it (world 1 on one GPU, and world N over all N GPUs when N > 1), then the
-# same sweep through torch.distributed's nccl backend for comparison, in the same run.
+# GPU check for the nccl backend: builds the sidecar, runs a verified sweep of every collective
+# through it (world 1 on one GPU, and world N over all N GPUs when N > 1) and the same sweep
+# through torch.distributed's nccl backend for comparison, in the same run; then the library's
+# nccl backend in user processes (initProcessGroup, every collective x dtype x reduce op checked
+# element by element), and two ranks on one GPU (NCCL refuses it: a typed error on every rank).
 # Without a GPU it prints "skipped: no GPU" and exits 0.
 #
 # Env: CMESH_NCCL_LIB (libnccl.so.2 to use; default: torch's nvidia-nccl wheel, then the
@@ -61,15 +63,15 @@ if [ "${gpus:-0}" -eq 0 ]; then
 fi
 echo "# world: $gpus visible device(s)"
 
-# The cmesh sweep: from the sources (node_modules present), else the bundle that
-# scripts/gpu-check/pack.sh made for a host without Node.js.
+# The cmesh scripts (scripts/gpu-check/*.ts): from the sources (node_modules present), else the
+# bundles that scripts/gpu-check/pack.sh made for a host without Node.js.
 if command -v node >/dev/null 2>&1 && [ -d node_modules/@swc-node ]; then
-  sweep=(node -r @swc-node/register scripts/gpu-check/nccl-sweep.ts)
+  cmesh_script() { node -r @swc-node/register "scripts/gpu-check/$1.ts" "${@:2}"; }
 elif [ -f .gpu/nccl-sweep.js ] && [ -f .gpu/node.gz ]; then
   [ -x .gpu/node ] || { gunzip -c .gpu/node.gz >.gpu/node && chmod +x .gpu/node; }
-  # the bundle cannot find the sidecar relative to its sources: name the build output
+  # a bundle cannot find the sidecar relative to its sources: name the build output
   export CMESH_NCCL_SIDECAR=${CMESH_NCCL_SIDECAR:-$PWD/native/nccl-sidecar/build/cmesh-nccl-sidecar}
-  sweep=(.gpu/node .gpu/nccl-sweep.js)
+  cmesh_script() { .gpu/node ".gpu/$1.js" "${@:2}"; }
 else
   echo "gpu-check: node_modules missing: run 'npm ci' (or 'make deps') first, or scripts/gpu-check/pack.sh on a machine with Node.js"
   exit 1
@@ -84,7 +86,10 @@ rc=0
 for w in $worlds; do
   echo
   echo "## cmesh nccl sidecar, world $w"
-  "${sweep[@]}" --world "$w" --max "$max" --iters "$iters" || rc=1
+  cmesh_script nccl-sweep --world "$w" --max "$max" --iters "$iters" || rc=1
+  echo
+  echo "## cmesh library, initProcessGroup({ backend: 'nccl' }) in $w user process(es)"
+  cmesh_script library-nccl --world "$w" || rc=1
   echo
   if [ "$have_torch" -eq 1 ]; then
     echo "## torch.distributed nccl, world $w"
@@ -93,6 +98,9 @@ for w in $worlds; do
     echo "## torch.distributed nccl: skipped (python3 has no torch with CUDA)"
   fi
 done
+echo
+echo "## two ranks on one GPU: NCCL refuses it; every rank must end with a typed error, none hang"
+cmesh_script library-nccl --world 2 --same-device || rc=1
 echo
 if [ "$rc" -eq 0 ]; then echo "gpu-check: passed"; else echo "gpu-check: FAILED"; fi
 exit $rc

@@ -2,7 +2,7 @@
 // one process (one NcclBackend, sidecar and GPU per rank), printed in @cmesh/bench's nccl-tests
 // table (out-of-place: NCCL's separate buffers; device time per iteration).
 // Usage: node -r @swc-node/register scripts/gpu-check/nccl-sweep.ts --world N [--min B] [--max B]
-//        [--dtype float32] [--iters 20] [--warmup 5]
+//        [--dtype float32] [--iters 20] [--warmup 5] [--ops allReduce,allToAll,...]
 import { benchSizes, formatHeader, formatRow, hasRoot, isReduction, ncclTestsOp } from '@cmesh/bench';
 import { DType } from '@cmesh/collectives';
 import { BENCH_OPS, BenchRow } from '@cmesh/protocol';
@@ -41,7 +41,8 @@ async function main(): Promise<number> {
       `# cmesh nccl sidecar: NCCL ${hello.nccl.versionString} (${hello.nccl.library}), CUDA runtime ${hello.cuda.runtimeVersion}, ` +
         `devices: ${hello.devices.map((d) => `${d.index}:${d.name}`).join(', ')}; world ${world}, ${dtype}, warmup ${warmup}, iters ${iters}`,
     );
-    for (const collective of BENCH_OPS) {
+    const only = arg('ops', '').split(',').filter(Boolean);
+    for (const collective of BENCH_OPS.filter((op) => only.length === 0 || only.includes(op))) {
       const key = `gpu-check/w${world}/${collective}`;
       try {
         const perRank: NcclSweepRow[][] = await Promise.all(

@@ -86,7 +86,7 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     joined.forEach((j, i) => expect(g!.members[j.rank!]).toMatchObject({ rank: j.rank, label: `q-${i}`, agentName: j.agent }));
     expect(Date.parse(g!.endedAt!)).toBeGreaterThanOrEqual(Date.parse(g!.placedAt!));
     // ended: no ops in flight to ask for
-    expect(await renderStatus(mesh.client)).toMatch(/Service groups \(1\)[^]*│ obs-quick +│ 1 +│ ended +│[^│]*│ [0-9.]+ s ago +│ [0-9.]+ s ago \(left member "q-/);
+    expect(await renderStatus(mesh.client)).toMatch(/Service groups \(1\)[^]*│ obs-quick +│ 1 +│ ended +│ tcp +│[^│]*│ [0-9.]+ s ago +│ [0-9.]+ s ago \(left member "q-/);
     const one = await get<SvcGroupDetail>('/service-groups/obs-quick');
     expect(one.status).toBe(200);
     expect(SvcGroupDetailSchema.parse(one.body).inFlight).toBeUndefined();
@@ -123,7 +123,9 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
       if (d.inFlight?.ranks.filter((x) => x.running).length === 2) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(d).toMatchObject({ name: 'obs', round: 1, state: 'placed', size: 3 });
+    // no agent of this mesh has a GPU: the group runs on tcp, and each rank says so
+    expect(d).toMatchObject({ name: 'obs', round: 1, state: 'placed', size: 3, backend: 'tcp' });
+    expect(d!.inFlight!.ranks.map((x) => x.backend)).toEqual(['tcp', 'tcp', 'tcp']);
     joined.forEach((j, i) => expect(d!.members[j.rank!]).toMatchObject({ rank: j.rank, label: ['o-0', 'o-victim', 'o-2'][i], agentName: j.agent }));
     expect(d!.inFlight!.missing).toEqual([]);
     expect(d!.inFlight!.ranks.map((x) => x.rank)).toEqual([0, 1, 2]);
@@ -134,7 +136,7 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     expect(d!.inFlight!.ranks[victim]).toMatchObject({ running: null, queued: 0, opsDone: 1 });
     for (const j of joined) expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8"}')).toBe(1);
 
-    expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ [^│]*${victim} o-victim@${joined[1].agent}`));
+    expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ tcp +│ [^│]*${victim} o-victim@${joined[1].agent}`));
     // and the live page
     const ui = await (await fetch(`${mesh.coordinatorUrl}/ui`)).text();
     expect(ui).toMatch(new RegExp(`<td>obs</td><td class="num">1</td><td class="state-running">placed</td><td>[^<]*${victim} o-victim@${joined[1].agent}`));
@@ -201,7 +203,7 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
       const two = (await get<SvcGroupDetail>('/service-groups/obs-wait')).body;
       expect(two).toMatchObject({ state: 'waiting', joined: 2, members: [{ member: 'w-1' }, { member: 'w-2' }] });
       expect(Date.parse(two.closesAt!) - Date.now()).toBeGreaterThan(500_000);
-      expect(await renderStatus(mesh.client)).toMatch(/│ obs-wait +│ 1 +│ waiting 2\/2\.\.3 +│ - early, - w-2/);
+      expect(await renderStatus(mesh.client)).toMatch(/│ obs-wait +│ 1 +│ waiting 2\/2\.\.3 +│ auto +│ - early, - w-2/);
       for (const member of ['w-1', 'w-2']) expect(await send(names.svc.leave, { name: 'obs-wait', member })).toMatchObject({ ok: true });
       expect((await get<SvcGroupDetail>('/service-groups/obs-wait')).body).toMatchObject({ state: 'waiting', joined: 0, members: [] });
     } finally {

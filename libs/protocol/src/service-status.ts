@@ -3,7 +3,7 @@
 // coordinator asks the group's member workers for on clusterNames(cluster).svc.status(groupId)
 // (a request every rank answers with SvcRankStatus).
 import { z } from 'zod';
-import { SVC_OPS, SvcEndSchema, SvcMemberSchema, SvcNameSchema, SvcRoundSchema } from './service';
+import { SVC_OPS, SvcBackendSchema, SvcEndSchema, SvcMemberSchema, SvcNameSchema, SvcRoundSchema } from './service';
 
 /** How long the coordinator waits for the ranks' SvcRankStatus by default, and at most (ms). */
 export const SVC_STATUS_DEFAULT_MS = 1000;
@@ -32,6 +32,9 @@ export const SvcRankStatusSchema = z.object({
   opsDone: z.number().int().min(0),
   /** tensor bytes of the ops finished (nccl-tests' size: the larger of an op's buffers, the root's for gather and scatter) */
   bytes: z.number().int().min(0),
+  /** the backend this rank's process group runs on (the library's getBackend()), and its GPU with nccl */
+  backend: SvcBackendSchema.optional(),
+  device: z.number().int().min(0).optional(),
 });
 export type SvcRankStatus = z.infer<typeof SvcRankStatusSchema>;
 
@@ -42,6 +45,8 @@ export const SvcGroupSchema = z.object({
   state: z.enum(['waiting', 'queued', 'placed', 'ended']),
   /** the world size (an elastic round: its max until it closes with the members it has) */
   size: z.number().int().positive(),
+  /** placed: the backend its agents run it with; before that, the one its members asked for (absent: auto) */
+  backend: SvcBackendSchema.optional(),
   /** an elastic round's bounds and last call */
   elastic: SvcRoundSchema.shape.elastic,
   /** when an elastic round that reached its min closes (ISO time) */

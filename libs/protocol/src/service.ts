@@ -20,6 +20,18 @@ export const SVC_LOST_MS = 3000;
 export const SVC_OPS = ['allReduce', 'broadcast', 'reduce', 'allGather', 'gather', 'scatter', 'reduceScatter', 'allToAll', 'barrier'] as const;
 export type SvcOpName = (typeof SVC_OPS)[number];
 
+/**
+ * The library backend a group's agents run its ops with: `nccl` (each agent's GPU, through its
+ * sidecar) when every placed agent has a working nccl backend, else `tcp` (shared memory between
+ * agents of one host). A member may ask for one at join; `auto` (the default) takes nccl when
+ * enough idle agents have it.
+ */
+export const SVC_BACKENDS = ['tcp', 'nccl'] as const;
+export const SvcBackendSchema = z.enum(SVC_BACKENDS);
+export type SvcBackend = z.infer<typeof SvcBackendSchema>;
+export const SvcBackendRequestSchema = z.enum(['auto', ...SVC_BACKENDS]);
+export type SvcBackendRequest = z.infer<typeof SvcBackendRequestSchema>;
+
 /** A group's name: a subject token and KV key segment, short enough to leave room for the round. */
 export const SvcNameSchema = z.string().regex(/^[A-Za-z0-9-]{1,48}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits and - only (1..48)` });
 
@@ -41,6 +53,8 @@ export const SvcJoinSchema = z
     label: z.string().min(1).max(128).optional(),
     /** the member's host identity (the library's hostIdentity()): an idle agent on the same host is preferred */
     hostId: z.string().max(256).optional(),
+    /** the backend the group must run on (default auto); members asking for tcp and nccl conflict */
+    backend: SvcBackendRequestSchema.optional(),
   })
   .superRefine((j, ctx) => {
     const elastic = j.min !== undefined || j.max !== undefined;
@@ -79,6 +93,8 @@ export const SvcPlacedSchema = z.object({
   members: z.array(SvcMemberSchema),
   /** the process group's store prefix (the agents' nats:// init method) */
   storePrefix: z.string(),
+  /** the backend the agents run the group's ops with; absent (a round not placed, an older coordinator): tcp */
+  backend: SvcBackendSchema.optional(),
   error: z.string().optional(),
   /** with `error`: the member ids of the round that was not placed */
   joined: z.array(z.string()).optional(),
@@ -210,6 +226,8 @@ export const SvcRoundSchema = z.object({
   /** when an elastic round that reached min closes (ISO) */
   closesAt: z.string().optional(),
   round: z.number().int().positive(),
+  /** the backend a member asked for at join (absent: auto) */
+  backend: SvcBackendSchema.optional(),
   /** waiting for members; queued: full, waiting for enough idle agents; placed; ended */
   state: z.enum(['waiting', 'queued', 'placed', 'ended']),
   joined: z.array(z.object({ member: z.string(), label: z.string().optional(), hostId: z.string().optional() })),

@@ -37,13 +37,15 @@ export function groupsTable(groups: GroupRow[]): string {
 
 /** Service groups (GET /service-groups): each one's current round, its members and where they run, how it ended. */
 export function serviceGroupsTable(groups: SvcGroup[], now = Date.now()): string {
-  const t = table(['service group', 'round', 'state', 'members (rank label@agent)', 'placed', 'ended']);
+  const t = table(['service group', 'round', 'state', 'backend', 'members (rank label@agent)', 'placed', 'ended']);
   for (const g of groups) {
     const members = g.members.map((m) => `${m.rank ?? '-'} ${m.label ?? m.member.slice(0, 8)}${m.agentName ? `@${m.agentName}` : ''}`).join(', ');
     const want = g.elastic ? `${g.elastic.min}..${g.elastic.max}` : String(g.size);
     const state = g.state === 'waiting' || g.state === 'queued' ? `${g.state} ${g.joined}/${want}` : g.state;
     const why = g.error ?? (g.end ? `${g.end.reason}${g.end.who ? ` ${g.end.who}` : ''}${g.end.error ? `: ${g.end.error.message}` : ''}` : '');
-    t.push([g.name, String(g.round), state, clip(members || '-', 80), ago(g.placedAt, now), g.endedAt || why ? clip(`${g.endedAt ? ago(g.endedAt, now) : ''}${why ? ` (${why})` : ''}`.trim(), 60) : '-']);
+    // before placement: the backend the members asked for, if any
+    const backend = g.backend ? (g.state === 'waiting' || g.state === 'queued' ? `${g.backend} (asked)` : g.backend) : g.state === 'waiting' || g.state === 'queued' ? 'auto' : '-';
+    t.push([g.name, String(g.round), state, backend, clip(members || '-', 80), ago(g.placedAt, now), g.endedAt || why ? clip(`${g.endedAt ? ago(g.endedAt, now) : ''}${why ? ` (${why})` : ''}`.trim(), 60) : '-']);
   }
   return `Service groups (${groups.length})\n${t.toString()}`;
 }

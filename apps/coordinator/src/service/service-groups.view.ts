@@ -18,6 +18,7 @@ export function svcGroupView(r: SvcRound): SvcGroup {
     round: r.round,
     state: r.state,
     size: r.size,
+    ...(r.placed && !r.placed.error ? { backend: r.placed.backend ?? 'tcp' } : r.backend ? { backend: r.backend } : {}),
     ...(r.elastic ? { elastic: r.elastic } : {}),
     ...(r.closesAt && r.state === 'waiting' ? { closesAt: r.closesAt } : {}),
     joined: r.joined.length,

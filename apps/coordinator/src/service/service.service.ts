@@ -13,6 +13,7 @@ import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
 import { AgentClaims } from '../jobs/agent-claims';
 import { KvMirror } from '../state/kv-mirror';
+import { chooseBackend, ncclWhyNot } from './choose-backend';
 import { matchHosts } from './match-hosts';
 import { KvState } from '../state/kv-state';
 
@@ -65,13 +66,16 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       const fresh = !cur || cur.state !== 'waiting';
       if (!fresh && shape(cur) !== shape({ size, elastic })) throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is waiting for ${shape(cur)}, not ${shape({ size, elastic })}`);
       if (!fresh && cur.joined.some((j) => j.member === body.member)) throw new ReplyError('CONFLICT', `member ${body.member} already joined group ${body.name} round ${cur.round}`);
+      // auto goes with either; tcp and nccl with themselves only (torch's ranks all name one backend)
+      const asked = body.backend && body.backend !== 'auto' ? body.backend : undefined;
+      if (!fresh && asked && cur.backend && cur.backend !== asked) throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} runs on the ${cur.backend} backend, not ${asked}`);
       const base: SvcRound = fresh
         ? { name: body.name, size, ...(elastic ? { elastic } : {}), round: (cur?.round ?? 0) + 1, state: 'waiting', joined: [], updatedAt: '' }
         : cur;
       const joined = [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}), ...(body.hostId ? { hostId: body.hostId } : {}) }];
       // the last call starts when min joined (torch's rendezvous); max closes the round at once
       const closesAt = base.closesAt ?? (base.elastic && joined.length >= base.elastic.min ? new Date(now + base.elastic.lastCallMs).toISOString() : undefined);
-      mine = { ...base, joined, ...(closesAt ? { closesAt } : {}), updatedAt: new Date(now).toISOString() };
+      mine = { ...base, ...(asked ? { backend: asked } : {}), joined, ...(closesAt ? { closesAt } : {}), updatedAt: new Date(now).toISOString() };
       return mine;
     });
     const round = mine!;
@@ -165,11 +169,13 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const groupId = svcGroupId(round.name, round.round);
     const storePrefix = `svc-${groupId}`;
     const busy = await this.servingAgents();
-    const able = (await this.agents.list()).filter((a) => a.state !== 'lost' && a.backends.some((b) => b.name === 'tcp' && b.available));
-    const ready = able.filter((a) => a.state === 'ready' && !busy.has(a.agentId));
+    const registered = (await this.agents.list()).filter((a) => a.state !== 'lost');
+    const tcpAble = registered.filter((a) => a.backends.some((b) => b.name === 'tcp' && b.available));
+    const ready = tcpAble.filter((a) => a.state === 'ready' && !busy.has(a.agentId));
     // a job's claim (made before its agents report busy) keeps them too
     const claimed = await Promise.all(ready.map((a) => this.claims.holder(a.agentId).catch(() => null)));
-    const idle = ready.filter((_, i) => !claimed[i]).sort((a, b) => a.name.localeCompare(b.name));
+    const idleAny = ready.filter((_, i) => !claimed[i]).sort((a, b) => a.name.localeCompare(b.name));
+    const { backend, able, idle } = chooseBackend(round, tcpAble, idleAny);
     const members = round.joined.map((j) => j.member).join();
     const mine = (cur: SvcRound | undefined, states: SvcRound['state'][]) => cur && cur.round === round.round && states.includes(cur.state) && cur.joined.map((j) => j.member).join() === members;
     let placed: SvcPlaced;
@@ -180,13 +186,16 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
           mine(cur, ['waiting']) ? { ...cur!, size: round.size, state: 'queued', updatedAt: new Date().toISOString() } : undefined,
         );
         if (!mine(q, ['queued'])) return;
-        this.log.log(`group ${groupId}: ${round.size} members wait for ${round.size} idle agents (${idle.length} idle of ${able.length})`);
+        this.log.log(`group ${groupId}: ${round.size} members wait for ${round.size} idle ${backend === 'nccl' ? 'nccl ' : ''}agents (${idle.length} idle of ${able.length})`);
       }
       this.pending.add(round.name);
       return;
     }
     if (idle.length < round.size) {
-      const error = `group ${round.name} round ${round.round}: ${round.size} members need ${round.size} agents, the mesh has ${able.length}`;
+      const error =
+        round.backend === 'nccl'
+          ? `group ${round.name} round ${round.round}: ${round.size} member${round.size === 1 ? '' : 's'} asked for the nccl backend, the mesh has ${able.length} agent${able.length === 1 ? '' : 's'} with a working one${ncclWhyNot(registered)}`
+          : `group ${round.name} round ${round.round}: ${round.size} members need ${round.size} agents, the mesh has ${able.length}`;
       placed = { name: round.name, round: round.round, groupId, size: round.size, members: [], storePrefix, error, joined: round.joined.map((j) => j.member) };
     } else {
       const onHosts = matchHosts(round.joined, idle);
@@ -196,6 +205,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
         groupId,
         size: round.size,
         storePrefix,
+        backend,
         members: round.joined.map((j, rank) => {
           const a = onHosts[rank];
           return { rank, member: j.member, ...(j.label ? { label: j.label } : {}), agentId: a.agentId, agentName: a.name, ...(j.hostId && a.hostId === j.hostId ? { local: true } : {}) };
@@ -212,7 +222,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     this.pending.delete(round.name);
     if (rec?.placed !== placed) return;
     if (placed.error) this.log.warn(placed.error);
-    else this.log.log(`group ${groupId}: ${placed.members.map((m) => `rank ${m.rank} ${m.label ?? m.member} on ${m.agentName}`).join(', ')}`);
+    else this.log.log(`group ${groupId} on ${placed.backend}: ${placed.members.map((m) => `rank ${m.rank} ${m.label ?? m.member} on ${m.agentName}`).join(', ')}`);
     for (const m of placed.members) {
       const ev: AgentNotification = { type: 'svc-member', rank: m.rank, placed };
       this.nc.publish(this.names.agents.events(m.agentId), json.encode(ev));

@@ -3,7 +3,7 @@
 // on the returned group.
 import { randomUUID } from 'crypto';
 import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
-import { ClusterNames, ErrorReplySchema, SvcJoin, SvcJoinReplySchema, SvcJoinSchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
+import { ClusterNames, ErrorReplySchema, SvcBackendRequest, SvcJoin, SvcJoinReplySchema, SvcJoinSchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
 import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
 import { hostIdentity } from '@cmesh/collectives/host-identity';
 import { natsLogin } from '@cmesh/collectives/nats-login';
@@ -39,6 +39,12 @@ export interface JoinOptions {
   label?: string;
   /** how long to wait for the others and the agents (ms, default 60 s) */
   timeoutMs?: number;
+  /**
+   * The library backend the group runs on: 'auto' (default) nccl when enough idle agents have a
+   * working nccl backend (their GPUs), else tcp; 'nccl' only on such agents (waits for them while
+   * busy, refused when the mesh has too few); 'tcp' on any agents. g.backend says which it got.
+   */
+  backend?: SvcBackendRequest;
 }
 
 /** A refusal by the coordinator (its error reply's code and message). */
@@ -64,8 +70,8 @@ export class MeshConnection {
   async join(name: string, opts: JoinOptions): Promise<ServiceGroup> {
     const timeoutMs = opts.timeoutMs ?? 60_000;
     const member = randomUUID();
-    const { size, min, max, lastCallMs, label } = opts ?? {};
-    const body = { name, member, size, min, max, lastCallMs, label, hostId: hostIdentity() } as SvcJoin;
+    const { size, min, max, lastCallMs, label, backend } = opts ?? {};
+    const body = { name, member, size, min, max, lastCallMs, label, hostId: hostIdentity(), backend } as SvcJoin;
     const shape = SvcJoinSchema.safeParse(body);
     if (!shape.success) throw new InvalidArgumentError(`join ${JSON.stringify(name)}: ${shape.error.issues.map((i) => `${i.path.join('.') || 'options'}: ${i.message}`).join('; ')}`);
     const deadline = Date.now() + timeoutMs;

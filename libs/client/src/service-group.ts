@@ -16,12 +16,13 @@ import {
   SvcPlaced,
   SvcResult,
   SvcResultSchema,
+  SvcBackend,
   SvcTiming,
   decodeMessage,
   svcElements,
 } from '@cmesh/protocol';
 import { DType, REDUCE_OPS, ReduceOp, elementSize } from '@cmesh/collectives/names';
-import { CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
+import { BackendUnsupportedError, CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
 import { Assembly, chunkOf, publishChunks } from './chunks';
 import { LocalLink } from './local-link';
 import { Liveness, Role, describe } from './liveness';
@@ -44,20 +45,26 @@ export interface OpOptions {
   dtype?: DType;
 }
 
-const ERRORS: Record<string, new (m: string, c?: ErrorContext) => CmeshError> = {
-  DistTimeoutError,
-  PeerFailureError,
-  CollectiveMismatchError,
-  InvalidArgumentError,
+const ERRORS: Record<string, (m: string, c: ErrorContext, backend: SvcBackend) => CmeshError> = {
+  DistTimeoutError: (m, c) => new DistTimeoutError(m, c),
+  PeerFailureError: (m, c) => new PeerFailureError(m, c),
+  CollectiveMismatchError: (m, c) => new CollectiveMismatchError(m, c),
+  InvalidArgumentError: (m, c) => new InvalidArgumentError(m, c),
+  BackendUnsupportedError: (m, c, backend) => new BackendUnsupportedError(m, backend, c),
 };
 
-/** The library's error class for an error that came over the wire (CmeshError for others, its name kept). */
-export function typedError(e: SvcError, ctx: ErrorContext): CmeshError {
+/** NCCL has no bitwise reductions (torch: "Cannot use ReduceOp.BAND with NCCL"). */
+const NCCL_LACKS: readonly ReduceOp[] = ['band', 'bor', 'bxor'];
+
+/** The library's error class for an error that came over the wire (CmeshError for others, its name and code kept). */
+export function typedError(e: SvcError, ctx: ErrorContext, backend: SvcBackend = 'tcp'): CmeshError {
   const context = e.peers?.length ? { ...ctx, peers: e.peers } : ctx;
-  const C = ERRORS[e.name];
-  if (C) return new C(e.message, context);
+  const make = ERRORS[e.name];
+  if (make) return make(e.message, context, backend);
   const err = new CmeshError(e.message, context);
+  // the class this side has no constructor for (NcclError, NcclUnavailableError, …): its name and code
   err.name = e.name;
+  if (e.code) Object.assign(err, { code: e.code });
   return err;
 }
 
@@ -199,6 +206,21 @@ export class ServiceGroup {
     await this.openLocal(Math.min(LOCAL_OPEN_MS, timeoutMs));
   }
 
+  /** The library backend the group's agents run its ops with (the placement's choice). */
+  get backend(): SvcBackend {
+    return this.placed.backend ?? 'tcp';
+  }
+
+  /** A reduce op the group's backend has; on nccl a bitwise one is refused here, before anything is sent (torch refuses it too). */
+  private reduceOp(op: ReduceOp | undefined, what: SvcOp['op']): ReduceOp {
+    const r = redop(op);
+    if (this.backend === 'nccl' && NCCL_LACKS.includes(r)) {
+      const has = REDUCE_OPS.filter((x) => !NCCL_LACKS.includes(x)).join(', ');
+      throw new BackendUnsupportedError(`${what}: ReduceOp.${r.toUpperCase()} (it has ${has}) is not supported by the nccl backend`, 'nccl', { op: what, group: this.groupId, rank: this.rank });
+    }
+    return r;
+  }
+
   /** How this member's data reaches its agent: 'local' (Unix socket and shared memory) or 'nats'. */
   get transport(): 'local' | 'nats' {
     return this.link ? 'local' : 'nats';
@@ -223,9 +245,9 @@ export class ServiceGroup {
     }
   }
 
-  /** Reduces `tensor` across the group in place (op: sum, avg, product, min, max, band, bor, bxor). */
+  /** Reduces `tensor` across the group in place (op: sum, avg, product, min, max; band, bor, bxor on tcp). */
   async allReduce(tensor: ServiceTensor, opts: OpOptions & { op?: ReduceOp } = {}): Promise<void> {
-    const out = await this.run('allReduce', this.one(tensor, opts), opts, { redop: redop(opts.op) });
+    const out = await this.run('allReduce', this.one(tensor, opts), opts, { redop: this.reduceOp(opts.op, 'allReduce') });
     bytesOf(tensor).set(out);
   }
 
@@ -237,7 +259,7 @@ export class ServiceGroup {
 
   /** Rank `dst`'s `tensor` becomes the reduction of every member's; the others' stay as they are. */
   async reduce(tensor: ServiceTensor, opts: OpOptions & { dst: number; op?: ReduceOp }): Promise<void> {
-    const out = await this.run('reduce', this.one(tensor, opts), opts, { dst: this.root(opts?.dst, 'dst'), redop: redop(opts.op) });
+    const out = await this.run('reduce', this.one(tensor, opts), opts, { dst: this.root(opts?.dst, 'dst'), redop: this.reduceOp(opts.op, 'reduce') });
     if (out.byteLength) bytesOf(tensor).set(out);
   }
 
@@ -273,7 +295,8 @@ export class ServiceGroup {
   /** `output` gets the reduction of every member's `inputList[rank]` (torch's reduce_scatter). */
   async reduceScatter(output: ServiceTensor, inputList: ServiceTensor[], opts: OpOptions & { op?: ReduceOp } = {}): Promise<void> {
     const t = this.one(output, opts);
-    const out = await this.run('reduceScatter', { ...t, data: pack(this.list(inputList, t, opts, 'inputList')), owned: true }, opts, { redop: redop(opts.op) });
+    const r = this.reduceOp(opts.op, 'reduceScatter');
+    const out = await this.run('reduceScatter', { ...t, data: pack(this.list(inputList, t, opts, 'inputList')), owned: true }, opts, { redop: r });
     bytesOf(output).set(out);
   }
 
@@ -406,7 +429,7 @@ export class ServiceGroup {
     const p = this.pending.get(r.seq);
     if (!p) return;
     if (!r.ok) {
-      const err = typedError(r.error, this.context(p.op, p.seq));
+      const err = typedError(r.error, this.context(p.op, p.seq), this.backend);
       // the agent tells the others itself (its end event); this member stops here
       this.end(null, err);
       return;
@@ -454,7 +477,7 @@ export class ServiceGroup {
     const ctx = { group: this.groupId, rank: this.rank, ...(peers ? { peers } : {}) };
     const err =
       e.reason === 'failed' && e.error
-        ? typedError(e.error, ctx)
+        ? typedError(e.error, ctx, this.backend)
         : new PeerFailureError(e.reason === 'left' ? `${e.who ?? 'a member'} left the group` : `${e.who ?? 'a member'} was lost (not heard for ${SVC_LOST_ABOUT})`, ctx);
     this.end(null, err, e.reason === 'left' ? LEFT_GRACE_MS : 0);
   }

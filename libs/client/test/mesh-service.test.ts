@@ -61,6 +61,8 @@ describe('collectives as a service on a mesh of 4 agents', () => {
       ['nats', 'turned off (local: false)'],
       ['local', null],
     ]);
+    // no agent here has a working nccl backend (no GPU): the group runs on tcp
+    expect([0, 1, 3].map((i) => joined[i].backend)).toEqual(['tcp', 'tcp', 'tcp']);
     // members and agents share this machine: each @cmesh/client member is on an agent of its host
     expect(joined.filter((_, i) => i !== 2).map((j) => j.local)).toEqual([true, true, true]);
     const done = await Promise.all(ms.map((m) => m.waitFor('done', 60_000)));
@@ -160,6 +162,13 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     expect(done[0].refused).toEqual(expect.arrayContaining([expect.stringMatching(/mean/), expect.stringMatching(/src 2 is not a rank/), expect.stringMatching(/must NOT be specified on non-destination/), expect.stringMatching(/either size, or min and max/), expect.stringMatching(/min <= max/)]));
     expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0]);
   }, 120_000);
+
+  it('a member asking for nccl on a mesh without GPUs is refused, naming why each agent has none', async () => {
+    const m = start(TS_MEMBER, { GROUP: 'want-gpu', SIZE: '1', LABEL: 'want-gpu', SCENARIO: 'quick', BACKEND: 'nccl' });
+    const fatal = await m.waitFor('fatal', 60_000);
+    expect(fatal).toMatchObject({ name: 'ServiceRequestError', message: expect.stringMatching(/^join "want-gpu": group want-gpu round 1: 1 member asked for the nccl backend, the mesh has 0 agents with a working one \(agent-0, agent-1, agent-2 and 1 more: .+\)$/) });
+    expect(await m.exited).toBe(2);
+  }, 60_000);
 
   it('members calling different counts get CollectiveMismatchError', async () => {
     const ms = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'mm', SIZE: '2', LABEL: `mm-${r}`, SCENARIO: 'mismatch' }));

@@ -31,6 +31,14 @@ export class NcclJobBackend implements JobBackend {
     return this.status;
   }
 
+  /**
+   * Where this agent's sidecar listens while it can run NCCL: its service group workers attach
+   * there (one CUDA context per GPU, and the agent's library and binary settings), or null.
+   */
+  sidecarSocket(): string | null {
+    return this.available().ok ? (this.nccl?.socketPath ?? null) : null;
+  }
+
   available(): BackendAvailability {
     return this.status.ok && this.nccl ? this.nccl.available() : this.status;
   }

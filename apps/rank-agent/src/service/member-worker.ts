@@ -1,17 +1,26 @@
 // One service group's member on this agent, in a child process (the library's process group is
 // process-global, and a broken group is ended by ending this process): takes the member's ops
-// from NATS in its order, runs each with the library on the tcp backend among the group's
-// agents, and sends the result back; heartbeats, watches everyone's, and ends the group for
-// all when someone is lost or an op fails. Started by ServiceWorkers with the placement over IPC.
+// from NATS in its order, runs each with the library among the group's agents, on the backend the
+// placement names (tcp; nccl through the agent's sidecar on its GPU), and sends the result back;
+// heartbeats, watches everyone's, and ends the group for all when someone is lost or an op fails.
+// Started by ServiceWorkers with the placement over IPC.
 import * as dist from '@cmesh/collectives';
 import { Assembly, Liveness, chunkOf, describe, publishChunks } from '@cmesh/client';
-import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcResult, clusterNames, decodeMessage, svcElements } from '@cmesh/protocol';
+import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcRankStatus, SvcResult, clusterNames, decodeMessage, svcElements } from '@cmesh/protocol';
 import { connect, JSONCodec, Msg, NatsConnection } from 'nats';
 import { natsInitMethod } from '../backends/tcp/nats-init-method';
 import { MemberOpStats } from './member-stats';
 import { LocalServer } from './local-server';
 
-export type ToMemberWorker = { type: 'start'; placed: SvcPlaced; rank: number; natsUrl: string; cluster: string };
+export type ToMemberWorker = {
+  type: 'start';
+  placed: SvcPlaced;
+  rank: number;
+  natsUrl: string;
+  cluster: string;
+  /** for a group on nccl: the agent's GPU, and its sidecar's socket (or why the agent has none) */
+  nccl: { device: number; socket?: string; reason?: string };
+};
 
 const json = JSONCodec();
 /** After an op failed here, how long to wait for the end notice that names the first cause. */
@@ -74,13 +83,13 @@ class MemberWorker {
     this.nc.subscribe(this.names.svc.op(placed.groupId, rank), { callback: (err, msg) => !err && this.onOp(msg) });
     this.nc.subscribe(this.names.svc.heartbeat(placed.groupId), { callback: (err, msg) => !err && this.onHeartbeat(msg) });
     this.nc.subscribe(this.names.svc.end(placed.groupId), { callback: (err, msg) => !err && this.onEnd(msg) });
-    this.nc.subscribe(this.names.svc.status(placed.groupId), { callback: (err, msg) => !err && msg.respond(json.encode(this.stats.status(this.queue.size))) });
+    this.nc.subscribe(this.names.svc.status(placed.groupId), { callback: (err, msg) => !err && msg.respond(json.encode(this.status())) });
     if (placed.members[rank]?.local) await this.offerLocal();
     const socket = this.local?.path;
     const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready, ...(socket ? { socket } : {}) });
     this.beat = setInterval(heartbeat, SVC_HEARTBEAT_MS);
     await dist.initProcessGroup({
-      backend: 'tcp',
+      ...this.backendOptions(),
       initMethod: natsInitMethod(this.m.natsUrl, placed.storePrefix),
       rank,
       worldSize: placed.size,
@@ -92,6 +101,32 @@ class MemberWorker {
     this.ready = true;
     heartbeat();
     this.liveness.start();
+  }
+
+  /**
+   * The library backend the placement names: nccl on this agent's GPU through the agent's own
+   * sidecar (attached, never spawned: the worker ending leaves the sidecar, which frees what the
+   * worker's connection held), else tcp.
+   */
+  private backendOptions(): Pick<dist.InitOptions, 'backend' | 'deviceId' | 'nccl'> {
+    if ((this.m.placed.backend ?? 'tcp') === 'tcp') return { backend: 'tcp' };
+    const { device, socket, reason } = this.m.nccl;
+    // the agent registered one, but it is gone since (failStart names the agent)
+    if (!socket) throw new dist.NcclUnavailableError(`the agent has no working nccl backend now: ${reason ?? 'unknown reason'}`, 'initProcessGroup');
+    return { backend: 'nccl', deviceId: device, nccl: { attachSocketPath: socket } };
+  }
+
+  /**
+   * Why the process group could not start: the members and the other agents hear it (not only,
+   * seconds later, that this one went silent). Not after the group ended: then this failure is
+   * its consequence, and the end named the cause.
+   */
+  async failStart(err: Error): Promise<void> {
+    if (this.ended) return;
+    const error = { name: err.name, code: (err as dist.CmeshError).code, message: `${describe(this.m.placed.members, this.m.rank, 'agent')}: ${err.message}` };
+    if (!this.nc || this.nc.isClosed()) return;
+    this.publish(this.names.svc.end(this.groupId), { groupId: this.groupId, reason: 'failed', rank: this.m.rank, error } satisfies SvcEnd);
+    await this.nc.flush().catch(() => undefined);
   }
 
   /** The local path for a member on this host; without it (no shm addon, no socket) the member stays on NATS. */
@@ -108,6 +143,14 @@ class MemberWorker {
       server.close();
       console.error(`service group ${this.groupId} rank ${this.m.rank}: no local path (${(err as Error).message}); the member stays on NATS`);
     }
+  }
+
+  /** This rank's answer on the status subject, with the backend its process group really runs on. */
+  private status(): SvcRankStatus {
+    const s = this.stats.status(this.queue.size);
+    if (!this.ready) return s;
+    const backend = dist.getBackend();
+    return { ...s, backend, ...(backend === 'nccl' ? { device: this.m.nccl.device } : {}) };
   }
 
   private onHeartbeat(msg: Msg): void {
@@ -310,8 +353,9 @@ if (!process.send) {
 process.on('disconnect', () => process.exit(1));
 process.once('message', (m: ToMemberWorker) => {
   const w = new MemberWorker(m);
-  w.start().catch((err: Error) => {
+  w.start().catch(async (err: Error) => {
     console.error(`service group ${m.placed.groupId} rank ${m.rank} (worker ${process.pid}): ${err?.stack ?? err}`);
+    await w.failStart(err).catch(() => undefined);
     process.exit(1);
   });
 });

@@ -1,13 +1,17 @@
 // The agent's service group members: one child process (member-worker.ts) per placement the
 // coordinator sends (AgentNotification 'svc-member'), killed by pid when the agent stops. A worker
 // ends itself when its group ends; the agent keeps no state of its own about the group. Each op a
-// worker finishes comes back over IPC into the agent's metrics.
+// worker finishes comes back over IPC into the agent's metrics. A group placed on nccl runs through
+// the agent's own sidecar (the worker attaches to its socket) on the agent's GPU.
 import { ChildProcess, fork } from 'child_process';
 import { extname, join } from 'path';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { clusterNames } from '@cmesh/protocol';
 import type { SvcPlaced } from '@cmesh/protocol';
 import { AGENT_CONFIG, AgentConfig } from '../config';
+import { NcclJobBackend } from '../backends/nccl-job-backend';
+import type { JobBackend } from '../execution/job-backend';
+import { JOB_BACKENDS } from '../execution/tokens';
 import { AgentMetrics } from '../metrics/agent-metrics';
 import type { FromMemberWorker } from './member-stats';
 import type { ToMemberWorker } from './member-worker';
@@ -23,7 +27,15 @@ export class ServiceWorkers implements OnApplicationShutdown {
   constructor(
     @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
     private readonly metrics: AgentMetrics,
+    @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
   ) {}
+
+  /** What a worker of an nccl group needs: this agent's GPU and its sidecar's socket, or why there is none. */
+  private nccl(): ToMemberWorker['nccl'] {
+    const b = this.backends.nccl;
+    const socket = b instanceof NcclJobBackend ? b.sidecarSocket() : null;
+    return socket ? { device: this.config.deviceIndex, socket } : { device: this.config.deviceIndex, reason: b?.available().reason ?? 'no nccl backend' };
+  }
 
   start(placed: SvcPlaced, rank: number): void {
     const key = `${placed.groupId}/${rank}`;
@@ -49,9 +61,9 @@ export class ServiceWorkers implements OnApplicationShutdown {
       if (child.pid) removeLocalSocket(child.pid);
       this.log.log(`service group ${placed.groupId} rank ${rank}: worker ${child.pid} exited (${sig ?? `code ${code}`})`);
     });
-    const msg: ToMemberWorker = { type: 'start', placed, rank, natsUrl: this.config.natsUrl, cluster: clusterNames(this.config.cluster).cluster };
+    const msg: ToMemberWorker = { type: 'start', placed, rank, natsUrl: this.config.natsUrl, cluster: clusterNames(this.config.cluster).cluster, nccl: this.nccl() };
     child.send(msg);
-    this.log.log(`service group ${placed.groupId}: rank ${rank} (member ${placed.members[rank]?.label ?? placed.members[rank]?.member}) on worker ${child.pid}`);
+    this.log.log(`service group ${placed.groupId}: rank ${rank} (member ${placed.members[rank]?.label ?? placed.members[rank]?.member}) on worker ${child.pid}, backend ${placed.backend ?? 'tcp'}`);
   }
 
   /** The members served now (`<groupId>/<rank>`), for /health. */

@@ -25,6 +25,10 @@ export interface Line {
   at?: number;
   refused?: string[];
   local?: boolean;
+  /** joined: the backend the group runs on */
+  backend?: string;
+  code?: string;
+  n?: number;
 }
 
 export class Member {

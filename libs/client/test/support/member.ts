@@ -5,14 +5,30 @@ import { SCENARIOS, expected, inputs } from './scenario-data';
 
 const say = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
 
+/** HOLD=1: the group stays placed after the scenario until the test sends SIGUSR2 (at most a minute). */
+function held(): Promise<void> {
+  if (process.env.HOLD !== '1') return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, 60_000);
+    process.once('SIGUSR2', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    // after the handler: a signal sent on this line is not the default one (which ends the process)
+    say({ event: 'holding' });
+  });
+}
+
 async function main(): Promise<void> {
   const scenario = process.env.SCENARIO ?? 'all';
   // LOCAL=0: the data over NATS even on the agent's host
   const mesh = await connectMesh({ servers: process.env.NATS_URL!, local: process.env.LOCAL !== '0' });
   const shape = process.env.MAX ? { min: Number(process.env.MIN), max: Number(process.env.MAX), lastCallMs: Number(process.env.LAST_CALL_MS) } : { size: Number(process.env.SIZE) };
   say({ event: 'joining' });
-  const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeoutMs: 90_000 });
-  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName, local: g.placed.members[g.rank].local ?? false, transport: g.transport, localUnused: g.localUnused });
+  // BACKEND: the backend to ask for (auto, tcp, nccl; default: none given, which is auto)
+  const backend = process.env.BACKEND as 'auto' | 'tcp' | 'nccl' | undefined;
+  const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeoutMs: 90_000, ...(backend ? { backend } : {}) });
+  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName, local: g.placed.members[g.rank].local ?? false, transport: g.transport, localUnused: g.localUnused, backend: g.backend });
   const { rank, size } = g;
   let checked = 0;
   const check = (what: string, got: ArrayLike<number | bigint>, want: ArrayLike<number | bigint>) => {
@@ -40,8 +56,16 @@ async function main(): Promise<void> {
       await g.allReduce(i8, { op: 'min' });
       check('allReduce int8 min', i8, exp.int8min);
       const u8 = Uint8Array.from(inp.uint8bor);
-      await g.allReduce(u8, { op: 'bor' });
-      check('allReduce uint8 bor', u8, exp.uint8bor);
+      if (g.backend === 'nccl') {
+        // NCCL has no bitwise reductions: refused here, nothing sent, the tensor untouched (torch refuses it too)
+        const err = await g.allReduce(u8, { op: 'bor' }).then(() => null, (e: Error) => e);
+        if (err?.name !== 'BackendUnsupportedError') throw new Error(`allReduce bor on nccl: expected BackendUnsupportedError, got ${err ? `${err.name}: ${err.message}` : 'success'}`);
+        check('allReduce uint8 bor refused, tensor unchanged', u8, inp.uint8bor);
+        say({ event: 'refused', rank, name: err.name, message: err.message });
+      } else {
+        await g.allReduce(u8, { op: 'bor' });
+        check('allReduce uint8 bor', u8, exp.uint8bor);
+      }
       const h = Uint16Array.from(inp.f16sum);
       await g.allReduce(h, { op: 'sum', dtype: 'float16' });
       check('allReduce float16 sum', h, exp.f16sum);
@@ -71,12 +95,23 @@ async function main(): Promise<void> {
       a2a.forEach((o, q) => check(`allToAll int32 [${q}]`, o, exp.allToAll[q]));
       await g.barrier();
       say({ event: 'done', rank, checked });
+      await held();
       await g.leave();
     } else if (scenario === 'quick') {
       const t = new Float32Array(1000).map((_, i) => rank + i);
       await g.allReduce(t, { op: 'sum' });
       check('allReduce float32 sum', t, new Float32Array(1000).map((_, i) => (size * (size - 1)) / 2 + size * i));
       await g.barrier();
+      say({ event: 'done', rank, checked });
+      await g.leave();
+    } else if (scenario === 'repeat') {
+      // REPEAT allReduces of 64 float32, each checked (a fault injected at the n-th fails that one)
+      for (let i = 0; i < Number(process.env.REPEAT ?? 5); i++) {
+        const t = new Float32Array(64).map((_, k) => rank + i + k);
+        await g.allReduce(t);
+        check(`allReduce #${i + 1}`, t, new Float32Array(64).map((_, k) => (size * (size - 1)) / 2 + size * (i + k)));
+        say({ event: 'op', rank, n: i + 1 });
+      }
       say({ event: 'done', rank, checked });
       await g.leave();
     } else if (scenario === 'latency') {

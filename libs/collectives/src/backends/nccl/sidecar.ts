@@ -104,6 +104,12 @@ export class NcclSidecar {
     return this.connection.hello();
   }
 
+  /** The socket the sidecar listens on (attached or spawned), while started: other processes may attach there. */
+  get socketPath(): string | null {
+    if (!this.connection) return null;
+    return this.opts.attachSocketPath ?? this.proc?.socketPath ?? null;
+  }
+
   get sidecarPid(): number | null {
     return this.proc?.pid ?? this.helloInfo?.pid ?? null;
   }

@@ -1,0 +1,170 @@
+// Service groups on the nccl backend, over the CPU simulation of CUDA and NCCL (native/nccl-sim;
+// what it proves and what only a GPU can: native/nccl-sidecar/README.md): real meshes (nats-server,
+// the coordinator and rank agents as processes) whose agents' sidecars load the simulated
+// libraries, so each agent registers a working nccl backend on its own (simulated) GPU; members as
+// processes of their own. The placement picks nccl, every result is checked element by element,
+// each rank's worker says its process group runs nccl on its agent's device, and NCCL failing in
+// the sidecars fails the group's op with NcclError: the ops went through the sidecar, not the tcp
+// data plane (which that fault cannot touch).
+import * as fs from 'fs';
+import * as path from 'path';
+import { connect } from 'nats';
+import { buildSidecar, SIDECAR_BUILD_DIR } from '@cmesh/collectives';
+import { SvcGroupDetail, SvcGroupDetailSchema, SvcPlaced, clusterNames } from '@cmesh/protocol';
+import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
+import { renderStatus } from '../../../apps/cli/src/commands/status';
+import { Member, TS_MEMBER } from './support/member-process';
+import { checkedBy } from './support/scenario-data';
+
+const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
+/** The agents' sidecars load the simulated libraries (4 devices); every wait in the simulation gives up after 20 s. */
+const SIM_ENV = {
+  CMESH_NCCL_LIB: path.join(SIM_DIR, 'libcmesh-sim-nccl.so'),
+  CMESH_CUDART_LIB: path.join(SIM_DIR, 'libcmesh-sim-cudart.so'),
+  CMESH_SIM_DEVICES: '4',
+  CMESH_SIM_HANG_MS: '20000',
+};
+
+interface AgentInfo {
+  name: string;
+  device: { kind: string; index: number };
+  backends: { name: string; available: boolean; reason?: string }[];
+}
+
+beforeAll(() => {
+  buildSidecar(); // the sidecar and, with its tests, the simulation
+  expect(fs.existsSync(SIM_ENV.CMESH_NCCL_LIB) && fs.existsSync(SIM_ENV.CMESH_CUDART_LIB)).toBe(true);
+}, 300_000);
+
+/** A mesh of `agents` agents with the simulated GPUs (and `env`), and members started on it (killed by pid after each test). */
+function meshOnSimulatedGpus(agents: number, env: Record<string, string> = {}) {
+  const ctx = { nats: null as NatsServer | null, mesh: null as Mesh | null, members: [] as Member[], lines: [] as string[] };
+  beforeAll(async () => {
+    ctx.nats = await startNatsServer();
+    ctx.mesh = await startMesh({ agents, natsUrl: ctx.nats.url, port: 0, write: (l) => ctx.lines.length < 2000 && ctx.lines.push(l), readyTimeoutMs: 90_000, agentEnv: { ...SIM_ENV, ...env } });
+  }, 120_000);
+  afterEach(async () => {
+    const left = ctx.members.splice(0);
+    for (const m of left) m.kill();
+    await Promise.all(left.map((m) => m.exited));
+  });
+  afterAll(async () => {
+    await ctx.mesh?.stop();
+    await ctx.nats?.stop();
+  });
+  const start = (memberEnv: Record<string, string>) => {
+    const m = new Member(TS_MEMBER, { NATS_URL: ctx.nats!.url, ...memberEnv });
+    ctx.members.push(m);
+    return m;
+  };
+  return { ctx, start };
+}
+
+describe('service groups on a mesh of 4 agents with (simulated) GPUs', () => {
+  const { ctx, start } = meshOnSimulatedGpus(4);
+  const get = async <T>(p: string) => (await fetch(`${ctx.mesh!.coordinatorUrl}${p}`)).json() as Promise<T>;
+
+  it('the group is placed on nccl, every op is right element by element, and each rank runs nccl on its agent\'s GPU', async () => {
+    const agents = (await get<{ agents: AgentInfo[] }>('/agents')).agents;
+    expect(agents).toHaveLength(4);
+    for (const a of agents) {
+      expect({ name: a.name, kind: a.device.kind, nccl: a.backends.find((b) => b.name === 'nccl') }).toEqual({ name: a.name, kind: 'gpu', nccl: { name: 'nccl', available: true } });
+    }
+    const ms = [0, 1, 2, 3].map((r) => start({ GROUP: 'gpu', SIZE: '4', LABEL: `gpu-${r}`, HOLD: '1' }));
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    expect(joined.map((j) => j.backend)).toEqual(['nccl', 'nccl', 'nccl', 'nccl']);
+    expect(joined.map((j) => j.rank).sort()).toEqual([0, 1, 2, 3]);
+    // NCCL has no bitwise reductions: refused in the member, nothing sent, the group works on
+    const refused = await Promise.all(ms.map((m) => m.waitFor('refused', 60_000)));
+    for (const r of refused) expect(r).toMatchObject({ name: 'BackendUnsupportedError', message: 'allReduce: ReduceOp.BOR (it has sum, avg, product, min, max) is not supported by the nccl backend' });
+    const done = await Promise.all(ms.map((m) => m.waitFor('done', 90_000)));
+    for (const d of done) expect(d.checked).toBe(checkedBy(d.rank!, 4));
+    await Promise.all(ms.map((m) => m.waitFor('holding', 10_000)));
+
+    // while it is placed: the group and each rank's worker say nccl, on the device of its agent
+    const d = SvcGroupDetailSchema.parse(await get<SvcGroupDetail>('/service-groups/gpu'));
+    expect(d).toMatchObject({ name: 'gpu', state: 'placed', size: 4, backend: 'nccl' });
+    expect(d.inFlight!.missing).toEqual([]);
+    const deviceOf = Object.fromEntries(agents.map((a) => [a.name, a.device.index]));
+    expect(d.inFlight!.ranks.map((r) => ({ rank: r.rank, backend: r.backend, device: r.device, opsDone: r.opsDone }))).toEqual(
+      d.members.map((m) => ({ rank: m.rank, backend: 'nccl', device: deviceOf[m.agentName!], opsDone: 15 })),
+    );
+    expect(await renderStatus(ctx.mesh!.client)).toMatch(/│ gpu +│ 1 +│ placed +│ nccl +│/);
+    for (const m of ms) m.proc.kill('SIGUSR2');
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0, 0, 0]);
+  }, 180_000);
+
+  it('members asking for tcp get tcp on the same agents', async () => {
+    const ms = [0, 1].map((r) => start({ GROUP: 'cpu', SIZE: '2', LABEL: `cpu-${r}`, SCENARIO: 'quick', BACKEND: 'tcp' }));
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    expect(joined.map((j) => j.backend)).toEqual(['tcp', 'tcp']);
+    const done = await Promise.all(ms.map((m) => m.waitFor('done', 60_000)));
+    for (const d of done) expect(d.checked).toBe(1000);
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0]);
+  }, 120_000);
+
+  it('more members asking for nccl than the mesh has nccl agents: the round is refused saying so; tcp and nccl in one round conflict', async () => {
+    const names = clusterNames();
+    const nc = await connect({ servers: ctx.nats!.url });
+    try {
+      const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).data)) as { ok: boolean; error?: { code: string; message: string } };
+      const placed = nc.subscribe(names.svc.placed('big'), { max: 1 });
+      for (let i = 0; i < 5; i++) expect(await send(names.svc.join, { name: 'big', size: 5, member: `b-${i}`, backend: 'nccl' })).toMatchObject({ ok: true });
+      for await (const m of placed) {
+        const p = JSON.parse(new TextDecoder().decode(m.data)) as SvcPlaced;
+        expect(p).toMatchObject({ members: [], error: 'group big round 1: 5 members asked for the nccl backend, the mesh has 4 agents with a working one', joined: ['b-0', 'b-1', 'b-2', 'b-3', 'b-4'] });
+      }
+      expect(await send(names.svc.join, { name: 'mixed', size: 2, member: 'x-0', backend: 'nccl' })).toMatchObject({ ok: true });
+      expect(await send(names.svc.join, { name: 'mixed', size: 2, member: 'x-1', backend: 'tcp' })).toEqual({ ok: false, error: expect.objectContaining({ code: 'CONFLICT', message: 'group mixed round 1 runs on the nccl backend, not tcp' }) });
+      expect((await get<SvcGroupDetail>('/service-groups/mixed'))).toMatchObject({ state: 'waiting', joined: 1, backend: 'nccl' });
+      expect(await send(names.svc.leave, { name: 'mixed', member: 'x-0' })).toMatchObject({ ok: true });
+    } finally {
+      await nc.close();
+    }
+  }, 60_000);
+
+  // last: it leaves agent-3 without its sidecar
+  it("an agent whose sidecar died: its worker's NcclUnavailableError reaches every member at once, naming the agent", async () => {
+    const agent = ctx.mesh!.supervisor.children.find((c) => c.name === 'agent-3')!.proc.pid!;
+    const [sidecar] = childrenRunning(agent, 'cmesh-nccl-sidecar');
+    expect(sidecar).toBeGreaterThan(0);
+    process.kill(sidecar, 'SIGKILL');
+    const ms = [0, 1, 2, 3].map((r) => start({ GROUP: 'broken', SIZE: '4', LABEL: `br-${r}`, SCENARIO: 'quick' }));
+    const t0 = Date.now();
+    const fatal = await Promise.all(ms.map((m) => m.waitFor('fatal', 60_000)));
+    for (const f of fatal) expect(f).toMatchObject({ name: 'NcclUnavailableError', message: expect.stringMatching(/^agent agent-3 \(rank \d, member "br-\d"\): nccl backend unavailable/) });
+    console.log(`members failed ${Date.now() - t0} ms after joining: ${fatal[0].message}`);
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([2, 2, 2, 2]);
+  }, 120_000);
+});
+
+/** The child processes of `pid` whose command line contains `what`. */
+function childrenRunning(pid: number, what: string): number[] {
+  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  return kids.filter((k) => {
+    try {
+      return fs.readFileSync(`/proc/${k}/cmdline`, 'utf8').includes(what);
+    } catch {
+      return false; // exited meanwhile
+    }
+  });
+}
+
+describe('a service group whose NCCL fails in the sidecars', () => {
+  // every agent's sidecar: the third collective it launches fails (ncclUnhandledCudaError)
+  const { start } = meshOnSimulatedGpus(2, { CMESH_SIM_FAULT: 'launch-fail', CMESH_SIM_FAULT_AFTER: '2' });
+
+  it('fails the op on every member with NcclError, after the ops before it ran right', async () => {
+    const ms = [0, 1].map((r) => start({ GROUP: 'faulty', SIZE: '2', LABEL: `f-${r}`, SCENARIO: 'repeat', REPEAT: '5' }));
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    expect(joined.map((j) => j.backend)).toEqual(['nccl', 'nccl']);
+    const errs = await Promise.all(ms.map((m) => m.waitFor('error', 60_000)));
+    for (const [i, m] of ms.entries()) {
+      expect(m.lines.filter((l) => l.event === 'op').map((l) => l.n)).toEqual([1, 2]);
+      expect(errs[i]).toMatchObject({ name: 'NcclError', code: 'NCCL_ERROR' });
+    }
+    console.log(`the third op on nccl failed on both members: ${errs[0].message}`);
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([3, 3]);
+  }, 120_000);
+});

@@ -7,7 +7,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { buildSidecar, DTYPES, DType, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '@cmesh/collectives';
+import { buildSidecar, DTYPES, DType, NcclCommunicator, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '@cmesh/collectives';
 import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop, JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
 import { benchCollective } from '@cmesh/bench';
 
@@ -232,6 +232,45 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
     expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
   }, 60_000);
 
+  // A non-blocking communicator hands each grouped launch to a thread of NCCL's own (~55 us on an
+  // H200, bench/RESULTS.md): init stays non-blocking (abortable), the ops run on a blocking
+  // communicator split from it, unless the operator chose a mode or NCCL has no ncclCommSplit.
+  it.each([
+    ['unset', {}, { nonblocking: true, splitLaunches: true }, 'blocking'],
+    ['NCCL_COMM_BLOCKING=0', { NCCL_COMM_BLOCKING: '0' }, { nonblocking: true, splitLaunches: false }, 'non-blocking'],
+    ['NCCL_COMM_BLOCKING=1', { NCCL_COMM_BLOCKING: '1' }, { nonblocking: false, splitLaunches: false }, 'blocking'],
+    ['NCCL 2.17 (no ncclCommSplit)', { CMESH_SIM_NCCL_VERSION: '21700' }, { nonblocking: true, splitLaunches: false }, 'non-blocking'],
+  ])('communicator modes, %s: the hello says which, the ops launch on it, all_to_all is right', async (_name, env, modes, launches) => {
+    const backends = await startWorld(2, () => env as Record<string, string>);
+    const store = new MemoryStore();
+    const comms = await Promise.all(
+      backends.map((b, rank) => {
+        const { client, hello } = b.client('allToAll');
+        expect({ nonblocking: hello.nccl.nonblocking, splitLaunches: hello.nccl.splitLaunches }).toEqual(modes);
+        return NcclCommunicator.create(client, { store, key: `modes/${_name}`, rank, nranks: 2, device: rank, timeoutMs: 20_000 });
+      }),
+    );
+    try {
+      const count = 3;
+      const got = await Promise.all(
+        comms.map(async (comm, rank) => {
+          expect(comm.launches).toBe(launches);
+          await comm.reserve(2 * count * 4, 2 * count * 4, 20_000);
+          const send = Float32Array.from({ length: 2 * count }, (_, i) => rank * 100 + Math.floor(i / count) * 10 + (i % count));
+          await comm.writeSend(new Uint8Array(send.buffer), 20_000);
+          await comm.collective({ collective: 'allToAll', count, dtype: 'float32', warmup: 0, iters: 1 }, 20_000);
+          const out = await comm.readRecv(2 * count * 4, 20_000);
+          return Array.from(new Float32Array(out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength)));
+        }),
+      );
+      // block j of rank r's output is block r of rank j's input
+      expect(got).toEqual([0, 1].map((r) => [0, 1].flatMap((j) => [0, 1, 2].map((k) => j * 100 + r * 10 + k))));
+    } finally {
+      await Promise.all(comms.map((c) => c.close(true, 20_000)));
+    }
+    for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+  }, 60_000);
+
   it('no device memory or communicator is left after agent reconnects', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-sim-'));
     const proc = await spawnSidecar({ binary, socketPath: path.join(dir, 's.sock'), ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV } });
@@ -239,7 +278,7 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
       for (let i = 0; i < 3; i++) {
         // An agent that dies mid-job: a communicator and buffers, then the connection drops.
         const c = await SidecarClient.connect(proc.socketPath);
-        const comm = await c.commInitRank({ nranks: 1, rank: 0, uniqueId: await c.getUniqueId(), device: 0 });
+        const { comm } = await c.commInitRank({ nranks: 1, rank: 0, uniqueId: await c.getUniqueId(), device: 0 });
         const buf = await c.alloc(0, 1 << 16);
         await c.collective({ comm, collective: 'allReduce', count: 16, sendBuf: buf, recvBuf: buf, iters: 3 });
         c.close();

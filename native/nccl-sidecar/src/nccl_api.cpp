@@ -33,11 +33,9 @@ void bind(void* h, const char* name, Fn& fn, std::string& missing) {
 
 NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
   NcclProbe probe;
-  // Timeouts need abortable communicators: ask NCCL for non-blocking ones unless the operator
-  // chose otherwise. Must be set before NCCL reads its environment.
-  ::setenv("NCCL_COMM_BLOCKING", "0", 0);
-  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
-  const bool nonblockingAsked = blocking && blocking[0] == '0';
+  // Timeouts need abortable communicators: non-blocking ones (asked for in the init's config)
+  // unless the operator set NCCL_COMM_BLOCKING, which NCCL applies to every communicator.
+  const char* blockingEnv = std::getenv("NCCL_COMM_BLOCKING");
 
   auto candidates = libraryCandidates(explicitPath, {"libnccl.so.2", "libnccl.so"},
                                       {"nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/lib/libnccl.so*"},
@@ -78,6 +76,8 @@ NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
       continue;
     }
     candidate.commFinalize = reinterpret_cast<decltype(candidate.commFinalize)>(findSymbol(h, "ncclCommFinalize"));
+    candidate.commInitRankConfig = reinterpret_cast<decltype(candidate.commInitRankConfig)>(findSymbol(h, "ncclCommInitRankConfig"));
+    candidate.commSplit = reinterpret_cast<decltype(candidate.commSplit)>(findSymbol(h, "ncclCommSplit"));
     candidate.getLastError = reinterpret_cast<decltype(candidate.getLastError)>(findSymbol(h, "ncclGetLastError"));
     api = candidate;
     candidate.getVersion(&probe.version);
@@ -86,9 +86,16 @@ NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
     int major = v >= 10000 ? v / 10000 : v / 1000;
     int minor = v >= 10000 ? (v % 10000) / 100 : (v % 1000) / 100;
     probe.versionString = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(v % 100);
-    // Non-blocking communicators (ncclInProgress, NCCL_COMM_BLOCKING) came with NCCL 2.14; older
-    // libraries ignore the variable and block, so do not claim abortable waits there.
-    probe.nonblocking = nonblockingAsked && (major > 2 || (major == 2 && minor >= 14));
+    // Non-blocking communicators (ncclInProgress, ncclConfig_t, NCCL_COMM_BLOCKING) came with
+    // NCCL 2.14 and ncclCommSplit with 2.18; older libraries block, so claim no abortable waits there.
+    const bool v214 = major > 2 || (major == 2 && minor >= 14);
+    const bool v218 = major > 2 || (major == 2 && minor >= 18);
+    if (blockingEnv) {
+      probe.nonblocking = blockingEnv[0] == '0' && v214;
+    } else {
+      probe.nonblocking = v214 && api.commInitRankConfig;
+      probe.splitLaunches = probe.nonblocking && v218 && api.commSplit;
+    }
     probe.available = true;
     return probe;
   }

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -227,6 +228,7 @@ struct CommState {
   std::atomic<bool> finalizing{false};
   std::atomic<bool> callInProgress{false};
   std::atomic<int> pendingOps{0};
+  int splits = 0;  // ncclCommSplit calls on this communicator: each child's rendezvous key
   std::mutex m;
   std::condition_variable cv;
   ncclResult_t asyncError = kSuccess;
@@ -539,22 +541,50 @@ CMESH_SIM_API const char* ncclGetLastError(ncclComm* comm) {
   return copy.c_str();
 }
 
-CMESH_SIM_API ncclResult_t ncclCommInitRank(ncclComm** out, int nranks, ncclUniqueId id, int rank) {
-  if (nranks < 1 || rank < 0 || rank >= nranks) return kInvalidArgument;
+namespace {
+
+/** ncclConfig_t's first fields (NCCL 2.14), all the simulation reads. */
+struct SimConfig {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+};
+constexpr int kConfigUndefInt = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
+
+/** The communicator's mode from a config, as NCCL decides it: NCCL_COMM_BLOCKING overrides the config. */
+ncclResult_t configBlocking(const SimConfig* config, bool& blocking) {
+  if (!config || config->magic != 0xcafebeef || config->version < 21400 || config->size < sizeof(SimConfig))
+    return kInvalidArgument;  // NCCL: "Invalid config: magic/version/size"
+  const bool v214 = cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) >= 21400;
+  if (std::getenv("NCCL_COMM_BLOCKING") || !v214) blocking = blockingComms();
+  else blocking = config->blocking == kConfigUndefInt || config->blocking != 0;  // unset: blocking
+  return kSuccess;
+}
+
+std::shared_ptr<CommState> newState(const std::string& key, int nranks, int rank, int device, bool blocking) {
   auto sp = std::make_shared<CommState>();
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; i++) {
-    sp->key += hex[(id.internal[i] >> 4) & 0xf];
-    sp->key += hex[id.internal[i] & 0xf];
-  }
+  sp->key = key;
   sp->rank = rank;
   sp->nranks = nranks;
-  sp->device = cmesh_sim::currentDevice();
-  sp->blocking = blockingComms();
+  sp->device = device;
+  sp->blocking = blocking;
   sp->fds.assign(nranks, -1);
   for (int i = 0; i < nranks; i++) sp->sendLocks.emplace_back(new std::mutex());
   sp->inbox.resize(nranks);
   sp->dead.assign(nranks, false);
+  return sp;
+}
+
+ncclResult_t initComm(ncclComm** out, int nranks, ncclUniqueId id, int rank, bool blocking) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) return kInvalidArgument;
+  static const char hex[] = "0123456789abcdef";
+  std::string key;
+  for (int i = 0; i < 16; i++) {
+    key += hex[(id.internal[i] >> 4) & 0xf];
+    key += hex[id.internal[i] & 0xf];
+  }
+  auto sp = newState(key, nranks, rank, cmesh_sim::currentDevice(), blocking);
   auto* comm = new ncclComm{sp};
   if (sp->blocking) {
     ncclResult_t r = rendezvous(sp);
@@ -574,6 +604,50 @@ CMESH_SIM_API ncclResult_t ncclCommInitRank(ncclComm** out, int nranks, ncclUniq
     sp->initializing = false;
   }).detach();
   return kInProgress;
+}
+
+}  // namespace
+
+CMESH_SIM_API ncclResult_t ncclCommInitRank(ncclComm** out, int nranks, ncclUniqueId id, int rank) {
+  return initComm(out, nranks, id, rank, blockingComms());
+}
+
+CMESH_SIM_API ncclResult_t ncclCommInitRankConfig(ncclComm** out, int nranks, ncclUniqueId id, int rank, const SimConfig* config) {
+  bool blocking = true;
+  if (ncclResult_t r = configBlocking(config, blocking)) return r;
+  return initComm(out, nranks, id, rank, blocking);
+}
+
+// The simulation splits into the same ranks only: every rank passes one color and its own rank as
+// the key (what the sidecar does); NCCL_SPLIT_NOCOLOR leaves the caller out. As NCCL does, a
+// non-blocking parent makes the split asynchronous: the call returns at once and the child is
+// written to *newcomm from another thread when it is ready.
+CMESH_SIM_API ncclResult_t ncclCommSplit(ncclComm* comm, int color, int key, ncclComm** newcomm, const SimConfig* config) {
+  if (!comm || !comm->s || !newcomm) return kInvalidArgument;
+  std::shared_ptr<CommState> parent = comm->s;
+  *newcomm = nullptr;
+  if (cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) < 21800) return kInvalidUsage;
+  if (parent->initializing || parent->failed()) return kInvalidUsage;
+  if (color == -1) return kSuccess;
+  if (key != parent->rank) {
+    std::lock_guard<std::mutex> lk(parent->m);
+    parent->lastError = "the simulation splits into the same ranks only (key = the caller's rank)";
+    return kInvalidUsage;
+  }
+  bool blocking = true;
+  if (ncclResult_t r = configBlocking(config, blocking)) return r;
+  auto child = newState(parent->key + "s" + std::to_string(++parent->splits), parent->nranks, parent->rank, parent->device, blocking);
+  auto finish = [child, newcomm] {
+    rendezvous(child);  // a failure stays in the child's state, as NCCL hands back a child in error
+    child->initializing = false;
+    __atomic_store_n(newcomm, new ncclComm{child}, __ATOMIC_RELEASE);
+  };
+  if (parent->blocking) {
+    finish();
+    return kSuccess;
+  }
+  std::thread(finish).detach();
+  return kSuccess;
 }
 
 CMESH_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm* comm, ncclResult_t* state) {

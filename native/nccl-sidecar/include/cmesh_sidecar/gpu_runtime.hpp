@@ -69,7 +69,9 @@ class GpuRuntime {
     uint64_t owner = 0;
   };
   struct Comm {
-    ncclComm_t comm = nullptr;
+    ncclComm_t comm = nullptr;      // the ops' communicator
+    ncclComm_t parent = nullptr;    // the non-blocking one `comm` was split from, aborted with it
+    bool nonblocking = false;       // `comm` answers ncclInProgress
     int device = 0, rank = 0, nranks = 0;
     uint64_t owner = 0;
     cudaStream_t stream = nullptr;
@@ -97,6 +99,8 @@ class GpuRuntime {
 
   Response getUniqueId();
   Response commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d);
+  /** Replaces the (non-blocking) communicator with a blocking one of the same ranks split from it. */
+  void splitBlocking(Comm& c, const Deadline& d, const std::string& what);
   /** The timed loop's start and result across ranks: a 1-element all-reduce aligns them; max gives the slowest. */
   double allReduceMax(Comm& c, double value, const Deadline& d, const std::string& what);
   Response alloc(const Request& req);

@@ -29,11 +29,24 @@ enum NcclDataType : int {
 // ncclRedOp_t values
 enum NcclRedOp : int { kNcclSum = 0, kNcclProd = 1, kNcclMax = 2, kNcclMin = 3, kNcclAvg = 4 };
 
+/**
+ * ncclConfig_t as NCCL 2.14 declared it, the fields every later version starts with. NCCL reads a
+ * config by its size and version, so a later library takes this one and defaults the rest.
+ */
+struct NcclConfig {
+  size_t size = sizeof(NcclConfig);
+  unsigned int magic = 0xcafebeef;
+  unsigned int version = 21400;  // NCCL_VERSION(2, 14, 0)
+  int blocking = 1;
+};
+
 struct NcclApi {
   std::string library;
   ncclResult_t (*getVersion)(int*) = nullptr;
   ncclResult_t (*getUniqueId)(ncclUniqueId*) = nullptr;
   ncclResult_t (*commInitRank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
+  ncclResult_t (*commInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, NcclConfig*) = nullptr;  // optional (2.14+)
+  ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t*, NcclConfig*) = nullptr;  // optional (2.18+)
   ncclResult_t (*commFinalize)(ncclComm_t) = nullptr;  // optional (2.14+)
   ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
@@ -60,6 +73,10 @@ struct NcclProbe {
   int version = 0;  // ncclGetVersion code, e.g. 22703
   std::string versionString;
   bool nonblocking = false;  // communicators are created non-blocking (abortable on timeout)
+  // ops launch on a blocking communicator split from the non-blocking one (NCCL 2.18+, and the
+  // operator left NCCL_COMM_BLOCKING unset): a non-blocking communicator hands every grouped
+  // launch to a thread of NCCL's own, ~50 us each on an H200
+  bool splitLaunches = false;
 };
 
 /** Loads libnccl (explicit path, libnccl.so.2, Python wheel nvidia/nccl/lib). */

@@ -3,7 +3,7 @@
 // ended by destroy after a healthy run or abort after any failure, always before its buffers are
 // freed: cudaFree synchronises the device, so freeing under a collective still queued would hang.
 import type { Store } from '../../store';
-import type { CollectiveRequest, CollectiveResult } from './protocol';
+import type { CollectiveRequest, CollectiveResult, CommInfo } from './protocol';
 import type { SidecarClient } from './sidecar-client';
 import { exchangeUniqueId } from './unique-id';
 
@@ -34,13 +34,15 @@ export class NcclCommunicator {
     private readonly client: SidecarClient,
     readonly comm: number,
     readonly device: number,
+    /** whether its ops launch on a blocking communicator (see the sidecar's README) */
+    readonly launches: CommInfo['launches'],
   ) {}
 
   /** Every rank of the communicator calls it with the same key and nranks. */
   static async create(client: SidecarClient, spec: CommunicatorSpec): Promise<NcclCommunicator> {
     const uniqueId = await exchangeUniqueId(client, spec.store, spec.key, spec.rank, spec.timeoutMs);
-    const comm = await client.commInitRank({ nranks: spec.nranks, rank: spec.rank, uniqueId, device: spec.device }, spec.timeoutMs);
-    return new NcclCommunicator(client, comm, spec.device);
+    const info = await client.commInitRank({ nranks: spec.nranks, rank: spec.rank, uniqueId, device: spec.device }, spec.timeoutMs);
+    return new NcclCommunicator(client, info.comm, spec.device, info.launches);
   }
 
   /** Whether destroy or abort has ended it. */

@@ -37,6 +37,8 @@ export const helloSchema = z.object({
     version: z.number().int(),
     versionString: nullableString,
     nonblocking: z.boolean(),
+    /** ops launch on a blocking communicator split from the non-blocking one (absent before sidecar 0.2) */
+    splitLaunches: z.boolean().optional(),
   }),
   limits: z.object({
     maxFrameBytes: z.number().int().positive(),
@@ -56,7 +58,10 @@ export const commSchema = z.object({
   rank: z.number().int(),
   nranks: z.number().int(),
   device: z.number().int(),
+  /** whether the communicator its ops launch on answers ncclInProgress */
+  launches: z.enum(['blocking', 'non-blocking']).optional(),
 });
+export type CommInfo = z.infer<typeof commSchema>;
 export const bufSchema = z.object({ buf: z.number().int().positive(), bytes: z.number().int(), device: z.number().int() });
 export const collectiveResultSchema = z.object({
   collective: z.string(),

@@ -30,6 +30,7 @@ import {
   CollectiveRequest,
   CollectiveResult,
   collectiveResultSchema,
+  CommInfo,
   commSchema,
   helloSchema,
   SIDECAR_PROTOCOL_VERSION,
@@ -171,7 +172,7 @@ export class SidecarClient {
   async commInitRank(
     args: { nranks: number; rank: number; uniqueId: string; device: number },
     timeoutMs?: number,
-  ): Promise<number> {
+  ): Promise<CommInfo> {
     // The ncclUniqueId travels as the payload, raw.
     if (!/^[0-9a-fA-F]{256}$/.test(args.uniqueId)) {
       throw new SidecarInvalidArgumentError(
@@ -185,7 +186,7 @@ export class SidecarClient {
       { nranks, rank, device },
       { payload: Buffer.from(args.uniqueId, 'hex'), timeoutMs },
     );
-    return this.parse(commSchema, r, 'commInitRank').comm;
+    return this.parse(commSchema, r, 'commInitRank');
   }
 
   async alloc(device: number, bytes: number, timeoutMs?: number): Promise<number> {

@@ -35,8 +35,12 @@ const SVC_LOST_ABOUT = `${SVC_LOST_MS / 1000} s`;
 export const DEFAULT_OP_TIMEOUT_MS = 60_000;
 /** After the agents' deadline, how long this member still waits for their answer. */
 const CLIENT_GRACE_MS = 5_000;
-/** After another member left, how long ops of ours still wait for results already on their way. */
-const LEFT_GRACE_MS = 1_000;
+/**
+ * How long ops of ours still wait for results already on their way: after another member left,
+ * or, when an op failed, the ops before it (they ran; their results come from our agent, the
+ * failure's notice perhaps from another, sooner).
+ */
+const RESULT_GRACE_MS = 1_000;
 
 export interface OpOptions {
   /** the op's deadline, ms (default 60 s) */
@@ -479,7 +483,8 @@ export class ServiceGroup {
       e.reason === 'failed' && e.error
         ? typedError(e.error, ctx, this.backend)
         : new PeerFailureError(e.reason === 'left' ? `${e.who ?? 'a member'} left the group` : `${e.who ?? 'a member'} was lost (not heard for ${SVC_LOST_ABOUT})`, ctx);
-    this.end(null, err, e.reason === 'left' ? LEFT_GRACE_MS : 0);
+    if (e.reason === 'left') this.end(null, err, RESULT_GRACE_MS);
+    else this.end(null, err, e.reason === 'failed' && e.seq ? RESULT_GRACE_MS : 0, e.seq);
   }
 
   private lost(rank: number, role: Role): void {
@@ -489,23 +494,26 @@ export class ServiceGroup {
     this.end({ groupId: this.groupId, reason: 'lost', who, rank }, err);
   }
 
-  /** Ends the group here: tells the others (`notice`), fails every pending op with `err`. */
-  private end(notice: SvcEnd | null, err: CmeshError, graceMs = 0): void {
+  /**
+   * Ends the group here: tells the others (`notice`), fails every pending op with `err`; those that
+   * may have results on their way (every op, or those before `failedSeq`) after `graceMs`.
+   */
+  private end(notice: SvcEnd | null, err: CmeshError, graceMs = 0, failedSeq = 0): void {
     if (this.ended) return;
     this.ended = err;
     if (notice) this.publish(this.names.svc.end(this.groupId), notice);
     this.onEnded?.(err);
     this.stopBeating();
-    const failPending = () => {
+    const failPending = (now: boolean) => {
       for (const p of this.pending.values()) {
+        if (now && graceMs > 0 && (!failedSeq || p.seq < failedSeq)) continue;
         clearTimeout(p.timer);
         p.reject(err);
+        this.pending.delete(p.seq);
       }
-      this.pending.clear();
     };
-    // a member that left finished its ops: results of ours already on their way still arrive
-    if (graceMs > 0 && this.pending.size) setTimeout(failPending, graceMs).unref();
-    else failPending();
+    failPending(true);
+    if (this.pending.size) setTimeout(() => failPending(false), graceMs).unref();
   }
 
   private stopBeating(): void {

@@ -213,6 +213,8 @@ export const SvcEndSchema = z.object({
   who: z.string().optional(),
   rank: z.number().int().min(0).optional(),
   error: SvcErrorSchema.optional(),
+  /** `failed`: the op that failed; the ops before it ran, and their results still arrive */
+  seq: z.number().int().min(1).optional(),
 });
 export type SvcEnd = z.infer<typeof SvcEndSchema>;
 

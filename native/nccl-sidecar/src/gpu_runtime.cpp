@@ -318,42 +318,64 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
 
 // Init stays abortable (non-blocking), but a non-blocking communicator hands every grouped launch
 // (send/recv, all_to_all, gather, scatter) to a thread of NCCL's own: ~55 us a call on an H200
-// against ~8 on a blocking one. Ops run on a blocking communicator of the same ranks split from it;
-// a hung op is still aborted (deadline or abort request: ncclCommAbort from this or the
-// connection thread), and the parent, idle, is aborted with it.
+// against ~8 on a blocking one. Ops run on a blocking communicator of the same ranks split from it
+// (a hung op is still aborted: deadline or abort request, ncclCommAbort from this or the connection
+// thread). The parent, idle, is finalized and destroyed at once: aborting it while the child lives
+// breaks the child (NCCL 2.28 on an H200), and an abort after the child would cost ~1 s at the end.
 void GpuRuntime::splitBlocking(Comm& c, const Deadline& d, const std::string& what) {
   const std::string step = what + ": ncclCommSplit";
+  const ncclComm_t parent = c.comm;
   NcclConfig config;
   config.blocking = 1;
   // NCCL writes the child from its own thread when the split completes (the parent is
   // non-blocking): a cell that outlives this call if it gives up first; freed once written.
   auto* cell = new ncclComm_t(nullptr);
-  ncclResult_t r = nccl.commSplit(c.comm, 0, c.rank, cell, &config);
+  ncclResult_t r = nccl.commSplit(parent, 0, c.rank, cell, &config);
   if (r != kNcclSuccess && r != kNcclInProgress) {
     delete cell;
-    abortAndThrow(c, codes::kNcclError, step + ": " + nccl.describe(r, c.comm));
+    abortAndThrow(c, codes::kNcclError, step + ": " + nccl.describe(r, parent));
   }
-  Backoff backoff;
-  for (;;) {
-    ncclComm_t child = __atomic_load_n(cell, __ATOMIC_ACQUIRE);
-    if (child) {
-      delete cell;
-      std::lock_guard<std::mutex> lk(c.m);
-      c.parent = c.comm;
-      c.comm = child;
-      c.nonblocking = false;
-      break;
+  // Polls `comm` until it leaves ncclInProgress (and, while splitting, until the child is written).
+  auto settle = [&](ncclComm_t comm, const std::string& name) {
+    Backoff backoff;
+    for (;;) {
+      checkAbortRequest(c, name);
+      ncclResult_t st = kNcclSuccess;
+      nccl.commGetAsyncError(comm, &st);
+      if (st != kNcclSuccess && st != kNcclInProgress) abortAndThrow(c, codes::kNcclError, name + ": " + nccl.describe(st, comm));
+      if (st == kNcclSuccess && (cell == nullptr || __atomic_load_n(cell, __ATOMIC_ACQUIRE))) return;
+      if (d.expired())
+        abortAndThrow(c, codes::kTimeout, name + " did not complete within " + std::to_string(d.budgetMs()) + " ms (rank " +
+                                              std::to_string(c.rank) + " of " + std::to_string(c.nranks) + ")");
+      backoff.pause();
     }
-    checkAbortRequest(c, step);
-    ncclResult_t st = kNcclSuccess;
-    nccl.commGetAsyncError(c.comm, &st);
-    if (st != kNcclSuccess && st != kNcclInProgress) abortAndThrow(c, codes::kNcclError, step + ": " + nccl.describe(st, c.comm));
-    if (d.expired())
-      abortAndThrow(c, codes::kTimeout, step + " did not complete within " + std::to_string(d.budgetMs()) + " ms (rank " +
-                                            std::to_string(c.rank) + " of " + std::to_string(c.nranks) + ")");
-    backoff.pause();
+  };
+  settle(parent, step);
+  {
+    std::lock_guard<std::mutex> lk(c.m);
+    c.comm = __atomic_load_n(cell, __ATOMIC_ACQUIRE);
+    c.parent = parent;
+    c.nonblocking = false;
   }
-  waitComm(c, d, step);  // the child's own state: a failed split hands back a child in error
+  delete cell;
+  cell = nullptr;
+  settle(c.comm, step);  // a failed split hands back a child in error
+  // The idle parent goes now if NCCL lets it; else it stays, aborted after the child at the end.
+  bool released = true;
+  if (nccl.commFinalize) {
+    r = nccl.commFinalize(parent);
+    Backoff backoff;
+    while (r == kNcclInProgress && !d.expired()) {
+      backoff.pause();
+      nccl.commGetAsyncError(parent, &r);
+    }
+    released = r == kNcclSuccess;
+  }
+  if (released) {
+    nccl.commDestroy(parent);  // finalized: the handle is gone whatever destroy says
+    std::lock_guard<std::mutex> lk(c.m);
+    c.parent = nullptr;
+  }
 }
 
 Response GpuRuntime::alloc(const Request& req) {
@@ -658,7 +680,7 @@ Response GpuRuntime::destroy(const Request& req, const Deadline& d) {
     {
       std::lock_guard<std::mutex> lk(c.m);
       r = nccl.commDestroy(c.comm);
-      if (c.parent) nccl.commAbort(c.parent);  // idle since the split
+      if (c.parent) nccl.commAbort(c.parent);  // its release after the split failed; after the child is safe
       c.comm = c.parent = nullptr;
       c.aborted = true;
       c.abortReason = "destroyed";

@@ -305,7 +305,7 @@ class MemberWorker {
     const peers = (err as dist.CmeshError).context?.peers;
     const cause = this.ended?.error ?? { name: err.name, code: (err as dist.CmeshError).code, message: this.named(err), ...(peers?.length ? { peers } : {}) };
     this.publish(this.names.svc.result(this.groupId, this.m.rank), { seq: op.seq, ok: false, error: cause } satisfies SvcResult);
-    if (!this.ended) await this.end({ groupId: this.groupId, reason: 'failed', rank: this.m.rank, error: cause });
+    if (!this.ended) await this.end({ groupId: this.groupId, reason: 'failed', rank: this.m.rank, error: cause, seq: op.seq });
   }
 
   /** The library's message, with the members behind the ranks it names. */

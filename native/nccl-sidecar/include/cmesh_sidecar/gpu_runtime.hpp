@@ -70,7 +70,7 @@ class GpuRuntime {
   };
   struct Comm {
     ncclComm_t comm = nullptr;      // the ops' communicator
-    ncclComm_t parent = nullptr;    // the non-blocking one `comm` was split from, aborted with it
+    ncclComm_t parent = nullptr;    // the non-blocking one `comm` was split from, until released (aborted after `comm`)
     bool nonblocking = false;       // `comm` answers ncclInProgress
     int device = 0, rank = 0, nranks = 0;
     uint64_t owner = 0;

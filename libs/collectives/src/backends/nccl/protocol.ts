@@ -37,7 +37,7 @@ export const helloSchema = z.object({
     version: z.number().int(),
     versionString: nullableString,
     nonblocking: z.boolean(),
-    /** ops launch on a blocking communicator split from the non-blocking one (absent before sidecar 0.2) */
+    /** ops launch on a blocking communicator split from the non-blocking one (absent from older sidecars) */
     splitLaunches: z.boolean().optional(),
   }),
   limits: z.object({

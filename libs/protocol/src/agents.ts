@@ -49,6 +49,8 @@ export const AgentHeartbeatSchema = z.object({
   busy: z.boolean().default(false),
   /** the service groups it runs a member of now (group ids): a placed group no agent serves any more has ended */
   serving: z.array(z.string().max(128)).max(1024).optional(),
+  /** its backends, when they changed since it registered or last said (an NCCL sidecar lost or back) */
+  backends: z.array(BackendInfoSchema).min(1).optional(),
 });
 export type AgentHeartbeat = z.infer<typeof AgentHeartbeatSchema>;
 

@@ -108,17 +108,26 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     return this.live(await this.beat(body));
   }
 
-  /** A heartbeat: O(1) in memory unless the agent's state changes; the stored record (NATS answers its state only). */
+  /** A heartbeat: O(1) in memory unless the agent's state or backends change; the stored record (NATS answers its state only). */
   async beat(body: AgentHeartbeat): Promise<AgentRecord> {
     const known = await this.durable(body.agentId);
     if (!known) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
     const now = Date.now();
     this.liveness.beat(body.agentId, now, known.lastHeartbeat);
     const state = body.busy ? 'busy' : 'ready';
-    if (known.state !== state) {
-      // a change of state is durable (and tells the other replicas): one compare-and-set
+    const backends = body.backends && JSON.stringify(body.backends) !== JSON.stringify(known.backends) ? body.backends : undefined;
+    if (known.state !== state || backends) {
+      // a change of state or backends is durable (and tells the other replicas): one compare-and-set
       const rec = await this.state.update<AgentRecord>(KV_KEYS.agent(body.agentId), (cur) =>
-        cur ? { ...cur, state, lastHeartbeat: new Date(now).toISOString(), maxHeartbeatGapSeconds: Math.max(cur.maxHeartbeatGapSeconds, this.liveness.maxGap(body.agentId)) } : undefined,
+        cur
+          ? {
+              ...cur,
+              state,
+              ...(backends ? { backends } : {}),
+              lastHeartbeat: new Date(now).toISOString(),
+              maxHeartbeatGapSeconds: Math.max(cur.maxHeartbeatGapSeconds, this.liveness.maxGap(body.agentId)),
+            }
+          : undefined,
       );
       if (!rec) throw new ReplyError('NOT_FOUND', `agent ${body.agentId} is not registered; register first`);
       this.mirror.set(body.agentId, rec);

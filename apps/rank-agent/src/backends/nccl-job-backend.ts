@@ -8,9 +8,15 @@ import type { JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../execution/job-backend';
 import { NcclBackend } from './nccl';
 
+/** A sidecar that went away is started again after this, then after twice as long while that fails (ms). */
+const RESTART_FIRST_MS = 1_000;
+const RESTART_MAX_MS = 60_000;
+
 export class NcclJobBackend implements JobBackend {
   readonly name = 'nccl' as const;
   private status: BackendAvailability = { ok: false, reason: 'nccl backend not started' };
+  /** while a sidecar that went away is being brought back: when to try next, and the wait after that */
+  private recovery: { at: number; delayMs: number; running: boolean } | null = null;
 
   constructor(
     private readonly nccl: NcclBackend | null,
@@ -29,6 +35,37 @@ export class NcclJobBackend implements JobBackend {
     if (!status.ok) await this.nccl.stop();
     this.status = { ...status };
     return this.status;
+  }
+
+  /**
+   * A sidecar that went away (crashed, killed, OOM) is started again, as a pod restarts its
+   * containers: the first try a second after the loss was seen (so the coordinator hears of it
+   * first), then with the wait doubling to a minute while it fails. Never runs two starts at once.
+   */
+  refresh(): void {
+    if (!this.nccl || !this.status.ok) return; // never worked here: nothing to bring back
+    if (!this.recovery) {
+      if (!this.nccl.lost) return;
+      this.recovery = { at: Date.now() + RESTART_FIRST_MS, delayMs: RESTART_FIRST_MS, running: false };
+      return;
+    }
+    const r = this.recovery;
+    if (r.running || Date.now() < r.at) return;
+    r.running = true;
+    void this.nccl.restart().then(
+      (a) => {
+        r.running = false;
+        if (a.ok) this.recovery = null;
+        else {
+          r.delayMs = Math.min(r.delayMs * 2, RESTART_MAX_MS);
+          r.at = Date.now() + r.delayMs;
+        }
+      },
+      () => {
+        r.running = false;
+        r.at = Date.now() + r.delayMs;
+      },
+    );
   }
 
   /**

@@ -15,6 +15,8 @@ export interface SweepHooks {
 export interface JobBackend {
   readonly name: 'tcp' | 'nccl';
   available(): BackendAvailability;
+  /** Brings back what went away (an NCCL sidecar), in the background; available() says when. */
+  refresh?(): void;
   /** Resolves when this rank finished the sweep; rejects with the data plane's error. */
   run(assignment: JobAssignment, rank: number, hooks: SweepHooks, signal: AbortSignal): Promise<void>;
   stop(): Promise<void>;

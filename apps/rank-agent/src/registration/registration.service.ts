@@ -1,5 +1,5 @@
 // Registration with the coordinator (the cluster's agents.register), heartbeats at the interval the
-// coordinator asks for (carrying busy/idle), re-registration when the coordinator forgot us
+// coordinator asks for (carrying busy/idle, and the backends when they change), re-registration when the coordinator forgot us
 // (restart, failover), and deregistration on shutdown. The agent keeps trying while the
 // coordinator is not up yet.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
@@ -24,6 +24,8 @@ export class RegistrationService implements BeforeApplicationShutdown {
   private stopped = false;
   private heartbeatMs: number;
   private httpUrl: string | undefined;
+  /** the backends as the coordinator last heard them (JSON) */
+  private saidBackends = '';
   /** the cluster's agent subjects */
   private readonly subjects: ClusterNames['agents'];
 
@@ -49,13 +51,17 @@ export class RegistrationService implements BeforeApplicationShutdown {
       hostId: hostIdentity(),
       pid: process.pid,
       device: { kind: nccl.ok ? 'gpu' : 'cpu', index: this.config.deviceIndex },
-      backends: Object.entries(this.backends).map(([name, b]) => {
-        const a = b.available();
-        return { name: name as 'tcp' | 'nccl', available: a.ok, ...(a.ok ? {} : { reason: a.reason ?? 'unavailable' }) };
-      }),
+      backends: this.backendInfo(),
       dataPlane: { host: this.config.host, ...(this.config.dataPorts[1] > 0 ? { portRange: this.config.dataPorts } : {}) },
       ...(this.httpUrl ? { httpUrl: this.httpUrl } : {}),
     };
+  }
+
+  private backendInfo(): AgentRegister['backends'] {
+    return Object.entries(this.backends).map(([name, b]) => {
+      const a = b.available();
+      return { name: name as 'tcp' | 'nccl', available: a.ok, ...(a.ok ? {} : { reason: a.reason ?? 'unavailable' }) };
+    });
   }
 
   /** Starts registering (retrying) and heartbeating; httpUrl is where /metrics and /health are. */
@@ -76,14 +82,25 @@ export class RegistrationService implements BeforeApplicationShutdown {
 
   private async beat(): Promise<void> {
     try {
+      for (const b of Object.values(this.backends)) b.refresh?.();
       if (!this.registered) {
-        const r = await this.nats.request(this.subjects.register, this.describe(), Reply, 3000);
+        const body = this.describe();
+        const r = await this.nats.request(this.subjects.register, body, Reply, 3000);
         if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
         this.registered = true;
+        this.saidBackends = JSON.stringify(body.backends);
         if (r.heartbeatMs) this.heartbeatMs = r.heartbeatMs;
         this.log.log(`registered as ${this.config.agentId} (heartbeat every ${this.heartbeatMs} ms)`);
       } else {
-        const r = await this.nats.request(this.subjects.heartbeat, { agentId: this.config.agentId, busy: this.runner.state().state === 'busy', serving: this.service.groups() }, Reply, 3000);
+        // backends only when they changed (a sidecar lost or back): placement reads them
+        const backends = this.backendInfo();
+        const changed = JSON.stringify(backends) !== this.saidBackends;
+        const body = { agentId: this.config.agentId, busy: this.runner.state().state === 'busy', serving: this.service.groups(), ...(changed ? { backends } : {}) };
+        const r = await this.nats.request(this.subjects.heartbeat, body, Reply, 3000);
+        if (r.ok && changed) {
+          this.saidBackends = JSON.stringify(backends);
+          this.log.log(`backends now: ${backends.map((b) => `${b.name} ${b.available ? 'available' : `unavailable (${b.reason})`}`).join(', ')}`);
+        }
         if (!r.ok && r.error.code === 'NOT_FOUND') {
           this.registered = false;
           this.log.warn('the coordinator does not know this agent any more: registering again');

@@ -115,6 +115,11 @@ export class SidecarClient {
     return this.closedError !== null;
   }
 
+  /** Why the connection closed, once it has. */
+  get closeReason(): string | null {
+    return this.closedError?.message ?? null;
+  }
+
   /**
    * Sends one request and waits for its reply; rejects with the typed error of an error frame, or
    * with SidecarInvalidArgumentError for a field that does not fit the header (nothing is sent).

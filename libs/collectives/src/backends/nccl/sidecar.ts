@@ -47,6 +47,7 @@ export class NcclSidecar {
   private tempDir: string | null = null;
   private helloInfo: SidecarHello | null = null;
   private availability: NcclAvailability = { ok: false, reason: 'nccl backend not started' };
+  private wentAway = false;
 
   constructor(private readonly opts: NcclSidecarOptions = {}) {}
 
@@ -55,6 +56,7 @@ export class NcclSidecar {
    * missing sidecar: available() then carries the reason.
    */
   async start(): Promise<NcclAvailability> {
+    this.wentAway = false;
     try {
       let socketPath = this.opts.attachSocketPath;
       if (!socketPath) {
@@ -90,7 +92,24 @@ export class NcclSidecar {
   }
 
   available(): NcclAvailability {
+    // a sidecar that went away (crashed, killed) is unusable until started again
+    if (this.availability.ok && this.connection?.closed) {
+      this.wentAway = true;
+      this.availability = { ok: false, reason: `the nccl sidecar went away (${this.connection.closeReason})`, missing: ['sidecar'] };
+    }
     return this.availability;
+  }
+
+  /** Whether the sidecar was usable and went away since it was last started (restart() may bring it back). */
+  get lost(): boolean {
+    this.available();
+    return this.wentAway;
+  }
+
+  /** Stops what is left of the sidecar (by pid) and starts it again. */
+  async restart(): Promise<NcclAvailability> {
+    await this.stop();
+    return this.start();
   }
 
   /** The sidecar's hello (devices, NCCL version), once started. */
@@ -116,7 +135,7 @@ export class NcclSidecar {
 
   /** The connection of a sidecar that can run NCCL; NcclUnavailableError (with the reason) otherwise. */
   client(op?: string): { client: SidecarClient; hello: SidecarHello } {
-    if (!this.availability.ok || !this.connection || !this.helloInfo) {
+    if (!this.available().ok || !this.connection || !this.helloInfo) {
       throw new NcclUnavailableError(this.availability.reason ?? 'nccl backend unavailable', op, this.availability.missing);
     }
     return { client: this.connection, hello: this.helloInfo };

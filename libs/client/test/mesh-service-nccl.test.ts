@@ -7,9 +7,10 @@
 // the sidecars fails the group's op with NcclError: the ops went through the sidecar, not the tcp
 // data plane (which that fault cannot touch).
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { connect } from 'nats';
-import { buildSidecar, SIDECAR_BUILD_DIR } from '@cmesh/collectives';
+import { buildSidecar, SIDECAR_BUILD_DIR, SidecarProcess, spawnSidecar } from '@cmesh/collectives';
 import { SvcGroupDetail, SvcGroupDetailSchema, SvcPlaced, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
@@ -179,4 +180,49 @@ describe('a service group whose NCCL fails in the sidecars', () => {
     console.log(`the third op on nccl failed on both members: ${errs[0].message}`);
     expect(await Promise.all(ms.map((m) => m.exited))).toEqual([3, 3]);
   }, 120_000);
+});
+
+describe("an agent attached to a sidecar it does not own (a pod's sidecar container)", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-attach-'));
+  const socketPath = path.join(dir, 'nccl.sock');
+  let sidecar: SidecarProcess | null = null;
+  const startSidecar = async () => {
+    sidecar = await spawnSidecar({ socketPath, ncclLib: SIM_ENV.CMESH_NCCL_LIB, cudartLib: SIM_ENV.CMESH_CUDART_LIB, env: { ...process.env, ...SIM_ENV } });
+  };
+  beforeAll(startSidecar, 60_000);
+  const { ctx, start } = meshOnSimulatedGpus(1, { CMESH_NCCL_SOCKET: socketPath });
+  afterAll(async () => {
+    await sidecar?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const nccl = async () => {
+    const agents = ((await (await fetch(`${ctx.mesh!.coordinatorUrl}/agents`)).json()) as { agents: AgentInfo[] }).agents;
+    return agents[0].backends.find((b) => b.name === 'nccl')!;
+  };
+  const until = async (want: (b: { available: boolean; reason?: string }) => boolean, ms: number) => {
+    for (const t0 = Date.now(); Date.now() - t0 < ms; await new Promise((r) => setTimeout(r, 100))) {
+      const b = await nccl();
+      if (want(b)) return b;
+    }
+    throw new Error(`agent-0's nccl backend still ${JSON.stringify(await nccl())} after ${ms} ms`);
+  };
+
+  it('while the sidecar is gone the agent says so and groups asking for nccl are refused; once it is back the agent reconnects and runs them', async () => {
+    await until((b) => b.available, 10_000);
+    await sidecar!.stop(); // as a container that died
+    sidecar = null;
+    const gone = await until((b) => !b.available, 5_000);
+    expect(gone.reason).toMatch(/nccl sidecar/);
+    // it stays gone while nothing listens (the agent keeps trying, less and less often)
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect((await nccl()).available).toBe(false);
+    const refused = start({ GROUP: 'attach-gone', SIZE: '1', LABEL: 'a-0', SCENARIO: 'quick', BACKEND: 'nccl' });
+    const fatal = await refused.waitFor('fatal', 30_000);
+    console.log(`a group asking for nccl meanwhile: ${fatal.name}: ${fatal.message}`);
+    expect(fatal.message).toMatch(/agent-0: nccl sidecar/);
+    await startSidecar(); // the container restarted
+    await until((b) => b.available, 20_000);
+    const ran = start({ GROUP: 'attach-back', SIZE: '1', LABEL: 'b-0', SCENARIO: 'quick', BACKEND: 'nccl' });
+    expect(await ran.exited).toBe(0);
+  }, 90_000);
 });

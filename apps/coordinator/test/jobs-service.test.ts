@@ -308,6 +308,28 @@ describe('coordinator jobs (real nats-server)', () => {
     }
   }, 40_000);
 
+  it('a replica that dies between freeing a running job\'s agents and writing its end: another replica fails it once the lease is stale', async () => {
+    const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
+    const other = replica.app;
+    try {
+      const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
+      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
+      const started = (await r.json()) as JobRecord;
+      expect(started.state).toBe('running');
+      // "kill" it right after it released the claims: no claim goes stale, the record says running
+      stopReplica(replica);
+      const claims = await nc.jetstream().views.kv(clusterNames().buckets.claims);
+      for (const a of ['a2', 'a3']) await claims.delete(a);
+      const t0 = Date.now();
+      const j = await wait(started.id, 3 * CLAIM_STALE_MS);
+      expect(j.state).toBe('failed');
+      expect(j.reason).toBe(`the coordinator replica running it (${started.replica}) stopped`);
+      expect(Date.now() - t0).toBeLessThan(2 * CLAIM_STALE_MS + 2 * CLAIM_RENEW_MS + 2000);
+    } finally {
+      await other.close();
+    }
+  }, 60_000);
+
   it('a replica that dies with a queued job: another replica fails it once the replica\'s lease is stale', async () => {
     const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
     const other = replica.app;

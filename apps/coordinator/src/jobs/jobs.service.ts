@@ -46,6 +46,9 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   /** the tick (tests stop it, with the NATS transport, to play a replica that died) */
   private timer: NodeJS.Timeout | null = null;
   private draining = false;
+  /** finished jobs whose end could not be written to KV yet (resave) */
+  private readonly unsaved = new Map<string, JobRun>();
+  private resaving = false;
   /** this replica's jobs as the upkeep sees them */
   private readonly local: LocalJobs = {
     running: () => [...this.active.values()].filter((r) => r.rec.state === 'running').map((r) => ({ id: r.rec.id, agentIds: r.members.map((m) => m.agentId) })),
@@ -262,6 +265,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
       this.background(`job ${run.rec.id}: cannot finish`, this.finish(run, 'failed', v.reason, v.agent));
     }
     this.upkeep.onTick(now, this.local);
+    this.resave();
     if (this.queue.length) this.background('cannot drain the job queue', this.drainQueue());
   }
 
@@ -330,10 +334,26 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   private async save(run: JobRun): Promise<void> {
     try {
       await this.store.write(run.rec);
+      this.unsaved.delete(run.rec.id);
       this.publish(this.names.jobs.updates(run.rec.id), run.rec);
     } catch (e) {
-      this.log.error(`job ${run.rec.id}: cannot save: ${(e as Error).message}`);
+      this.log.error(`job ${run.rec.id}: cannot save: ${(e as Error).message}${isFinished(run.rec.state) ? '; trying again' : ''}`);
+      // a finished job's end must reach KV (NATS restarting, say): the other replicas read it there
+      if (isFinished(run.rec.state)) this.unsaved.set(run.rec.id, run);
     }
+  }
+
+  /** Writes again the ends that could not be written, one at a time, on the tick. */
+  private resave(): void {
+    if (this.resaving || this.unsaved.size === 0) return;
+    this.resaving = true;
+    const runs = [...this.unsaved.values()];
+    this.background(
+      'cannot write finished jobs again',
+      (async () => {
+        for (const run of runs) await this.save(run);
+      })().finally(() => (this.resaving = false)),
+    );
   }
 
   private background(what: string, work: Promise<unknown>): void {

@@ -1,6 +1,6 @@
 // Jobs another coordinator replica left behind when it died: one running (its claims went stale
-// and were taken over or swept) must not stay "running" in KV, and one queued (kept in that
-// replica's memory) would stay queued forever. Both are failed here, naming the replica.
+// and were taken over or swept, or its lease lapsed) must not stay "running" in KV, and one queued
+// (kept in that replica's memory) would stay queued forever. Both are failed here, naming the replica.
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { JobRecord, isFinished } from '@cmesh/protocol';
 import { Claim } from './agent-claims';
@@ -30,17 +30,27 @@ export class ReplicaRecovery {
   }
 
   /**
-   * Jobs queued in the memory of a replica that died: fails them. A queued job that names this
-   * replica yet does not run here was queued by an earlier process under the same id (a container
-   * restarted in its pod keeps CMESH_REPLICA_ID), whose lease this process renews: it is failed too.
+   * Unfinished jobs of a replica that died: queued ones (kept in its memory) and running ones whose
+   * end it never wrote (killed between freeing the agents and writing the record, whose claims then
+   * never go stale). A job that names this replica yet does not run here was queued by an earlier
+   * process under the same id (a container restarted in its pod keeps CMESH_REPLICA_ID), whose
+   * lease this process renews: it is failed too.
    */
-  async failQueuedOfDeadReplicas(runsHere: (id: string) => boolean): Promise<void> {
+  async failUnfinishedOfDeadReplicas(runsHere: (id: string) => boolean): Promise<void> {
     for (const id of await this.store.keys()) {
       if (runsHere(id)) continue;
       const rec = await this.store.read(id);
-      if (!rec || rec.state !== 'queued' || !rec.replica) continue;
+      if (!rec || (rec.state !== 'queued' && rec.state !== 'running') || !rec.replica) continue;
       if (rec.replica !== this.leases.replica && (await this.leases.alive(rec.replica))) continue;
-      await this.failStored(rec, `the coordinator replica that queued it (${rec.replica}) stopped before it could start`);
+      // read again: the replica may have finished it meanwhile, just before its lease lapsed
+      const now = await this.store.read(id);
+      if (!now || isFinished(now.state)) continue;
+      await this.failStored(
+        now,
+        now.state === 'queued'
+          ? `the coordinator replica that queued it (${now.replica}) stopped before it could start`
+          : `the coordinator replica running it (${now.replica}) stopped`,
+      );
     }
   }
 

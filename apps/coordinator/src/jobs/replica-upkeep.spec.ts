@@ -8,7 +8,7 @@ function upkeep(stale: { jobId: string; replica: string; renewedAt: number }[] =
   const claims = { renew: async (ids: string[], job: string) => void calls.push(`renew ${job} ${ids}`), sweepStale: async () => (calls.push('sweepStale'), stale) };
   const leases = { renew: async () => void calls.push('lease') };
   const recovery = {
-    failQueuedOfDeadReplicas: async () => void calls.push('queued'),
+    failUnfinishedOfDeadReplicas: async () => void calls.push('unfinished'),
     closeOrphan: async (c: { jobId: string }, has: (id: string) => boolean) => void calls.push(`orphan ${c.jobId} ${has(c.jobId)}`),
   };
   const buckets = { dropUnneeded: async () => void calls.push('buckets') };
@@ -24,7 +24,7 @@ describe('replica upkeep', () => {
     const t0 = 1_000_000;
     u.onTick(t0, jobs);
     await settle();
-    expect(calls.sort()).toEqual(['buckets', 'lease', 'queued', 'renew j1 a,b', 'sweepStale']);
+    expect(calls.sort()).toEqual(['buckets', 'lease', 'renew j1 a,b', 'sweepStale', 'unfinished']);
     calls.length = 0;
     u.onTick(t0 + CLAIM_RENEW_MS, jobs);
     await settle();
@@ -35,7 +35,7 @@ describe('replica upkeep', () => {
     calls.length = 0;
     u.onTick(t0 + CLAIM_STALE_MS + 1, jobs);
     await settle();
-    expect(calls).toContain('queued');
+    expect(calls).toContain('unfinished');
     expect(calls).not.toContain('buckets');
     calls.length = 0;
     u.onTick(t0 + STORE_SWEEP_MS + 1, jobs);

@@ -1,6 +1,6 @@
 // What a replica does on its tick to share agents with the others: renews its lease and its
 // running jobs' claims (CLAIM_RENEW_MS), frees the agents of replicas that died and fails their
-// jobs (stale claims; queued jobs of stale leases, CLAIM_STALE_MS), and drops job store buckets
+// jobs (stale claims; unfinished jobs of stale leases, CLAIM_STALE_MS), and drops job store buckets
 // nobody needs (STORE_SWEEP_MS). Each is retried on its next period when it fails: only
 // CLAIM_STALE_MS of failed renewals lose the lease or a claim.
 import { Injectable, Logger } from '@nestjs/common';
@@ -23,7 +23,7 @@ export interface LocalJobs {
 export class ReplicaUpkeep {
   private readonly log = new Logger('Jobs');
   private readonly renewal = new Cadence(CLAIM_RENEW_MS);
-  private readonly queuedSweep = new Cadence(CLAIM_STALE_MS);
+  private readonly unfinishedSweep = new Cadence(CLAIM_STALE_MS);
   private readonly storeSweep = new Cadence(STORE_SWEEP_MS);
 
   constructor(
@@ -37,7 +37,7 @@ export class ReplicaUpkeep {
   onTick(now: number, jobs: LocalJobs): void {
     const has = (id: string) => jobs.has(id);
     if (this.renewal.due(now)) this.renew(jobs);
-    if (this.queuedSweep.due(now)) inBackground(this.log, 'cannot fail the queued jobs of stopped replicas', this.recovery.failQueuedOfDeadReplicas(has));
+    if (this.unfinishedSweep.due(now)) inBackground(this.log, 'cannot fail the unfinished jobs of stopped replicas', this.recovery.failUnfinishedOfDeadReplicas(has));
     if (this.storeSweep.due(now)) inBackground(this.log, 'cannot sweep job store buckets', this.buckets.dropUnneeded(has));
   }
 

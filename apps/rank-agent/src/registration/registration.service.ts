@@ -1,7 +1,7 @@
 // Registration with the coordinator (the cluster's agents.register), heartbeats at the interval the
-// coordinator asks for (carrying busy/idle, and the backends when they change), re-registration when the coordinator forgot us
-// (restart, failover), and deregistration on shutdown. The agent keeps trying while the
-// coordinator is not up yet.
+// coordinator asks for (carrying busy/idle, and the backends when they change), re-registration
+// when the coordinator forgot us (restart, failover), and deregistration on shutdown. The agent
+// keeps trying while the coordinator is not up yet.
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { AgentRegister, ClusterNames, clusterNames, ErrorReplySchema, PROTOCOL_VERSION } from '@cmesh/protocol';
 import { hostIdentity } from '@cmesh/collectives/host-identity';

@@ -83,16 +83,16 @@ describe('renderUi', () => {
   it('lists the service groups: members with their agents, how each ended, labels escaped', () => {
     const member = (rank: number, label: string) => ({ rank, member: `m${rank}`, label, agentId: `a${rank}`, agentName: `agent-${rank}` });
     const serviceGroups = [
-      { name: 'grads', round: 3, state: 'placed' as const, size: 2, joined: 2, members: [member(0, '<w0>'), member(1, 'w1')], placedAt: '2026-01-01T00:00:01.000Z', updatedAt: 'x' },
+      { name: 'grads', round: 3, state: 'placed' as const, size: 2, joined: 2, backend: 'nccl' as const, members: [member(0, '<w0>'), member(1, 'w1')], placedAt: '2026-01-01T00:00:01.000Z', updatedAt: 'x' },
       { name: 'old', round: 1, state: 'ended' as const, size: 2, joined: 2, members: [member(0, 'v0'), member(1, 'v1')], placedAt: 'p', endedAt: '2026-01-01T00:00:09.000Z', end: { reason: 'lost' as const, who: 'member "v1" (rank 1)' }, updatedAt: 'x' },
       { name: 'el', round: 1, state: 'waiting' as const, size: 4, elastic: { min: 2, max: 4, lastCallMs: 1000 }, joined: 1, members: [{ member: 'm9' }], updatedAt: 'x' },
     ];
     const html = renderUi({ cluster: 'd', replica: 'r', agents: [], groups: [], serviceGroups, jobs: [], scan: null, now: new Date(0) });
     expect(html).toContain('<h2>Service groups (3)</h2>');
-    expect(html).toContain('<td>grads</td><td class="num">3</td><td class="state-running">placed</td><td>0 &lt;w0&gt;@agent-0, 1 w1@agent-1</td><td>2026-01-01T00:00:01.000Z</td>');
+    expect(html).toContain('<td>grads</td><td class="num">3</td><td class="state-running">placed</td><td>nccl</td><td>0 &lt;w0&gt;@agent-0, 1 w1@agent-1</td><td>2026-01-01T00:00:01.000Z</td>');
     expect(html).toContain('<td class="state-failed">ended</td>');
     expect(html).toContain('<td>lost member &quot;v1&quot; (rank 1)</td>');
-    expect(html).toContain('<td>waiting 1/2..4</td><td>- m9</td>');
+    expect(html).toContain('<td>waiting 1/2..4</td><td>auto</td><td>- m9</td>');
   });
 
   it('says when there is no scan, no group, no job', () => {

@@ -75,13 +75,14 @@ function serviceGroupsSection(d: UiData): string {
       td(g.name),
       td(g.round, 'num'),
       td(g.state === 'waiting' || g.state === 'queued' ? `${g.state} ${g.joined}/${g.elastic ? `${g.elastic.min}..${g.elastic.max}` : g.size}` : g.state, cls),
+      td(g.backend ?? 'auto'),
       td(g.members.map((m) => `${m.rank ?? '-'} ${m.label ?? m.member}${m.agentName ? `@${m.agentName}` : ''}`).join(', ')),
       td(g.placedAt ?? ''),
       td(g.endedAt ?? ''),
       td(why),
     ];
   });
-  return `<h2>Service groups (${groups.length})</h2>${table(['name', 'round', 'state', 'members (rank label@agent)', 'placed', 'ended', 'why'], rows, 'service-groups')}`;
+  return `<h2>Service groups (${groups.length})</h2>${table(['name', 'round', 'state', 'backend', 'members (rank label@agent)', 'placed', 'ended', 'why'], rows, 'service-groups')}`;
 }
 
 function jobsSection(d: UiData): string {

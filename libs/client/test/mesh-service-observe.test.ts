@@ -139,7 +139,7 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ tcp +│ [^│]*${victim} o-victim@${joined[1].agent}`));
     // and the live page
     const ui = await (await fetch(`${mesh.coordinatorUrl}/ui`)).text();
-    expect(ui).toMatch(new RegExp(`<td>obs</td><td class="num">1</td><td class="state-running">placed</td><td>[^<]*${victim} o-victim@${joined[1].agent}`));
+    expect(ui).toMatch(new RegExp(`<td>obs</td><td class="num">1</td><td class="state-running">placed</td><td>tcp</td><td>[^<]*${victim} o-victim@${joined[1].agent}`));
 
     const killedAt = Date.now();
     ms[1].kill();

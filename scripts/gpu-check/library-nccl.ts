@@ -8,7 +8,7 @@
 //                      device; every rank must end with a typed error, none may hang
 // Usage: node -r @swc-node/register scripts/gpu-check/library-nccl.ts --world 1
 import { spawn } from 'child_process';
-import { createServer } from 'net';
+import { freePort } from '@cmesh/testing';
 
 import { run } from '../../libs/collectives/test/support/scenarios/nccl';
 
@@ -17,17 +17,6 @@ const RANK_TIMEOUT_MS = 120_000;
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 interface RankOutcome {

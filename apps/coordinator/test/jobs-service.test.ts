@@ -117,8 +117,9 @@ describe('coordinator jobs (real nats-server)', () => {
     await nats?.stop();
   });
 
-  const post = async (body: unknown) => {
-    const r = await fetch(`${base}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  /** POST /jobs on this replica, or on the one at `url` */
+  const post = async (body: unknown, url = base) => {
+    const r = await fetch(`${url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     return { status: r.status, body: (await r.json()) as JobRecord & { code?: string; message?: string; issues?: string[] } };
   };
   const wait = async (id: string, ms = 10_000): Promise<JobRecord> => {
@@ -289,8 +290,7 @@ describe('coordinator jobs (real nats-server)', () => {
     const other = replica.app;
     try {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
-      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
-      const started = (await r.json()) as JobRecord;
+      const started = (await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }, await other.getUrl())).body;
       expect(started.state).toBe('running'); // (a queued job is the next test's case)
       const id = started.id;
       // "kill" it: no more ticks (claim renewals) and no more events, its job left running
@@ -313,8 +313,7 @@ describe('coordinator jobs (real nats-server)', () => {
     const other = replica.app;
     try {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
-      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
-      const started = (await r.json()) as JobRecord;
+      const started = (await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a2', 'a3'] }, await other.getUrl())).body;
       expect(started.state).toBe('running');
       // "kill" it right after it released the claims: no claim goes stale, the record says running
       stopReplica(replica);
@@ -337,8 +336,7 @@ describe('coordinator jobs (real nats-server)', () => {
     const hold = await post({ op: 'allReduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect(hold.body.state).toBe('running');
     try {
-      const r = await fetch(`${await other.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
-      const queued = (await r.json()) as JobRecord;
+      const queued = (await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }, await other.getUrl())).body;
       expect(queued.state).toBe('queued');
       expect(queued.replica).toMatch(/^[0-9a-f]{8}$/);
       // "kill" the other replica: no more ticks (lease renewals, queue draining) and no more events
@@ -363,8 +361,7 @@ describe('coordinator jobs (real nats-server)', () => {
     const hold = await post({ op: 'allReduce', sizes: Array.from({ length: 2000 }, () => 8), iters: 1, warmup: 0, agents: ['a2', 'a3'] });
     expect(hold.body.state).toBe('running');
     try {
-      const r = await fetch(`${await first.getUrl()}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }) });
-      const queued = (await r.json()) as JobRecord;
+      const queued = (await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a2', 'a3'] }, await first.getUrl())).body;
       expect([queued.state, queued.replica]).toEqual(['queued', 'pod-a']);
       // the first process "dies"; its successor renews the same lease, so only it can tell
       stopReplica(firstReplica);

@@ -208,16 +208,18 @@ void GpuRuntime::checkAbortRequest(Comm& c, const std::string& what) {
   if (c.abortRequested) abortAndThrow(c, codes::kAborted, what + " was interrupted by an abort request");
 }
 
-void GpuRuntime::waitComm(Comm& c, const Deadline& d, const std::string& what) {
+void GpuRuntime::waitComm(Comm& c, const Deadline& d, const std::string& what, ncclComm_t comm,
+                          const ncclComm_t* written) {
+  if (!comm) comm = c.comm;
   Backoff backoff;
   for (;;) {
     checkAbortRequest(c, what);
     ncclResult_t st = kNcclSuccess;
-    ncclResult_t r = nccl.commGetAsyncError(c.comm, &st);
+    ncclResult_t r = nccl.commGetAsyncError(comm, &st);
     if (r != kNcclSuccess)
-      abortAndThrow(c, codes::kNcclError, what + ": ncclCommGetAsyncError: " + nccl.describe(r, c.comm));
-    if (st == kNcclSuccess) return;
-    if (st != kNcclInProgress) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(st, c.comm));
+      abortAndThrow(c, codes::kNcclError, what + ": ncclCommGetAsyncError: " + nccl.describe(r, comm));
+    if (st == kNcclSuccess && (!written || __atomic_load_n(written, __ATOMIC_ACQUIRE))) return;
+    if (st != kNcclSuccess && st != kNcclInProgress) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(st, comm));
     if (d.expired())
       abortAndThrow(c, codes::kTimeout,
                     what + " did not complete within " + std::to_string(d.budgetMs()) + " ms (rank " +
@@ -335,22 +337,7 @@ void GpuRuntime::splitBlocking(Comm& c, const Deadline& d, const std::string& wh
     delete cell;
     abortAndThrow(c, codes::kNcclError, step + ": " + nccl.describe(r, parent));
   }
-  // Polls `comm` until it leaves ncclInProgress (and, while splitting, until the child is written).
-  auto settle = [&](ncclComm_t comm, const std::string& name) {
-    Backoff backoff;
-    for (;;) {
-      checkAbortRequest(c, name);
-      ncclResult_t st = kNcclSuccess;
-      nccl.commGetAsyncError(comm, &st);
-      if (st != kNcclSuccess && st != kNcclInProgress) abortAndThrow(c, codes::kNcclError, name + ": " + nccl.describe(st, comm));
-      if (st == kNcclSuccess && (cell == nullptr || __atomic_load_n(cell, __ATOMIC_ACQUIRE))) return;
-      if (d.expired())
-        abortAndThrow(c, codes::kTimeout, name + " did not complete within " + std::to_string(d.budgetMs()) + " ms (rank " +
-                                              std::to_string(c.rank) + " of " + std::to_string(c.nranks) + ")");
-      backoff.pause();
-    }
-  };
-  settle(parent, step);
+  waitComm(c, d, step, parent, cell);
   {
     std::lock_guard<std::mutex> lk(c.m);
     c.comm = __atomic_load_n(cell, __ATOMIC_ACQUIRE);
@@ -358,8 +345,7 @@ void GpuRuntime::splitBlocking(Comm& c, const Deadline& d, const std::string& wh
     c.nonblocking = false;
   }
   delete cell;
-  cell = nullptr;
-  settle(c.comm, step);  // a failed split hands back a child in error
+  waitComm(c, d, step);  // a failed split hands back a child in error
   // The idle parent goes now if NCCL lets it; else it stays, aborted after the child at the end.
   bool released = true;
   if (nccl.commFinalize) {

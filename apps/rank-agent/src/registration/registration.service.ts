@@ -94,11 +94,12 @@ export class RegistrationService implements BeforeApplicationShutdown {
       } else {
         // backends only when they changed (a sidecar lost or back): placement reads them
         const backends = this.backendInfo();
-        const changed = JSON.stringify(backends) !== this.saidBackends;
+        const said = JSON.stringify(backends);
+        const changed = said !== this.saidBackends;
         const body = { agentId: this.config.agentId, busy: this.runner.state().state === 'busy', serving: this.service.groups(), ...(changed ? { backends } : {}) };
         const r = await this.nats.request(this.subjects.heartbeat, body, Reply, 3000);
         if (r.ok && changed) {
-          this.saidBackends = JSON.stringify(backends);
+          this.saidBackends = said;
           this.log.log(`backends now: ${backends.map((b) => `${b.name} ${b.available ? 'available' : `unavailable (${b.reason})`}`).join(', ')}`);
         }
         if (!r.ok && r.error.code === 'NOT_FOUND') {

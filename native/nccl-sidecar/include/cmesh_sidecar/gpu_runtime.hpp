@@ -123,10 +123,12 @@ class GpuRuntime {
   cudaStream_t copyStream(int device);
   void waitStream(cudaStream_t s, const Deadline& d, const std::string& what);
   /**
-   * Polls until the communicator leaves ncclInProgress. Any error, the deadline or an abort
+   * Polls until the communicator (`comm`, default c.comm) leaves ncclInProgress and, with
+   * `written`, until NCCL has written a communicator there. Any error, the deadline or an abort
    * request aborts the communicator and throws (as nccl-tests aborts on any async error).
    */
-  void waitComm(Comm& c, const Deadline& d, const std::string& what);
+  void waitComm(Comm& c, const Deadline& d, const std::string& what, ncclComm_t comm = nullptr,
+                const ncclComm_t* written = nullptr);
   /** Polls an event recorded on the comm's stream, watching NCCL's async error; aborts on hang. */
   void waitEvent(Comm& c, cudaEvent_t ev, const Deadline& d, const std::string& what);
   /** Aborts the communicator and keeps the handle, marked, so later calls say why. */

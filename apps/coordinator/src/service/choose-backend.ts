@@ -1,9 +1,9 @@
 // Which library backend a service group runs on, and so which agents it may be placed on. Pure:
-// the service passes the registered agents (as they advertised their backends at registration)
+// the service passes the registered agents (with their backends as they last advertised them)
 // and the idle ones.
 import type { AgentRecord, SvcBackend, SvcRound } from '@cmesh/protocol';
 
-/** The agent registered that backend as working (for nccl: its sidecar found a GPU and NCCL). */
+/** The agent advertises that backend as working (for nccl: its sidecar found a GPU and NCCL, and is up). */
 export const hasBackend = (a: AgentRecord, name: SvcBackend) => a.backends.some((b) => b.name === name && b.available);
 
 /**

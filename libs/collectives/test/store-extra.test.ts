@@ -16,6 +16,7 @@ import {
   TCP_STORE_WORKERS_KEY,
   TcpStore,
 } from '../src';
+import { Cmd, encodeFrame, FrameDecoder } from '../src/store/frame-codec';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-store-x-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -101,6 +102,44 @@ describe('TcpStore (torch constructor form)', () => {
       await good.set('still', 'fine');
       expect((await good.get('still')).toString()).toBe('fine');
     } finally {
+      await good.close();
+      await server.close();
+    }
+  });
+
+  it('after a malformed frame the server answers what came before it and half-closes, never resets, while the client still sends', async () => {
+    const server = await startTcpStoreServer();
+    const good = await TcpStore.create({ port: server.port, timeoutMs: 5000 });
+    // half-open on our side: we go on sending after the server's FIN, as a client still writing would
+    const bad = net.connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true });
+    const connected = new Promise((r) => bad.once('connect', r));
+    try {
+      await good.set('k', 'v');
+      const decoder = new FrameDecoder();
+      const replies: number[] = [];
+      const events: string[] = [];
+      bad.on('data', (d) => replies.push(...decoder.push(d).map((f) => f.id)));
+      bad.on('end', () => events.push('end'));
+      bad.on('error', (e) => events.push((e as NodeJS.ErrnoException).code ?? e.message));
+      const closed = new Promise((r) => bad.on('close', r));
+      await connected;
+      const gets = Array.from({ length: 20 }, (_, i) => encodeFrame(Cmd.GET, i + 1, [Buffer.from('k')]));
+      const short = Buffer.from([3, 0, 0, 0, Cmd.GET, 0, 0, 0, 0, 0, 0]); // length 3: shorter than a header
+      short.writeUInt32LE(999, 5);
+      bad.write(Buffer.concat([...gets, short]));
+      // bytes the server will never parse, for 300 ms after its FIN
+      for (let i = 0; i < 30; i++) {
+        bad.write(Buffer.alloc(4096, 0x55));
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      bad.end();
+      await closed;
+      expect(events).toEqual(['end']);
+      // each request, then the error naming the malformed frame
+      expect(replies).toEqual([...Array.from({ length: 20 }, (_, i) => i + 1), 999]);
+      expect((await good.get('k')).toString()).toBe('v');
+    } finally {
+      bad.destroy();
       await good.close();
       await server.close();
     }

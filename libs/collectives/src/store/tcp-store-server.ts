@@ -68,9 +68,9 @@ export class TcpStoreServer {
     const remote = () => `${socket.remoteAddress}:${socket.remotePort}`;
     const refuse = (reason: RefuseReason, reply: Buffer) => {
       logRefusal('TcpStore', remote(), reason);
-      socket.resume(); // whatever else it sends is read and dropped, never parsed
-      socket.end(reply);
-      setTimeout(() => socket.destroy(), 1000).unref();
+      socket.off('data', serve);
+      socket.write(reply);
+      closeGracefully(socket);
     };
     let framing = true;
     const frames = (chunk: Buffer) => {
@@ -84,7 +84,7 @@ export class TcpStoreServer {
         const malformed = err instanceof MalformedFrameError ? err : undefined;
         this.run(socket, malformed?.frames ?? []);
         if (malformed?.id !== undefined) this.fail(socket, malformed.id, malformed.message);
-        socket.end(() => socket.destroy());
+        closeGracefully(socket);
         return;
       }
       this.run(socket, parsed);
@@ -93,7 +93,6 @@ export class TcpStoreServer {
     const serve = (chunk: Buffer) => {
       // a client with a secret talking to a server without one: tell it so, rather than "malformed"
       if (first && chunk.length >= 4 && chunk.readUInt32LE(0) === AUTH_MAGIC.readUInt32LE(0)) {
-        socket.off('data', serve);
         refuse(RefuseReason.ListenerHasNoSecret, refusal(RefuseReason.ListenerHasNoSecret));
         return;
       }
@@ -241,6 +240,20 @@ export class TcpStoreServer {
     }
   }
 }
+
+/**
+ * Ends a connection the server will not read frames from any more: FIN after the replies already
+ * written, while what the client still sends is read and dropped, never parsed. Closing with
+ * unread bytes would make the kernel reset the connection and drop the replies it had not yet
+ * sent; a client that has not closed its side within LINGER_MS is cut off.
+ */
+function closeGracefully(socket: net.Socket): void {
+  socket.on('data', () => undefined);
+  socket.end();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
+const LINGER_MS = 1000;
 
 /** Fields each command takes: [min, max] (a WAIT or CHECK names 1 to 65535 keys). */
 const FIELDS: Record<number, [number, number]> = {

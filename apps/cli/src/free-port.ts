@@ -1,15 +1,45 @@
-// A port nothing listens on right now, for the processes the CLI starts (nats-server, the
-// coordinator, rank 0's store). Whoever binds it next may lose a race with another process;
-// callers that can, pass 0 to the server itself instead.
+// A port nothing listens on right now, for a server that another process binds a little later
+// (nats-server, the coordinator, rank 0's store). It is taken from below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range): any other program's bind(0) or outgoing connection lands
+// in that range, so in the seconds before the server binds, only an explicit bind to the very
+// same port can take it (a port from bind(0) was taken so under load, and rank 1 authenticated
+// against another job's data plane). Callers that can pass 0 to the server itself instead.
+import * as fs from 'fs';
 import { createServer } from 'net';
 
-export function freePort(host = '127.0.0.1'): Promise<number> {
+/** Ports below the ephemeral range are tried from here up. */
+const LOWEST = 10_000;
+const TRIES = 20;
+
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const below = ephemeralRangeStart();
+  for (let i = 0; below > LOWEST && i < TRIES; i++) {
+    const port = LOWEST + Math.floor(Math.random() * (below - LOWEST));
+    if (await bindable(port, host)) return port;
+  }
+  return (await listenOn(0, host))!;
+}
+
+function ephemeralRangeStart(): number {
+  try {
+    return Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768; // not Linux: the IANA range starts at 49152, Linux's default at 32768
+  }
+}
+
+async function bindable(port: number, host: string): Promise<boolean> {
+  return (await listenOn(port, host).catch(() => undefined)) !== undefined;
+}
+
+/** Binds port (0: any) on host, closes it again, and says which port it was. */
+function listenOn(port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
+    srv.listen(port, host, () => {
+      const bound = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(bound));
     });
   });
 }

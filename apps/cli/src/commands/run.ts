@@ -4,7 +4,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import { generateSecret, InvalidArgumentError, resolveSecret } from '@cmesh/collectives';
 import { launch } from '../run/launcher';
-import { freePort } from '../run/rdzv-c10d';
+import { freePort } from '../free-port';
 import { metricsPortFrom, parseBindTo } from '../run/binding';
 import type { RunOptions } from '../run/rdzv';
 import { parseLocalRanksFilter, parseStd } from '../run/worker-logs';

@@ -7,8 +7,6 @@ import { InvalidArgumentError, PrefixStore, TcpStore } from '@cmesh/collectives'
 import { DEFAULT_READ_TIMEOUT_MS, RunOptions, registerRdzvBackend } from './rdzv';
 import { StoreRendezvous } from './rdzv-round';
 
-export { freePort } from './rdzv-round';
-
 /** torchrun's C10D default port, used when --rdzv-endpoint names only a host. */
 export const DEFAULT_C10D_PORT = 29400;
 

@@ -10,7 +10,7 @@
 // closed (every node finished); r<k>/joined, r<k>/node/<i>, r<k>/final, r<k>/master,
 // r<k>/alive/<i>, r<k>/done/<i>.
 import { PrefixStore, Store, StoreError } from '@cmesh/collectives';
-import * as net from 'net';
+import { freePort } from '../free-port';
 import { assignNodeRanks } from './node-ranks';
 import { DEFAULT_CLOSE_TIMEOUT_MS, JoinReason, Rendezvous, RoundAssignment, RoundEvent, RunOptions } from './rdzv';
 
@@ -34,14 +34,6 @@ interface Master {
 
 /** The job failed on some node, or finished: nobody can join any more. */
 export class RendezvousClosedError extends StoreError {}
-
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve, reject) => srv.listen(0, host, resolve).once('error', reject));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 /**
  * Closes round `r` (already scoped to the round) for everyone and returns its node count.

@@ -7,20 +7,16 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { buildSidecar, DTYPES, DType, NcclCommunicator, SIDECAR_BUILD_DIR, SidecarClient, spawnSidecar } from '@cmesh/collectives';
+import { buildSidecar, DTYPES, DType, NcclCommunicator, SidecarClient, spawnSidecar } from '@cmesh/collectives';
 import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop, JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
 import { benchCollective } from '@cmesh/bench';
+import { CUDART_SIM_LIB, NCCL_SIM_ENV, NCCL_SIM_LIB } from '@cmesh/testing';
 
 import { NcclBackend, NcclSweepRow } from '../src/backends/nccl';
 import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
 import { JobAbortedError } from '../src/execution/job-backend';
 import { NcclJobBackend } from '../src/backends/nccl-job-backend';
 
-const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
-const SIM_NCCL = path.join(SIM_DIR, 'libcmesh-sim-nccl.so');
-const SIM_CUDART = path.join(SIM_DIR, 'libcmesh-sim-cudart.so');
-/** Every wait in the simulation gives up after this (no test can hang on it). */
-const SIM_ENV = { CMESH_SIM_DEVICES: '4', CMESH_SIM_HANG_MS: '20000' };
 /** 8 B (count 0 for split ops at world 4), an uneven count, and a few KiB. */
 const SIZES = [8, 96, 4096];
 
@@ -29,7 +25,7 @@ const live: NcclBackend[] = [];
 
 beforeAll(() => {
   binary = buildSidecar(); // builds the simulation with the sidecar's tests
-  expect(fs.existsSync(SIM_NCCL) && fs.existsSync(SIM_CUDART)).toBe(true);
+  expect(fs.existsSync(NCCL_SIM_LIB) && fs.existsSync(CUDART_SIM_LIB)).toBe(true);
 }, 300_000);
 
 afterEach(async () => {
@@ -40,7 +36,7 @@ async function startWorld(n: number, envOf: (rank: number) => Record<string, str
   const backends = Array.from(
     { length: n },
     (_, rank) =>
-      new NcclBackend({ binary, ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV, ...envOf(rank) }, requestTimeoutMs: 20_000 }),
+      new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, ...envOf(rank) }, requestTimeoutMs: 20_000 }),
   );
   live.push(...backends);
   const avail = await Promise.all(backends.map((b) => b.start()));
@@ -157,10 +153,10 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
     const proc = await spawnSidecar({
       binary,
       socketPath: path.join(dir, 's.sock'),
-      ncclLib: SIM_NCCL,
-      cudartLib: SIM_CUDART,
+      ncclLib: NCCL_SIM_LIB,
+      cudartLib: CUDART_SIM_LIB,
       maxFrameBytes: 1 << 20,
-      env: { ...process.env, ...SIM_ENV },
+      env: { ...process.env, ...NCCL_SIM_ENV },
     });
     const client = await SidecarClient.connect(proc.socketPath);
     try {
@@ -273,7 +269,7 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
 
   it('no device memory or communicator is left after agent reconnects', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-sim-'));
-    const proc = await spawnSidecar({ binary, socketPath: path.join(dir, 's.sock'), ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV } });
+    const proc = await spawnSidecar({ binary, socketPath: path.join(dir, 's.sock'), ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV } });
     try {
       for (let i = 0; i < 3; i++) {
         // An agent that dies mid-job: a communicator and buffers, then the connection drops.
@@ -314,7 +310,7 @@ describe("the agent's nccl job backend over the simulation", () => {
   async function agents(devices: number[], envOf: (rank: number) => Record<string, string> = () => ({})): Promise<{ jobs: NcclJobBackend[]; backends: NcclBackend[] }> {
     const store = new MemoryStore();
     const backends = devices.map(
-      (_, rank) => new NcclBackend({ binary, ncclLib: SIM_NCCL, cudartLib: SIM_CUDART, env: { ...process.env, ...SIM_ENV, ...envOf(rank) } }),
+      (_, rank) => new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, ...envOf(rank) } }),
     );
     live.push(...backends);
     const jobs = backends.map((b, rank) => new NcclJobBackend(b, devices[rank], async () => Object.assign(store, { close: async () => undefined })));

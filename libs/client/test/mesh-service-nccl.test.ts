@@ -10,22 +10,13 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { connect } from 'nats';
-import { buildSidecar, SIDECAR_BUILD_DIR, SidecarProcess, spawnSidecar } from '@cmesh/collectives';
+import { buildSidecar, SidecarProcess, spawnSidecar } from '@cmesh/collectives';
 import { SvcGroupDetail, SvcGroupDetailSchema, SvcPlaced, clusterNames } from '@cmesh/protocol';
-import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { NatsServer, NCCL_SIM_ENV as SIM_ENV, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
 import { renderStatus } from '../../../apps/cli/src/commands/status';
 import { Member, TS_MEMBER } from './support/member-process';
 import { checkedBy } from './support/scenario-data';
-
-const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
-/** The agents' sidecars load the simulated libraries (4 devices); every wait in the simulation gives up after 20 s. */
-const SIM_ENV = {
-  CMESH_NCCL_LIB: path.join(SIM_DIR, 'libcmesh-sim-nccl.so'),
-  CMESH_CUDART_LIB: path.join(SIM_DIR, 'libcmesh-sim-cudart.so'),
-  CMESH_SIM_DEVICES: '4',
-  CMESH_SIM_HANG_MS: '20000',
-};
 
 interface AgentInfo {
   name: string;

@@ -6,17 +6,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { buildSidecar, SIDECAR_BUILD_DIR, SidecarClient, SidecarProcess, spawnSidecar } from '../src/backends/nccl';
+import { NCCL_SIM_ENV as SIM_ENV } from '@cmesh/testing';
+import { buildSidecar, SidecarClient, SidecarProcess, spawnSidecar } from '../src/backends/nccl';
 import { RankResult, runRanks } from './support/ranks';
-
-const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
-/** The simulated libraries for the sidecar, 4 devices; every wait in the simulation gives up after 20 s. */
-const SIM_ENV = {
-  CMESH_NCCL_LIB: path.join(SIM_DIR, 'libcmesh-sim-nccl.so'),
-  CMESH_CUDART_LIB: path.join(SIM_DIR, 'libcmesh-sim-cudart.so'),
-  CMESH_SIM_DEVICES: '4',
-  CMESH_SIM_HANG_MS: '20000',
-};
 
 function results(rs: RankResult[]): Record<string, any>[] {
   return rs.map((x) => {

@@ -4,3 +4,4 @@ export * from './prometheus';
 export * from './inspector';
 export * from './fuzz';
 export * from './netns';
+export * from './nccl-sim';

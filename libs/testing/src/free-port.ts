@@ -1,16 +1,7 @@
 import * as net from 'net';
+import { freePort } from '@cmesh/collectives';
 
-/** A port the OS says is free on 127.0.0.1 right now. */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** A free port p with p + 1 free too (ranks that serve on base + LOCAL_RANK), checked by binding both. */
 export async function freePortPair(host = '127.0.0.1'): Promise<number> {

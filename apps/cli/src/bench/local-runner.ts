@@ -1,9 +1,9 @@
 // `cmesh bench` without a cluster: spawns `np` local rank processes on this machine (env://
 // rendezvous on a free loopback port), feeds them the sweep and turns their samples into rows as
 // soon as every rank has reported a size.
+import { freePort } from '@cmesh/collectives';
 import { BenchRow, BenchSweep } from '@cmesh/protocol';
 import { ChildProcess, fork } from 'child_process';
-import { freePort } from '../free-port';
 import { execArgvFor, programEnv, sibling } from '../programs';
 import { placementEnv } from '../run/binding';
 import type { ParentMessage, RankMessage } from './ipc';

@@ -2,9 +2,8 @@
 import { Command, Option } from 'commander';
 import * as fs from 'fs';
 import * as os from 'os';
-import { generateSecret, InvalidArgumentError, resolveSecret } from '@cmesh/collectives';
+import { freePort, generateSecret, InvalidArgumentError, resolveSecret } from '@cmesh/collectives';
 import { launch } from '../run/launcher';
-import { freePort } from '../free-port';
 import { metricsPortFrom, parseBindTo } from '../run/binding';
 import type { RunOptions } from '../run/rdzv';
 import { parseLocalRanksFilter, parseStd } from '../run/worker-logs';

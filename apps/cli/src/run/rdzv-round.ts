@@ -9,8 +9,7 @@
 // Keys (under rdzv/<id>/): round (the current round), failed (the job failed: the message),
 // closed (every node finished); r<k>/joined, r<k>/node/<i>, r<k>/final, r<k>/master,
 // r<k>/alive/<i>, r<k>/done/<i>.
-import { PrefixStore, Store, StoreError } from '@cmesh/collectives';
-import { freePort } from '../free-port';
+import { freePort, PrefixStore, Store, StoreError } from '@cmesh/collectives';
 import { assignNodeRanks } from './node-ranks';
 import { DEFAULT_CLOSE_TIMEOUT_MS, JoinReason, Rendezvous, RoundAssignment, RoundEvent, RunOptions } from './rdzv';
 

@@ -1,5 +1,6 @@
 // A port nothing listens on right now, for a server that another process binds a little later
-// (nats-server, the coordinator, rank 0's store). It is taken from below the kernel's ephemeral
+// (rank 0's store at MASTER_PORT, a nats-server or coordinator the CLI starts; torch's
+// get_free_port). It is taken from below the kernel's ephemeral
 // range (net.ipv4.ip_local_port_range): any other program's bind(0) or outgoing connection lands
 // in that range, so in the seconds before the server binds, only an explicit bind to the very
 // same port can take it (a port from bind(0) was taken so under load, and rank 1 authenticated

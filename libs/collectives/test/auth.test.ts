@@ -3,7 +3,7 @@
 // typed error on their side and one log line on the listener's, which never shows the secret,
 // and the store's state is as it was.
 import * as net from 'net';
-import { AuthenticationError, generateSecret, InvalidArgumentError, ProcessGroup, TcpStore } from '../src';
+import { AuthenticationError, generateSecret, InvalidArgumentError, PeerFailureError, ProcessGroup, TcpStore } from '../src';
 import { TcpBackend } from '../src/backends/tcp/tcp-backend';
 import { Mesh } from '../src/transport/mesh';
 import { AUTH_MESSAGE_BYTES, AuthDialer, readRefusal, RefuseReason } from '../src/auth/handshake';
@@ -202,6 +202,27 @@ describe('data plane with a secret', () => {
       expect(log).not.toContain(OTHER);
     } finally {
       await w.close();
+    }
+  });
+
+  it('a peer that dies during the handshake (connection reset) fails the dialer with PeerFailureError naming it', async () => {
+    const store = await TcpStore.create({ port: 0, isMaster: true, timeoutMs: 5000 });
+    // rank 0 reads the hello and is gone: the kernel resets the connection
+    const dying = net.createServer((s) => s.once('data', () => s.resetAndDestroy()));
+    await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
+    try {
+      await store.set('mesh/host/0', 'another-host');
+      await store.set('mesh/addr/0', `127.0.0.1:${(dying.address() as net.AddressInfo).port}`);
+      const err = await Mesh.create({ rank: 1, size: 2, store, timeoutMs: 3000, transport: 'tcp', secret: SECRET }).then(
+        (m) => m.close().then(() => undefined),
+        (e) => e,
+      );
+      expect(err).toBeInstanceOf(PeerFailureError);
+      expect(err.message).toMatch(/rank 0 at 127\.0\.0\.1:\d+ died or closed its connection during authentication/);
+      expect(err.context.peers).toEqual([0]);
+    } finally {
+      await new Promise((r) => dying.close(r));
+      await store.close();
     }
   });
 

@@ -532,6 +532,9 @@ async function dial(host: string, port: number, rank: number, deadline: number, 
       continue;
     }
     s.removeAllListeners('error');
+    // a peer dying now resets the connection: 'close' follows, and the handshake and watch() act
+    // on it; an 'error' with no listener would kill this process instead
+    s.on('error', () => {});
     const hello = Buffer.allocUnsafe(4);
     hello.writeUInt32LE(rank, 0);
     if (!key) {
@@ -557,7 +560,8 @@ function authenticateDialed(s: net.Socket, conn: PeerConnection, key: Buffer, ra
       s.destroy();
       reject(err);
     };
-    const onClose = () => finish(new AuthenticationError(`data plane: rank ${conn.peer} at ${where} closed the connection during authentication`, ctx));
+    // no refusal came first: the peer died (or gave up on us), it did not reject us
+    const onClose = () => finish(new PeerFailureError(`rank ${conn.peer} at ${where} died or closed its connection during authentication`, ctx));
     const timer = setTimeout(
       () => finish(new DistTimeoutError(`data plane: rank ${conn.peer} at ${where} did not complete authentication in time`, ctx)),
       Math.max(0, deadline - Date.now()),

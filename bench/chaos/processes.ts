@@ -18,13 +18,16 @@ export interface ProcessSample {
   fds: number;
 }
 
+/** lines of output kept per process: a soak's whole run, at a few lines a job */
+const TAIL_LINES = 20_000;
+
 export class ChaosProcess {
   private proc: ChildProcess | null = null;
   private exited: Promise<void> = Promise.resolve();
   /** times this process was started (1 + restarts) */
   starts = 0;
-  /** the tail of its output, for the report when something goes wrong */
-  readonly tail: string[] = [];
+  /** the tail of its output with each line's arrival time, for the report when something goes wrong */
+  readonly tail: { at: number; line: string }[] = [];
 
   constructor(readonly spec: ProcessSpec) {}
 
@@ -44,8 +47,9 @@ export class ChaosProcess {
     if (this.alive) throw new Error(`${this.name} is already running (pid ${this.proc!.pid})`);
     const proc = spawn(this.spec.command, this.spec.args, { env: this.spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = (d: Buffer) => {
-      for (const line of d.toString().split('\n')) if (line) this.tail.push(line);
-      if (this.tail.length > 200) this.tail.splice(0, this.tail.length - 200);
+      const at = Date.now();
+      for (const line of d.toString().split('\n')) if (line) this.tail.push({ at, line });
+      if (this.tail.length > TAIL_LINES) this.tail.splice(0, this.tail.length - TAIL_LINES);
     };
     proc.stdout!.on('data', keep);
     proc.stderr!.on('data', keep);

@@ -81,16 +81,27 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     }
     const counts: Record<string, number> = {};
     for (const f of faults.faults) counts[f.kind] = (counts[f.kind] ?? 0) + 1;
+    const jobs = classify(workload.jobs, workload.refused, faults.faults, known);
+    for (const u of jobs.failedUnexplained) u.output = printedWhile(mesh, u.openFrom, u.openUntil + 1000);
     return {
       seconds: (Date.now() - started) / 1000,
       faults: counts,
-      jobs: classify(workload.jobs, workload.refused, faults.faults, known),
+      jobs,
       detection: detection(workload.jobs, faults.faults),
       growth: growth(atStart, sample()),
     };
   } finally {
     await mesh.stop();
   }
+}
+
+/** The agents' output from `from` to `to` (the last 60 lines), each line naming its agent. */
+function printedWhile(mesh: ChaosMesh, from: number, to: number): string[] {
+  const lines = mesh.agents.flatMap((a) => a.tail.filter((t) => t.at >= from && t.at <= to).map((t) => ({ at: t.at, line: `${a.name}: ${t.line}` })));
+  return lines
+    .sort((x, y) => x.at - y.at)
+    .slice(-60)
+    .map((t) => t.line);
 }
 
 async function main(): Promise<void> {

@@ -87,7 +87,8 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
             fail(new Error(`rank ${m.rank} failed: ${m.message}`));
           }
         });
-        child.on('exit', (code, signal) => {
+        // after its last messages were read ('exit' can come before them)
+        child.on('close', (code, signal) => {
           if (code !== 0 && done < np) fail(new Error(`rank ${rank} exited with ${signal ?? `code ${code}`}`));
         });
         child.send({ type: 'sweep', sweep, backend } satisfies ParentMessage);

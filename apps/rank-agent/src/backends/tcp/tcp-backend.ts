@@ -94,7 +94,7 @@ export class TcpBackend implements JobBackend {
         settled = true;
         signal.removeEventListener('abort', onAbort);
         child.removeListener('message', onMessage);
-        child.removeListener('exit', onExit);
+        child.removeListener('close', onExit);
         if (!err && !this.spare && !this.stopped && child.connected) {
           this.spare = child; // clean end: reuse it
         } else {
@@ -115,7 +115,9 @@ export class TcpBackend implements JobBackend {
       };
       signal.addEventListener('abort', onAbort);
       child.on('message', onMessage);
-      child.once('exit', onExit);
+      // 'close', not 'exit': a worker sends 'failed' just before it exits, and 'exit' can come
+      // before that message is read; 'close' comes after the IPC channel is drained
+      child.once('close', onExit);
       const msg: ToWorker = { type: 'run', assignment, rank, natsUrl: this.natsUrl, algorithm: assignment.sweep.algorithm };
       child.send(msg, (err) => err && finish(err));
     });

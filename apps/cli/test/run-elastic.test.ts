@@ -10,6 +10,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { connect } from 'nats';
 import { jobBucket } from '@cmesh/collectives';
+import { freePort } from '@cmesh/testing';
 
 const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
 const WORKER = path.join(__dirname, 'fixtures/elastic-worker.ts');
@@ -58,14 +59,6 @@ async function until(cond: () => boolean, ms: number, what: string): Promise<voi
     if (Date.now() > end) throw new Error(`not in time: ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
 }
 
 /** Resolves once something listens on the port (the first launcher now hosts the c10d store). */

@@ -6,6 +6,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { assignNodeRanks } from '../src/run/node-ranks';
 import { parseNprocPerNode, parseRdzvConf } from '../src/commands/run';
+import { freePort } from '@cmesh/testing';
 
 const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
 const FIX = path.join(__dirname, 'fixtures');
@@ -54,14 +55,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
 }
 
 /** Resolves once something listens on the port (the first launcher now hosts the rendezvous store). */

@@ -1,19 +1,11 @@
 // `cmesh run`: torchrun's environment, rank-prefixed output, failure handling, and two launchers
 // acting as two nodes through the c10d rendezvous.
 import { spawn } from 'child_process';
-import * as net from 'net';
 import * as path from 'path';
 import { cmesh } from './support/cmesh';
+import { freePort } from '@cmesh/testing';
 
 const FIX = path.join(__dirname, 'fixtures');
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
 
 function envLines(out: string): Record<string, any>[] {
   return out

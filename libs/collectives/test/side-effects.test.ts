@@ -5,7 +5,8 @@
 import { readFileSync } from 'fs';
 import * as net from 'net';
 import { cpusAllowed } from '../src/transport/core-binding';
-import { freePort, runRanks } from './support/ranks';
+import { freePort } from '@cmesh/testing';
+import { runRanks } from './support/ranks';
 
 const ALLOWED_TEXT = /^Cpus_allowed_list:\s*(.*)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1].trim();
 const ALLOWED = cpusAllowed(readFileSync('/proc/self/status', 'utf8'));

@@ -2,8 +2,8 @@
 // TcpStore on a free port, and collects each rank's JSON result from its last stdout line.
 // Every child is killed by pid when the run ends or times out.
 import { ChildProcess, spawn } from 'child_process';
-import * as net from 'net';
 import * as path from 'path';
+import { freePort } from '@cmesh/testing';
 
 export interface RankResult {
   rank: number;
@@ -13,14 +13,6 @@ export interface RankResult {
   stdout: string;
   stderr: string;
   elapsedMs: number;
-}
-
-export async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 const RUNNER = path.join(__dirname, 'run-scenario.ts');

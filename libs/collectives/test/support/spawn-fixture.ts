@@ -1,6 +1,5 @@
 // A script using spawn() the way the seeds use mp.spawn (run by launch.test.ts). Like Python's
 // spawn start method, the children re-run this file; spawn() then runs the worker instead.
-import * as net from 'net';
 import * as dist from '../../src';
 
 async function worker(rank: number, worldSize: number, port: number, arg: string) {
@@ -21,17 +20,9 @@ function report(e: dist.ProcessExitedError) {
   console.log(`parent caught ${e.name}: ${e.message} rank=${e.failedRank} code=${e.exitCode} signal=${e.signal}`);
 }
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
 async function main(mode: string) {
   if (mode === 'ok') {
-    await dist.spawn(worker, { nprocs: 3, args: [3, await freePort(), 'hi'] });
+    await dist.spawn(worker, { nprocs: 3, args: [3, await dist.freePort(), 'hi'] });
     console.log('parent: all joined');
   } else if (mode === 'fail') {
     await dist.spawn(failing, { nprocs: 3 }).catch(report);

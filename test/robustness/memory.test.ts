@@ -8,8 +8,12 @@
 import { MeshMemory, ProcessMemory } from '../../bench/coordinator/mesh-memory';
 
 const KEPT = 50;
-/** bytes of objects on the heap (after a full GC) a process may gain over 200 jobs */
-const BOUND: Record<string, number> = { coordinator: 1_000_000, agent: 500_000, worker: 500_000 };
+/**
+ * Bytes of objects on the heap (after a full GC) a process may gain over 200 jobs. A job worker
+ * still warms up then: 315-355 KB here in 4 runs, 549 KB once under a loaded CI run; then about
+ * 0.5 KB a job (110 KB over jobs 300-500, 200 KB over jobs 500-900).
+ */
+const BOUND: Record<string, number> = { coordinator: 1_000_000, agent: 500_000, worker: 800_000 };
 const kind = (name: string) => (name === 'coordinator' ? 'coordinator' : name.endsWith('worker') ? 'worker' : 'agent');
 
 describe('memory over a few hundred jobs', () => {

@@ -2,9 +2,9 @@
 // mesh (nats-server, the coordinator keeping 50 job records, 2 agents), with every process's
 // heap read through the V8 inspector after a full GC at job 100 and job 300. Between the two,
 // the objects (the heap without compiled code, which grows while the JIT warms up to new paths)
-// may grow by no more than a small bound (a leak of a few KB per job would pass it several
-// times over), the job records' bucket holds at most the 50 kept keys (no delete marker per
-// evicted job), and no job store bucket is left.
+// may grow by no more than a small bound (a leak of 5 KB a job in the coordinator or a worker,
+// 3 KB in an agent, passes it), the job records' bucket holds at most the 50 kept keys (no delete
+// marker per evicted job), and no job store bucket is left.
 import { MeshMemory, ProcessMemory } from '../../bench/coordinator/mesh-memory';
 
 const KEPT = 50;

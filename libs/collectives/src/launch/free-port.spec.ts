@@ -13,4 +13,3 @@ it('picks ports below the kernel ephemeral range that a server can then bind', a
   await new Promise<void>((resolve, reject) => srv.once('error', reject).listen(ports[0], '127.0.0.1', resolve));
   await new Promise((r) => srv.close(r));
 });
-

@@ -1,10 +1,8 @@
-// A port nothing listens on right now, for a server that another process binds a little later
-// (rank 0's store at MASTER_PORT, a nats-server or coordinator the CLI starts; torch's
-// get_free_port). It is taken from below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range): any other program's bind(0) or outgoing connection lands
-// in that range, so in the seconds before the server binds, only an explicit bind to the very
-// same port can take it (a port from bind(0) was taken so under load, and rank 1 authenticated
-// against another job's data plane). Callers that can pass 0 to the server itself instead.
+// A port nothing listens on right now, for a server another process binds a moment later (rank
+// 0's store at MASTER_PORT, a nats-server or coordinator the CLI starts): torch's get_free_port.
+// It comes from below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where no other
+// program's bind(0) or outgoing connection can land in the meantime. Callers that can pass 0 to
+// the server itself instead.
 import * as fs from 'fs';
 import { createServer } from 'net';
 
@@ -18,7 +16,7 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     const port = LOWEST + Math.floor(Math.random() * (below - LOWEST));
     if (await bindable(port, host)) return port;
   }
-  return (await listenOn(0, host))!;
+  return listenOn(0, host);
 }
 
 function ephemeralRangeStart(): number {

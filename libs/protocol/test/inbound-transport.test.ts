@@ -78,6 +78,18 @@ describe('InboundTransport (real nats-server)', () => {
 
   const req = async (subject: string, body: string) => JSON.parse(new TextDecoder().decode((await nc.request(subject, new TextEncoder().encode(body), { timeout: 3000 })).data));
 
+  it('answers a request sent the moment listen() returns (the server has the subscriptions by then)', async () => {
+    for (let i = 0; i < 10; i++) {
+      const own = await connect({ servers: nats.url });
+      conns.push(own);
+      const strategy = new InboundTransport({ connection: () => own, inbound: () => new Inbound({ count: () => undefined, warn: () => undefined }), subject: (p) => `fresh${i}.${p}`, requestQueue: 'q' });
+      const ms = await NestFactory.createMicroservice(DemoModule, { strategy, logger: false });
+      await ms.listen();
+      services.push(ms);
+      expect(await req(`fresh${i}.demo.echo`, JSON.stringify({ n: i }))).toEqual({ ok: true, twice: 2 * i });
+    }
+  });
+
   it('answers with the handler\'s value as the body, once per request across the queue group', async () => {
     seen.calls.length = 0;
     for (let n = 0; n < 20; n++) expect(await req('t.demo.echo', JSON.stringify({ n }))).toEqual({ ok: true, twice: 2 * n });

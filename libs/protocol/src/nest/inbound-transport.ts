@@ -54,6 +54,9 @@ export class InboundTransport extends Server implements CustomTransportStrategy 
             : nc.subscribe(subject, { queue: this.opts.requestQueue, callback: inbound.request(subject, schema, run) }),
         );
       }
+      // the server has every subscription before the app says it is up: a request sent once the
+      // app is listening is answered, not refused with 503 (no responders)
+      await nc.flush();
       callback();
     } catch (e) {
       this.close();

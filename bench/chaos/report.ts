@@ -13,7 +13,7 @@ export interface JobOutcomes {
   /** every failed job's reason, for the reader to judge */
   failures: { id: string; reason: string }[];
   /** failed with a reason no fault of the run explains */
-  failedUnexplained: { id: string; reason: string; window: string; faultsNear: string[]; openFrom: number; openUntil: number; output?: string[] }[];
+  failedUnexplained: { id: string; reason: string; faultsNear: string[]; openFrom: number; openUntil: number; output?: string[] }[];
   cancelled: number;
   /** accepted, never seen ending, and no replica knows the job any more */
   lost: string[];
@@ -86,7 +86,7 @@ export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[],
       else {
         const end = ms(rec.finishedAt);
         const near = faults.filter((f) => Math.abs(f.at - j.submittedAt) < 30_000).map((f) => `${f.kind} ${f.target} at ${f.at - j.submittedAt} ms, recovered ${(f.recoveredAt ?? NaN) - j.submittedAt} ms`);
-        out.failedUnexplained.push({ id: j.id, reason, window: `submitted, ended ${end - j.submittedAt} ms later`, faultsNear: near, openFrom: j.submittedAt, openUntil: end });
+        out.failedUnexplained.push({ id: j.id, reason, faultsNear: near, openFrom: j.submittedAt, openUntil: end });
       }
     }
   }
@@ -148,7 +148,7 @@ export function formatReport(r: SoakReport): string {
   for (const d of r.detection) lines.push(`slowest ${d.kind} detection: ${d.slowest}`);
   for (const [m, n] of Object.entries(j.refusals)) lines.push(`refused at submit (${n}x): ${m}`);
   for (const u of j.failedUnexplained) {
-    lines.push(`unexplained failure: ${u.id} (${u.window}; faults near its submission: ${u.faultsNear.join('; ') || 'none'}): ${u.reason}`);
+    lines.push(`unexplained failure: ${u.id} (submitted, ended ${u.openUntil - u.openFrom} ms later; faults near its submission: ${u.faultsNear.join('; ') || 'none'}): ${u.reason}`);
     if (u.output?.length) lines.push('  what the agents printed meanwhile:', ...u.output.map((l) => `  ${l}`));
   }
   for (const h of j.hung) lines.push(`hung: ${h.id} (${h.state})`);

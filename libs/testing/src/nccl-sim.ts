@@ -1,8 +1,9 @@
 // The CPU simulation of CUDA and NCCL (native/nccl-sim, built beside the sidecar by its CMake
 // build): tests point a sidecar at these libraries instead of the real ones.
 import * as path from 'path';
+import { SIDECAR_BUILD_DIR } from '@cmesh/collectives';
 
-const SIM_DIR = path.resolve(__dirname, '../../../native/nccl-sidecar/build/nccl-sim');
+const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
 export const NCCL_SIM_LIB = path.join(SIM_DIR, 'libcmesh-sim-nccl.so');
 export const CUDART_SIM_LIB = path.join(SIM_DIR, 'libcmesh-sim-cudart.so');
 

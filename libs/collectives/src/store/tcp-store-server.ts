@@ -68,19 +68,15 @@ export class TcpStoreServer {
     const remote = () => `${socket.remoteAddress}:${socket.remotePort}`;
     const refuse = (reason: RefuseReason, reply: Buffer) => {
       logRefusal('TcpStore', remote(), reason);
-      socket.off('data', serve);
       socket.write(reply);
       closeGracefully(socket);
     };
-    let framing = true;
     const frames = (chunk: Buffer) => {
-      if (!framing) return;
       let parsed: Frame[];
       try {
         parsed = decoder.push(chunk);
       } catch (err) {
         // a client speaking another protocol: the rest of the stream cannot be framed
-        framing = false;
         const malformed = err instanceof MalformedFrameError ? err : undefined;
         this.run(socket, malformed?.frames ?? []);
         if (malformed?.id !== undefined) this.fail(socket, malformed.id, malformed.message);
@@ -248,6 +244,7 @@ export class TcpStoreServer {
  * sent; a client that has not closed its side within LINGER_MS is cut off.
  */
 function closeGracefully(socket: net.Socket): void {
+  socket.removeAllListeners('data');
   socket.on('data', () => undefined);
   socket.end();
   setTimeout(() => socket.destroy(), LINGER_MS).unref();

@@ -6,7 +6,7 @@ import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
 import { ClusterNames, ErrorReplySchema, SvcBackendRequest, SvcJoin, SvcJoinReplySchema, SvcJoinSchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
 import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
 import { hostIdentity } from '@cmesh/collectives/host-identity';
-import { natsLogin } from '@cmesh/collectives/nats-login';
+import { natsInboxPrefix, natsLogin } from '@cmesh/collectives/nats-login';
 import { ServiceGroup } from './service-group';
 
 const json = JSONCodec();
@@ -133,7 +133,7 @@ export class MeshConnection {
 
 /** Connects to a mesh's NATS server. */
 export async function connectMesh(opts: ConnectMeshOptions): Promise<MeshConnection> {
-  const login = opts.user ? { user: opts.user, pass: opts.pass } : natsLogin();
+  const login = opts.user ? { user: opts.user, pass: opts.pass, inboxPrefix: natsInboxPrefix(opts.user) } : natsLogin();
   const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...login, ...opts.nats });
   return new MeshConnection(nc, clusterNames(opts.cluster), opts.local ?? true);
 }

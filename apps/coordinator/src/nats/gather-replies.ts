@@ -18,7 +18,8 @@ export class GatherReplies<T> implements AsyncIterable<T> {
     private readonly schema: z.ZodType<T>,
     waitMs: number,
   ) {
-    const inbox = createInbox();
+    // under the login's own prefix (natsLogin): the only inboxes its permissions let it read
+    const inbox = createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
     this.sub = nc.subscribe(inbox);
     this.deadline = setTimeout(() => this.close(), waitMs);
     nc.publish(subject, json.encode(body), { reply: inbox });

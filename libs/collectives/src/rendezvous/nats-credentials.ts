@@ -9,7 +9,15 @@ export interface NatsLogin {
   user?: string;
   pass?: string;
   tls?: { caFile: string };
+  /**
+   * `_INBOX.<user>`: replies to a login's requests arrive under its own prefix, the only inboxes
+   * its permissions let it subscribe, so no other login reads them (natsInboxPrefix).
+   */
+  inboxPrefix?: string;
 }
+
+/** The inbox prefix of a NATS user: the only `_INBOX` subjects its permissions let it read. */
+export const natsInboxPrefix = (user: string) => `_INBOX.${user}`;
 
 /** The login options for nats.connect() from the environment; {} when none is set. */
 export function natsLogin(env: NodeJS.ProcessEnv = process.env): NatsLogin {
@@ -26,7 +34,7 @@ export function natsLogin(env: NodeJS.ProcessEnv = process.env): NatsLogin {
     }
   }
   if (pass && !user) throw new InvalidArgumentError('a NATS password is set but NATS_USER is not');
-  if (user) Object.assign(out, { user, pass });
+  if (user) Object.assign(out, { user, pass, inboxPrefix: natsInboxPrefix(user) });
   const ca = env.NATS_TLS_CA_FILE || undefined;
   if (ca) out.tls = { caFile: ca };
   return out;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Inbound, InboundMsg, RejectReason, decodeMessage } from './inbound';
+import { Inbound, InboundMsg, RejectReason, decodeMessage, subjectCovers } from './inbound';
 import { RateLimitedLog } from './rate-limited-log';
 
 const text = (s: string) => new TextEncoder().encode(s);
@@ -28,9 +28,9 @@ describe('decodeMessage', () => {
   });
 });
 
-function msg(data: string, reply?: string): InboundMsg & { replies: unknown[] } {
+function msg(data: string, reply?: string, subject = 's.x'): InboundMsg & { replies: unknown[] } {
   const replies: unknown[] = [];
-  return { subject: 's.x', data: text(data), reply, replies, respond: (d) => (replies.push(JSON.parse(new TextDecoder().decode(d))), true) };
+  return { subject, data: text(data), reply, replies, respond: (d) => (replies.push(JSON.parse(new TextDecoder().decode(d))), true) };
 }
 
 describe('Inbound', () => {
@@ -70,9 +70,9 @@ describe('Inbound', () => {
       if (b.n === 1) throw new Error('bug');
       return { ok: true, id: b.id };
     });
-    const ms = ['{"id":5}', '{"id":"a","n":0}', '{"id":"a","n":1}', '{"id":"a","n":2}', 'nope'].map((d) => msg(d, '_INBOX.1'));
+    const ms = ['{"id":5}', '{"id":"a","n":0}', '{"id":"a","n":1}', '{"id":"a","n":2}', 'nope'].map((d) => msg(d, '_INBOX.1', 's.get'));
     for (const m of ms) cb(null, m);
-    const noReply = msg('{');
+    const noReply = msg('{', undefined, 's.get');
     cb(null, noReply);
     await new Promise((r) => setImmediate(r));
     expect(ms.map((m) => m.replies)).toEqual([
@@ -85,6 +85,35 @@ describe('Inbound', () => {
     expect(noReply.replies).toEqual([]);
     // a refusal is an answer, not a failure
     expect(counted.map((c) => c[1]).sort()).toEqual(['handler_error', 'invalid', 'not_json', 'not_json']);
+  });
+
+  it('refuses what a JetStream consumer delivered to the subject (its own subject is the stream\'s), unanswered and unhandled', async () => {
+    const { counted, inbound } = setup();
+    const seen: unknown[] = [];
+    const ev = inbound.event('s.*', Schema, (b) => void seen.push(b));
+    const req = inbound.request('s.get', Schema, async (b) => (seen.push(b), { ok: true }));
+    const injected = msg('{"id":"a","n":1}', '$JS.ACK.KV_b.c.1.1.1.1.0', '$KV.b.k');
+    ev(null, injected);
+    req(null, injected);
+    ev(null, msg('{"id":"b","n":2}', undefined, 's.y'));
+    await new Promise((r) => setImmediate(r));
+    expect(seen).toEqual([{ id: 'b', n: 2 }]);
+    expect(injected.replies).toEqual([]);
+    expect(counted).toEqual([
+      ['s.*', 'not_published'],
+      ['s.get', 'not_published'],
+    ]);
+  });
+});
+
+describe('subjectCovers', () => {
+  it('matches NATS wildcards token by token', () => {
+    expect(subjectCovers('a.*.c', 'a.b.c')).toBe(true);
+    expect(subjectCovers('a.>', 'a.b.c')).toBe(true);
+    expect(subjectCovers('a.>', 'a')).toBe(false);
+    expect(subjectCovers('a.*', 'a.b.c')).toBe(false);
+    expect(subjectCovers('a.b', 'a.b')).toBe(true);
+    expect(subjectCovers('cmesh.jobs.start.agent-0', '$KV.cmesh_store_x.a')).toBe(false);
   });
 });
 

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { JsonText, describeIssues, errorReply } from './reply';
 import { RateLimitedLog } from './rate-limited-log';
 
-export type RejectReason = 'not_json' | 'too_large' | 'invalid' | 'handler_error';
+export type RejectReason = 'not_json' | 'too_large' | 'invalid' | 'handler_error' | 'not_published';
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; reason: RejectReason; message: string; issues?: string[] };
 
@@ -51,6 +51,27 @@ export function decodeMessage<S extends z.ZodTypeAny>(schema: S, data: Uint8Arra
   return { ok: true, value: parsed.data };
 }
 
+/**
+ * Whether `subject` is one `pattern` (a subscription's subject, with `*` and `>`) covers. A
+ * JetStream push consumer can deliver a bucket's stored messages to any subject its creator
+ * names, with the stream's own subject (`$KV.<bucket>.<key>`) on each message: anyone who may
+ * create a consumer on a store bucket could otherwise make the server inject bytes they wrote
+ * into a subject they may not publish on. A message whose subject its subscription does not cover
+ * was not published there, and is refused.
+ */
+export function subjectCovers(pattern: string, subject: string): boolean {
+  if (pattern === subject) return true;
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return s.length > i;
+    if (i >= s.length || (p[i] !== '*' && p[i] !== s[i])) return false;
+  }
+  return p.length === s.length;
+}
+
+const NOT_PUBLISHED = 'delivered by a JetStream consumer, not published on the subject';
+
 /** The parts of a nats.js Msg this uses (so the protocol library needs no NATS client). */
 export interface InboundMsg {
   subject: string;
@@ -88,7 +109,7 @@ export class Inbound {
   event<S extends z.ZodTypeAny>(subject: string, schema: S, handler: (body: z.infer<S>, msg: InboundMsg) => unknown): InboundCallback {
     return (err, msg) => {
       if (err) return this.log.report(`${subject}:error`, `${subject}: subscription error: ${err.message}`);
-      const d = decodeMessage(schema, msg.data);
+      const d = subjectCovers(subject, msg.subject) ? decodeMessage(schema, msg.data) : ({ ok: false, reason: 'not_published', message: NOT_PUBLISHED } as const);
       if (!d.ok) return this.reject(subject, msg, d);
       call(() => handler(d.value, msg)).catch((e: unknown) => this.failed(subject, e));
     };
@@ -97,6 +118,8 @@ export class Inbound {
   request<S extends z.ZodTypeAny>(subject: string, schema: S, handler: (body: z.infer<S>, msg: InboundMsg) => Promise<unknown>): InboundCallback {
     return (err, msg) => {
       if (err) return this.log.report(`${subject}:error`, `${subject}: subscription error: ${err.message}`);
+      // not answered: its reply subject is JetStream's ack, not a caller's inbox
+      if (!subjectCovers(subject, msg.subject)) return this.reject(subject, msg, { ok: false, reason: 'not_published', message: NOT_PUBLISHED });
       const d = decodeMessage(schema, msg.data, { empty: {} });
       if (!d.ok) {
         this.reject(subject, msg, d);

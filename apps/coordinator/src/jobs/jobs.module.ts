@@ -13,6 +13,7 @@ import { JobsController } from './jobs.controller';
 import { JobsNats } from './jobs.nats';
 import { JobsService } from './jobs.service';
 import { JobRetention, JobStore } from './job-store';
+import { JobSecrets } from './job-secrets';
 import { ReplicaLeases } from './replica-leases';
 import { ReplicaRecovery } from './replica-recovery';
 import { ReplicaUpkeep } from './replica-upkeep';
@@ -74,6 +75,7 @@ const JOB_UNITS: Provider[] = [
     useFactory: (nc: NatsConnection, names: ClusterNames, replica: string) => new ReplicaLeases(nc, names.buckets.replicas, replica),
   },
   JobBuckets,
+  JobSecrets,
   ReplicaRecovery,
   ReplicaUpkeep,
   JobsService,
@@ -97,7 +99,7 @@ export class JobsModule {
         ...JOB_UNITS,
         ...(opts.extraProviders ?? []),
       ],
-      exports: [JobsService, AgentDirectory],
+      exports: [JobsService, AgentDirectory, JobSecrets],
     };
   }
 }

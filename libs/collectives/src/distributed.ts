@@ -118,11 +118,15 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   let backends: BackendProvider | undefined;
   let pg: ProcessGroup;
   const trace = new WorldTrace({ rank, worldSize, store });
+  // the data plane's secret also keys the MAC of the flight recorder's answers (trace/answer-mac.ts)
+  let secret = opts.secret ?? (process.env.CMESH_SECRET || undefined);
   try {
-    backends =
-      backend === 'nccl'
-        ? await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl })
-        : await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: await dataPlaneSecret(opts.secret, prefixed, store) });
+    if (backend === 'nccl') backends = await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl });
+    else {
+      const dataPlane = await dataPlaneSecret(opts.secret, prefixed, store);
+      secret ??= dataPlane;
+      backends = await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: dataPlane });
+    }
     pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs, trace);
   } catch (e) {
     trace.close();
@@ -140,7 +144,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   world = { pg, backends, rank, store, groups: [pg], nextGroupId: 1, trace };
   // `cmesh run --rdzv-backend nats` and the agents' job workers ask for it (CMESH_TRACE_NATS_URL)
   const w = world;
-  w.responder = await startTraceResponder(trace).catch((e: Error) => {
+  w.responder = await startTraceResponder(trace, process.env, secret).catch((e: Error) => {
     console.error(`cmesh: flight recorder not published on NATS: ${e.message}`);
     return undefined;
   });

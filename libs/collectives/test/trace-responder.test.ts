@@ -6,7 +6,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { connect, NatsConnection } from 'nats';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { FileStore, InvalidArgumentError, TraceDump, resetFlightRecorder } from '../src';
+import { FileStore, InvalidArgumentError, TRACE_MAC_HEADER, TraceDump, checkTraceAnswerMac, resetFlightRecorder, traceAnswerKey } from '../src';
 import { startTraceResponder } from '../src/trace/responder';
 import { WorldTrace } from '../src/trace/world-trace';
 
@@ -48,6 +48,36 @@ it('answers with its summary, ignores other jobs, refuses what is not a request'
     expect(await startTraceResponder(trace, {})).toBeUndefined();
   } finally {
     await responder.close();
+    trace.close();
+    await store.close();
+  }
+}, 30000);
+
+it('with a secret, signs each answer over the request nonce and the dump as sent', async () => {
+  resetFlightRecorder(16);
+  const store = new FileStore(path.join(dir, 'store-signed'), { worldSize: 1 });
+  const trace = new WorldTrace({ rank: 0, worldSize: 2, store, env: { CMESH_TRACE_JOB: 'job-8', CMESH_TRACE_EXCHANGE_MS: '0' } });
+  trace.group(0, [0, 1], 'tcp');
+  const secret = 'the-data-plane-secret-of-job-8';
+  const env = { CMESH_TRACE_NATS_URL: nats.url, CMESH_TRACE_SUBJECT: 'test.trace.signed' };
+  const responder = (await startTraceResponder(trace, env, secret))!;
+  const unsigned = (await startTraceResponder(trace, { ...env, CMESH_TRACE_SUBJECT: 'test.trace.unsigned' }))!;
+  try {
+    const key = traceAnswerKey(secret);
+    const m = await nc.request(env.CMESH_TRACE_SUBJECT, new TextEncoder().encode(JSON.stringify({ job: 'job-8', nonce: 'n-1' })), { timeout: 3000 });
+    const mac = m.headers?.get(TRACE_MAC_HEADER);
+    expect(checkTraceAnswerMac(key, 'n-1', m.data, mac)).toBe(true);
+    expect(checkTraceAnswerMac(key, 'n-2', m.data, mac)).toBe(false); // not valid for another request
+    expect(checkTraceAnswerMac(traceAnswerKey('another-secret-0123456789'), 'n-1', m.data, mac)).toBe(false);
+    // a nonce that is not a short string: not a request this rank reads
+    for (const bad of [{ nonce: 5 }, { nonce: 'x'.repeat(65) }]) {
+      await expect(nc.request(env.CMESH_TRACE_SUBJECT, new TextEncoder().encode(JSON.stringify(bad)), { timeout: 500 })).rejects.toThrow(/TIMEOUT/);
+    }
+    const plain = await nc.request('test.trace.unsigned', new TextEncoder().encode('{"nonce":"n"}'), { timeout: 3000 });
+    expect(plain.headers?.get(TRACE_MAC_HEADER) ?? '').toBe('');
+  } finally {
+    await responder.close();
+    await unsigned.close();
     trace.close();
     await store.close();
   }

@@ -11,8 +11,11 @@ export const TRACE_SUBJECTS = clusterNames(DEFAULT_CLUSTER).trace;
 export const TRACE_COLLECT_DEFAULT_MS = 1000;
 export const TRACE_COLLECT_MAX_MS = 5000;
 
-/** The request's body: every rank answers, or only the ranks of one job (a run id, a job id). */
-export const TraceCollectSchema = z.object({ job: z.string().min(1).max(256).optional() });
+/**
+ * The request's body: every rank answers, or only the ranks of one job (a run id, a job id).
+ * `nonce`: random per request; a rank with a secret signs it with its answer (TRACE_MAC_HEADER).
+ */
+export const TraceCollectSchema = z.object({ job: z.string().min(1).max(256).optional(), nonce: z.string().max(64).optional() });
 export type TraceCollect = z.infer<typeof TraceCollectSchema>;
 
 const ns = z.number().finite();
@@ -45,6 +48,10 @@ export const TraceEntrySchema = z.object({
   error: z.string().max(64).nullable(),
 });
 
+/** process groups in one dump at most (a real world has a few; the analysis walks each) */
+export const TRACE_MAX_GROUPS = 1024;
+const fewKeys = (r: Record<string, unknown>) => Object.keys(r).length <= TRACE_MAX_GROUPS;
+
 export const TraceDumpSchema = z.object({
   version: z.string().max(16),
   rank: z.number().int().min(0),
@@ -53,11 +60,15 @@ export const TraceDumpSchema = z.object({
   host: z.string().max(256),
   job: z.string().max(256).optional(),
   time_ns: ns,
-  pg_config: z.record(z.string().max(16), z.object({ name: z.string().max(128), desc: z.string().max(128), ranks: z.array(z.number().int().min(0)).max(65536), backend: z.string().max(32) })),
-  pg_status: z.record(
-    z.string().max(16),
-    z.object({ last_enqueued_collective: z.number().int(), last_started_collective: z.number().int(), last_completed_collective: z.number().int(), last_completed_op: z.string().max(64) }),
-  ),
+  pg_config: z
+    .record(z.string().max(16), z.object({ name: z.string().max(128), desc: z.string().max(128), ranks: z.array(z.number().int().min(0)).max(65536), backend: z.string().max(32) }))
+    .refine(fewKeys, `at most ${TRACE_MAX_GROUPS} process groups`),
+  pg_status: z
+    .record(
+      z.string().max(16),
+      z.object({ last_enqueued_collective: z.number().int(), last_started_collective: z.number().int(), last_completed_collective: z.number().int(), last_completed_op: z.string().max(64) }),
+    )
+    .refine(fewKeys, `at most ${TRACE_MAX_GROUPS} process groups`),
   entries: z.array(TraceEntrySchema).max(100_000),
 });
 
@@ -66,6 +77,8 @@ const OpViewSchema = z.object({ op: z.string(), pg: z.string(), seq: z.number(),
 /** The library's GroupReport: one process group of one job, as analyzeTraces says it. */
 export const GroupReportSchema = z.object({
   job: z.string().optional(),
+  /** false: nobody could check these answers (no secret of the job here), anyone may have made them up */
+  verified: z.boolean().optional(),
   pg: z.string(),
   ranks: z.array(z.number()),
   seq: z.number().optional(),
@@ -86,6 +99,8 @@ export const TraceReportSchema = z.object({
   reports: z.array(GroupReportSchema),
   answered: z.number().int().min(0),
   waitedMs: z.number().min(0),
+  /** answers dropped: for a job whose secret is known here, without a MAC or with a wrong one */
+  rejected: z.number().int().min(0).optional(),
 });
 export type TraceReport = z.infer<typeof TraceReportSchema>;
 

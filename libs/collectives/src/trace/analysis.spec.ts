@@ -75,4 +75,15 @@ describe('stuck-rank analysis', () => {
     expect(text[0]).toBe('group 0 of a: no collective in flight; last completed #3');
     expect(text[1]).toMatch(/^group 0 of b: rank 0 waiting in allReduce #1 since .*; rank 1 finished allReduce #1, already past #1$/);
   });
+
+  it('says which jobs were authenticated when told, and marks the others unverified', () => {
+    const dumps = [rank(0, 2, 3, waitIn(3), 'real'), rank(1, 2, 3, undefined, 'real'), rank(0, 2, 1, waitIn(1), 'forged')];
+    const [forged, real] = analyzeTraces(dumps, { verified: (job) => job === 'real' });
+    expect(real).toMatchObject({ job: 'real', verified: true, waiting: [0] });
+    expect(real.text.startsWith('group 0 of real: ')).toBe(true);
+    expect(forged).toMatchObject({ job: 'forged', verified: false });
+    expect(forged.text.startsWith('group 0 of forged (unverified): ')).toBe(true);
+    // without the option nothing is said either way
+    expect(analyzeTraces(dumps)[0].verified).toBeUndefined();
+  });
 });

@@ -37,6 +37,11 @@ export interface RankView {
 
 export interface GroupReport {
   job?: string;
+  /**
+   * Set when the caller says which jobs' answers it authenticated (AnalyzeOptions.verified):
+   * false for a job whose answers nobody could check (anyone allowed to answer may have made them up)
+   */
+  verified?: boolean;
   pg: string;
   /** world ranks of the members */
   ranks: number[];
@@ -61,6 +66,11 @@ export interface GroupReport {
 export interface AnalyzeOptions {
   /** now, for ages (default: the newest dump's time_ns) */
   nowNs?: number;
+  /**
+   * Whether the answers of a job were authenticated (the coordinator checked their MACs); when
+   * given, each report says so, and an unverified one is marked "(unverified)" in its text
+   */
+  verified?: (job: string | undefined) => boolean;
 }
 
 const inFlight = (e: TraceEntry) => e.state === 'scheduled' || e.state === 'started';
@@ -133,16 +143,17 @@ export function describeLagging(v: RankView, seq: number, pg: string): string {
   return `${finished(v)} but did not join #${seq}${now || ' (in no collective)'}`;
 }
 
-function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRank: Map<number, TraceDump>, nowNs: number): GroupReport {
+function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRank: Map<number, TraceDump>, nowNs: number, verified?: boolean): GroupReport {
   const views = ranks.map((r) => rankView(byRank.get(r), r, pg));
   const current = views.filter((v) => v.current);
-  const label = `group ${pg}${job ? ` of ${job}` : ''}`;
+  const label = `group ${pg}${job ? ` of ${job}` : ''}${verified === false ? ' (unverified)' : ''}`;
+  const checked = verified === undefined ? {} : { verified };
   if (!current.length) {
     const done = views.filter((v) => v.answered).map((v) => v.last_completed);
     const silent = views.filter((v) => !v.answered);
     const lines = [done.length ? `no collective in flight; last completed #${Math.max(...done)}` : 'no rank answered'];
     for (const v of silent) lines.push(describeLagging(v, -1, pg));
-    return { job, pg, ranks, waiting: [], age_s: 0, lagging: silent, stuck: false, lines, text: `${label}: ${lines.join('; ')}` };
+    return { job, ...checked, pg, ranks, waiting: [], age_s: 0, lagging: silent, stuck: false, lines, text: `${label}: ${lines.join('; ')}` };
   }
   const seq = Math.max(...current.map((v) => v.current!.seq));
   const atSeq = current.filter((v) => v.current!.seq === seq);
@@ -161,6 +172,7 @@ function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRa
   for (const v of lagging) lines.push(describeLagging(v, seq, pg));
   return {
     job,
+    ...checked,
     pg,
     ranks,
     seq,
@@ -192,7 +204,8 @@ export function analyzeTraces(dumps: readonly TraceDump[], opts: AnalyzeOptions 
     for (const d of ds) if (!byRank.has(d.rank) || byRank.get(d.rank)!.time_ns < d.time_ns) byRank.set(d.rank, d);
     const groups = new Map<string, number[]>();
     for (const d of byRank.values()) for (const [pg, cfg] of Object.entries(d.pg_config)) if (!groups.has(pg)) groups.set(pg, [...cfg.ranks]);
-    for (const [pg, ranks] of [...groups.entries()].sort((a, b) => Number(a[0]) - Number(b[0]))) reports.push(analyzeGroup(job || undefined, pg, ranks, byRank, nowNs));
+    const verified = opts.verified?.(job || undefined);
+    for (const [pg, ranks] of [...groups.entries()].sort((a, b) => Number(a[0]) - Number(b[0]))) reports.push(analyzeGroup(job || undefined, pg, ranks, byRank, nowNs, verified));
   }
   return reports;
 }

@@ -96,7 +96,7 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
     const t0 = performance.now();
     const regs = await Promise.all(
       ids.map(async (id) => {
-        const r = await req(AGENT_SUBJECTS.register, registration(id));
+        const r = await req(AGENT_SUBJECTS.register(id), registration(id));
         if (r.ok) heartbeatMs = r.heartbeatMs;
         return r;
       }),
@@ -210,7 +210,7 @@ function beater(): void {
             const at = Date.now();
             const s = performance.now();
             const r = await nc
-              .request(AGENT_SUBJECTS.heartbeat, json.encode({ agentId: id }), { timeout: 30_000 })
+              .request(AGENT_SUBJECTS.heartbeat(id), json.encode({ agentId: id }), { timeout: 30_000 })
               .then((x) => json.decode(x.data) as { ok?: boolean })
               .catch(() => undefined);
             if (at >= window.from && at < window.to) {

@@ -17,9 +17,9 @@ import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 const CMESH = join(resolve(__dirname, '../..'), 'apps/cli/bin/cmesh.js');
 
 const REQUEST_SUBJECTS = [
-  AGENT_SUBJECTS.register,
-  AGENT_SUBJECTS.heartbeat,
-  AGENT_SUBJECTS.deregister,
+  AGENT_SUBJECTS.register('agent-0'),
+  AGENT_SUBJECTS.heartbeat('agent-0'),
+  AGENT_SUBJECTS.deregister('agent-0'),
   RDZV_SUBJECTS.join,
   RDZV_SUBJECTS.get,
   RDZV_SUBJECTS.leave,
@@ -30,7 +30,7 @@ const REQUEST_SUBJECTS = [
 ];
 /** list subjects take any object: only payloads that are not objects are malformed there */
 const LIST_SUBJECTS = [AGENT_SUBJECTS.list, GROUP_SUBJECTS.list, JOB_SUBJECTS.list];
-const EVENT_SUBJECTS = [JOB_SUBJECTS.start, JOB_SUBJECTS.cancel, JOB_SUBJECTS.events('jfuzz'), AGENT_SUBJECTS.events('agent-0'), AGENT_SUBJECTS.events('agent-1')];
+const EVENT_SUBJECTS = [JOB_SUBJECTS.start('agent-0'), JOB_SUBJECTS.start('agent-1'), JOB_SUBJECTS.cancel, JOB_SUBJECTS.events('jfuzz', 'agent-0'), AGENT_SUBJECTS.events('agent-0'), AGENT_SUBJECTS.events('agent-1')];
 
 const text = (s: string) => new TextEncoder().encode(s);
 
@@ -149,13 +149,13 @@ describe('malformed messages on every subject the mesh listens on', () => {
 
     // counted on /metrics, by subscription subject and reason
     const coord = await (await fetch(`${mesh.coordinatorUrl}/metrics`)).text();
-    expect(metric(coord, 'cmesh_rejected_messages_total', { subject: AGENT_SUBJECTS.register, reason: 'not_json' })).toBeGreaterThan(12);
+    expect(metric(coord, 'cmesh_rejected_messages_total', { subject: AGENT_SUBJECTS.registerWildcard, reason: 'not_json' })).toBeGreaterThan(12);
     expect(metric(coord, 'cmesh_rejected_messages_total', { subject: JOB_SUBJECTS.submit, reason: 'invalid' })).toBeGreaterThan(12);
     expect(metric(coord, 'cmesh_rejected_messages_total', { subject: JOB_SUBJECTS.eventsWildcard, reason: 'not_json' })).toBeGreaterThan(12);
     const agents = (await mesh.client.get<{ agents: { name: string; httpUrl: string }[] }>('/agents')).agents;
     for (const a of agents) {
       const body = await (await fetch(`${a.httpUrl}/metrics`)).text();
-      expect(metric(body, 'cmesh_rejected_messages_total', { subject: JOB_SUBJECTS.start, reason: 'not_json' })).toBeGreaterThan(12);
+      expect(metric(body, 'cmesh_rejected_messages_total', { subject: JOB_SUBJECTS.start(a.name), reason: 'not_json' })).toBeGreaterThan(12);
       expect(metric(body, 'cmesh_rejected_messages_total', { subject: JOB_SUBJECTS.cancel, reason: 'invalid' })).toBeGreaterThan(12);
       expect(metric(body, 'cmesh_rejected_messages_total', { subject: AGENT_SUBJECTS.events(a.name), reason: 'invalid' })).toBeGreaterThan(12);
     }

@@ -52,7 +52,7 @@ afterAll(async () => {
 
 it('16 agents register and rendezvous into one group with deterministic ranks', async () => {
   const ids = Array.from({ length: 16 }, (_, i) => `agent-${String(i).padStart(2, '0')}`);
-  const regs = await Promise.all(ids.map((id) => req(AGENT_SUBJECTS.register, registration(id))));
+  const regs = await Promise.all(ids.map((id) => req(AGENT_SUBJECTS.register(id), registration(id))));
   expect(regs.every((r) => r.ok && r.agent.state === 'ready')).toBe(true);
   const shuffled = [...ids].reverse();
   await Promise.all(shuffled.map((id) => req(RDZV_SUBJECTS.join, { runId: 'r16', nodeId: id, minNodes: 16, maxNodes: 16 })));
@@ -106,23 +106,35 @@ it('a coordinator killed -9 mid-rendezvous loses nothing: another one completes 
 }, 60000);
 
 it('an agent that stops heartbeating becomes lost; heartbeats keep another ready', async () => {
-  await req(AGENT_SUBJECTS.register, registration('hb-alive'));
-  await req(AGENT_SUBJECTS.register, registration('hb-dead'));
+  await req(AGENT_SUBJECTS.register('hb-alive'), registration('hb-alive'));
+  await req(AGENT_SUBJECTS.register('hb-dead'), registration('hb-dead'));
   for (let i = 0; i < 12; i++) {
-    await req(AGENT_SUBJECTS.heartbeat, { agentId: 'hb-alive' });
+    await req(AGENT_SUBJECTS.heartbeat('hb-alive'), { agentId: 'hb-alive' });
     await new Promise((r) => setTimeout(r, 150));
   }
   const agents = (await req(AGENT_SUBJECTS.list, {})).agents as any[];
   expect(agents.find((a) => a.agentId === 'hb-alive').state).toBe('ready');
   expect(agents.find((a) => a.agentId === 'hb-dead').state).toBe('lost');
-  const unknown = await req(AGENT_SUBJECTS.heartbeat, { agentId: 'never-registered' });
+  const unknown = await req(AGENT_SUBJECTS.heartbeat('never-registered'), { agentId: 'never-registered' });
   expect(unknown).toMatchObject({ ok: false, error: { code: 'NOT_FOUND' } });
 }, 30000);
 
+it('an agent is who its subject says: a body naming another agent is refused FORBIDDEN and changes nothing', async () => {
+  await req(AGENT_SUBJECTS.register('id-victim'), registration('id-victim'));
+  const list = async () => ((await req(AGENT_SUBJECTS.list, {})).agents as Array<{ agentId: string; state: string }>).map((a) => `${a.agentId}:${a.state}`).sort();
+  const before = await list();
+  const forbidden = { ok: false, error: { code: 'FORBIDDEN', message: expect.stringMatching(/id-victim.*id-mallory/) } };
+  expect(await req(AGENT_SUBJECTS.deregister('id-mallory'), { agentId: 'id-victim' })).toMatchObject(forbidden);
+  expect(await req(AGENT_SUBJECTS.heartbeat('id-mallory'), { agentId: 'id-victim', busy: true })).toMatchObject(forbidden);
+  expect(await req(AGENT_SUBJECTS.register('id-mallory'), registration('id-victim'))).toMatchObject(forbidden);
+  expect(await req(AGENT_SUBJECTS.register('id-mallory'), registration('id-9'))).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
+  expect(await list()).toEqual(before);
+});
+
 it('malformed and out-of-order messages get an error reply that names the problem and change nothing', async () => {
   const before = (await req(AGENT_SUBJECTS.list, {})).agents.length;
-  expect(await req(AGENT_SUBJECTS.register, '{not json')).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringMatching(/not valid JSON/) } });
-  const bad = await req(AGENT_SUBJECTS.register, { ...registration('x'), protocolVersion: 'one', agentId: 'bad id!' });
+  expect(await req(AGENT_SUBJECTS.register('x'), '{not json')).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringMatching(/not valid JSON/) } });
+  const bad = await req(AGENT_SUBJECTS.register('x'), { ...registration('x'), protocolVersion: 'one', agentId: 'bad id!' });
   expect(bad.ok).toBe(false);
   expect(bad.error.issues.join('\n')).toMatch(/protocolVersion/);
   expect(bad.error.issues.join('\n')).toMatch(/agentId/);

@@ -26,9 +26,9 @@ interface Entry {
 const stranger = 'fz-nobody';
 const SCANS = clusterNames().scans;
 const ENTRIES: Entry[] = [
-  { subject: AGENT_SUBJECTS.register, kind: 'request', valid: { ...FIXTURE_AGENT, agentId: stranger }, required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'], constrained: ['protocolVersion', 'agentId'] },
-  { subject: AGENT_SUBJECTS.heartbeat, kind: 'request', valid: { agentId: stranger, busy: false }, required: ['agentId'], constrained: ['agentId'] },
-  { subject: AGENT_SUBJECTS.deregister, kind: 'request', valid: { agentId: stranger }, required: ['agentId'], constrained: ['agentId'] },
+  { subject: AGENT_SUBJECTS.register(stranger), kind: 'request', valid: { ...FIXTURE_AGENT, agentId: stranger }, required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'], constrained: ['protocolVersion', 'agentId'] },
+  { subject: AGENT_SUBJECTS.heartbeat(stranger), kind: 'request', valid: { agentId: stranger, busy: false }, required: ['agentId'], constrained: ['agentId'] },
+  { subject: AGENT_SUBJECTS.deregister(stranger), kind: 'request', valid: { agentId: stranger }, required: ['agentId'], constrained: ['agentId'] },
   { subject: AGENT_SUBJECTS.list, kind: 'request', valid: { any: 'key' }, required: ['any'], readOnly: true },
   { subject: GROUP_SUBJECTS.create, kind: 'request', valid: { members: [stranger], name: 'fz' }, required: ['members'] },
   { subject: GROUP_SUBJECTS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
@@ -41,7 +41,7 @@ const ENTRIES: Entry[] = [
   { subject: JOB_SUBJECTS.list, kind: 'request', valid: { limit: 5 }, required: ['limit'], constrained: ['limit'], readOnly: true },
   { subject: SCANS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
   { subject: SCANS.list, kind: 'request', valid: { limit: 5 }, required: ['limit'], constrained: ['limit'], readOnly: true },
-  { subject: JOB_SUBJECTS.events(stranger), kind: 'event', valid: { type: 'accepted', agentId: FIXTURE_AGENT.agentId, rank: 0 }, required: ['type', 'agentId'] },
+  { subject: JOB_SUBJECTS.events(stranger, FIXTURE_AGENT.agentId), kind: 'event', valid: { type: 'accepted', agentId: FIXTURE_AGENT.agentId, rank: 0 }, required: ['type', 'agentId'] },
 ];
 
 let fx: CoordinatorFuzzFixture;
@@ -58,7 +58,7 @@ afterAll(async () => {
 
 describe('coordinator NATS subjects under fuzzing', () => {
   it.each(ENTRIES.map((e) => [e.subject, e] as const))('%s', async (_subject, e) => {
-    const plan = fuzzPlan(`coordinator nats ${e.kind === 'event' ? 'cmesh.jobs.events.*' : e.subject}`, BATCH);
+    const plan = fuzzPlan(`coordinator nats ${e.kind === 'event' ? 'cmesh.jobs.events.*.*' : e.subject}`, BATCH);
     const started = Date.now();
     const metrics = `${fx.coord.url}/metrics`;
     const rejectedBefore = await rejectedMessages(metrics, JOB_SUBJECTS.eventsWildcard);
@@ -95,8 +95,8 @@ describe('coordinator NATS subjects under fuzzing', () => {
   it('still registers, heartbeats and deregisters a real agent afterwards', async () => {
     const enc = (b: unknown) => new TextEncoder().encode(JSON.stringify(b));
     const agent = { ...FIXTURE_AGENT, agentId: 'fz-after', name: 'fz-after', protocolVersion: PROTOCOL_VERSION };
-    expect(await fx.request(AGENT_SUBJECTS.register, enc(agent))).toMatchObject({ ok: true });
-    expect(await fx.request(AGENT_SUBJECTS.heartbeat, enc({ agentId: 'fz-after' }))).toMatchObject({ ok: true });
-    expect(await fx.request(AGENT_SUBJECTS.deregister, enc({ agentId: 'fz-after' }))).toMatchObject({ ok: true });
+    expect(await fx.request(AGENT_SUBJECTS.register('fz-after'), enc(agent))).toMatchObject({ ok: true });
+    expect(await fx.request(AGENT_SUBJECTS.heartbeat('fz-after'), enc({ agentId: 'fz-after' }))).toMatchObject({ ok: true });
+    expect(await fx.request(AGENT_SUBJECTS.deregister('fz-after'), enc({ agentId: 'fz-after' }))).toMatchObject({ ok: true });
   });
 });

@@ -155,10 +155,10 @@ describe('OpenAPI', () => {
 describe('protocol version', () => {
   it('an agent speaking another protocol version gets UNSUPPORTED_VERSION and is not registered', async () => {
     const agent = { agentId: 'future-1', name: 'future-1', host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
-    const r = await req(AGENT_SUBJECTS.register, { ...agent, protocolVersion: PROTOCOL_VERSION + 1 });
+    const r = await req(AGENT_SUBJECTS.register(agent.agentId), { ...agent, protocolVersion: PROTOCOL_VERSION + 1 });
     expect(r).toMatchObject({ ok: false, error: { code: 'UNSUPPORTED_VERSION' } });
     expect(r.error.message).toMatch(new RegExp(`version ${PROTOCOL_VERSION + 1} is not supported.*speaks ${PROTOCOL_VERSION}`));
     expect((await http('GET', '/agents/future-1')).status).toBe(404);
-    expect((await req(AGENT_SUBJECTS.register, { ...agent, protocolVersion: PROTOCOL_VERSION })).ok).toBe(true);
+    expect((await req(AGENT_SUBJECTS.register(agent.agentId), { ...agent, protocolVersion: PROTOCOL_VERSION })).ok).toBe(true);
   });
 });

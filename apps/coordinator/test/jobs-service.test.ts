@@ -39,14 +39,14 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
   const seen: JobAssignment[] = [];
   const cancelled = new Set<string>(); // like a real agent, a cancelled job's sweep stops
   nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, msg) => cancelled.add((json.decode(msg.data) as { jobId: string }).jobId) });
-  nc.subscribe(JOB_SUBJECTS.start, {
+  nc.subscribe(JOB_SUBJECTS.start(agentId), {
     callback: (_e, msg) => {
       const a = json.decode(msg.data) as JobAssignment;
       const me = a.members.find((m) => m.agentId === agentId);
       if (!me) return;
       seen.push(a);
       const b = behaviour();
-      const emit = (ev: Record<string, unknown>) => nc.publish(JOB_SUBJECTS.events(a.jobId), json.encode({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
+      const emit = (ev: Record<string, unknown>) => nc.publish(JOB_SUBJECTS.events(a.jobId, agentId), json.encode({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
       emit({ type: 'accepted', pid: 1000 + me.rank, host: 'h', device: 'cpu' });
       const ping = setInterval(() => emit({ type: 'ping' }), JOB_PING_INTERVAL_MS);
       let i = 0;

@@ -66,7 +66,7 @@ export const AgentSettings = z.object({
 type Parsed = z.output<typeof AgentSettings>;
 export type AgentConfig = Omit<Parsed, 'name' | 'agentId'> & {
   name: string;
-  /** stable id: the name unless CMESH_AGENT_ID says otherwise */
+  /** stable id: the name unless CMESH_AGENT_ID says otherwise; with a NATS login, that login's user */
   agentId: string;
   /** where the agent listens for HTTP and the data plane (the host) */
   bindHost: string;
@@ -78,7 +78,11 @@ export function loadConfig(argv: readonly string[] = process.argv.slice(2), env:
   const name = s.name ?? `${hostname()}-${s.deviceIndex}`;
   const checked = agentName.safeParse(name);
   if (!checked.success) throw new RangeError(`agent name ${JSON.stringify(name)}: ${checked.error.issues[0].message}; set CMESH_AGENT_NAME (--name)`);
-  return { ...s, name, agentId: s.agentId ?? name, bindHost: s.host };
+  const agentId = s.agentId ?? name;
+  // the coordinator knows an agent by the subjects its login may publish on (agents.register.<user>)
+  const user = env.NATS_USER;
+  if (user && user !== agentId) throw new RangeError(`agent id ${JSON.stringify(agentId)} is not its NATS login ${JSON.stringify(user)}: an agent's id is its NATS user; set CMESH_AGENT_ID (or CMESH_AGENT_NAME) to ${user}`);
+  return { ...s, name, agentId, bindHost: s.host };
 }
 
 export function agentHelp(): string {

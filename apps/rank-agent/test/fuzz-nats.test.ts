@@ -1,9 +1,9 @@
-// Fuzzing the NATS subjects a rank agent serves (its cluster's jobs.start and jobs.cancel
+// Fuzzing the NATS subjects a rank agent serves (its cluster's jobs.start.<id> and jobs.cancel
 // broadcasts and its own agents.events.<id>), against a real nats-server, coordinator and agent
 // process: random bytes, text that is not JSON, truncated, deeply nested, oversized and mistyped
 // messages (CMESH_FUZZ_RUNS each, default 10000; seeds printed). They are events: nothing
 // answers. Afterwards the agent is alive and still heartbeating, reports the same groups and no
-// job (/health), accepted nothing (no event on cmesh.jobs.events.*), printed no unhandled
+// job (/health), accepted nothing (no event on cmesh.jobs.events.*.*), printed no unhandled
 // rejection, and still runs a real job.
 import fc from 'fast-check';
 import { JSONCodec, NatsConnection, connect } from 'nats';
@@ -54,7 +54,7 @@ const sweep = { op: 'allReduce', dtype: 'float32', redop: 'sum', root: 0, sizes:
 
 describe('rank agent NATS subjects under fuzzing', () => {
   const entries = [
-    { name: 'cmesh.jobs.start', subject: () => JOB_SUBJECTS.start, counted: () => JOB_SUBJECTS.start, valid: { jobId: 'fz-job', sweep, members: [{ agentId: stranger, name: stranger, rank: 0 }], storePrefix: 'jobs-fz-job' }, required: ['jobId', 'sweep', 'members', 'storePrefix'], constrained: ['jobId'] },
+    { name: 'cmesh.jobs.start.<id>', subject: () => JOB_SUBJECTS.start(agent.agentId), counted: () => JOB_SUBJECTS.start(agent.agentId), valid: { jobId: 'fz-job', sweep, members: [{ agentId: stranger, name: stranger, rank: 0 }], storePrefix: 'jobs-fz-job', secret: 'fz-secret-0123456789abcdef' }, required: ['jobId', 'sweep', 'members', 'storePrefix', 'secret'], constrained: ['jobId'] },
     { name: 'cmesh.jobs.cancel', subject: () => JOB_SUBJECTS.cancel, counted: () => JOB_SUBJECTS.cancel, valid: { jobId: 'fz-job', reason: 'fuzz' }, required: ['jobId', 'reason'], constrained: ['jobId'] },
     { name: 'cmesh.agents.events.<id>', subject: () => AGENT_SUBJECTS.events(agent.agentId), counted: () => AGENT_SUBJECTS.events(agent.agentId), valid: { type: 'group-joined', groupId: 'fz-group', rank: 0, size: 1, storePrefix: 'groups/fz' }, required: ['type', 'groupId', 'rank', 'size', 'storePrefix'], constrained: ['size'] },
   ];

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { JsonText, describeIssues, errorReply } from './reply';
 import { RateLimitedLog } from './rate-limited-log';
 
-export type RejectReason = 'not_json' | 'too_large' | 'invalid' | 'handler_error' | 'not_published';
+export type RejectReason = 'not_json' | 'too_large' | 'invalid' | 'handler_error' | 'not_published' | 'refused';
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; reason: RejectReason; message: string; issues?: string[] };
 
@@ -111,7 +111,12 @@ export class Inbound {
       if (err) return this.log.report(`${subject}:error`, `${subject}: subscription error: ${err.message}`);
       const d = subjectCovers(subject, msg.subject) ? decodeMessage(schema, msg.data) : ({ ok: false, reason: 'not_published', message: NOT_PUBLISHED } as const);
       if (!d.ok) return this.reject(subject, msg, d);
-      call(() => handler(d.value, msg)).catch((e: unknown) => this.failed(subject, e));
+      call(() => handler(d.value, msg)).catch((e: unknown) => {
+        // an expected refusal (an agent's event on another agent's subject) is not a failure
+        if (this.opts.refusal?.(e) === undefined) return this.failed(subject, e);
+        this.opts.count(subject, 'refused');
+        this.log.report(`${subject}:refused`, `${subject}: refused a message: ${errorMessage(e)}`);
+      });
     };
   }
 

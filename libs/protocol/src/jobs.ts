@@ -117,6 +117,11 @@ export const JobAssignmentSchema = z.object({
   members: z.array(JobMemberSchema).min(1),
   /** the `<job>` of the nats:// init method: the coordinator's store for this job's process group */
   storePrefix: z.string(),
+  /**
+   * the job's data-plane secret, made by the coordinator: sent only on each member agent's own
+   * `jobs.start.<agent>` subject, never written to a bucket
+   */
+  secret: z.string().min(16).max(256),
 });
 export type JobAssignment = z.infer<typeof JobAssignmentSchema>;
 

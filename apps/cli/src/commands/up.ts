@@ -17,12 +17,22 @@ interface UpOpts {
   restart: boolean;
   auth: boolean;
   stateDir?: string;
+  tenant: string[];
 }
 
 function int(name: string, v: string, min: number, max: number): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < min || n > max) throw new RangeError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
   return n;
+}
+
+const collect = (v: string, all: string[]) => [...all, v];
+
+/** A tenant's NATS user name: not one of the mesh's own logins. */
+export function tenantName(v: string): string {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(v)) throw new RangeError(`--tenant ${JSON.stringify(v)}: letters, digits, _ and - only (1..64)`);
+  if (v === 'coordinator' || /^agent-\d+$/.test(v)) throw new RangeError(`--tenant ${JSON.stringify(v)}: the name of one of the mesh's own logins`);
+  return v;
 }
 
 export function register(program: Command): void {
@@ -37,6 +47,7 @@ export function register(program: Command): void {
     .option('--cluster <name>', 'cluster name: its subjects and buckets on the NATS server are its own (default: the default cluster)')
     .option('--no-restart', 'stop the whole mesh when one process dies, instead of restarting that process')
     .option('--state-dir <dir>', 'where the generated secrets and the nats-server configuration live (default: CMESH_STATE_DIR, else ~/.cmesh)')
+    .option('--tenant <name>', 'a NATS login of its own (client role) for one more tenant, besides client (repeatable): its password is <state-dir>/nats/<name>.password', collect, [])
     .option('--no-auth', 'no authentication at all (local play only): anyone reaching the NATS port or the coordinator can act as any process')
     .action(async (o: UpOpts) => {
       const log = (s: string) => process.stdout.write(s + '\n');
@@ -50,14 +61,16 @@ export function register(program: Command): void {
         cluster: o.cluster,
         restart: o.restart,
         write: log,
-        auth: o.auth ? { stateDir: dir } : undefined,
+        auth: o.auth ? { stateDir: dir, tenants: o.tenant.map(tenantName) } : undefined,
       });
       log(`cmesh: mesh up: nats ${mesh.natsUrl}, coordinator ${mesh.coordinatorUrl}, agents ${mesh.agentNames.join(' ')}`);
       log(`cmesh: CMESH_COORDINATOR=${mesh.coordinatorUrl} cmesh status | cmesh bench --mesh; Ctrl-C to stop`);
       if (mesh.auth) {
         // where the secrets are, never what they are
         log(`cmesh: authentication on; secrets in ${mesh.auth.stateDir} (the API token: ${mesh.auth.apiTokenFile}, read by cmesh status on this machine)`);
-        if (!o.nats) log(`cmesh: NATS clients (cmesh run --rdzv-backend nats): NATS_USER=${CLIENT_USER} NATS_PASSWORD_FILE=${mesh.auth.login(CLIENT_USER).NATS_PASSWORD_FILE}`);
+        if (!o.nats) {
+          for (const user of [CLIENT_USER, ...o.tenant]) log(`cmesh: NATS clients (cmesh run --rdzv-backend nats): NATS_USER=${user} NATS_PASSWORD_FILE=${mesh.auth.login(user).NATS_PASSWORD_FILE}`);
+        }
       } else log('cmesh: authentication OFF (--no-auth): anyone who reaches these ports can act as any process');
       process.exitCode = await holdMesh(mesh, log);
     });

@@ -42,7 +42,7 @@ export interface MeshOptions {
    * token (log in to that server with NATS_USER and NATS_PASSWORD[_FILE] in `env`). Unset: no
    * authentication (what tests and `--no-auth` ask for).
    */
-  auth?: { stateDir: string };
+  auth?: { stateDir: string; tenants?: string[] };
 }
 
 export interface Mesh {
@@ -116,7 +116,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
   for (const s of STARTUP_SIGNALS) process.on(s, onSignal);
   try {
     const agentNames = Array.from({ length: opts.agents }, (_, i) => `agent-${i}`);
-    const auth = opts.auth ? prepareMeshAuth(opts.auth.stateDir, agentNames, opts.cluster) : undefined;
+    const auth = opts.auth ? prepareMeshAuth(opts.auth.stateDir, agentNames, opts.cluster, opts.auth.tenants) : undefined;
     let natsUrl = opts.natsUrl;
     const ownNats = !natsUrl;
     if (!natsUrl) {

@@ -1,12 +1,13 @@
-// The secrets of a mesh `cmesh up` starts: generated at first start into the state directory (a
-// 0700 directory, 0600 files created exclusively, so an existing secret is never replaced) or
-// supplied there beforehand, then read on every start: the coordinator's API token, one NATS
-// password per user (coordinator, client, and one per agent, named as the agent), and the
-// nats-server configuration rendered from them with each user's permissions.
+// The secrets of a mesh `cmesh up` starts (and of compose's secrets volume): generated at first
+// start into the state directory (a 0700 directory, 0600 files created exclusively, so an existing
+// secret is never replaced) or supplied there beforehand, then read on every start: the
+// coordinator's API token, one NATS password per user (the coordinator, one per agent, named as
+// the agent, and one per tenant: `client` and any others), and the nats-server configuration
+// rendered from them with each user's permissions.
 import { randomBytes } from 'crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'fs';
 import { join } from 'path';
-import { clusterNames, MIN_SECRET_LENGTH, natsAuthorization, NatsUser } from '@cmesh/protocol';
+import { clusterNames, DEFAULT_CLIENT_USER, deploymentNatsUsers, MIN_SECRET_LENGTH, natsAuthorization } from '@cmesh/protocol';
 import { stateDirFiles } from './state-dir';
 
 export interface MeshAuth {
@@ -20,7 +21,13 @@ export interface MeshAuth {
 }
 
 export const COORDINATOR_USER = 'coordinator';
-export const CLIENT_USER = 'client';
+export const CLIENT_USER = DEFAULT_CLIENT_USER;
+
+/**
+ * What JetStream may hold on this server in all: no login can make the server's memory or disk
+ * fill up past these (every stream is the coordinator's, each store bucket has its own limit).
+ */
+export const JETSTREAM_LIMITS = 'jetstream {\n  max_memory_store: 1GB\n  max_file_store: 8GB\n}\n';
 
 function privateDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -44,26 +51,18 @@ function secretIn(file: string): string {
   return value;
 }
 
-/** The login agents share where they are named at run time (compose, k8s): `agents.events.*` instead of one id. */
-export const SHARED_AGENT_USER = 'agent';
-
 /**
- * The mesh's secrets in `stateDir`, made where missing. `agentNames`: one NATS user per agent (as
- * `cmesh up` names them); empty: one login the agents share (SHARED_AGENT_USER).
+ * The mesh's secrets in `stateDir`, made where missing: one NATS user per agent (named as the
+ * agent) and per tenant (`client` always; `tenants` besides).
  */
-export function prepareMeshAuth(stateDir: string, agentNames: string[], cluster?: string): MeshAuth {
+export function prepareMeshAuth(stateDir: string, agentNames: string[], cluster?: string, tenants: string[] = []): MeshAuth {
   const f = stateDirFiles({}, stateDir);
   privateDir(f.dir);
   privateDir(f.natsDir);
   const passwordFile = (user: string) => join(f.natsDir, `${user}.password`);
-  const users: NatsUser[] = [
-    { user: COORDINATOR_USER, role: 'coordinator', password: secretIn(passwordFile(COORDINATOR_USER)) },
-    { user: CLIENT_USER, role: 'client', password: secretIn(passwordFile(CLIENT_USER)) },
-    ...(agentNames.length
-      ? agentNames.map((name) => ({ user: name, role: 'agent' as const, agentId: name, password: secretIn(passwordFile(name)) }))
-      : [{ user: SHARED_AGENT_USER, role: 'agent' as const, agentId: '*', password: secretIn(passwordFile(SHARED_AGENT_USER)) }]),
-  ];
-  writeFileSync(f.natsConf, `# made by cmesh up / cmesh secrets init from the password files beside it; rewritten at every start\n${natsAuthorization(users, clusterNames(cluster))}`, { mode: 0o600 });
+  const users = deploymentNatsUsers(agentNames, tenants, (user) => secretIn(passwordFile(user)));
+  const conf = `# made by cmesh up / cmesh secrets init from the password files beside it; rewritten at every start\n${JETSTREAM_LIMITS}${natsAuthorization(users, clusterNames(cluster))}`;
+  writeFileSync(f.natsConf, conf, { mode: 0o600 });
   chmodSync(f.natsConf, 0o600);
   return {
     stateDir: f.dir,

@@ -1,31 +1,44 @@
-// NATS for agents: the cluster's agents.register/heartbeat/deregister/list, each body validated
-// with its schema by the InboundTransport (see @cmesh/protocol/nest).
+// NATS for agents: register/heartbeat/deregister on the agent's own subject
+// (`agents.register.<id>`, which only that agent's login may publish on) and agents.list, each
+// body validated with its schema by the InboundTransport (see @cmesh/protocol/nest). The agent's
+// identity is the subject's: a body naming another agent is refused, so no login can register,
+// beat for or deregister an agent other than itself.
 import { Controller, UseFilters } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
-import { InboundErrors } from '@cmesh/protocol/nest';
-import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRegister, AgentRegisterSchema } from '@cmesh/protocol';
+import { InboundContext, InboundErrors } from '@cmesh/protocol/nest';
+import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRegister, AgentRegisterSchema, subjectAgent } from '@cmesh/protocol';
 import { z } from 'zod';
+import { ReplyError } from '../nats/reply-error';
 import { AgentsService } from './agents.service';
+
+/** The body's agent id when it is the subject's; FORBIDDEN otherwise. */
+export function sameAgent(body: { agentId: string }, ctx: InboundContext): string {
+  const id = subjectAgent(ctx.subject);
+  if (body.agentId !== id) throw new ReplyError('FORBIDDEN', `the message names agent ${JSON.stringify(body.agentId)} but came on agent ${JSON.stringify(id)}'s subject`);
+  return id;
+}
 
 @Controller()
 @UseFilters(InboundErrors)
 export class AgentsNats {
   constructor(private readonly agents: AgentsService) {}
 
-  @MessagePattern('agents.register', { schema: AgentRegisterSchema })
-  async register(body: AgentRegister) {
+  @MessagePattern('agents.registerWildcard', { schema: AgentRegisterSchema })
+  async register(body: AgentRegister, ctx: InboundContext) {
+    sameAgent(body, ctx);
     return this.agents.reply(await this.agents.register(body));
   }
 
-  @MessagePattern('agents.heartbeat', { schema: AgentHeartbeatSchema })
-  async heartbeat(body: AgentHeartbeat): Promise<AgentHeartbeatReply> {
+  @MessagePattern('agents.heartbeatWildcard', { schema: AgentHeartbeatSchema })
+  async heartbeat(body: AgentHeartbeat, ctx: InboundContext): Promise<AgentHeartbeatReply> {
+    sameAgent(body, ctx);
     // thousands a second at scale: a few bytes each, not the record
     return this.agents.heartbeatReply(await this.agents.beat(body));
   }
 
-  @MessagePattern('agents.deregister', { schema: AgentDeregisterSchema })
-  async deregister({ agentId }: z.infer<typeof AgentDeregisterSchema>) {
-    return this.agents.reply(await this.agents.deregister(agentId));
+  @MessagePattern('agents.deregisterWildcard', { schema: AgentDeregisterSchema })
+  async deregister(body: z.infer<typeof AgentDeregisterSchema>, ctx: InboundContext) {
+    return this.agents.reply(await this.agents.deregister(sameAgent(body, ctx)));
   }
 
   @MessagePattern('agents.list', { schema: z.object({}).passthrough() })

@@ -5,8 +5,8 @@
 // heartbeat subject (the one in the request queue group answers it), so the leader's liveness view
 // is whole without a JetStream write per beat.
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { AgentHeartbeat, AgentHeartbeatReply, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION } from '@cmesh/protocol';
-import { JSONCodec, NatsConnection, Subscription } from 'nats';
+import { AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION, decodeMessage, subjectAgent, subjectCovers } from '@cmesh/protocol';
+import { NatsConnection, Subscription } from 'nats';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
 import { NATS_CONNECTION } from '../nats/nats.module';
@@ -16,8 +16,6 @@ import { KvState } from '../state/kv-state';
 import { Liveness } from './liveness';
 
 export type AgentLostListener = (agent: AgentRecord) => Promise<void>;
-
-const json = JSONCodec<{ agentId?: unknown }>();
 
 @Injectable()
 export class AgentsService implements OnModuleInit, OnApplicationShutdown {
@@ -36,25 +34,23 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
   ) {
-    this.mirror = new KvMirror<AgentRecord>(state.kv, KV_KEYS.agentsPrefix);
+    this.mirror = new KvMirror<AgentRecord>(state, KV_KEYS.agentsPrefix);
   }
 
   async onModuleInit(): Promise<void> {
-    // heartbeats answered by another replica: noted here too (the id and the groups served)
-    this.overheard = this.nc.subscribe(this.names.agents.heartbeat, {
+    // heartbeats answered by another replica: noted here too (the id, from the agent's own
+    // subject, and the groups served)
+    const subject = this.names.agents.heartbeatWildcard;
+    this.overheard = this.nc.subscribe(subject, {
       callback: (err, m) => {
-        if (err) return;
-        try {
-          const hb = json.decode(m.data) as { agentId?: unknown; serving?: unknown };
-          const id = hb.agentId;
-          if (typeof id === 'string' && this.mirror.get(id)) {
-            const now = Date.now();
-            this.liveness.beat(id, now);
-            if (Array.isArray(hb.serving)) this.serving.set(id, { at: now, groups: hb.serving.filter((g): g is string => typeof g === 'string') });
-          }
-        } catch {
-          // a malformed heartbeat is refused by the replica that answers it
-        }
+        if (err || !subjectCovers(subject, m.subject)) return;
+        const hb = decodeMessage(AgentHeartbeatSchema, m.data);
+        const id = subjectAgent(m.subject);
+        // a malformed or mismatched heartbeat is refused by the replica that answers it
+        if (!hb.ok || hb.value.agentId !== id || !this.mirror.get(id)) return;
+        const now = Date.now();
+        this.liveness.beat(id, now);
+        if (hb.value.serving) this.serving.set(id, { at: now, groups: hb.value.serving });
       },
     });
     await this.mirror.start().catch((e) => this.log.warn(`agent mirror: ${(e as Error).message}; reading KV instead`));

@@ -37,14 +37,14 @@ export class JobRun {
   ) {}
 
   /** The job starts on these agents (rank = position); returns what the members are sent. */
-  begin(agents: readonly AgentView[], storePrefix: string, now: number): JobAssignment {
+  begin(agents: readonly AgentView[], storePrefix: string, secret: string, now: number): JobAssignment {
     this.members = agents.map((v, rank) => ({ agentId: v.agentId, name: v.name, rank, host: v.host, accepted: false, done: false, lastSeen: now }));
     this.startedAt = now;
     this.rec.state = 'running';
     this.rec.reason = undefined;
     this.rec.startedAt = new Date(now).toISOString();
     this.rec.members = this.members.map(publicMember);
-    return { jobId: this.rec.id, sweep: this.rec.sweep, members: this.rec.members, storePrefix };
+    return { jobId: this.rec.id, sweep: this.rec.sweep, members: this.rec.members, storePrefix, secret };
   }
 
   /** A member's event; events of a job not running, or of an agent not a member, change nothing. */

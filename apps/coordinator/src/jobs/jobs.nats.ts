@@ -1,15 +1,22 @@
 // NATS for jobs: the cluster's jobs.submit/get/list (one replica answers each) and every member's
-// events (jobs.events.*, seen by every replica; the one running the job acts on it).
-import { Controller, UseFilters } from '@nestjs/common';
+// events (jobs.events.<job>.<agent>, seen by every replica; the one running the job acts on it).
+// An event counts only on its sender's own subject: the agent's login is the only one that may
+// publish there, so no login can report for another agent or another job.
+import { Controller, Inject, UseFilters } from '@nestjs/common';
 import { EventPattern, MessagePattern } from '@nestjs/microservices';
-import { InboundErrors } from '@cmesh/protocol/nest';
-import { JobEvent, JobEventSchema, JobGet, JobGetSchema, JobList, JobListSchema, JobRequest, JobRequestSchema } from '@cmesh/protocol';
+import { InboundContext, InboundErrors } from '@cmesh/protocol/nest';
+import { ClusterNames, JobEvent, JobEventSchema, JobGet, JobGetSchema, JobList, JobListSchema, JobRequest, JobRequestSchema } from '@cmesh/protocol';
+import { ReplyError } from '../nats/reply-error';
 import { JobsService } from './jobs.service';
+import { JOB_CLUSTER } from './tokens';
 
 @Controller()
 @UseFilters(InboundErrors)
 export class JobsNats {
-  constructor(private readonly jobs: JobsService) {}
+  constructor(
+    private readonly jobs: JobsService,
+    @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
+  ) {}
 
   @MessagePattern('jobs.submit', { schema: JobRequestSchema })
   async submit(req: JobRequest) {
@@ -27,7 +34,9 @@ export class JobsNats {
   }
 
   @EventPattern('jobs.eventsWildcard', { schema: JobEventSchema })
-  event(ev: JobEvent): void {
+  event(ev: JobEvent, ctx: InboundContext): void {
+    const own = this.names.jobs.events(ev.jobId, ev.agentId);
+    if (ctx.subject !== own) throw new ReplyError('FORBIDDEN', `an event of agent ${JSON.stringify(ev.agentId)} for job ${ev.jobId} came on ${ctx.subject}, not its own subject`);
     this.jobs.onEvent(ev);
   }
 }

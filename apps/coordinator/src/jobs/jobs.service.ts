@@ -13,6 +13,7 @@ import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit, Option
 import { randomBytes } from 'crypto';
 import { JSONCodec, NatsConnection } from 'nats';
 import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobRecord, JobRequest, isFinished } from '@cmesh/protocol';
+import { generateSecret } from '@cmesh/collectives';
 import { ReplyError } from '../nats/reply-error';
 import { AgentClaims, CLAIM_STALE_MS } from './agent-claims';
 import { AgentDirectory, AgentView } from './agent-directory';
@@ -20,6 +21,7 @@ import { inBackground } from './background';
 import { judge } from './blame-policy';
 import { Clock } from './clock';
 import { JobBuckets } from './job-buckets';
+import { JobSecrets } from './job-secrets';
 import { checkRoot, queuedRecord, sweepOf } from './job-request';
 import { JobRun } from './job-run';
 import { JobStore } from './job-store';
@@ -64,6 +66,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     /** which replicas are alive: a dead one's queued jobs are failed by the others */
     private readonly leases: ReplicaLeases,
     private readonly buckets: JobBuckets,
+    private readonly secrets: JobSecrets,
     private readonly upkeep: ReplicaUpkeep,
     @Inject(JOB_CLOCK) private readonly clock: Clock,
     @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
@@ -196,11 +199,14 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private async dispatch(run: JobRun, agents: AgentView[]): Promise<void> {
-    const assignment = run.begin(agents, this.names.jobStorePrefix(run.rec.id), this.clock.now());
+    const secret = generateSecret();
+    const assignment = run.begin(agents, this.buckets.name(run.rec.id), secret, this.clock.now());
     for (const m of run.members) this.busy.set(m.agentId, run.rec.id);
+    this.secrets.set(run.rec.id, secret);
     await this.buckets.create(run.rec.id);
     await this.save(run);
-    this.publish(this.names.jobs.start, assignment);
+    // to each member on its own subject: only that agent's login reads the secret
+    for (const m of run.members) this.publish(this.names.jobs.start(m.agentId), assignment);
     this.log.log(`job ${run.rec.id} started: ${run.rec.sweep.op} on ${run.members.map((m) => m.name).join(', ')}`);
   }
 
@@ -293,6 +299,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     this.dequeue(id);
     this.toSink(run);
     if (run.startedAt) void this.buckets.drop(id); // drop logs its own failures
+    this.secrets.delete(id);
     const took = run.startedAt ? `${now - run.startedAt} ms` : 'not started';
     (state === 'succeeded' ? this.log.log.bind(this.log) : this.log.warn.bind(this.log))(`job ${id} ${state} (${took})${reason ? `: ${reason}` : ''}`);
     await this.save(run);

@@ -49,7 +49,7 @@ export async function startCoordinatorFuzzFixture(opts: { token?: string; readTo
     if (!r.ok) throw new Error(`fixture ${subject}: ${JSON.stringify(r)}`);
     return r;
   };
-  await ok(AGENT_SUBJECTS.register, FIXTURE_AGENT);
+  await ok(AGENT_SUBJECTS.register(FIXTURE_AGENT.agentId), FIXTURE_AGENT);
   await ok(GROUP_SUBJECTS.create, { members: [FIXTURE_AGENT.agentId], name: 'fz-group' });
   await ok(RDZV_SUBJECTS.join, { runId: 'fz-run', nodeId: 'fz-node', minNodes: 1, maxNodes: 1, lastCallMs: 0 });
 

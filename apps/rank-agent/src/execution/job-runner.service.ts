@@ -69,7 +69,7 @@ export class JobRunnerService implements BeforeApplicationShutdown {
   /** Publishes a job event; the error when it could not be sent. */
   private emit(ev: JobEvent): Error | null {
     try {
-      this.nats.publish(clusterNames(this.config.cluster).jobs.events(ev.jobId), ev);
+      this.nats.publish(clusterNames(this.config.cluster).jobs.events(ev.jobId, this.config.agentId), ev);
       return null;
     } catch (err) {
       this.log.error(`job ${ev.jobId}: cannot report ${ev.type}: ${(err as Error).message}`);

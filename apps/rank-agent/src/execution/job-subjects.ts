@@ -1,5 +1,6 @@
-// The agent's NATS entry points for jobs: the cluster's broadcast subjects jobs.start and
-// jobs.cancel (members find themselves in the assignment). Bodies are validated by the
+// The agent's NATS entry points for jobs: its own jobs.start.<agent id> (the coordinator sends a
+// job's assignment, with the job's secret, to each member on its own subject, which only this
+// agent's login may read) and the broadcast jobs.cancel. Bodies are validated by the
 // InboundTransport; a malformed one is counted, logged and dropped, and changes nothing. The
 // transport subscribes before the agent registers, so no assignment can come before it listens.
 import { Controller, UseFilters } from '@nestjs/common';

@@ -85,7 +85,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
       for (const b of Object.values(this.backends)) b.refresh?.();
       if (!this.registered) {
         const body = this.describe();
-        const r = await this.nats.request(this.subjects.register, body, Reply, 3000);
+        const r = await this.nats.request(this.subjects.register(this.config.agentId), body, Reply, 3000);
         if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
         this.registered = true;
         this.saidBackends = JSON.stringify(body.backends);
@@ -97,7 +97,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
         const said = JSON.stringify(backends);
         const changed = said !== this.saidBackends;
         const body = { agentId: this.config.agentId, busy: this.runner.state().state === 'busy', serving: this.service.groups(), ...(changed ? { backends } : {}) };
-        const r = await this.nats.request(this.subjects.heartbeat, body, Reply, 3000);
+        const r = await this.nats.request(this.subjects.heartbeat(this.config.agentId), body, Reply, 3000);
         if (r.ok && changed) {
           this.saidBackends = said;
           this.log.log(`backends now: ${backends.map((b) => `${b.name} ${b.available ? 'available' : `unavailable (${b.reason})`}`).join(', ')}`);
@@ -122,7 +122,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.registered) {
-      await this.nats.request(this.subjects.deregister, { agentId: this.config.agentId }, z.unknown(), 1000).catch(() => undefined);
+      await this.nats.request(this.subjects.deregister(this.config.agentId), { agentId: this.config.agentId }, z.unknown(), 1000).catch(() => undefined);
       this.registered = false;
     }
   }

@@ -21,6 +21,12 @@ export interface InboundPatternExtras {
   schema: z.ZodTypeAny;
 }
 
+/** What a handler gets beside the body: `handle(body, ctx)`. */
+export interface InboundContext {
+  /** the subject the message came on: the subscription's, wildcards filled in */
+  subject: string;
+}
+
 export interface InboundTransportOptions {
   /** the process's NATS connection (the same one its services publish on) */
   connection: () => NatsConnection | Promise<NatsConnection>;
@@ -47,7 +53,8 @@ export class InboundTransport extends Server implements CustomTransportStrategy 
         const schema = (handler.extras as Partial<InboundPatternExtras> | undefined)?.schema;
         if (!schema) throw new Error(`NATS pattern ${pattern}: no schema in the decorator's extras`);
         const subject = this.opts.subject(pattern);
-        const run = (body: unknown) => resultOf(handler, body);
+        // the handler's second argument: the subject it came on (an agent's id is its last token)
+        const run = (body: unknown, msg: { subject: string }) => resultOf(handler, body, { subject: msg.subject });
         this.subs.push(
           handler.isEventHandler
             ? nc.subscribe(subject, { callback: inbound.event(subject, schema, run) })
@@ -92,7 +99,7 @@ export class InboundErrors implements RpcExceptionFilter<unknown> {
 }
 
 /** A Nest handler's result (a value, a promise or an observable) as one promise; its error rejects it. */
-async function resultOf(handler: MessageHandler, body: unknown): Promise<unknown> {
-  const r: unknown = await handler(body);
+async function resultOf(handler: MessageHandler, body: unknown, ctx: InboundContext): Promise<unknown> {
+  const r: unknown = await handler(body, ctx);
   return isObservable(r) ? lastValueFrom(r, { defaultValue: undefined }) : r;
 }

@@ -60,6 +60,8 @@ async function run(m: ToWorker): Promise<void> {
   await dist.initProcessGroup({
     backend: 'tcp',
     initMethod: natsInitMethod(m.natsUrl, assignment.storePrefix),
+    // the coordinator's secret for this job, from the assignment only the member agents read
+    secret: assignment.secret,
     rank,
     worldSize,
     timeout: sweep.timeoutMs,

@@ -8,8 +8,19 @@ import { JobStore } from '../src/jobs/job-store';
 
 const JOBS_BUCKET = clusterNames().buckets.jobs;
 
-const rec = (id: string, state: JobRecord['state'] = 'succeeded'): JobRecord =>
-  ({ id, state, request: {}, sweep: {}, members: [], rows: [], progress: { done: 0, total: 0 }, createdAt: new Date().toISOString(), finishedAt: new Date().toISOString() }) as unknown as JobRecord;
+// a record the store reads back must be valid (one that is not is skipped, and purged at open)
+const sweep: JobRecord['sweep'] = { op: 'allReduce', dtype: 'float32', redop: 'sum', root: 0, sizes: [8], iters: 1, warmup: 0, check: true, modes: ['out-of-place'], timeoutMs: 1000, backend: 'tcp' };
+const rec = (id: string, state: JobRecord['state'] = 'succeeded'): JobRecord => ({
+  id,
+  state,
+  request: {},
+  sweep,
+  members: [],
+  rows: [],
+  progress: { done: 0, total: 0 },
+  createdAt: new Date().toISOString(),
+  finishedAt: new Date().toISOString(),
+});
 
 describe('JobStore retention', () => {
   let nats: NatsServer;

@@ -33,12 +33,14 @@ export const STUCK_AFTER_S = 1;
 
 /**
  * `cmesh status --stuck`: the coordinator asks every rank that answers trace requests what it is
- * doing (GET /traces) and prints the groups where a rank waits on another, one line each.
+ * doing (GET /traces) and prints the groups where a rank waits on another, one line each; a
+ * group whose answers the coordinator could not authenticate says "(unverified)".
  */
 export async function renderStuck(client: MeshClient, waitMs?: number): Promise<{ text: string; stuck: number }> {
   const r = await client.get<TraceReport>(`/traces${waitMs ? `?waitMs=${waitMs}` : ''}`);
   const stuck = r.reports.filter((g) => g.stuck || (g.waiting.length > 0 && g.age_s >= STUCK_AFTER_S));
-  const head = `${r.answered} ranks answered in ${r.waitedMs} ms`;
+  // unverified groups: answers nobody could check (see "A collective is stuck" in the operations guide)
+  const head = `${r.answered} ranks answered in ${r.waitedMs} ms${r.rejected ? `; ${r.rejected} answers without a valid signature dropped` : ''}`;
   return { stuck: stuck.length, text: `${head}
 ${stuck.length ? stuck.map((g) => g.text).join('\n') : 'no stuck group'}\n` };
 }

@@ -3,7 +3,9 @@
 // never put two jobs on one agent. The replica running a job renews its claims; a claim not
 // renewed for CLAIM_STALE_MS belongs to a replica that stopped, and may be taken over.
 import { JSONCodec, KV, NatsConnection } from 'nats';
+import { z } from 'zod';
 import { kvKeys } from '../state/kv-keys';
+import { RecordCheck } from '../state/kv-records';
 
 export const CLAIM_RENEW_MS = 2_000;
 export const CLAIM_STALE_MS = 10_000;
@@ -15,6 +17,7 @@ export interface Claim {
 }
 
 const json = JSONCodec<Claim>();
+const ClaimSchema = z.object({ jobId: z.string(), replica: z.string(), renewedAt: z.number() });
 
 export class AgentClaims {
   private kv: KV | null = null;
@@ -25,6 +28,8 @@ export class AgentClaims {
     private readonly bucket: string,
     /** this replica: claims it made are renewed and released by it */
     readonly replica: string,
+    /** a claim read back that is not valid is skipped (as none: a new claim replaces it) */
+    private readonly check: RecordCheck = new RecordCheck(bucket),
   ) {}
 
   async open(): Promise<void> {
@@ -39,7 +44,8 @@ export class AgentClaims {
   /** The claim on an agent with its KV revision, live or stale (null when none). */
   private async read(agentId: string): Promise<{ claim: Claim; revision: number } | null> {
     const e = await this.store.get(agentId);
-    return e && e.operation === 'PUT' && e.value.length ? { claim: json.decode(e.value), revision: e.revision } : null;
+    const claim = e && e.operation === 'PUT' && e.value.length ? this.check.decode(agentId, e.value, ClaimSchema) : undefined;
+    return claim && e ? { claim, revision: e.revision } : null;
   }
 
   /** The live claim on an agent (null when none, or stale). */
@@ -73,12 +79,12 @@ export class AgentClaims {
   private async take(agentId: string, jobId: string, value: () => Uint8Array): Promise<{ ok: true; stale?: Claim } | { ok: false; holder: Claim }> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const e = await this.store.get(agentId);
-      if (!e || e.operation !== 'PUT' || !e.value.length) {
-        // absent or deleted: create (or update the tombstone's revision), failing if someone was quicker
+      const c = e && e.operation === 'PUT' && e.value.length ? this.check.decode(agentId, e.value, ClaimSchema) : undefined;
+      if (!c || !e) {
+        // absent, deleted or not a valid claim: create (or update at the revision read), failing if someone was quicker
         if (await succeeds(e ? this.store.update(agentId, value(), e.revision) : this.store.create(agentId, value()))) return { ok: true };
         continue;
       }
-      const c = json.decode(e.value);
       if (c.jobId === jobId) return { ok: true };
       if (!isStale(c.renewedAt)) return { ok: false, holder: c };
       if (await succeeds(this.store.update(agentId, value(), e.revision))) return { ok: true, stale: c };

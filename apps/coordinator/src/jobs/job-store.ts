@@ -7,8 +7,9 @@
 // record is removed by purging its subject, which leaves no delete marker behind: a marker per
 // finished job would grow the stream without bound, and every key listing would read it.
 import { JetStreamManager, JSONCodec, KV, NatsConnection, nanos } from 'nats';
-import { JobRecord, isFinished } from '@cmesh/protocol';
+import { JobRecord, JobRecordSchema, isFinished } from '@cmesh/protocol';
 import { kvKeys } from '../state/kv-keys';
+import { RecordCheck } from '../state/kv-records';
 
 const json = JSONCodec<JobRecord>();
 
@@ -40,6 +41,8 @@ export class JobStore {
     /** the cluster's jobs bucket (ClusterNames.buckets.jobs) */
     private readonly bucket: string,
     readonly retention: JobRetention = DEFAULT_JOB_RETENTION,
+    /** records read back that are not valid are skipped (and purged at open) */
+    private readonly check: RecordCheck = new RecordCheck(bucket),
   ) {}
 
   async open(): Promise<void> {
@@ -57,7 +60,7 @@ export class JobStore {
     for (const key of await kvKeys(kv)) {
       const rec = await this.read(key);
       if (rec) recs.push(rec);
-      else await this.purge(key); // a delete marker an older version left
+      else await this.purge(key); // a delete marker an older version left, or a record that is not valid
     }
     recs.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     for (const r of recs) this.index.set(r.id, Date.parse(r.finishedAt ?? r.startedAt ?? r.createdAt));
@@ -69,7 +72,7 @@ export class JobStore {
     if (cached) return cached;
     if (!this.kv || !/^[A-Za-z0-9_-]{1,64}$/.test(id)) return null;
     const e = await this.kv.get(id);
-    return e && e.operation === 'PUT' && e.value.length ? json.decode(e.value) : null;
+    return (e && e.operation === 'PUT' && e.value.length && this.check.decode(id, e.value, JobRecordSchema)) || null;
   }
 
   /** Writes are serialised so KV never ends with an older state of a job. */

@@ -61,18 +61,18 @@ export function ownNatsConnection(url: string): Provider[] {
 const JOB_UNITS: Provider[] = [
   {
     provide: JobStore,
-    inject: [JOBS_NATS, JOB_CLUSTER, { token: JOB_RETENTION, optional: true }],
-    useFactory: (nc: NatsConnection, names: ClusterNames, retention?: JobRetention) => new JobStore(nc, names.buckets.jobs, retention),
+    inject: [JOBS_NATS, JOB_CLUSTER, { token: JOB_RETENTION, optional: true }, { token: InboundMessages, optional: true }],
+    useFactory: (nc: NatsConnection, names: ClusterNames, retention?: JobRetention, inbound?: InboundMessages) => new JobStore(nc, names.buckets.jobs, retention, inbound?.records(names.buckets.jobs)),
   },
   {
     provide: AgentClaims,
-    inject: [JOBS_NATS, JOB_CLUSTER, JOB_REPLICA],
-    useFactory: (nc: NatsConnection, names: ClusterNames, replica: string) => new AgentClaims(nc, names.buckets.claims, replica),
+    inject: [JOBS_NATS, JOB_CLUSTER, JOB_REPLICA, { token: InboundMessages, optional: true }],
+    useFactory: (nc: NatsConnection, names: ClusterNames, replica: string, inbound?: InboundMessages) => new AgentClaims(nc, names.buckets.claims, replica, inbound?.records(names.buckets.claims)),
   },
   {
     provide: ReplicaLeases,
-    inject: [JOBS_NATS, JOB_CLUSTER, JOB_REPLICA],
-    useFactory: (nc: NatsConnection, names: ClusterNames, replica: string) => new ReplicaLeases(nc, names.buckets.replicas, replica),
+    inject: [JOBS_NATS, JOB_CLUSTER, JOB_REPLICA, { token: InboundMessages, optional: true }],
+    useFactory: (nc: NatsConnection, names: ClusterNames, replica: string, inbound?: InboundMessages) => new ReplicaLeases(nc, names.buckets.replicas, replica, inbound?.records(names.buckets.replicas)),
   },
   JobBuckets,
   JobSecrets,

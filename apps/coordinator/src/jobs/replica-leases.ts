@@ -2,8 +2,12 @@
 // key per replica, renewed like agent claims): a replica that stops renewing has died, and the
 // jobs it had queued (kept in its memory) are failed by another replica instead of staying queued.
 import { NatsConnection } from 'nats';
+import { z } from 'zod';
 import { KvState } from '../state/kv-state';
+import { RecordCheck } from '../state/kv-records';
 import { isStale } from './agent-claims';
+
+const LeaseSchema = z.object({ renewedAt: z.number() });
 
 export class ReplicaLeases {
   private state: KvState | null = null;
@@ -14,10 +18,12 @@ export class ReplicaLeases {
     private readonly bucket: string,
     /** this replica (CoordinatorConfig.replicaId in the coordinator) */
     readonly replica: string,
+    /** a lease read back that is not valid is skipped (its replica counts as not alive) */
+    private readonly check: RecordCheck = new RecordCheck(bucket),
   ) {}
 
   async open(): Promise<void> {
-    this.state = new KvState(await this.nc.jetstream().views.kv(this.bucket, { history: 1 }));
+    this.state = new KvState(await this.nc.jetstream().views.kv(this.bucket, { history: 1 }), this.check, () => LeaseSchema);
     await this.renew();
   }
 

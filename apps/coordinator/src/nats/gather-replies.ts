@@ -1,15 +1,37 @@
 // One request to everyone listening on a subject, and their answers as they come: the trace
 // collection and the service groups' status ask this way. Each reply that is JSON and fits
-// `schema` is yielded (anyone may answer: the rest are dropped) until `waitMs` is over, nobody
-// listens (NATS answers 503 at once), or the caller stops: `break`, or `close()` from a timer.
-import { JSONCodec, NatsConnection, Subscription, createInbox } from 'nats';
+// `schema` is yielded (anyone may answer: the rest are dropped, and counted when a `rejected`
+// sink is given) until `waitMs` is over, nobody listens (NATS answers 503 at once), too many
+// replies or bytes came, or the caller stops: `break`, or `close()` from a timer. Decoding goes
+// through the guarded decoder: no reply, however made, throws out of the iteration.
+import { JSONCodec, MsgHdrs, NatsConnection, Subscription, createInbox } from 'nats';
 import { z } from 'zod';
+import { RejectReason, decodeMessage } from '@cmesh/protocol';
 
 const json = JSONCodec();
+
+/** Replies gathered at most, and their bytes (a flood of answers must not fill the memory). */
+export const GATHER_MAX_REPLIES = 65_536;
+export const GATHER_MAX_BYTES = 64 * 1024 * 1024;
+
+export interface GatheredReply<T> {
+  value: T;
+  /** the reply's payload as received (what a MAC covers) */
+  data: Uint8Array;
+  headers?: MsgHdrs;
+}
+
+export interface GatherOptions {
+  /** told about each reply dropped (not JSON, invalid, over the limits, not sent to the inbox) */
+  rejected?(reason: RejectReason, detail: string): void;
+  maxReplies?: number;
+  maxBytes?: number;
+}
 
 export class GatherReplies<T> implements AsyncIterable<T> {
   private readonly sub: Subscription;
   private readonly deadline: NodeJS.Timeout;
+  private readonly inbox: string;
 
   constructor(
     nc: NatsConnection,
@@ -17,12 +39,13 @@ export class GatherReplies<T> implements AsyncIterable<T> {
     body: unknown,
     private readonly schema: z.ZodType<T>,
     waitMs: number,
+    private readonly opts: GatherOptions = {},
   ) {
     // under the login's own prefix (natsLogin): the only inboxes its permissions let it read
-    const inbox = createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
-    this.sub = nc.subscribe(inbox);
+    this.inbox = createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+    this.sub = nc.subscribe(this.inbox);
     this.deadline = setTimeout(() => this.close(), waitMs);
-    nc.publish(subject, json.encode(body), { reply: inbox });
+    nc.publish(subject, json.encode(body), { reply: this.inbox });
   }
 
   /** Ends the iteration (after the replies already yielded). */
@@ -31,21 +54,38 @@ export class GatherReplies<T> implements AsyncIterable<T> {
     this.sub.unsubscribe();
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+  /** Every valid reply with its payload and headers. */
+  async *replies(): AsyncGenerator<GatheredReply<T>> {
+    const maxReplies = this.opts.maxReplies ?? GATHER_MAX_REPLIES;
+    const maxBytes = this.opts.maxBytes ?? GATHER_MAX_BYTES;
+    let n = 0;
+    let bytes = 0;
     try {
       for await (const m of this.sub) {
-        if (m.headers?.code === 503) return;
-        let body: unknown;
-        try {
-          body = json.decode(m.data);
-        } catch {
+        if (m.subject !== this.inbox) {
+          // a JetStream consumer's delivery, not an answer sent to this inbox
+          this.opts.rejected?.('not_published', 'delivered by a JetStream consumer, not sent to the inbox');
           continue;
         }
-        const parsed = this.schema.safeParse(body);
-        if (parsed.success) yield parsed.data;
+        if (m.headers?.code === 503) return;
+        bytes += m.data.length;
+        if (++n > maxReplies || bytes > maxBytes) {
+          this.opts.rejected?.('too_large', `more than ${maxReplies} replies or ${maxBytes} bytes: the rest are not read`);
+          return;
+        }
+        const d = decodeMessage(this.schema, m.data);
+        if (!d.ok) {
+          this.opts.rejected?.(d.reason, `${d.message}${d.issues?.length ? `: ${d.issues.slice(0, 3).join('; ')}` : ''}`);
+          continue;
+        }
+        yield { value: d.value, data: m.data, headers: m.headers };
       }
     } finally {
       this.close();
     }
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for await (const r of this.replies()) yield r.value;
   }
 }

@@ -5,6 +5,7 @@ import { connect, NatsConnection } from 'nats';
 import { ClusterNames } from '@cmesh/protocol';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { KvState } from '../state/kv-state';
+import { stateRecordSchema } from '../state/kv-records';
 import { InboundMessages } from './inbound-messages';
 import { NATS_CONNECTION } from './nats-connection';
 import { natsLogin } from '@cmesh/collectives';
@@ -29,8 +30,9 @@ class NatsCloser implements OnApplicationShutdown {
     },
     {
       provide: KvState,
-      inject: [NATS_CONNECTION, CLUSTER_NAMES],
-      useFactory: async (nc: NatsConnection, names: ClusterNames) => new KvState(await nc.jetstream().views.kv(names.buckets.state, { history: 1 })),
+      inject: [NATS_CONNECTION, CLUSTER_NAMES, InboundMessages],
+      useFactory: async (nc: NatsConnection, names: ClusterNames, inbound: InboundMessages) =>
+        new KvState(await nc.jetstream().views.kv(names.buckets.state, { history: 1 }), inbound.records(names.buckets.state), stateRecordSchema),
     },
     InboundMessages,
     NatsCloser,

@@ -29,7 +29,7 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
     private readonly leader: LeaderService,
     private readonly agents: AgentsService,
   ) {
-    this.mirror = new KvMirror<RdzvRecord>(state.kv, PREFIX);
+    this.mirror = new KvMirror<RdzvRecord>(state, PREFIX);
   }
 
   async onModuleInit(): Promise<void> {

@@ -3,9 +3,11 @@
 // delete marker (as the job store does). The same bucket holds `lease`: the scan running now, so
 // that no two scans run at once on any replica (a scan's pairs would share agents and measure
 // each other).
-import { JetStreamManager, JSONCodec, KV, NatsConnection } from 'nats';
+import { JetStreamManager, JSONCodec, KV, KvEntry, NatsConnection } from 'nats';
+import { z } from 'zod';
 import { ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
 import { kvKeys } from '../state/kv-keys';
+import { RecordCheck } from '../state/kv-records';
 
 const json = JSONCodec<unknown>();
 const PREFIX = 'scan.';
@@ -23,6 +25,8 @@ export interface ScanLease {
   expiresAt: number;
 }
 
+const ScanLeaseSchema = z.object({ scanId: z.string(), replica: z.string(), expiresAt: z.number() });
+
 export class ScanStore {
   private kv: KV | null = null;
   private chain: Promise<void> = Promise.resolve();
@@ -31,6 +35,8 @@ export class ScanStore {
     private readonly nc: NatsConnection,
     readonly bucket: string,
     readonly kept: number,
+    /** records read back that are not valid are skipped (a lease that is not valid counts as none) */
+    private readonly check: RecordCheck = new RecordCheck(bucket),
   ) {}
 
   async open(): Promise<void> {
@@ -46,8 +52,7 @@ export class ScanStore {
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return null;
     const e = await this.bucketOrThrow().get(PREFIX + id);
     if (!e || e.operation !== 'PUT' || !e.value.length) return null;
-    const r = ScanRecordSchema.safeParse(json.decode(e.value));
-    return r.success ? r.data : null;
+    return this.check.decode(PREFIX + id, e.value, ScanRecordSchema) ?? null;
   }
 
   /** Writes in order; a new scan purges the records past the newest `kept`. */
@@ -87,7 +92,7 @@ export class ScanStore {
   async acquire(scanId: string, replica: string, ttlMs: number, now = Date.now()): Promise<boolean> {
     const kv = this.bucketOrThrow();
     const e = await kv.get(LEASE);
-    const cur = e && e.operation === 'PUT' && e.value.length ? (json.decode(e.value) as ScanLease) : null;
+    const cur = this.lease(e);
     if (cur && cur.scanId !== scanId && cur.expiresAt > now) return false;
     const lease: ScanLease = { scanId, replica, expiresAt: now + ttlMs };
     try {
@@ -102,15 +107,19 @@ export class ScanStore {
   /** The live lease, if any. */
   async holder(now = Date.now()): Promise<ScanLease | null> {
     const e = await this.bucketOrThrow().get(LEASE);
-    const cur = e && e.operation === 'PUT' && e.value.length ? (json.decode(e.value) as ScanLease) : null;
+    const cur = this.lease(e);
     return cur && cur.expiresAt > now ? cur : null;
   }
 
   async release(scanId: string): Promise<void> {
     const kv = this.bucketOrThrow();
     const e = await kv.get(LEASE);
-    const cur = e && e.operation === 'PUT' && e.value.length ? (json.decode(e.value) as ScanLease) : null;
+    const cur = this.lease(e);
     if (e && cur?.scanId === scanId) await kv.update(LEASE, json.encode({ ...cur, expiresAt: 0 }), e.revision).catch(() => undefined);
+  }
+
+  private lease(e: KvEntry | null): ScanLease | null {
+    return (e && e.operation === 'PUT' && e.value.length && this.check.decode(LEASE, e.value, ScanLeaseSchema)) || null;
   }
 
   private async purge(key: string): Promise<void> {

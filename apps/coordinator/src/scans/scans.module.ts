@@ -12,6 +12,7 @@ import { ScanStore } from './scan-store';
 import { ScansController } from './scans.controller';
 import { ScansNats } from './scans.nats';
 import { ScansService } from './scans.service';
+import { InboundMessages } from '../nats/inbound-messages';
 
 @Module({})
 export class ScansModule {
@@ -23,8 +24,9 @@ export class ScansModule {
       providers: [
         {
           provide: ScanStore,
-          inject: [NATS_CONNECTION, CLUSTER_NAMES, COORDINATOR_CONFIG],
-          useFactory: (nc: NatsConnection, names: ClusterNames, config: CoordinatorConfig) => new ScanStore(nc, names.buckets.scans, config.scansKept),
+          inject: [NATS_CONNECTION, CLUSTER_NAMES, COORDINATOR_CONFIG, InboundMessages],
+          useFactory: (nc: NatsConnection, names: ClusterNames, config: CoordinatorConfig, inbound: InboundMessages) =>
+            new ScanStore(nc, names.buckets.scans, config.scansKept, inbound.records(names.buckets.scans)),
         },
         ScansService,
         ScanSchedule,

@@ -1,19 +1,26 @@
 // Every record under one KV prefix, in memory, kept current by a KV watch: listing N agents is a
 // map walk rather than N reads of JetStream. Writes of this replica are applied at once (a later
-// watch entry of the same key supersedes them), so a replica reads its own writes.
-import { JSONCodec, KV, KvEntry, QueuedIterator } from 'nats';
-
-const json = JSONCodec();
+// watch entry of the same key supersedes them), so a replica reads its own writes. A record that
+// is not valid is skipped (counted and logged by the state's RecordCheck), and drops an earlier
+// value of its key: nothing a bucket holds can end the watch.
+import { KV, KvEntry, QueuedIterator } from 'nats';
+import { KvState } from './kv-state';
 
 export class KvMirror<T> {
   private readonly records = new Map<string, T>();
   private watcher?: QueuedIterator<KvEntry>;
   private ready = false;
+  private readonly kv: KV;
+  private readonly state: KvState;
 
+  /** `source`: the state (its records are checked with their schemas), or a bare bucket (any JSON) */
   constructor(
-    private readonly kv: KV,
+    source: KV | KvState,
     private readonly prefix: string,
-  ) {}
+  ) {
+    this.state = source instanceof KvState ? source : new KvState(source);
+    this.kv = this.state.kv;
+  }
 
   /** Starts watching; resolves once the current values are loaded. */
   async start(): Promise<void> {
@@ -23,7 +30,8 @@ export class KvMirror<T> {
     void (async () => {
       for await (const e of this.watcher!) {
         const id = e.key.substring(this.prefix.length);
-        if (e.operation === 'PUT') this.records.set(id, json.decode(e.value) as T);
+        const rec = this.state.decode<T>(e);
+        if (rec !== undefined) this.records.set(id, rec);
         else this.records.delete(id);
       }
     })().catch(() => undefined);

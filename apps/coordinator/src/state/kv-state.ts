@@ -1,8 +1,11 @@
 // The coordinator's whole state: JSON records in one JetStream KV bucket per cluster. Updates are
 // compare-and-set on the revision read, so replicas (and a restarted coordinator) never lose or
-// overwrite each other's changes.
-import { JSONCodec, KV } from 'nats';
+// overwrite each other's changes. A record read back that is not JSON or does not fit its kind's
+// schema is skipped as missing (kv-records.ts): an update overwrites it.
+import { JSONCodec, KV, KvEntry } from 'nats';
+import { z } from 'zod';
 import { kvKeys } from './kv-keys';
+import { RecordCheck } from './kv-records';
 
 const json = JSONCodec();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -10,11 +13,22 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class ConflictError extends Error {}
 
 export class KvState {
-  constructor(readonly kv: KV) {}
+  constructor(
+    readonly kv: KV,
+    /** where skipped records are counted and logged */
+    readonly records: RecordCheck = new RecordCheck((kv as { bucket?: string }).bucket ?? 'state'),
+    /** the schema of a key's record (default: any JSON) */
+    private readonly schemaOf: (key: string) => z.ZodTypeAny = () => z.unknown(),
+  ) {}
+
+  /** A watched or read entry's record: undefined when deleted, or not valid (skipped). */
+  decode<T>(e: KvEntry | null): T | undefined {
+    if (!e || e.operation !== 'PUT') return undefined;
+    return this.records.decode(e.key, e.value, this.schemaOf(e.key)) as T | undefined;
+  }
 
   async get<T>(key: string): Promise<T | undefined> {
-    const e = await this.kv.get(key);
-    return e && e.operation === 'PUT' ? (json.decode(e.value) as T) : undefined;
+    return this.decode<T>(await this.kv.get(key));
   }
 
   async put<T>(key: string, value: T): Promise<void> {
@@ -42,7 +56,8 @@ export class KvState {
   async update<T>(key: string, fn: (cur: T | undefined) => T | undefined): Promise<T | undefined> {
     for (let attempt = 0; attempt < 200; attempt++) {
       const e = await this.kv.get(key);
-      const cur = e && e.operation === 'PUT' ? (json.decode(e.value) as T) : undefined;
+      // a record that is not valid counts as missing: the update replaces it
+      const cur = this.decode<T>(e);
       const next = fn(cur);
       if (next === undefined) return cur;
       try {

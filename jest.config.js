@@ -16,6 +16,7 @@ module.exports = {
     '^@cmesh/collectives/names$': '<rootDir>/libs/collectives/src/names.ts',
     '^@cmesh/collectives/errors$': '<rootDir>/libs/collectives/src/errors.ts',
     '^@cmesh/collectives/nats-login$': '<rootDir>/libs/collectives/src/rendezvous/nats-credentials.ts',
+    '^@cmesh/collectives/store-names$': '<rootDir>/libs/collectives/src/rendezvous/store-names.ts',
     '^@cmesh/collectives/host-identity$': '<rootDir>/libs/collectives/src/host-identity.ts',
     '^@cmesh/collectives/shm-addon$': '<rootDir>/libs/collectives/src/transport/shm/native.ts',
     '^@cmesh/protocol/nest$': '<rootDir>/libs/protocol/src/nest/inbound-transport.ts',

@@ -9,8 +9,8 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { connect } from 'nats';
-import { jobBucket } from '@cmesh/collectives';
 import { freePort } from '@cmesh/testing';
+import { rdzvBucket } from '../src/run/rdzv-nats';
 
 const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
 const WORKER = path.join(__dirname, 'fixtures/elastic-worker.ts');
@@ -163,7 +163,7 @@ describe.each(['c10d', 'nats'] as const)('cmesh run --max-restarts (%s rendezvou
       const nc = await connect({ servers: `nats://127.0.0.1:${nats!.port}` });
       try {
         const jsm = await nc.jetstreamManager();
-        await expect(jsm.streams.info(`KV_${jobBucket(`rdzv_${id}`)}`)).rejects.toThrow(/stream not found/);
+        await expect(jsm.streams.info(`KV_${rdzvBucket(id)}`)).rejects.toThrow(/stream not found/);
       } finally {
         await nc.close();
       }

@@ -19,6 +19,7 @@ import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
 import { RendezvousModule } from './rendezvous/rendezvous.module';
 import { ScansModule } from './scans/scans.module';
 import { ServiceModule } from './service/service.module';
+import { StoresModule } from './stores/stores.module';
 import { UiModule } from './ui/ui.module';
 import { TraceModule } from './trace/trace.module';
 
@@ -68,6 +69,7 @@ export class AppModule {
         RendezvousModule,
         GroupsModule,
         ServiceModule,
+        StoresModule,
         // the same jobs module instance: a coordinator group's trace is its running jobs' ranks
         trace,
         HealthModule,

@@ -6,7 +6,8 @@ export { ReduceOp, REDUCE_OPS, isReduceOp, validateReduceOp } from './reduce-op'
 export * from './store';
 export { rendezvous, registerInitMethod, RendezvousOptions, RendezvousResult, InitMethodHandler } from './rendezvous';
 import './rendezvous/nats'; // registers nats://
-export { NatsKvStore } from './rendezvous/nats-kv-store';
+export { NatsKvStore, StoreRefusedError } from './rendezvous/nats-kv-store';
+export { STORE_KINDS, StoreKind, storeBucket, parseStoreBucket, storesOpenSubject, randomStoreId, launcherSecret, derivedStoreId, derivedSecret } from './rendezvous/store-names';
 export { jobBucket } from './rendezvous/nats';
 export { ProcessGroup, DEFAULT_TIMEOUT_MS } from './process-group';
 export { Work } from './work';

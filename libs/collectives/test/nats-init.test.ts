@@ -1,7 +1,7 @@
 // initProcessGroup through nats://host:port/<job>: the store is a JetStream KV bucket on a real
 // nats-server; 4 processes all-reduce through it.
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { NatsKvStore } from '../src';
+import { derivedStoreId, jobBucket, NatsKvStore, parseStoreBucket, storeBucket } from '../src';
 import { runRanks } from './support/ranks';
 
 let nats: NatsServer;
@@ -40,3 +40,25 @@ it('a process group initialised through nats:// runs allReduce across 4 processe
   expect(accepted).toHaveLength(6);
   expect(accepted.every((l) => l.endsWith('(authenticated)'))).toBe(true);
 }, 70000);
+
+it("a store bucket nobody creates (no coordinator on this server) is created by the rank itself; a nats:// job's bucket is the HMAC of its launchers' secret", async () => {
+  const bucket = storeBucket('default', 'init', derivedStoreId('s'.repeat(20), 'default', 'init', 'x'));
+  const a = await NatsKvStore.open({ servers: nats.url, bucket, timeoutMs: 5000 });
+  const b = await NatsKvStore.open({ servers: nats.url, bucket, timeoutMs: 5000 });
+  try {
+    await a.set('k', 'v');
+    expect((await b.get('k')).toString()).toBe('v');
+  } finally {
+    await a.destroy();
+    await a.close();
+    await b.close();
+  }
+  const one = jobBucket('job-1', { CMESH_SECRET: 'a'.repeat(32) });
+  expect(parseStoreBucket(one)).toMatchObject({ cluster: 'default', kind: 'init' });
+  expect(jobBucket('job-1', { CMESH_SECRET: 'a'.repeat(32) })).toBe(one);
+  expect(jobBucket('job-1', { CMESH_SECRET: 'b'.repeat(32) })).not.toBe(one);
+  expect(jobBucket('job-1', { NATS_USER: 'u', NATS_PASSWORD: 'p1' })).not.toBe(jobBucket('job-1', { NATS_USER: 'u', NATS_PASSWORD: 'p2' }));
+  expect(jobBucket('job-1', { CMESH_SECRET: 'a'.repeat(32), CMESH_CLUSTER: 'lab' })).toMatch(/^cmesh_lab_store_init_[0-9a-f]{32}$/);
+  // a store bucket name (what the coordinator hands its jobs' ranks) is used as it is
+  expect(jobBucket(one, { CMESH_SECRET: 'b'.repeat(32) })).toBe(one);
+});

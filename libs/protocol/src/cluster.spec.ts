@@ -3,7 +3,7 @@ import { AGENT_SUBJECTS, DEFAULT_CLUSTER, clusterSubject, GROUP_SUBJECTS, Invali
 /** Every concrete name of a cluster (functions called with a sample id), flattened. */
 function allNames(cluster: string): string[] {
   const n = clusterNames(cluster);
-  const out: string[] = [...Object.values(n.buckets), n.jobStorePrefix('j1')];
+  const out: string[] = [...Object.values(n.buckets), n.jobStorePrefix('j1', 'r1'), n.stores.open, ...(['jobs', 'svc', 'rdzv', 'init'] as const).map((k) => n.stores.bucket(k, 'x1'))];
   for (const area of [n.agents, n.groups, n.rdzv, n.jobs]) for (const v of Object.values(area)) out.push(typeof v === 'function' ? v('x1') : v);
   return out;
 }
@@ -18,7 +18,8 @@ describe('cluster names', () => {
     expect(n.jobs.eventsWildcard).toBe('cmesh.jobs.events.*');
     expect(n.jobs.updates('j1')).toBe('cmesh.jobs.updates.j1');
     expect(n.buckets).toEqual({ state: 'cmesh_default', jobs: 'cmesh_jobs', claims: 'cmesh_job_claims', replicas: 'cmesh_coordinator_replicas', scans: 'cmesh_scans' });
-    expect(n.jobStorePrefix('j1')).toBe('jobs-j1');
+    expect(n.jobStorePrefix('j1', 'r1')).toBe('cmesh_store_jobs_j1-r1');
+    expect(n.stores.open).toBe('cmesh.stores.open');
     // the exported constants are the default cluster's
     expect([AGENT_SUBJECTS.heartbeat, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual(['cmesh.agents.heartbeat', 'cmesh.groups.get', 'cmesh.rdzv.leave', 'cmesh.jobs.submit']);
     expect(clusterNames()).toMatchObject({ cluster: 'default', buckets: n.buckets });
@@ -34,7 +35,20 @@ describe('cluster names', () => {
     expect(n.jobs.events('j1')).toBe('cmesh.lab-2.jobs.events.j1');
     expect([n.scans.run, n.scans.get, n.scans.list]).toEqual(['cmesh.lab-2.scans.run', 'cmesh.lab-2.scans.get', 'cmesh.lab-2.scans.list']);
     expect(n.buckets).toEqual({ state: 'cmesh_lab-2', jobs: 'cmesh_lab-2_jobs', claims: 'cmesh_lab-2_job_claims', replicas: 'cmesh_lab-2_coordinator_replicas', scans: 'cmesh_lab-2_scans' });
-    expect(n.jobStorePrefix('j1')).toBe('lab-2-jobs-j1');
+    expect(n.jobStorePrefix('j1', 'r1')).toBe('cmesh_lab-2_store_jobs_j1-r1');
+    expect(n.stores.open).toBe('cmesh.lab-2.stores.open');
+  });
+
+  it("knows its own store buckets and no other cluster's or kind's", () => {
+    const def = clusterNames();
+    const lab = clusterNames('lab');
+    expect(def.stores.parse(def.stores.bucket('svc', 'g-1'))).toEqual({ kind: 'svc', id: 'g-1' });
+    expect(lab.stores.parse(lab.stores.bucket('rdzv', 'abc'))).toEqual({ kind: 'rdzv', id: 'abc' });
+    expect(def.stores.parse(lab.stores.bucket('rdzv', 'abc'))).toBeNull();
+    expect(lab.stores.parse(def.stores.bucket('rdzv', 'abc'))).toBeNull();
+    expect(lab.stores.parse(clusterNames('lab-2').stores.bucket('jobs', 'abc'))).toBeNull();
+    for (const other of [def.buckets.state, def.buckets.jobs, 'cmesh_store_other_x', 'cmesh_store_jobs_a_b', 'cmesh_store_store_jobs_x', 'KV_cmesh_store_jobs_x']) expect(def.stores.parse(other)).toBeNull();
+    expect(() => def.stores.bucket('jobs', 'a_b')).toThrow(/letters, digits and -/);
   });
 
   it('no name of one cluster is a name of another', () => {

@@ -9,10 +9,12 @@
 // (the separator in bucket names) and none of the default cluster's name segments (RESERVED), no
 // two clusters' names can meet.
 
+import { StoreKind, parseStoreBucket, storeBucket, storesOpenSubject } from '@cmesh/collectives/store-names';
+
 export const DEFAULT_CLUSTER = 'default';
 
 /** Names a cluster may not take: they are name segments of the default cluster's subjects and buckets. */
-export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'trace', 'scans', 'svc'] as const;
+export const RESERVED_CLUSTER_NAMES = ['agents', 'groups', 'rdzv', 'jobs', 'store', 'stores', 'trace', 'scans', 'svc'] as const;
 
 const CLUSTER_NAME = /^[A-Za-z0-9-]{1,64}$/;
 
@@ -119,8 +121,20 @@ export interface ClusterNames {
     /** the last scans' records (ScanRecord), and the lease of the scan running now */
     scans: string;
   };
-  /** the `<job>` of a job's nats:// init method (its store bucket is `cmesh_store_<prefix>`) */
-  jobStorePrefix: (jobId: string) => string;
+  /**
+   * Store buckets (the KV buckets process groups rendezvous through; @cmesh/collectives'
+   * store-names.ts): every one's name carries an unguessable id, since the name is its capability.
+   */
+  stores: {
+    /** request/reply, anyone -> coordinator: StoreOpen -> StoreOpenReply (only the coordinator creates streams) */
+    open: string;
+    /** the store bucket of a kind for an id (128 random bits, or an HMAC of a secret its users hold) */
+    bucket: (kind: StoreKind, id: string) => string;
+    /** the kind and id of one of this cluster's store buckets; null for any other name (another cluster's too) */
+    parse: (bucket: string) => { kind: StoreKind; id: string } | null;
+  };
+  /** a job's store bucket (the `<job>` of its nats:// init method): its id and 128 random bits the coordinator made */
+  jobStorePrefix: (jobId: string, storeId: string) => string;
 }
 
 /** Every subject and bucket name of a cluster (DEFAULT_CLUSTER: the unscoped names). */
@@ -173,7 +187,15 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
       replicas: b('coordinator_replicas'),
       scans: b('scans'),
     },
-    jobStorePrefix: (jobId) => (isDefault ? `jobs-${jobId}` : `${cluster}-jobs-${jobId}`),
+    stores: {
+      open: storesOpenSubject(cluster),
+      bucket: (kind, id) => storeBucket(cluster, kind, id),
+      parse: (bucket) => {
+        const p = parseStoreBucket(bucket);
+        return p && p.cluster === cluster ? { kind: p.kind, id: p.id } : null;
+      },
+    },
+    jobStorePrefix: (jobId, storeId) => storeBucket(cluster, 'jobs', `${jobId}-${storeId}`),
   };
 }
 
@@ -184,7 +206,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
  */
 export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
   const [area, name, ...rest] = pattern.split('.');
-  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans', 'svc'] as const).find((a) => a === area);
+  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans', 'svc', 'stores'] as const).find((a) => a === area);
   const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
   if (typeof v === 'string') return v;
   if (typeof v === 'function' && id !== undefined) return v(id);

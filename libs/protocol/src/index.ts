@@ -18,3 +18,4 @@ export * from './scans';
 export * from './nats-permissions';
 export * from './service';
 export * from './service-status';
+export * from './stores';

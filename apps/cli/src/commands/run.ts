@@ -1,6 +1,7 @@
 // `cmesh run [torchrun flags] script [args...]`
 import { Command, Option } from 'commander';
 import * as fs from 'fs';
+import { randomBytes } from 'crypto';
 import * as os from 'os';
 import { freePort, generateSecret, InvalidArgumentError, resolveSecret } from '@cmesh/collectives';
 import { launch } from '../run/launcher';
@@ -29,6 +30,20 @@ export function runSecret(maxNodes: number, env: NodeJS.ProcessEnv): string | un
     return env.CMESH_SECRET;
   }
   return maxNodes === 1 ? generateSecret() : undefined;
+}
+
+/**
+ * --rdzv-id: torch's default `none` is one bucket and one secret for every nats run that keeps it,
+ * so a nats rendezvous on one node gets a fresh id, and one on more nodes must be given one.
+ */
+export function rdzvIdFor(backend: string, given: string | undefined, maxNodes: number): string {
+  if (given !== undefined) {
+    if (!given.trim()) throw new InvalidArgumentError('--rdzv-id must not be empty');
+    return given;
+  }
+  if (backend !== 'nats') return 'none';
+  if (maxNodes === 1) return `run-${randomBytes(8).toString('hex')}`;
+  throw new InvalidArgumentError(`--rdzv-backend nats on up to ${maxNodes} nodes needs --rdzv-id: the same id on every node of the run, a new one for every run`);
 }
 
 export function parseNprocPerNode(v: string): number {
@@ -149,7 +164,7 @@ export function register(program: Command): void {
     .option('--standalone', 'single node with a free port, no external rendezvous', false)
     .option('--rdzv-backend <name>', 'static | c10d | nats')
     .option('--rdzv-endpoint <host:port>', 'rendezvous endpoint')
-    .option('--rdzv-id <id>', 'job id shared by all nodes', 'none')
+    .option('--rdzv-id <id>', 'job id shared by all nodes (default: none; nats: a fresh one on a single node, required on more)')
     .addOption(new Option('--rdzv-last-call <ms>', 'last-call window of a MIN:MAX rendezvous').default(1000).argParser(positiveInt('--rdzv-last-call')))
     .addOption(new Option('--rdzv-timeout <ms>', 'rendezvous timeout').default(600000).argParser(positiveInt('--rdzv-timeout')))
     .option('--rdzv-conf <k=v,...>', RDZV_CONF_KEYS)
@@ -177,7 +192,7 @@ export function register(program: Command): void {
         masterPort: flags.masterPort,
         rdzvBackend: flags.rdzvBackend ?? (flags.rdzvEndpoint ? 'c10d' : 'static'),
         rdzvEndpoint: flags.rdzvEndpoint,
-        rdzvId: flags.rdzvId,
+        rdzvId: rdzvIdFor(flags.rdzvBackend ?? (flags.rdzvEndpoint ? 'c10d' : 'static'), flags.rdzvId, nnodes.max),
         lastCallMs: conf.lastCallMs ?? flags.rdzvLastCall,
         timeoutMs: conf.joinTimeoutMs ?? flags.rdzvTimeout,
         keepAliveIntervalMs: conf.keepAliveIntervalMs ?? 5000,

@@ -4,7 +4,7 @@
 import { readFileSync } from 'fs';
 import { hostname } from 'os';
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
+import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
 import type { ApiTokens } from '../http/api-auth.guard';
 
 export const CoordinatorSettings = z.object({
@@ -44,6 +44,18 @@ export const CoordinatorSettings = z.object({
     flag: '--scan-every',
     help: 'the leader replica scans the idle agents this often (30m, 1h, 90s; 0 or off: never)',
     defaultText: 'off',
+  }),
+  /** one store bucket (a job's, a service group's, a nats:// or `cmesh run` rendezvous) may hold this many bytes */
+  storeMaxBytes: setting(intSetting(1024, 2 ** 40).default(DEFAULT_STORE_MAX_BYTES), {
+    env: 'CMESH_STORE_MAX_BYTES',
+    flag: '--store-max-bytes',
+    help: 'bytes one store bucket may hold; writes past it are refused',
+  }),
+  /** a store bucket's key older than this is dropped */
+  storeMaxAgeS: setting(intSetting(60, 365 * 24 * 3600).default(DEFAULT_STORE_MAX_AGE_S), {
+    env: 'CMESH_STORE_MAX_AGE_S',
+    flag: '--store-max-age-s',
+    help: "a store bucket's key older than this is dropped, s",
   }),
   /** scan records kept in the scans bucket, newest first */
   scansKept: setting(intSetting(1, 10_000).default(DEFAULT_SCANS_KEPT), { env: 'CMESH_SCANS_KEPT', flag: '--scans-kept', help: 'scan records kept (GET /scans, KV), newest first' }),

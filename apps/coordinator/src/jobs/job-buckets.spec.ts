@@ -1,21 +1,23 @@
 import { JobRecord, clusterNames } from '@cmesh/protocol';
-import { jobBucket } from '@cmesh/collectives';
 import { STORE_ORPHAN_MS, STORE_SWEEP_MS, bucketUnneeded, jobOfStream, jobStream } from './job-buckets';
 
 const rec = (state: JobRecord['state']) => ({ state }) as JobRecord;
+const sid = '0123456789abcdef0123456789abcdef';
 
 describe('job store buckets', () => {
   it("knows its cluster's job store buckets by their stream names, and no other cluster's", () => {
     const def = clusterNames();
     const lab = clusterNames('lab');
-    expect(jobStream(def, 'jabc123')).toBe('KV_cmesh_store_jobs-jabc123');
-    expect(jobStream(lab, 'jabc123')).toBe('KV_cmesh_store_lab-jobs-jabc123');
-    expect(jobOfStream(def, `KV_${jobBucket(def.jobStorePrefix('jabc123'))}`)).toBe('jabc123');
-    expect(jobOfStream(lab, `KV_${jobBucket(lab.jobStorePrefix('jabc123'))}`)).toBe('jabc123');
-    expect(jobOfStream(def, jobStream(lab, 'jabc123'))).toBeNull();
-    expect(jobOfStream(lab, jobStream(def, 'jabc123'))).toBeNull();
-    expect(jobOfStream(lab, jobStream(clusterNames('lab-2'), 'jabc123'))).toBeNull();
-    expect(jobOfStream(def, jobStream(def, 'not-a-job'))).toBeNull();
+    expect(jobStream(def, 'jabc123', sid)).toBe(`KV_cmesh_store_jobs_jabc123-${sid}`);
+    expect(jobStream(lab, 'jabc123', sid)).toBe(`KV_cmesh_lab_store_jobs_jabc123-${sid}`);
+    expect(jobOfStream(def, jobStream(def, 'jabc123', sid))).toBe('jabc123');
+    expect(jobOfStream(lab, jobStream(lab, 'jabc123', sid))).toBe('jabc123');
+    expect(jobOfStream(def, jobStream(lab, 'jabc123', sid))).toBeNull();
+    expect(jobOfStream(lab, jobStream(def, 'jabc123', sid))).toBeNull();
+    expect(jobOfStream(lab, jobStream(clusterNames('lab-2'), 'jabc123', sid))).toBeNull();
+    expect(jobOfStream(def, jobStream(def, 'not-a-job', sid))).toBeNull();
+    expect(jobOfStream(def, `KV_${def.stores.bucket('jobs', 'jabc123')}`)).toBeNull(); // no random part
+    expect(jobOfStream(def, `KV_${def.stores.bucket('svc', `jabc123-${sid}`)}`)).toBeNull();
     expect(jobOfStream(def, 'KV_cmesh_jobs')).toBeNull();
   });
 

@@ -1,9 +1,13 @@
 // Each running job's process-group store: one KV bucket per job (the nats:// init method's
 // `<job>`), created before the members open it and dropped when the job ends or nobody needs it.
-import { Inject, Injectable, Logger } from '@nestjs/common';
+// Its name carries 128 random bits made here (clusterNames().jobStorePrefix): a bucket name is
+// its capability, and only the job's members are told it.
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { NatsConnection, NatsError } from 'nats';
 import { ClusterNames, JobRecord, isFinished } from '@cmesh/protocol';
-import { jobBucket } from '@cmesh/collectives';
+import { randomStoreId } from '@cmesh/collectives';
+import { DEFAULT_STORE_LIMITS, openStoreBucket, StoreLimits } from '../stores/store-buckets';
+import { STORE_LIMITS } from '../stores/stores.nats';
 import { Clock } from './clock';
 import { JobStore } from './job-store';
 import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER } from './tokens';
@@ -16,16 +20,16 @@ export const STORE_ORPHAN_MS = 10 * 60_000;
 const STREAM_NOT_FOUND = 10059;
 
 /** The stream of a job's store bucket, in this cluster. */
-export function jobStream(names: ClusterNames, id: string): string {
-  return `KV_${jobBucket(names.jobStorePrefix(id))}`;
+export function jobStream(names: ClusterNames, id: string, storeId: string): string {
+  return `KV_${names.jobStorePrefix(id, storeId)}`;
 }
 
 /** The job id of a job store bucket's stream of this cluster, or null for any other stream (another cluster's too). */
 export function jobOfStream(names: ClusterNames, stream: string): string | null {
-  const prefix = jobStream(names, '');
-  if (!stream.startsWith(prefix)) return null;
-  const id = stream.slice(prefix.length);
-  return /^j[0-9a-z]+$/.test(id) ? id : null;
+  if (!stream.startsWith('KV_')) return null;
+  const p = names.stores.parse(stream.slice(3));
+  const m = p?.kind === 'jobs' ? /^(j[0-9a-z]+)-[0-9a-f]{32}$/.exec(p.id) : null;
+  return m ? m[1] : null;
 }
 
 /**
@@ -40,13 +44,23 @@ export function bucketUnneeded(rec: JobRecord | null, ageMs: number): boolean {
 @Injectable()
 export class JobBuckets {
   private readonly log = new Logger('Jobs');
+  /** job id -> its bucket, for the jobs this replica started */
+  private readonly named = new Map<string, string>();
 
   constructor(
     @Inject(JOBS_NATS) private readonly nc: NatsConnection,
     private readonly store: JobStore,
     @Inject(JOB_CLOCK) private readonly clock: Clock,
     @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
+    @Optional() @Inject(STORE_LIMITS) private readonly limits: StoreLimits = DEFAULT_STORE_LIMITS,
   ) {}
+
+  /** The job's bucket (the assignment's storePrefix): named once, with fresh random bits. */
+  name(id: string): string {
+    let bucket = this.named.get(id);
+    if (!bucket) this.named.set(id, (bucket = this.names.jobStorePrefix(id, randomStoreId())));
+    return bucket;
+  }
 
   /**
    * Creates the job's bucket before any member opens it: members creating it at once race, and
@@ -54,17 +68,21 @@ export class JobBuckets {
    */
   async create(id: string): Promise<void> {
     try {
-      await this.nc.jetstream().views.kv(jobBucket(this.names.jobStorePrefix(id)), { history: 1 });
+      await openStoreBucket(this.nc, this.names, this.name(id), this.limits);
     } catch (e) {
-      this.log.warn(`job ${id}: cannot create its store bucket (${(e as Error).message}); members will create it`);
+      this.log.warn(`job ${id}: cannot create its store bucket (${(e as Error).message}); members will ask again`);
     }
   }
 
   /** The job's bucket is not needed any more; never fails (a bucket left behind is swept later). */
   async drop(id: string): Promise<void> {
+    const bucket = this.named.get(id);
+    this.named.delete(id);
     try {
       const jsm = await this.nc.jetstreamManager();
-      await jsm.streams.delete(jobStream(this.names, id));
+      if (bucket) return void (await jsm.streams.delete(`KV_${bucket}`));
+      // a job another replica started: its bucket is found by the job id in its name
+      for await (const name of jsm.streams.names()) if (jobOfStream(this.names, name) === id) await jsm.streams.delete(name);
     } catch (e) {
       // never created (a job that failed early) or already gone: nothing to do
       if ((e as NatsError).api_error?.err_code === STREAM_NOT_FOUND) return;
@@ -79,7 +97,11 @@ export class JobBuckets {
     for await (const si of jsm.streams.list()) {
       const id = jobOfStream(this.names, si.config.name);
       if (!id || runsHere(id)) continue;
-      if (bucketUnneeded(await this.store.read(id), now - Date.parse(si.created))) await this.drop(id);
+      if (bucketUnneeded(await this.store.read(id), now - Date.parse(si.created))) {
+        await jsm.streams.delete(si.config.name).catch((e: NatsError) => {
+          if (e.api_error?.err_code !== STREAM_NOT_FOUND) this.log.warn(`job ${id}: cannot drop its store bucket (${e.message})`);
+        });
+      }
     }
   }
 }

@@ -5,7 +5,7 @@
 // missed (no agent serves it any more, by their heartbeats).
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { JSONCodec, NatsConnection } from 'nats';
-import { jobBucket } from '@cmesh/collectives';
+import { jobBucket, randomStoreId } from '@cmesh/collectives';
 import { AgentNotification, ClusterNames, KV_KEYS, SVC_LAST_CALL_MS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcNameSchema, SvcPlaced, SvcRound } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
@@ -167,7 +167,8 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   /** Puts each member of a full round on an idle agent and tells the agents and the members. */
   private async place(round: SvcRound): Promise<void> {
     const groupId = svcGroupId(round.name, round.round);
-    const storePrefix = `svc-${groupId}`;
+    // the group's store bucket: its name is its capability, so it carries 128 random bits
+    const storePrefix = this.names.stores.bucket('svc', randomStoreId());
     const busy = await this.servingAgents();
     const registered = (await this.agents.list()).filter((a) => a.state !== 'lost');
     const tcpAble = registered.filter((a) => a.backends.some((b) => b.name === 'tcp' && b.available));

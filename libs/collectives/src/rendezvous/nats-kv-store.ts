@@ -6,6 +6,7 @@ import { Store, StoreValue, toBuffer } from '../store/store';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from '../store/validate';
 import { DEFAULT_STORE_TIMEOUT_MS } from '../store/tcp-store';
 import { natsLogin } from './nats-credentials';
+import { parseStoreBucket, storesOpenSubject } from './store-names';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type KV = any;
@@ -41,6 +42,32 @@ async function retryTransient<T>(fn: () => Promise<T>, attempts = 8): Promise<T>
   }
 }
 
+/** The coordinator refused to create a store bucket (a name not of its cluster's store pattern). */
+export class StoreRefusedError extends StoreError {}
+
+/**
+ * Asks the coordinator to create a store bucket: true once it did (or it existed), false where
+ * nobody answers (503 no responders) or this login may not ask; its refusal: StoreRefusedError.
+ */
+async function askToCreate(nc: NatsConnection, subject: string, bucket: string, timeoutMs: number): Promise<boolean> {
+  let msg;
+  try {
+    msg = await nc.request(subject, Buffer.from(JSON.stringify({ bucket })), { timeout: Math.min(timeoutMs, 5000), noMux: true });
+  } catch (e) {
+    const code = String((e as { code?: string }).code ?? '');
+    if (code === '503' || /no responders|permission/i.test(`${code} ${(e as Error).message}`)) return false;
+    throw e; // a timeout: the caller retries until its deadline
+  }
+  let reply: { ok?: boolean; error?: { code?: string; message?: string } };
+  try {
+    reply = JSON.parse(Buffer.from(msg.data).toString());
+  } catch {
+    throw new StoreRefusedError(`store bucket ${bucket}: the coordinator's answer is not JSON`);
+  }
+  if (reply?.ok === true) return true;
+  throw new StoreRefusedError(`store bucket ${bucket}: the coordinator refused to create it (${reply?.error?.code ?? '?'}: ${reply?.error?.message ?? 'no reason given'})`);
+}
+
 export class NatsKvStore implements Store {
   timeoutMs: number;
   /**
@@ -58,21 +85,43 @@ export class NatsKvStore implements Store {
     this.timeoutMs = timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   }
 
-  /** Connects (or uses `connection`) and opens the job's bucket, creating it when missing. */
+  /**
+   * Connects (or uses `connection`) and binds to the job's bucket. A missing store bucket
+   * (parseStoreBucket) is created by the cluster's coordinator (`<prefix>.stores.open`: only it may
+   * create streams where logins are enforced); where nobody answers (no coordinator on a bare
+   * nats-server), and for any other bucket name, this client creates it itself.
+   */
   static async open(opts: { servers?: string; connection?: NatsConnection; bucket: string; timeoutMs?: number }): Promise<NatsKvStore> {
     if (!/^[A-Za-z0-9_-]+$/.test(opts.bucket)) throw new InvalidArgumentError(`invalid KV bucket name ${JSON.stringify(opts.bucket)}`);
     const nats = loadNats();
     const nc = opts.connection ?? (await nats.connect({ ...natsLogin(), servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
     // ranks open the job's bucket at once: JetStream may answer 503 while another creates it
     const deadline = Date.now() + Math.min(opts.timeoutMs ?? 10_000, 10_000);
+    const store = parseStoreBucket(opts.bucket);
+    let asked = false;
     for (let delay = 10; ; delay = Math.min(delay * 2, 500)) {
       try {
+        const jsm = await nc.jetstreamManager();
+        const info = await jsm.streams.info(`KV_${opts.bucket}`).catch((e: Error) => {
+          if (/stream not found/i.test(e.message)) return null;
+          throw e;
+        });
+        if (info) {
+          const kv = await nc.jetstream().views.kv(opts.bucket, { bindOnly: true, allow_direct: info.config.allow_direct === true });
+          return new NatsKvStore(nc, kv, !opts.connection, opts.timeoutMs);
+        }
+        // missing: the coordinator creates it (once); nobody there to answer: create it here
+        if (store && !asked) {
+          asked = true;
+          const answered = await askToCreate(nc, storesOpenSubject(store.cluster), opts.bucket, Math.max(1, deadline - Date.now()));
+          if (answered) continue;
+        }
         const kv = await nc.jetstream().views.kv(opts.bucket, { history: 1 });
         return new NatsKvStore(nc, kv, !opts.connection, opts.timeoutMs);
       } catch (err) {
-        if (Date.now() + delay > deadline) {
+        if (err instanceof StoreRefusedError || Date.now() + delay > deadline) {
           if (!opts.connection) await nc.close();
-          throw new StoreError(`cannot open JetStream KV bucket ${opts.bucket}: ${(err as Error).message}`);
+          throw err instanceof StoreRefusedError ? err : new StoreError(`cannot open JetStream KV bucket ${opts.bucket}: ${(err as Error).message}`);
         }
         await sleep(delay);
       }

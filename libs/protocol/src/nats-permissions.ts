@@ -94,7 +94,7 @@ export function natsPermissions(role: NatsRole, n: ClusterNames, user: string): 
         // answer the coordinator's status requests (allow_responses); the group's MAC, not the
         // subject, says who may act in a group
         publish: {
-          allow: [n.agents.register(id), n.agents.heartbeat(id), n.agents.deregister(id), n.jobs.events('*', id), n.svc.groupWildcard, ...STORE_CLIENT],
+          allow: [n.agents.register(id), n.agents.heartbeat(id), n.agents.deregister(id), n.jobs.events('*', id), n.svc.groupWildcard, n.stores.open, ...STORE_CLIENT],
           deny: coordinatorBuckets(n),
         },
         subscribe: { allow: [n.agents.events(id), n.jobs.start(id), n.jobs.cancel, n.trace.collect, n.svc.groupWildcard, inboxOf(user)] },
@@ -104,7 +104,7 @@ export function natsPermissions(role: NatsRole, n: ClusterNames, user: string): 
     case 'client':
       return {
         publish: {
-          allow: [n.agents.list, n.groups.create, n.groups.get, n.groups.list, n.rdzv.join, n.rdzv.get, n.rdzv.leave, n.jobs.submit, n.jobs.get, n.jobs.list, n.scans.run, n.scans.get, n.scans.list, n.svc.join, n.svc.leave, n.svc.groupWildcard, ...STORE_CLIENT],
+          allow: [n.agents.list, n.groups.create, n.groups.get, n.groups.list, n.rdzv.join, n.rdzv.get, n.rdzv.leave, n.jobs.submit, n.jobs.get, n.jobs.list, n.scans.run, n.scans.get, n.scans.list, n.svc.join, n.svc.leave, n.svc.groupWildcard, n.stores.open, ...STORE_CLIENT],
           deny: coordinatorBuckets(n),
         },
         // service members: their placements, and their groups' results, heartbeats and ends

@@ -4,7 +4,7 @@
 // identity is the subject's: a body naming another agent is refused, so no login can register,
 // beat for or deregister an agent other than itself.
 import { Controller, UseFilters } from '@nestjs/common';
-import { MessagePattern } from '@nestjs/microservices';
+import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import { InboundContext, InboundErrors } from '@cmesh/protocol/nest';
 import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRegister, AgentRegisterSchema, subjectAgent } from '@cmesh/protocol';
 import { z } from 'zod';
@@ -24,20 +24,20 @@ export class AgentsNats {
   constructor(private readonly agents: AgentsService) {}
 
   @MessagePattern('agents.registerWildcard', { schema: AgentRegisterSchema })
-  async register(body: AgentRegister, ctx: InboundContext) {
+  async register(@Payload() body: AgentRegister, @Ctx() ctx: InboundContext) {
     sameAgent(body, ctx);
     return this.agents.reply(await this.agents.register(body));
   }
 
   @MessagePattern('agents.heartbeatWildcard', { schema: AgentHeartbeatSchema })
-  async heartbeat(body: AgentHeartbeat, ctx: InboundContext): Promise<AgentHeartbeatReply> {
+  async heartbeat(@Payload() body: AgentHeartbeat, @Ctx() ctx: InboundContext): Promise<AgentHeartbeatReply> {
     sameAgent(body, ctx);
     // thousands a second at scale: a few bytes each, not the record
     return this.agents.heartbeatReply(await this.agents.beat(body));
   }
 
   @MessagePattern('agents.deregisterWildcard', { schema: AgentDeregisterSchema })
-  async deregister(body: z.infer<typeof AgentDeregisterSchema>, ctx: InboundContext) {
+  async deregister(@Payload() body: z.infer<typeof AgentDeregisterSchema>, @Ctx() ctx: InboundContext) {
     return this.agents.reply(await this.agents.deregister(sameAgent(body, ctx)));
   }
 

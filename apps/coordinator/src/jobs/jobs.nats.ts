@@ -3,7 +3,7 @@
 // An event counts only on its sender's own subject: the agent's login is the only one that may
 // publish there, so no login can report for another agent or another job.
 import { Controller, Inject, UseFilters } from '@nestjs/common';
-import { EventPattern, MessagePattern } from '@nestjs/microservices';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { InboundContext, InboundErrors } from '@cmesh/protocol/nest';
 import { ClusterNames, JobEvent, JobEventSchema, JobGet, JobGetSchema, JobList, JobListSchema, JobRequest, JobRequestSchema } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
@@ -34,7 +34,7 @@ export class JobsNats {
   }
 
   @EventPattern('jobs.eventsWildcard', { schema: JobEventSchema })
-  event(ev: JobEvent, ctx: InboundContext): void {
+  event(@Payload() ev: JobEvent, @Ctx() ctx: InboundContext): void {
     const own = this.names.jobs.events(ev.jobId, ev.agentId);
     if (ctx.subject !== own) throw new ReplyError('FORBIDDEN', `an event of agent ${JSON.stringify(ev.agentId)} for job ${ev.jobId} came on ${ctx.subject}, not its own subject`);
     this.jobs.onEvent(ev);

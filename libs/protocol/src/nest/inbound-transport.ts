@@ -21,7 +21,7 @@ export interface InboundPatternExtras {
   schema: z.ZodTypeAny;
 }
 
-/** What a handler gets beside the body: `handle(body, ctx)`. */
+/** What a handler gets beside the body: `handle(@Payload() body, @Ctx() ctx: InboundContext)`. */
 export interface InboundContext {
   /** the subject the message came on: the subscription's, wildcards filled in */
   subject: string;

@@ -5,14 +5,17 @@
 // work and operators expect: selectors, ports, probes, ConfigMaps, the sidecar's GPU, socket and
 // /dev/shm, seccomp, read-only root filesystems, no service account token, a
 // PodDisruptionBudget, NetworkPolicies that admit exactly the ports in use, an images: block.
-import { execFileSync, spawnSync } from 'child_process';
+import { execFileSync, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'fs';
-import { join, relative, resolve } from 'path';
+import { tmpdir } from 'os';
+import { dirname, join, relative, resolve } from 'path';
 import { load, loadAll } from 'js-yaml';
+import { connect } from 'nats';
 import { K8sObject, applyImages, byKey, keyOf, renderKustomization, splitImage } from './support/kustomize';
 import { strictFieldErrors } from './support/strict-fields';
-import { clusterNames, DEPLOYMENT_NATS_USERS, natsAuthorization } from '@cmesh/protocol';
-import { K8S_SECRET_KEYS, k8sSecret } from '../../apps/cli/src/commands/secrets';
+import { clusterNames, deploymentNatsUsers, natsAuthorization, subjectCovers } from '@cmesh/protocol';
+import { freePort, waitForPort } from '@cmesh/testing';
+import { K8S_AGENT_STATEFULSET, K8S_API_TOKEN_KEY, K8S_SECRETS, k8sSecrets, natsPasswordKey, secretValues } from '../../apps/cli/src/commands/secrets';
 
 const ROOT = resolve(__dirname, '../..');
 const BASE = join(ROOT, 'k8s/base');
@@ -144,7 +147,13 @@ describe.each([
         expect(c.securityContext.allowPrivilegeEscalation).toBe(false);
       }
       expect(podSpec(w).securityContext.runAsNonRoot).toBe(true);
-      for (const v of podSpec(w).volumes ?? []) if (v.configMap) expect(by.has(`ConfigMap/${v.configMap.name}`)).toBe(true);
+      for (const v of podSpec(w).volumes ?? []) {
+        for (const src of [v, ...(v.projected?.sources ?? [])]) {
+          if (src.configMap) expect(by.has(`ConfigMap/${src.configMap.name}`)).toBe(true);
+          // Secrets are not shipped: `cmesh secrets k8s` makes them
+          if (src.secret) expect(Object.values(K8S_SECRETS)).toContain(src.secret.secretName ?? src.secret.name);
+        }
+      }
     }
   });
 
@@ -269,35 +278,179 @@ describe.each([
 
 describe('authentication', () => {
   const objs = byKey(base);
-  it('NATS admits the users natsAuthorization() renders, with each role\'s permissions; nothing anonymous', () => {
+  const CLUSTER = objs.get('ConfigMap/cmesh')!.data.CMESH_CLUSTER;
+  const names = clusterNames(CLUSTER === 'default' ? undefined : CLUSTER);
+  const made = (o: Partial<Parameters<typeof k8sSecrets>[0]> = {}) => byKey(loadAll(k8sSecrets({ agents: 2, tenants: [], namespace: 'cmesh', ...o })) as K8sObject[]);
+  const env = (o: string, c: string) => Object.fromEntries(container(objs.get(o)!, c).env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
+  const agentPods = (n: number) => Array.from({ length: n }, (_, i) => `${K8S_AGENT_STATEFULSET}-${i}`);
+  /** The authorization block of an auth.conf, parsed (natsAuthorization writes JSON). */
+  const authBlock = (conf: string) => JSON.parse(conf.replace(/^authorization: /, '')) as { users: { user: string; password: string; permissions: any }[] };
+
+  it('NATS reads auth.conf from the Secret cmesh-nats-auth, mounted beside its nats.conf; no password in the manifests or the environment', () => {
     const cm = objs.get('ConfigMap/nats')!;
     expect(cm.data['nats.conf']).toMatch(/^include \.\/auth\.conf$/m);
-    // regenerate with: node -r @swc-node/register scripts/render-k8s-nats-auth.ts
-    expect(cm.data['auth.conf']).toBe(natsAuthorization(DEPLOYMENT_NATS_USERS, clusterNames(objs.get('ConfigMap/cmesh')!.data.CMESH_CLUSTER)));
-    const nats = container(objs.get('StatefulSet/nats')!, 'nats');
-    const fromSecret = Object.fromEntries(nats.env.map((e: any) => [e.name, e.valueFrom?.secretKeyRef]));
-    for (const u of DEPLOYMENT_NATS_USERS) {
-      const v = (u.password as { env: string }).env;
-      expect([v, fromSecret[v]]).toEqual([v, { name: 'cmesh-auth', key: `nats-${u.user}-password` }]);
-    }
+    expect(Object.keys(cm.data)).toEqual(['nats.conf']);
+    const s = objs.get('StatefulSet/nats')!;
+    const nats = container(s, 'nats');
+    expect(nats.env).toBeUndefined();
+    const confDir = dirname(nats.args[nats.args.indexOf('--config') + 1]);
+    const mount = nats.volumeMounts.find((m: any) => m.mountPath === confDir);
+    expect(mount.readOnly).toBe(true);
+    expect(volume(s, mount.name).projected.sources).toEqual([{ configMap: { name: 'nats' } }, { secret: { name: K8S_SECRETS.nats } }]);
+    // the Secrets are made by `cmesh secrets k8s`, never shipped in the manifests
+    expect(base.some((o) => o.kind === 'Secret')).toBe(false);
+    expect(JSON.stringify(base)).not.toMatch(/PASSWORD"?,"value"/);
   });
 
-  it('every process logs in with its role and a password from the Secret; the coordinator gets the API token', () => {
-    const env = (o: string, c: string) => Object.fromEntries(container(objs.get(o)!, c).env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
+  it('cmesh secrets k8s: cmesh-auth (API token, coordinator, tenants), cmesh-agent-auth (one key per agent pod), cmesh-nats-auth (auth.conf of those passwords)', () => {
+    const secrets = made({ agents: 3, tenants: ['team-b', 'team-c'] });
+    expect([...secrets.keys()]).toEqual(Object.values(K8S_SECRETS).map((n) => `Secret/${n}`));
+    const auth = secrets.get(`Secret/${K8S_SECRETS.auth}`)!.stringData;
+    const agents = secrets.get(`Secret/${K8S_SECRETS.agents}`)!.stringData;
+    expect(Object.keys(auth)).toEqual([K8S_API_TOKEN_KEY, ...['coordinator', 'client', 'team-b', 'team-c'].map(natsPasswordKey)]);
+    // the agents' Secret holds the per-pod keys and nothing else
+    expect(Object.keys(agents)).toEqual(agentPods(3).map(natsPasswordKey));
+    const values = [...Object.values(auth), ...Object.values(agents)] as string[];
+    for (const v of values) expect(v.length).toBeGreaterThanOrEqual(32);
+    expect(new Set(values).size).toBe(values.length); // every login its own password
+    const conf = secrets.get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf'];
+    const password = (user: string) => (agents[natsPasswordKey(user)] ?? auth[natsPasswordKey(user)]) as string;
+    expect(conf).toBe(natsAuthorization(deploymentNatsUsers(agentPods(3), ['team-b', 'team-c'], password), names));
+    const users = authBlock(conf).users;
+    expect(users.map((u) => [u.user, u.password])).toEqual(['coordinator', ...agentPods(3), 'client', 'team-b', 'team-c'].map((u) => [u, password(u)]));
+    // each agent its own login: no shared agent user
+    expect(users.some((u) => u.user === 'agent')).toBe(false);
+    for (const s of secrets.values()) expect(s.metadata).toMatchObject({ namespace: 'cmesh', labels: { 'app.kubernetes.io/part-of': 'cmesh' } });
+    // fresh values on every run
+    expect(made().get(`Secret/${K8S_SECRETS.auth}`)!.stringData[K8S_API_TOKEN_KEY]).not.toBe(made().get(`Secret/${K8S_SECRETS.auth}`)!.stringData[K8S_API_TOKEN_KEY]);
+  });
+
+  it("the rendered auth.conf lets agent rank-agent-1 publish only on its own agents' and job-event subjects", () => {
+    const users = authBlock(made({ agents: 3 }).get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf']).users;
+    const p = users.find((u) => u.user === 'rank-agent-1')!.permissions;
+    const own = [names.agents.register('rank-agent-1'), names.agents.heartbeat('rank-agent-1'), names.agents.deregister('rank-agent-1'), names.jobs.events('*', 'rank-agent-1')];
+    for (const subject of own) expect(p.publish.allow).toContain(subject);
+    // no pattern it may publish on covers another agent's subjects (a real agent's or a made-up one's)
+    for (const other of ['rank-agent-0', 'rank-agent-2', 'rank-agent-9']) {
+      const theirs = [names.agents.register(other), names.agents.heartbeat(other), names.agents.deregister(other), names.jobs.events('job-1', other)];
+      for (const subject of theirs) expect([subject, p.publish.allow.filter((a: string) => subjectCovers(a, subject))]).toEqual([subject, []]);
+    }
+    expect(p.publish.allow.some((a: string) => subjectCovers(a, names.jobs.events('job-1', 'rank-agent-1')))).toBe(true);
+    expect(p.publish.allow.some((a: string) => subjectCovers(a, names.jobs.start('rank-agent-1')))).toBe(false);
+    expect(p.subscribe.allow).toContain(names.agents.events('rank-agent-1'));
+    expect(p.subscribe.allow).not.toContain(names.agents.events('rank-agent-0'));
+    expect(p.subscribe.allow).toContain(names.jobs.start('rank-agent-1'));
+    expect(p.subscribe.allow).not.toContain(names.jobs.start('rank-agent-0'));
+  });
+
+  it('--keep: values already applied are kept (kubectl get secret -o json), only new logins get fresh ones', () => {
+    const first = made({ agents: 2 });
+    // as kubectl prints them: a List of Secrets, data base64
+    const list = {
+      kind: 'List',
+      items: [...first.values()].map((s) => ({ kind: 'Secret', metadata: s.metadata, data: Object.fromEntries(Object.entries(s.stringData as Record<string, string>).map(([k, v]) => [k, Buffer.from(v).toString('base64')])) })),
+    };
+    const keep = secretValues(JSON.stringify(list), 'test');
+    const second = made({ agents: 3, tenants: ['team-b'], keep });
+    const [a1, a2] = [first, second].map((m) => m.get(`Secret/${K8S_SECRETS.auth}`)!.stringData);
+    const [g1, g2] = [first, second].map((m) => m.get(`Secret/${K8S_SECRETS.agents}`)!.stringData);
+    expect(a2).toMatchObject(a1);
+    expect(g2).toMatchObject(g1);
+    expect(Object.keys(g2)).toEqual(agentPods(3).map(natsPasswordKey));
+    expect(a2[natsPasswordKey('team-b')]).toHaveLength(43);
+    expect(g2[natsPasswordKey('rank-agent-2')]).not.toBe(g2[natsPasswordKey('rank-agent-1')]);
+    expect(() => secretValues('{"kind":"ConfigMap"}', 'x.json')).toThrow(/--keep x\.json: holds a "ConfigMap", not a Secret/);
+    expect(() => made({ keep: new Map([[K8S_API_TOKEN_KEY, 'short']]) })).toThrow(/--keep: api-token holds 5 characters/);
+  });
+
+  it('refuses what would make a broken or ambiguous login, naming it', () => {
+    expect(() => made({ tenants: ['rank-agent-1'] })).toThrow(/--tenant "rank-agent-1": the name of one of the deployment's own logins/);
+    expect(() => made({ tenants: ['coordinator'] })).toThrow(/--tenant "coordinator"/);
+    expect(() => made({ tenants: ['team b'] })).toThrow(/--tenant "team b": letters, digits, _ and - only/);
+    expect(() => made({ namespace: 'Bad_NS' })).toThrow(/--namespace "Bad_NS"/);
+  });
+
+  it("each agent logs in as its pod (its agent id) with its own key of cmesh-agent-auth, mounted read-only; an agent pod sees no other Secret", () => {
+    const s = objs.get('StatefulSet/rank-agent')!;
+    const e = env('StatefulSet/rank-agent', 'agent');
+    expect(e.CMESH_AGENT_NAME).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
+    expect(e.NATS_USER).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
+    expect(e.CMESH_AGENT_ID).toBeUndefined();
+    expect(e.NATS_PASSWORD).toBeUndefined();
+    const agent = container(s, 'agent');
+    const file = e.NATS_PASSWORD_FILE as string;
+    const mount = agent.volumeMounts.find((m: any) => file.startsWith(m.mountPath + '/'));
+    expect(mount.readOnly).toBe(true);
+    expect(volume(s, mount.name).secret.secretName).toBe(K8S_SECRETS.agents);
+    // $(CMESH_AGENT_NAME) is expanded by the kubelet from the variable set before it
+    const names = agent.env.map((x: any) => x.name);
+    expect(names.indexOf('CMESH_AGENT_NAME')).toBeLessThan(names.indexOf('NATS_PASSWORD_FILE'));
+    expect(file).toBe(`${mount.mountPath}/${natsPasswordKey('$(CMESH_AGENT_NAME)')}`);
+    // every pod of the StatefulSet finds its key in what `cmesh secrets k8s` makes by default
+    const keys = Object.keys(made().get(`Secret/${K8S_SECRETS.agents}`)!.stringData);
+    const pods = agentPods(s.spec.replicas);
+    expect(pods.every((pod) => pod.startsWith(`${s.metadata.name}-`))).toBe(true);
+    expect(pods.map((pod) => file.replace('$(CMESH_AGENT_NAME)', pod).slice(mount.mountPath.length + 1))).toEqual(keys);
+    // no API token, coordinator or tenant password reaches an agent pod
+    expect(JSON.stringify(podSpec(s))).not.toContain(K8S_SECRETS.auth + '"');
+  });
+
+  it('the coordinator logs in as coordinator with its key of cmesh-auth and gets the API token; every key the manifests name exists', () => {
     expect(env('Deployment/coordinator', 'coordinator')).toMatchObject({
       NATS_USER: 'coordinator',
-      NATS_PASSWORD: { secretKeyRef: { name: 'cmesh-auth', key: 'nats-coordinator-password' } },
-      CMESH_API_TOKEN: { secretKeyRef: { name: 'cmesh-auth', key: 'api-token' } },
+      NATS_PASSWORD: { secretKeyRef: { name: K8S_SECRETS.auth, key: natsPasswordKey('coordinator') } },
+      CMESH_API_TOKEN: { secretKeyRef: { name: K8S_SECRETS.auth, key: K8S_API_TOKEN_KEY } },
     });
-    expect(env('StatefulSet/rank-agent', 'agent')).toMatchObject({ NATS_USER: 'agent', NATS_PASSWORD: { secretKeyRef: { name: 'cmesh-auth', key: 'nats-agent-password' } } });
-    // the Secret is made by `cmesh secrets k8s`, never shipped in the manifests
-    expect(base.some((o) => o.kind === 'Secret')).toBe(false);
-    const used = new Set(base.flatMap((o) => JSON.stringify(o).match(/"key":"[a-z-]+"/g) ?? []).map((k) => k.slice(7, -1)));
-    expect([...used].sort()).toEqual([...K8S_SECRET_KEYS].sort());
-    const made = load(k8sSecret('cmesh-auth', 'cmesh')) as K8sObject;
-    expect(Object.keys(made.stringData).sort()).toEqual([...K8S_SECRET_KEYS].sort());
-    for (const v of Object.values(made.stringData) as string[]) expect(v.length).toBeGreaterThanOrEqual(32);
+    const secrets = made();
+    const refs = base.flatMap((o) => JSON.stringify(o).match(/"secretKeyRef":\{"name":"[a-z-]+","key":"[a-z-]+"\}/g) ?? []).map((r) => JSON.parse(`{${r}}`).secretKeyRef);
+    expect(refs.length).toBe(2);
+    for (const r of refs) expect([r, Object.keys(secrets.get(`Secret/${r.name}`)!.stringData)]).toEqual([r, expect.arrayContaining([r.key])]);
   });
+
+  it('live: a nats-server with the ConfigMap and the Secret as the pod mounts them admits each agent with its own password only, and only on its own subjects', async () => {
+    const secrets = made({ agents: 2, tenants: ['team-b'] });
+    const auth = secrets.get(`Secret/${K8S_SECRETS.auth}`)!.stringData;
+    const agents = secrets.get(`Secret/${K8S_SECRETS.agents}`)!.stringData;
+    // the projected volume: nats.conf and auth.conf in one directory; ports and store on this machine
+    const dir = mkdtempSync(join(tmpdir(), 'cmesh-k8s-nats-'));
+    const [port, monitor] = [await freePort(), await freePort()];
+    const natsConf = objs.get('ConfigMap/nats')!.data['nats.conf'] as string;
+    expect(natsConf).toMatch(/^ {2}store_dir: \/data$/m);
+    writeFileSync(join(dir, 'nats.conf'), natsConf.replace(/^ {2}store_dir: \/data$/m, `  store_dir: ${JSON.stringify(join(dir, 'data'))}`));
+    writeFileSync(join(dir, 'auth.conf'), secrets.get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf']);
+    const proc = spawn('nats-server', ['--config', join(dir, 'nats.conf'), '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor)], { stdio: 'ignore' });
+    const conns: { close(): Promise<void> }[] = [];
+    try {
+      expect(await waitForPort(port, 10_000, '127.0.0.1', () => proc.exitCode === null)).toBe(true);
+      const servers = `nats://127.0.0.1:${port}`;
+      const login = async (user: string, pass: string) => {
+        const nc = await connect({ servers, user, pass, inboxPrefix: `_INBOX.${user}`, reconnect: false });
+        conns.push(nc);
+        return nc;
+      };
+      await expect(connect({ servers, reconnect: false })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
+      // another agent's password is no good
+      await expect(connect({ servers, user: 'rank-agent-1', pass: agents[natsPasswordKey('rank-agent-0')], reconnect: false })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
+      const coordinator = await login('coordinator', auth[natsPasswordKey('coordinator')]);
+      const agent1 = await login('rank-agent-1', agents[natsPasswordKey('rank-agent-1')]);
+      await login('team-b', auth[natsPasswordKey('team-b')]);
+      const seen: string[] = [];
+      const sub = coordinator.subscribe(names.agents.registerWildcard, { callback: (_e, m) => seen.push(m.subject) });
+      await coordinator.flush();
+      // in order on one connection: had the forged one been let through, it would arrive first
+      agent1.publish(names.agents.register('rank-agent-0'));
+      agent1.publish(names.agents.register('rank-agent-1'));
+      await agent1.flush().catch(() => undefined);
+      for (const end = Date.now() + 5000; seen.length === 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+      expect(seen).toEqual([names.agents.register('rank-agent-1')]);
+      sub.unsubscribe();
+    } finally {
+      for (const nc of conns) await nc.close().catch(() => undefined);
+      if (proc.exitCode === null && proc.pid) process.kill(proc.pid, 'SIGTERM');
+      await new Promise((r) => (proc.exitCode === null ? proc.once('exit', r) : r(undefined)));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
 
 it('GPU overlay: the nccl-sidecar alone requests the GPU, shares the socket dir and /dev/shm with the agent', () => {

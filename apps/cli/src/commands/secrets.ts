@@ -1,40 +1,186 @@
 // `cmesh secrets`: the secrets of a deployment with authentication on.
 //   cmesh secrets init DIR   makes them where missing (compose's auth-init service runs it on the
-//                            secrets volume at every start): the API token, NATS passwords for the
-//                            coordinator, the agents (one shared login) and clients, and the
-//                            nats-server configuration with each role's permissions
-//   cmesh secrets k8s        prints a Kubernetes Secret with fresh values for k8s/base
-// Values are never printed, except into the Secret manifest, which is written to stdout for
+//                            secrets volume at every start): the API token, one NATS password per
+//                            login (the coordinator, each agent, each tenant) and the nats-server
+//                            configuration with each login's permissions
+//   cmesh secrets k8s        prints the Kubernetes Secrets k8s/base reads, with fresh values (or
+//                            the ones of --keep, so adding an agent or a tenant rotates nothing)
+// Values are never printed, except into the Secret manifests, which are written to stdout for
 // kubectl (`cmesh secrets k8s | kubectl apply -f -`).
 import { randomBytes } from 'crypto';
+import { readFileSync } from 'fs';
 import { Command } from 'commander';
-import { checkClusterName } from '@cmesh/protocol';
+import { checkClusterName, clusterNames, deploymentNatsUsers, MIN_SECRET_LENGTH, natsAuthorization } from '@cmesh/protocol';
 import { prepareMeshAuth } from '../mesh/mesh-auth';
 
-/** The keys of the Secret `cmesh-auth` that k8s/base reads. */
-export const K8S_SECRET_KEYS = ['api-token', 'nats-coordinator-password', 'nats-agent-password', 'nats-client-password'] as const;
+/**
+ * The Secrets k8s/base reads. `auth`: the API token, the coordinator's and the tenants' NATS
+ * passwords (the coordinator's pods read their keys); `agents`: one NATS password per agent pod,
+ * mounted as files into the agents' pods (never the coordinator's or a tenant's); `nats`:
+ * nats-server's `auth.conf`, mounted beside its nats.conf.
+ */
+export const K8S_SECRETS = { auth: 'cmesh-auth', agents: 'cmesh-agent-auth', nats: 'cmesh-nats-auth' } as const;
+/** The StatefulSet of the agents: its pod names (`rank-agent-<ordinal>`) are the agents' ids and NATS users. */
+export const K8S_AGENT_STATEFULSET = 'rank-agent';
+export const K8S_API_TOKEN_KEY = 'api-token';
+export const natsPasswordKey = (user: string) => `nats-password-${user}`;
+export const agentNames = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
 
-export function k8sSecret(name: string, namespace: string): string {
-  const data = K8S_SECRET_KEYS.map((k) => `  ${k}: ${randomBytes(32).toString('base64url')}`).join('\n');
-  return `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${name}\n  namespace: ${namespace}\n  labels:\n    app.kubernetes.io/part-of: cmesh\ntype: Opaque\nstringData:\n${data}\n`;
+const MAX_AGENTS = 1024;
+
+function count(name: string, v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1 || n > MAX_AGENTS) throw new RangeError(`${name} must be an integer in [1, ${MAX_AGENTS}], got ${JSON.stringify(v)}`);
+  return n;
+}
+
+const collect = (v: string, all: string[]) => [...all, v];
+
+/** Tenants' NATS users: valid names, none one of the deployment's own logins. */
+function checkTenants(tenants: string[], agents: string[]): string[] {
+  for (const t of tenants) {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(t)) throw new RangeError(`--tenant ${JSON.stringify(t)}: letters, digits, _ and - only (1..64)`);
+    if (t === 'coordinator' || agents.includes(t)) throw new RangeError(`--tenant ${JSON.stringify(t)}: the name of one of the deployment's own logins`);
+  }
+  return [...new Set(tenants)];
+}
+
+function checkPrefix(prefix: string): string {
+  // an agent's id and NATS user: `<prefix><i>`, at most 64 of [A-Za-z0-9_-]
+  if (!/^[A-Za-z0-9_-]{1,50}$/.test(prefix)) throw new RangeError(`--agent-prefix ${JSON.stringify(prefix)}: letters, digits, _ and - only (1..50)`);
+  return prefix;
+}
+
+/** A Kubernetes object or namespace name (DNS-1123 label): nothing else reaches the YAML. */
+function dnsLabel(flag: string, v: string): string {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(v)) throw new RangeError(`${flag} ${JSON.stringify(v)}: lower-case letters, digits and - (1..63), starting and ending with a letter or digit`);
+  return v;
+}
+
+const cluster = (c: string | undefined) => (c === undefined || c === 'default' ? undefined : checkClusterName(c));
+
+export interface K8sSecretsOptions {
+  /** agent pods: rank-agent-0 .. rank-agent-<agents-1> */
+  agents: number;
+  tenants: string[];
+  /** name of the main Secret (default cmesh-auth) */
+  name?: string;
+  namespace: string;
+  cluster?: string;
+  /** values to keep, by key (from the Secrets already applied): only missing keys get fresh ones */
+  keep?: Map<string, string>;
+}
+
+/**
+ * The values of the Secrets in `text`, by key: `kubectl get secret ... -o json` output (one
+ * Secret or a List of them), `data` base64-decoded, `stringData` as it is.
+ */
+export function secretValues(text: string, source: string): Map<string, string> {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new RangeError(`--keep ${source}: not JSON (give it kubectl get secret ... -o json)`);
+  }
+  const items = (doc as { kind?: string; items?: unknown[] })?.kind === 'List' ? (doc as { items: unknown[] }).items : [doc];
+  const out = new Map<string, string>();
+  for (const item of items) {
+    const s = item as { kind?: string; data?: Record<string, string>; stringData?: Record<string, string> };
+    if (s?.kind !== 'Secret') throw new RangeError(`--keep ${source}: holds a ${JSON.stringify(s?.kind)}, not a Secret`);
+    for (const [k, v] of Object.entries(s.data ?? {})) out.set(k, Buffer.from(v, 'base64').toString('utf8'));
+    for (const [k, v] of Object.entries(s.stringData ?? {})) out.set(k, v);
+  }
+  return out;
+}
+
+function secretYaml(name: string, namespace: string, component: string, data: [string, string][]): string {
+  const value = (v: string) =>
+    v.includes('\n')
+      ? `|\n${v
+          .trimEnd()
+          .split('\n')
+          .map((l) => (l ? `    ${l}` : ''))
+          .join('\n')}`
+      : JSON.stringify(v);
+  const body = data.map(([k, v]) => `  ${k}: ${value(v)}`).join('\n');
+  return `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${name}\n  namespace: ${namespace}\n  labels:\n    app.kubernetes.io/part-of: cmesh\n    app.kubernetes.io/component: ${component}\ntype: Opaque\nstringData:\n${body}\n`;
+}
+
+/**
+ * The three Secrets of k8s/base as one YAML stream: `cmesh-auth` (api-token and the coordinator's
+ * and tenants' `nats-password-<user>`), `cmesh-agent-auth` (`nats-password-rank-agent-<i>`) and
+ * `cmesh-nats-auth` (`auth.conf`: natsAuthorization() of these users, the passwords inline, so any
+ * number of agents and tenants works without editing the manifests).
+ */
+export function k8sSecrets(o: K8sSecretsOptions): string {
+  const agents = agentNames(`${K8S_AGENT_STATEFULSET}-`, o.agents);
+  const tenants = checkTenants(o.tenants, agents);
+  const value = (key: string) => {
+    const kept = o.keep?.get(key);
+    if (kept === undefined) return randomBytes(32).toString('base64url');
+    // names the key, never what is in it
+    if (kept.trim().length < MIN_SECRET_LENGTH) throw new RangeError(`--keep: ${key} holds ${kept.trim().length} characters; a secret needs at least ${MIN_SECRET_LENGTH}`);
+    return kept.trim();
+  };
+  const passwords = new Map<string, string>();
+  const password = (user: string) => {
+    if (!passwords.has(user)) passwords.set(user, value(natsPasswordKey(user)));
+    return passwords.get(user)!;
+  };
+  const users = deploymentNatsUsers(agents, tenants, password);
+  const conf = natsAuthorization(users, clusterNames(cluster(o.cluster)));
+  const agentSet = new Set(agents);
+  const others = users.filter((u) => !agentSet.has(u.user)).map((u): [string, string] => [natsPasswordKey(u.user), password(u.user)]);
+  return [
+    secretYaml(dnsLabel('--name', o.name ?? K8S_SECRETS.auth), dnsLabel('--namespace', o.namespace), 'auth', [[K8S_API_TOKEN_KEY, value(K8S_API_TOKEN_KEY)], ...others]),
+    secretYaml(K8S_SECRETS.agents, o.namespace, 'agent', agents.map((a) => [natsPasswordKey(a), password(a)])),
+    secretYaml(K8S_SECRETS.nats, o.namespace, 'nats', [['auth.conf', conf]]),
+  ].join('---\n');
+}
+
+interface InitOpts {
+  agents: string;
+  agentPrefix: string;
+  tenant: string[];
+  cluster?: string;
+}
+
+interface K8sOpts {
+  agents: string;
+  tenant: string[];
+  name: string;
+  namespace: string;
+  cluster?: string;
+  keep?: string;
 }
 
 export function register(program: Command): void {
   const cmd = program.command('secrets').description('secrets of a deployment with authentication on (compose, Kubernetes)');
   cmd
     .command('init <dir>')
-    .description('make the API token, the NATS passwords and the nats-server configuration in DIR where missing (existing files are kept)')
+    .description('make the API token, one NATS password per login and the nats-server configuration in DIR where missing (existing files are kept)')
+    .option('--agents <n>', 'agents, one NATS login each: <prefix>0 .. <prefix><n-1>', '2')
+    .option('--agent-prefix <prefix>', 'agents\' names (their ids and NATS users) are this plus their index', 'agent-')
+    .option('--tenant <name>', 'a NATS login of its own (client role) for one more tenant, besides client (repeatable)', collect, [])
     .option('--cluster <name>', 'cluster whose subjects the permissions name', 'default')
-    .action((dir: string, o: { cluster: string }) => {
-      const auth = prepareMeshAuth(dir, [], o.cluster === 'default' ? undefined : checkClusterName(o.cluster));
-      process.stdout.write(`cmesh secrets: ${auth.stateDir}: api-token, nats/{coordinator,agent,client}.password, ${auth.natsConf}\n`);
+    .action((dir: string, o: InitOpts) => {
+      const agents = agentNames(checkPrefix(o.agentPrefix), count('--agents', o.agents));
+      const tenants = checkTenants(o.tenant, agents);
+      const auth = prepareMeshAuth(dir, agents, cluster(o.cluster), tenants);
+      const users = deploymentNatsUsers(agents, tenants, () => '').map((u) => u.user);
+      process.stdout.write(`cmesh secrets: ${auth.stateDir}: api-token, nats/<user>.password for ${users.join(', ')}; ${auth.natsConf}\n`);
     });
   cmd
     .command('k8s')
-    .description('print a Kubernetes Secret with fresh random values for k8s/base: cmesh secrets k8s | kubectl apply -f -')
-    .option('--name <name>', 'Secret name', 'cmesh-auth')
+    .description(`print the Secrets k8s/base reads (${Object.values(K8S_SECRETS).join(', ')}) with fresh random values: cmesh secrets k8s | kubectl apply -f -`)
+    .option('--agents <n>', `agent pods, one NATS login each: ${K8S_AGENT_STATEFULSET}-0 .. ${K8S_AGENT_STATEFULSET}-<n-1> (the StatefulSet's replicas or more)`, '2')
+    .option('--tenant <name>', 'a NATS login of its own (client role) for one more tenant, besides client (repeatable)', collect, [])
+    .option('--name <name>', 'name of the Secret with the API token and the coordinator\'s and tenants\' passwords', K8S_SECRETS.auth)
     .option('--namespace <ns>', 'namespace', 'cmesh')
-    .action((o: { name: string; namespace: string }) => {
-      process.stdout.write(k8sSecret(o.name, o.namespace));
+    .option('--cluster <name>', 'cluster whose subjects the permissions name', 'default')
+    .option('--keep <file>', 'keep the values of these Secrets (kubectl get secret ... -o json; - for stdin); only missing keys get fresh ones')
+    .action((o: K8sOpts) => {
+      const keep = o.keep === undefined ? undefined : secretValues(readFileSync(o.keep === '-' ? 0 : o.keep, 'utf8'), o.keep);
+      process.stdout.write(k8sSecrets({ agents: count('--agents', o.agents), tenants: o.tenant, name: o.name, namespace: o.namespace, cluster: o.cluster, keep }));
     });
 }

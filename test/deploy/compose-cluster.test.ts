@@ -1,23 +1,32 @@
 // The compose cluster for real: a Docker engine (started here if none runs, and then stopped
 // here), local stand-ins for the Docker Hub base images (scripts/docker/standin-images.sh, cached
 // by label), the images built from the Dockerfiles by `docker-compose build` (Docker's layer
-// cache), and `docker-compose up` with 3 rank agents. From the host, as a user would: `cmesh
-// status` shows the 3 agents, `cmesh bench --mesh` returns a checked table with 0 wrong,
-// Prometheus in the cluster has every agent's collective durations, the example services average
-// weights through the mesh (collectives as a service), killing one agent mid-sweep
-// fails the job naming it, and `docker-compose down -v` leaves no container, network or volume.
+// cache), and `docker-compose up` with the file's rank agents (one service and one NATS login
+// each). From the host, as a user would: NATS has each agent logged in as itself, `cmesh status`
+// shows the agents, `cmesh bench --mesh` returns a checked table with 0 wrong, Prometheus in the
+// cluster has every agent's collective durations, the example services (logged in as the second
+// tenant) average weights through the mesh (collectives as a service), killing one agent
+// mid-sweep fails the job naming it, and `docker-compose down -v` leaves no container, network or
+// volume.
 // Grafana (no Debian package to make a stand-in from) is not started. Ports: Docker picks free
 // ones, published on 127.0.0.1 only. Where no engine can be had, the tests are skipped, saying why.
 import { ChildProcess, spawn, spawnSync, SpawnSyncReturns } from 'child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join, resolve } from 'path';
+import { YAML11_SCHEMA, load } from 'js-yaml';
 import { connect } from 'nats';
 
 const ROOT = resolve(__dirname, '../..');
 const CMESH = join(ROOT, 'apps/cli/bin/cmesh.js');
 const PROJECT = `cmeshdeploy${process.pid}x${Date.now().toString(36)}`;
 const LABEL = `com.docker.compose.project=${PROJECT}`;
+// the agents' services (rank-agent-<i>) and their agent names, as docker-compose.yml defines them
+const SERVICES = (load(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { schema: YAML11_SCHEMA }) as { services: Record<string, { environment?: Record<string, string> }> }).services;
+const AGENTS = Object.entries(SERVICES)
+  .filter(([s]) => /^rank-agent-\d+$/.test(s))
+  .map(([service, s]) => ({ service, name: s.environment!.CMESH_AGENT_NAME }));
+const N = AGENTS.length;
 
 const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 const engineUp = () => spawnSync('docker', ['info'], { stdio: 'ignore', timeout: 20_000 }).status === 0;
@@ -47,7 +56,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A deadline for Promise.race that does not hold jest open once the race is won. */
 const deadline = (ms: number) => new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms).unref());
 
-describeEngine('docker-compose cluster (3 rank agents)', () => {
+describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
   let dockerd: ChildProcess | undefined;
   let dockerdDir: string | undefined;
   let coordinator = '';
@@ -63,7 +72,8 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
   };
   const compose = (args: string[], timeout = 120_000, allowFail = false) =>
     run('docker-compose', ['-p', PROJECT, '-f', join(ROOT, 'docker-compose.yml'), ...args], { env, timeout, allowFail });
-  const agentContainers = () => compose(['ps', '-q', 'rank-agent']).stdout.split('\n').filter(Boolean);
+  /** the agents' container ids, in AGENTS' order */
+  const agentContainers = () => AGENTS.map((a) => compose(['ps', '-q', a.service]).stdout.trim());
   const inspect = (id: string, format: string) => run('docker', ['inspect', '-f', format, id]).stdout.trim();
   // authentication is on: the host's CLI gets the API token auth-init made in the secrets volume
   let token = '';
@@ -91,12 +101,13 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     const tags = ['cmesh/coordinator:dev', 'cmesh/rank-agent:dev', 'cmesh/cli:dev'];
     const imageIds = () => tags.map((t) => run('docker', ['image', 'inspect', '-f', '{{.Id}}', t], { allowFail: true }).stdout.trim());
     const before = imageIds();
-    compose(['--profile', 'tools', 'build', 'coordinator', 'rank-agent', 'cli'], 900_000);
+    // the agents' services share one image: building the first builds it
+    compose(['--profile', 'tools', 'build', 'coordinator', AGENTS[0].service, 'cli'], 900_000);
     // the images a rebuild replaced (not the ones the cache kept), unless something still uses
     // them: no dangling image per run
     const after = imageIds();
     for (const id of before.filter((id, i) => id && id !== after[i])) run('docker', ['rmi', id], { allowFail: true });
-    compose(['up', '-d', '--no-build', '--scale', 'rank-agent=3', 'nats', 'coordinator', 'rank-agent', 'prometheus'], 300_000);
+    compose(['up', '-d', '--no-build', 'nats', 'coordinator', ...AGENTS.map((a) => a.service), 'prometheus'], 300_000);
     const port = (service: string, p: number) => compose(['port', service, String(p)]).stdout.trim();
     coordinator = `http://${port('coordinator', 7700)}`;
     prometheus = `http://${port('prometheus', 9090)}`;
@@ -113,6 +124,20 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     await expect(connect({ servers: nats })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
   });
 
+  it('each agent is logged in to NATS as itself (no shared agent login)', async () => {
+    // the server's own view of its connections (the monitoring port, inside the nats container)
+    const connz = () => JSON.parse(compose(['exec', '-T', 'nats', 'wget', '-q', '-O', '-', 'http://127.0.0.1:8222/connz?auth=true&limit=1024']).stdout) as { connections: { authorized_user?: string }[] };
+    let users: string[] = [];
+    for (const end = Date.now() + 60_000; Date.now() < end; await sleep(1000)) {
+      users = connz().connections.map((c) => c.authorized_user ?? '(none)');
+      if (AGENTS.every((a) => users.includes(a.name))) break;
+    }
+    for (const a of AGENTS) expect(users.filter((u) => u === a.name).length).toBeGreaterThanOrEqual(1);
+    expect(users).toContain('coordinator');
+    expect(users).not.toContain('agent');
+    expect(users).not.toContain('(none)');
+  }, 90_000);
+
   afterAll(async () => {
     // whatever a failed test left: the project's containers, networks and volumes
     if (engineUp()) compose(['down', '-v', '--remove-orphans', '-t', '5'], 120_000, true);
@@ -125,19 +150,19 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     if (dockerdDir) rmSync(dockerdDir, { recursive: true, force: true });
   }, 180_000);
 
-  it('cmesh status from the host shows the 3 agents, named after their containers', async () => {
-    const names = agentContainers().map((id) => inspect(id, '{{.Config.Hostname}}'));
-    expect(names).toHaveLength(3);
+  it('cmesh status from the host shows the agents, named as their services say', async () => {
+    const names = AGENTS.map((a) => a.name);
+    expect(agentContainers().every(Boolean)).toBe(true);
     let out = '';
     for (const end = Date.now() + 60_000; Date.now() < end; await sleep(1000)) {
       out = cmesh(['status']).stdout;
       if (names.every((n) => new RegExp(`│ ${n} +│ ready +│`).test(out))) break;
     }
-    expect(out).toMatch(/Agents \(3\)/);
+    expect(out).toMatch(new RegExp(`Agents \\(${N}\\)`));
     for (const n of names) expect(out).toMatch(new RegExp(`│ ${n} +│ ready +│ tcp`));
   }, 90_000);
 
-  it('cmesh bench --mesh -b 8 -e 1M: every size checked, 0 wrong, over the 3 agents', () => {
+  it('cmesh bench --mesh -b 8 -e 1M: every size checked, 0 wrong, over the agents', () => {
     const r = cmesh(['bench', '--mesh', '-b', '8', '-e', '1M'], 180_000);
     expect([r.status, r.stderr]).toEqual([0, '']);
     const rows = r.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l)).map((l) => l.trim().split(/\s+/));
@@ -145,12 +170,12 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
     expect(rows.map((c) => Number(c[0]))).toEqual(Array.from({ length: 18 }, (_, i) => 8 << i));
     for (const c of rows) expect([c[0], c[8], c[12]]).toEqual([c[0], '0', '0']); // #wrong, out of place and in place
     expect(r.stdout).toMatch(/# Out of bounds values : 0 OK/);
-    for (const rank of [0, 1, 2]) expect(r.stdout).toMatch(new RegExp(`Rank +${rank} Group +0 Pid +\\d+ on +\\S+ device tcp`));
+    for (const rank of AGENTS.keys()) expect(r.stdout).toMatch(new RegExp(`Rank +${rank} Group +0 Pid +\\d+ on +\\S+ device tcp`));
   }, 200_000);
 
   it("Prometheus in the cluster scrapes every agent's cmesh_collective_duration_seconds", async () => {
     const ips = agentContainers().map((id) => inspect(id, '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}')).sort();
-    expect(ips).toHaveLength(3);
+    expect(ips).toHaveLength(N);
     const query = `count by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-agent"})`;
     let instances: string[] = [];
     for (const end = Date.now() + 60_000; Date.now() < end; await sleep(1000)) {
@@ -158,17 +183,17 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
       const body = (await res.json()) as { status: string; data: { result: { metric: { instance: string } }[] } };
       expect(body.status).toBe('success');
       instances = body.data.result.map((s) => s.metric.instance.replace(/:\d+$/, '')).sort();
-      if (instances.length === 3) break;
+      if (instances.length === N) break;
     }
     expect(instances).toEqual(ips);
   }, 90_000);
 
-  it('the CLI image: `docker-compose run --rm cli status` inside the network shows the 3 agents', () => {
+  it('the CLI image: `docker-compose run --rm cli status` inside the network shows the agents', () => {
     const r = compose(['--profile', 'tools', 'run', '--rm', '--no-deps', 'cli', 'status'], 60_000);
-    expect(r.stdout).toMatch(/Agents \(3\)/);
+    expect(r.stdout).toMatch(new RegExp(`Agents \\(${N}\\)`));
   }, 90_000);
 
-  it('the example services (profile examples): two containers average their weights through the mesh and end identical', async () => {
+  it('the example services (profile examples, the second tenant team-b): two containers average their weights through the mesh and end identical', async () => {
     compose(['--profile', 'examples', 'up', '-d', '--no-build', '--no-deps', 'weights'], 120_000);
     const ids = compose(['--profile', 'examples', 'ps', '-q', 'weights']).stdout.split('\n').filter(Boolean);
     expect(ids).toHaveLength(2);
@@ -181,7 +206,7 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
 
   it('killing one agent container mid-sweep fails the job, naming that agent', async () => {
     const victim = agentContainers()[1];
-    const name = inspect(victim, '{{.Config.Hostname}}');
+    const name = AGENTS[1].name;
     // seconds of work, so the kill lands mid-sweep
     const bench = spawn(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', coordinator, '-b', '64K', '-e', '4M', '-n', '300', '-w', '2'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CMESH_API_TOKEN: token } });
     let out = '';
@@ -197,7 +222,6 @@ describeEngine('docker-compose cluster (3 rank agents)', () => {
         if (job?.state === 'running' && job.progress.done >= 1) break;
       }
       expect(job).toMatchObject({ state: 'running', progress: { done: expect.any(Number) } });
-      // one replica of a scaled service: `docker-compose kill` takes services, so the container is killed by id
       run('docker', ['kill', '--signal', 'KILL', victim]);
       const code = await Promise.race([exited, deadline(60_000)]);
       expect(code).not.toBe('timeout');

@@ -1,13 +1,19 @@
 // docker-compose.yml and the Dockerfiles, checked without a Docker engine: `docker-compose config`
 // (Debian's docker-compose, where installed), the Compose Specification schema (vendored, with
-// ajv), and what the cluster needs: JetStream on, scalable agents, Prometheus and Grafana given
-// this repository's config, rules, data source and dashboard. Dockerfiles: multi-stage, a non-root
+// ajv), and what the cluster needs: JetStream on, one service and one NATS login per agent,
+// Prometheus and Grafana given this repository's config, rules, data source and dashboard. Dockerfiles: multi-stage, a non-root
 // final stage, every COPY source present.
 import { spawnSync } from 'child_process';
-import { existsSync, readFileSync } from 'fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'fs';
+import { tmpdir } from 'os';
 import { join, resolve } from 'path';
 import Ajv2019 from 'ajv/dist/2019';
+import { Command } from 'commander';
 import { YAML11_SCHEMA, load } from 'js-yaml';
+import { connect } from 'nats';
+import { clusterNames } from '@cmesh/protocol';
+import { startNatsServer } from '@cmesh/testing';
+import { register as registerSecrets } from '../../apps/cli/src/commands/secrets';
 
 const ROOT = resolve(__dirname, '../..');
 const COMPOSE = join(ROOT, 'docker-compose.yml');
@@ -15,6 +21,13 @@ const COMPOSE = join(ROOT, 'docker-compose.yml');
 const compose = load(readFileSync(COMPOSE, 'utf8'), { schema: YAML11_SCHEMA }) as any;
 const services = compose.services as Record<string, any>;
 const yaml = (p: string) => load(readFileSync(join(ROOT, p), 'utf8')) as any;
+/** The agents' services, rank-agent-<i> in order. */
+const AGENTS = Object.keys(services)
+  .filter((s) => /^rank-agent-\d+$/.test(s))
+  .sort((a, b) => Number(a.split('-').pop()) - Number(b.split('-').pop()));
+/** auth-init's command line: `cmesh secrets init /secrets ...`, its flags. */
+const initArgs = (services['auth-init'].entrypoint.join(' ') as string).match(/cmesh\.js secrets init \/secrets ([^&]*)&&/)?.[1].trim().split(/\s+/) ?? [];
+const flagValues = (flag: string) => initArgs.flatMap((a, i) => (a === flag ? [initArgs[i + 1]] : []));
 
 it('docker-compose config accepts the file (where Debian docker-compose is installed)', () => {
   const probe = spawnSync('docker-compose', ['version'], { encoding: 'utf8' });
@@ -25,7 +38,7 @@ it('docker-compose config accepts the file (where Debian docker-compose is insta
   const r = spawnSync('docker-compose', ['-f', COMPOSE, '--profile', 'tools', 'config', '--services'], { cwd: ROOT, encoding: 'utf8' });
   expect(r.stderr.trim()).toBe('');
   expect(r.status).toBe(0);
-  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent', 'weights']);
+  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent-0', 'rank-agent-1', 'weights']);
 }, 60_000);
 
 it('validates against the Compose Specification schema, and the schema rejects a broken file', () => {
@@ -38,25 +51,37 @@ it('validates against the Compose Specification schema, and the schema rejects a
   const validate = ajv.compile({ $id, ...dropIds(rest) });
   expect([validate(compose), ajv.errorsText(validate.errors)]).toEqual([true, 'No errors']);
   const broken = structuredClone(compose);
-  broken.services['rank-agent'].deploy.replicas = 'two';
+  broken.services.weights.deploy.replicas = 'two';
   broken.services.nats.healthcheck.retry = 3;
   expect(validate(broken)).toBe(false);
   expect(ajv.errorsText(validate.errors)).toMatch(/replicas must be integer/);
   expect(ajv.errorsText(validate.errors)).toMatch(/must NOT have additional properties/);
 });
 
-it('runs NATS with JetStream on a volume, the coordinator and scalable agents after their dependencies', () => {
+it('runs NATS with JetStream on a volume, the coordinator and the agents (one service each, one definition) after their dependencies', () => {
   expect(services.nats.command).toEqual(expect.arrayContaining(['--jetstream', '--store_dir', '/data']));
   expect(services.nats.volumes).toContain('nats-data:/data');
   expect(services.coordinator.depends_on.nats.condition).toBe('service_healthy');
-  expect(services['rank-agent'].depends_on.coordinator.condition).toBe('service_healthy');
-  // scalable: no fixed container name and no host ports on the agents
-  const agent = services['rank-agent'];
-  expect(agent.container_name).toBeUndefined();
-  expect(agent.ports).toBeUndefined();
-  expect(agent.deploy.replicas).toBeGreaterThanOrEqual(2);
-  expect(agent.shm_size).toBe('1gb');
-  for (const s of ['coordinator', 'rank-agent']) {
+  expect(AGENTS).toEqual(['rank-agent-0', 'rank-agent-1']);
+  expect(services['rank-agent']).toBeUndefined();
+  for (const [i, s] of AGENTS.entries()) {
+    const agent = services[s];
+    expect(agent.depends_on.coordinator.condition).toBe('service_healthy');
+    // no fixed container name and no host ports on the agents
+    expect(agent.container_name).toBeUndefined();
+    expect(agent.ports).toBeUndefined();
+    expect(agent.deploy).toBeUndefined();
+    expect(agent.shm_size).toBe('1gb');
+    // one definition (the x-rank-agent anchor): the services differ in their agent's name and login only
+    const { environment, ...rest } = agent;
+    const { environment: env0, ...rest0 } = services[AGENTS[0]];
+    expect(rest).toEqual(rest0);
+    const own = ['CMESH_AGENT_NAME', 'NATS_USER', 'NATS_PASSWORD_FILE'];
+    const shared = (e: Record<string, string>) => Object.fromEntries(Object.entries(e).filter(([k]) => !own.includes(k)));
+    expect(shared(environment)).toEqual(shared(env0));
+    expect(environment.CMESH_AGENT_NAME).toBe(`agent-${i}`);
+  }
+  for (const s of ['coordinator', ...AGENTS]) {
     expect(services[s].environment.NATS_URL).toBe('nats://nats:4222');
     expect(services[s].security_opt).toEqual(['no-new-privileges:true']); // merged from x-node-app
     expect(existsSync(join(ROOT, services[s].build.dockerfile))).toBe(true);
@@ -69,12 +94,84 @@ it('authentication on: auth-init makes the secrets before NATS starts; every pro
   expect(services.nats.depends_on['auth-init'].condition).toBe('service_completed_successfully');
   expect(services.nats.command.slice(0, 2)).toEqual(['-c', '/secrets/nats/nats-server.conf']);
   expect(services.coordinator.environment).toMatchObject({ NATS_USER: 'coordinator', NATS_PASSWORD_FILE: '/secrets/nats/coordinator.password', CMESH_API_TOKEN_FILE: '/secrets/api-token' });
-  expect(services['rank-agent'].environment).toMatchObject({ NATS_USER: 'agent', NATS_PASSWORD_FILE: '/secrets/nats/agent.password' });
   expect(services.cli.environment).toMatchObject({ NATS_USER: 'client', CMESH_API_TOKEN_FILE: '/secrets/api-token' });
-  for (const s of ['nats', 'coordinator', 'rank-agent', 'cli']) expect(services[s].volumes).toContain('cmesh-secrets:/secrets:ro');
+  for (const s of ['nats', 'coordinator', ...AGENTS, 'cli']) expect(services[s].volumes).toContain('cmesh-secrets:/secrets:ro');
   // no secret value in the file itself
   expect(JSON.stringify(services)).not.toMatch(/PASSWORD"?:\s*"?[^/"]/);
 });
+
+it('one NATS login per agent, its user the agent id, every one made by auth-init; a second tenant', () => {
+  const logins = AGENTS.map((s) => services[s].environment);
+  // the agent's id (its name, CMESH_AGENT_ID unset) is its NATS user: the rank agent refuses to start otherwise
+  for (const e of logins) {
+    expect(e.CMESH_AGENT_ID).toBeUndefined();
+    expect(e.NATS_USER).toBe(e.CMESH_AGENT_NAME);
+    expect(e.NATS_PASSWORD_FILE).toBe(`/secrets/nats/${e.NATS_USER}.password`);
+  }
+  // each agent's login is its own: no user shared, no shared `agent` login left
+  expect(new Set(logins.map((e) => e.NATS_USER)).size).toBe(AGENTS.length);
+  expect(new Set(logins.map((e) => e.NATS_PASSWORD_FILE)).size).toBe(AGENTS.length);
+  expect(JSON.stringify(services)).not.toMatch(/"NATS_USER":"agent"|\/agent\.password/);
+  // auth-init makes exactly these agents' logins (secrets init names them agent-0 .. agent-<n-1>)
+  expect(flagValues('--agents')).toEqual([String(AGENTS.length)]);
+  expect(flagValues('--agent-prefix')).toEqual([]);
+  expect(logins.map((e) => e.NATS_USER)).toEqual(AGENTS.map((_, i) => `agent-${i}`));
+  // tenants: client (the cli service) and team-b (the weights example), each with its own login
+  expect(flagValues('--tenant')).toEqual(['team-b']);
+  expect(services.weights.environment).toMatchObject({ NATS_USER: 'team-b', NATS_PASSWORD_FILE: '/secrets/nats/team-b.password' });
+  expect(services.cli.environment.NATS_PASSWORD_FILE).toBe('/secrets/nats/client.password');
+});
+
+it("auth-init's `cmesh secrets init`, run here: a password per agent and tenant; nats-server admits each agent with its own only, on its own subjects", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cmesh-compose-secrets-'));
+  const out = jest.spyOn(process.stdout, 'write').mockImplementation(() => true);
+  const init = async () => {
+    const program = new Command().exitOverride();
+    registerSecrets(program);
+    await program.parseAsync(['secrets', 'init', dir, ...initArgs], { from: 'user' });
+  };
+  const conns: { close(): Promise<void> }[] = [];
+  let nats: Awaited<ReturnType<typeof startNatsServer>> | undefined;
+  try {
+    await init();
+    const file = (p: string) => readFileSync(join(dir, p), 'utf8').trim();
+    const logins = ['coordinator', ...AGENTS.map((s) => services[s].environment.NATS_USER), 'client', 'team-b'];
+    expect(readdirSync(join(dir, 'nats')).sort()).toEqual([...logins.map((u) => `${u}.password`), 'nats-server.conf'].sort());
+    const passwords = logins.map((u) => file(`nats/${u}.password`));
+    expect(new Set(passwords).size).toBe(logins.length);
+    // a second start (compose runs auth-init every time) keeps every secret
+    await init();
+    expect(logins.map((u) => file(`nats/${u}.password`))).toEqual(passwords);
+    nats = await startNatsServer({ config: readFileSync(join(dir, 'nats/nats-server.conf'), 'utf8') });
+    const servers = nats.url;
+    const pass = (u: string) => file(`nats/${u}.password`);
+    const login = async (user: string) => {
+      const nc = await connect({ servers, user, pass: pass(user), inboxPrefix: `_INBOX.${user}`, reconnect: false });
+      conns.push(nc);
+      return nc;
+    };
+    await expect(connect({ servers, user: 'agent-1', pass: pass('agent-0'), reconnect: false })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
+    await expect(connect({ servers, user: 'agent', pass: pass('agent-0'), reconnect: false })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
+    const names = clusterNames(services.coordinator.environment.CMESH_CLUSTER === 'default' ? undefined : services.coordinator.environment.CMESH_CLUSTER);
+    const coordinator = await login('coordinator');
+    const agent1 = await login('agent-1');
+    await login('team-b');
+    const seen: string[] = [];
+    coordinator.subscribe(names.agents.heartbeatWildcard, { callback: (_e, m) => seen.push(m.subject) });
+    await coordinator.flush();
+    // in order on one connection: had the forged heartbeat been let through, it would arrive first
+    agent1.publish(names.agents.heartbeat('agent-0'));
+    agent1.publish(names.agents.heartbeat('agent-1'));
+    await agent1.flush().catch(() => undefined);
+    for (const end = Date.now() + 5000; seen.length === 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    expect(seen).toEqual([names.agents.heartbeat('agent-1')]);
+  } finally {
+    out.mockRestore();
+    for (const nc of conns) await nc.close().catch(() => undefined);
+    await nats?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
 
 it('Prometheus gets the rules and a config whose targets are the services; Grafana its provisioning', () => {
   const prom = services.prometheus;
@@ -85,8 +182,14 @@ it('Prometheus gets the rules and a config whose targets are the services; Grafa
   expect(cfg.rule_files).toEqual(['/etc/prometheus/rules/*.yml']);
   const jobs = Object.fromEntries(cfg.scrape_configs.map((j: any) => [j.job_name, j]));
   expect(jobs['cmesh-coordinator'].static_configs[0].targets).toEqual([`coordinator:${services.coordinator.environment.HTTP_PORT}`]);
-  expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent'], type: 'A', port: Number(services['rank-agent'].environment.CMESH_HTTP_PORT) });
-  expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent'], port: Number(services['rank-agent'].environment.CMESH_METRICS_PORT) });
+  // every agent service answers to the alias rank-agent on the compose network: one A record each
+  for (const s of AGENTS) {
+    expect(services[s].networks.default.aliases).toContain('rank-agent');
+    expect(services[s].environment.CMESH_HTTP_PORT).toBe(services[AGENTS[0]].environment.CMESH_HTTP_PORT);
+    expect(services[s].environment.CMESH_METRICS_PORT).toBe(services[AGENTS[0]].environment.CMESH_METRICS_PORT);
+  }
+  expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent'], type: 'A', port: Number(services[AGENTS[0]].environment.CMESH_HTTP_PORT) });
+  expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent'], port: Number(services[AGENTS[0]].environment.CMESH_METRICS_PORT) });
 
   const graf = services.grafana;
   const gm = Object.fromEntries((graf.volumes as string[]).map((v) => v.split(':')).map(([src, dst]) => [dst, src]));
@@ -133,7 +236,7 @@ it('publishes on 127.0.0.1 by default, host ports overridable (empty: Docker pic
     const v = s === 'nats' ? 'NATS' : s.toUpperCase();
     expect(services[s].ports).toEqual([`\${CMESH_PUBLISH_ADDRESS:-127.0.0.1}:\${CMESH_${v}_PORT-${port}}:${port}`]);
   }
-  expect(services['rank-agent'].ports).toBeUndefined();
+  for (const s of AGENTS) expect(services[s].ports).toBeUndefined();
 });
 
 it('.dockerignore keeps host node_modules and build outputs out of the build context', () => {

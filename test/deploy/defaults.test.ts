@@ -23,6 +23,8 @@ const upDefault = (flag: string) => {
   return program.commands.find((c) => c.name() === 'up')!.options.find((o) => o.long === flag)!.defaultValue as string;
 };
 const portOf = (url: string) => new URL(url).port;
+/** compose's agents: one service each (rank-agent-0, rank-agent-1, ...) */
+const composeAgents = Object.keys(compose.services).filter((s) => /^rank-agent-\d+$/.test(s));
 const k8sEnv = (kind: string, name: string): Record<string, string> => {
   const c = k8s.get(`${kind}/${name}`)!.spec.template.spec.containers[0];
   const fromMaps = (c.envFrom ?? []).map((e: any) => k8s.get(`ConfigMap/${e.configMapRef.name}`)!.data);
@@ -44,7 +46,8 @@ it("NATS on 4222 for both apps, cmesh up's nats-server, compose and k8s", () => 
   expect(portOf(coordinator.natsUrl)).toBe('4222');
   expect(agent.natsUrl).toBe(coordinator.natsUrl);
   expect(upDefault('--nats-port')).toBe('4222');
-  for (const s of ['coordinator', 'rank-agent']) expect(portOf(compose.services[s].environment.NATS_URL)).toBe('4222');
+  expect(composeAgents.length).toBeGreaterThanOrEqual(2);
+  for (const s of ['coordinator', ...composeAgents]) expect(portOf(compose.services[s].environment.NATS_URL)).toBe('4222');
   expect(portOf(k8sEnv('Deployment', 'coordinator').NATS_URL)).toBe('4222');
   expect(portOf(k8sEnv('StatefulSet', 'rank-agent').NATS_URL)).toBe('4222');
 });
@@ -52,7 +55,7 @@ it("NATS on 4222 for both apps, cmesh up's nats-server, compose and k8s", () => 
 it('one cluster and one heartbeat interval for the coordinator and the agents everywhere', () => {
   expect(agent.cluster).toBe(coordinator.cluster);
   expect(agent.heartbeatMs).toBe(coordinator.heartbeatMs);
-  for (const s of ['coordinator', 'rank-agent']) expect(compose.services[s].environment.CMESH_CLUSTER ?? coordinator.cluster).toBe(coordinator.cluster);
+  for (const s of ['coordinator', ...composeAgents]) expect(compose.services[s].environment.CMESH_CLUSTER ?? coordinator.cluster).toBe(coordinator.cluster);
   for (const [kind, name] of [['Deployment', 'coordinator'], ['StatefulSet', 'rank-agent']]) {
     const env = k8sEnv(kind, name);
     expect(env.CMESH_CLUSTER ?? coordinator.cluster).toBe(coordinator.cluster);

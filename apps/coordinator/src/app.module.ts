@@ -47,6 +47,7 @@ export class AppModule {
       directory: { provide: AgentDirectory, useExisting: RegistryAgentDirectory },
       nats: { provide: JOBS_NATS, useExisting: NATS_CONNECTION },
       retention: { kept: config.jobsKept, maxAgeMs: config.jobsMaxAgeS * 1000 },
+      limits: { maxBytes: config.jobMaxBytes, queueMax: config.jobQueueMax },
       cluster: config.cluster,
       replica: config.replicaId,
     });

@@ -65,9 +65,9 @@ export const AgentRecordSchema = AgentRegisterSchema.extend({
 });
 export type AgentRecord = z.infer<typeof AgentRecordSchema>;
 
-export const AgentReplySchema = z.object({ ok: z.literal(true), agent: AgentRecordSchema, heartbeatMs: z.number().int().positive() });
+export const AgentReplySchema = z.object({ ok: z.literal(true), agent: AgentRecordSchema, heartbeatMs: z.number().int().positive().max(600_000) });
 /** The answer to a heartbeat on NATS: a few bytes (the state and the interval), not the whole record. */
-export const AgentHeartbeatReplySchema = z.object({ ok: z.literal(true), state: AgentStateSchema, heartbeatMs: z.number().int().positive() });
+export const AgentHeartbeatReplySchema = z.object({ ok: z.literal(true), state: AgentStateSchema, heartbeatMs: z.number().int().positive().max(600_000) });
 export type AgentHeartbeatReply = z.infer<typeof AgentHeartbeatReplySchema>;
 export const AgentListReplySchema = z.object({ ok: z.literal(true), agents: z.array(AgentRecordSchema) });
 

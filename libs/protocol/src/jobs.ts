@@ -35,6 +35,21 @@ export function isFinished(state: JobState): boolean {
  */
 export const JOB_MAX_ITERS = 10_000;
 export const JOB_MAX_WARMUP = 10_000;
+/**
+ * The largest buffer (size) a job may ask for unless the coordinator's CMESH_JOB_MAX_BYTES says
+ * otherwise; a sweep's worker holds several buffers of that size at once.
+ */
+export const JOB_MAX_BYTES_DEFAULT = 1 << 30;
+/** No setting goes above this: the largest buffer Node allocates (buffer.constants.MAX_LENGTH, 4 GiB). */
+export const JOB_MAX_BYTES_CEILING = 2 ** 32;
+/**
+ * The longest per-call timeout: 24 h, well inside a Node timer's range (2^31-1 ms, about 24.8 days;
+ * a longer one fires at once, and healthy peers look lost).
+ */
+export const JOB_MAX_TIMEOUT_MS = 24 * 3600_000;
+const jobBytes = z.number().int().positive().max(JOB_MAX_BYTES_CEILING, `at most ${JOB_MAX_BYTES_CEILING} bytes`);
+const jobTimeout = z.number().int().positive().max(JOB_MAX_TIMEOUT_MS, `at most ${JOB_MAX_TIMEOUT_MS} ms (24 h)`);
+const jobModes = z.array(BenchModeSchema).min(1).max(2).refine((m) => new Set(m).size === m.length, { message: 'each mode at most once' });
 const iters = z.number().int().positive().max(JOB_MAX_ITERS, `at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`);
 const warmup = z.number().int().min(0).max(JOB_MAX_WARMUP, `at most ${JOB_MAX_WARMUP}`);
 
@@ -47,28 +62,28 @@ export const JobRequestSchema = z
     dtype: BenchDtypeSchema.default('float32'),
     redop: BenchRedopSchema.default('sum'),
     root: z.number().int().min(0).default(0),
-    sizes: z.array(z.number().int().positive()).min(1).max(4096).optional(),
-    minBytes: z.number().int().positive().default(8),
-    maxBytes: z.number().int().positive().default(1 << 20),
+    sizes: z.array(jobBytes).min(1).max(4096).optional(),
+    minBytes: jobBytes.default(8),
+    maxBytes: jobBytes.default(1 << 20),
     stepFactor: z.number().gt(1).default(2),
     stepBytes: z.number().int().nonnegative().default(0),
     iters: iters.default(20),
     warmup: warmup.default(5),
     check: z.boolean().default(true),
-    modes: z.array(BenchModeSchema).min(1).default(['out-of-place', 'in-place']),
+    modes: jobModes.default(['out-of-place', 'in-place']),
     /** force an all-reduce algorithm (CMESH_ALGO) instead of the cost model */
     algorithm: z.string().regex(/^[a-z_-]{1,32}$/).optional(),
     backend: JobBackendSchema.default('tcp'),
     /** agents by id or name, in rank order */
-    agents: z.array(z.string().min(1)).min(1).optional(),
+    agents: z.array(z.string().min(1).max(256)).min(1).max(4096).optional(),
     /** a process group allocated by the coordinator: its members in rank order */
-    group: z.string().min(1).optional(),
+    group: z.string().min(1).max(256).optional(),
     /** without agents or group: this many idle agents (default: every live agent) */
-    nranks: z.number().int().positive().optional(),
+    nranks: z.number().int().positive().max(4096).optional(),
     /** when the agents are busy: wait for them (queued) or refuse at once */
     onBusy: z.enum(['wait', 'refuse']).default('wait'),
-    /** per-call timeout of the collectives, milliseconds */
-    timeoutMs: z.number().int().positive().default(60_000),
+    /** per-call timeout of the collectives, milliseconds (at most 24 h) */
+    timeoutMs: jobTimeout.default(60_000),
   })
   .refine((r) => !(r.agents && r.group), { message: 'give agents or group, not both' });
 export type JobRequest = z.infer<typeof JobRequestSchema>;
@@ -89,12 +104,12 @@ export const JobSweepSchema = z.object({
   dtype: BenchDtypeSchema,
   redop: BenchRedopSchema,
   root: z.number().int().min(0),
-  sizes: z.array(z.number().int().positive()).min(1),
+  sizes: z.array(jobBytes).min(1).max(4096),
   iters,
   warmup,
   check: z.boolean(),
-  modes: z.array(BenchModeSchema).min(1),
-  timeoutMs: z.number().int().positive(),
+  modes: jobModes,
+  timeoutMs: jobTimeout,
   backend: JobBackendSchema,
   algorithm: z.string().optional(),
 });

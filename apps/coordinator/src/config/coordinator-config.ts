@@ -4,8 +4,9 @@
 import { readFileSync } from 'fs';
 import { hostname } from 'os';
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
+import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, JOB_MAX_BYTES_CEILING, JOB_MAX_BYTES_DEFAULT, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
 import type { ApiTokens } from '../http/api-auth.guard';
+import { DEFAULT_JOB_QUEUE_MAX } from '../jobs/job-limits';
 
 export const CoordinatorSettings = z.object({
   natsUrl: setting(z.string().min(1).default('nats://127.0.0.1:4222'), { env: 'NATS_URL', flag: '--nats', help: 'NATS server (JetStream on)' }),
@@ -38,6 +39,18 @@ export const CoordinatorSettings = z.object({
   jobsKept: setting(intSetting(1, 100_000).default(200), { env: 'CMESH_JOBS_KEPT', flag: '--jobs-kept', help: 'finished job records kept, newest first' }),
   /** a job record not written for this long is dropped, in memory and in KV */
   jobsMaxAgeS: setting(intSetting(60, 365 * 24 * 3600).default(7 * 24 * 3600), { env: 'CMESH_JOBS_MAX_AGE_S', flag: '--jobs-max-age-s', help: 'a job record not written for this long is dropped, s' }),
+  /** the largest size a job may ask for (its largest buffer; a worker holds several) */
+  jobMaxBytes: setting(intSetting(1 << 20, JOB_MAX_BYTES_CEILING).default(JOB_MAX_BYTES_DEFAULT), {
+    env: 'CMESH_JOB_MAX_BYTES',
+    flag: '--job-max-bytes',
+    help: 'largest size (bytes) a job may ask for; larger ones are refused (400)',
+  }),
+  /** jobs waiting for their agents at most; one more is refused */
+  jobQueueMax: setting(intSetting(0, 100_000).default(DEFAULT_JOB_QUEUE_MAX), {
+    env: 'CMESH_JOB_QUEUE_MAX',
+    flag: '--job-queue-max',
+    help: 'jobs that may wait for busy agents; one more is refused (429)',
+  }),
   /** the leader scans idle agents this often (0: never) */
   scanEveryMs: setting(durationSetting().default(0), {
     env: 'CMESH_SCAN_EVERY',

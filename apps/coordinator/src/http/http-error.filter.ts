@@ -20,6 +20,7 @@ interface HttpResponse {
 export function codeOfStatus(status: number): Code {
   if (status === 404) return 'NOT_FOUND';
   if (status === 409) return 'CONFLICT';
+  if (status === 429) return 'TOO_MANY_REQUESTS';
   if (status === 503) return 'UNAVAILABLE';
   return status >= 500 ? 'INTERNAL' : 'BAD_REQUEST';
 }

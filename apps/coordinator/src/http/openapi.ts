@@ -23,7 +23,7 @@ export function ApiZodBody(schema: z.ZodType, ...fromPath: string[]): MethodDeco
   return ApiBody({ schema: json });
 }
 
-const ERROR_STATUS: Record<number, string> = { 400: 'invalid request (the issues name the fields)', 404: 'not found', 409: 'conflict' };
+const ERROR_STATUS: Record<number, string> = { 400: 'invalid request (the issues name the fields)', 404: 'not found', 409: 'conflict', 429: 'a limit is full (the job queue): try again later' };
 
 /** The success body (`status`, 200 unless given) and the error bodies this route can answer. */
 export function ApiZodResponse(schema: z.ZodType, opts: { status?: number; errors?: number[] } = {}): MethodDecorator {

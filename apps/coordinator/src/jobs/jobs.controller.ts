@@ -22,7 +22,7 @@ export class JobsController {
   @Post()
   @ApiOperation({ summary: 'submit a collective sweep to agents (by name, a group, or nranks idle ones); 409 when they are busy and onBusy is refuse' })
   @ApiZodBody(JobRequestSchema)
-  @ApiZodResponse(JobRecordSchema, { status: 201, errors: [400, 404, 409] })
+  @ApiZodResponse(JobRecordSchema, { status: 201, errors: [400, 404, 409, 429] })
   submit(@ApiInput(JobRequestSchema) req: JobRequest): Promise<JobRecord> {
     return this.jobs.submit(req);
   }

@@ -17,7 +17,8 @@ import { JobSecrets } from './job-secrets';
 import { ReplicaLeases } from './replica-leases';
 import { ReplicaRecovery } from './replica-recovery';
 import { ReplicaUpkeep } from './replica-upkeep';
-import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_REPLICA, JOB_RETENTION } from './tokens';
+import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_LIMITS, JOB_REPLICA, JOB_RETENTION } from './tokens';
+import type { JobLimits } from './job-limits';
 import { natsLogin } from '@cmesh/collectives';
 
 export interface JobsModuleOptions {
@@ -29,6 +30,8 @@ export interface JobsModuleOptions {
   natsUrl?: string;
   /** records kept and for how long (default DEFAULT_JOB_RETENTION) */
   retention?: JobRetention;
+  /** the largest size and the queue's length (default DEFAULT_JOB_LIMITS) */
+  limits?: JobLimits;
   /** where time comes from (default: the system clock) */
   clock?: Clock;
   /** the cluster whose subjects and buckets it uses (default: the default cluster) */
@@ -96,6 +99,7 @@ export class JobsModule {
         { provide: JOB_CLUSTER, useValue: clusterNames(opts.cluster) },
         { provide: JOB_REPLICA, useValue: opts.replica ?? randomBytes(4).toString('hex') },
         ...(opts.retention ? [{ provide: JOB_RETENTION, useValue: opts.retention }] : []),
+        ...(opts.limits ? [{ provide: JOB_LIMITS, useValue: opts.limits }] : []),
         ...JOB_UNITS,
         ...(opts.extraProviders ?? []),
       ],

@@ -29,7 +29,8 @@ import { PickResult, claimConflict, claimLookups, pickAgents, resolveFixedMember
 import { queuedStep, submitStep } from './queue-policy';
 import { ReplicaLeases } from './replica-leases';
 import { LocalJobs, ReplicaUpkeep } from './replica-upkeep';
-import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_RESULT_SINK, JobResultSink } from './tokens';
+import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_LIMITS, JOB_RESULT_SINK, JobResultSink } from './tokens';
+import { DEFAULT_JOB_LIMITS, JobLimits, checkJobBytes, checkQueueRoom } from './job-limits';
 
 const json = JSONCodec();
 const TICK_MS = 100;
@@ -71,6 +72,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     @Inject(JOB_CLOCK) private readonly clock: Clock,
     @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
+    @Optional() @Inject(JOB_LIMITS) private readonly limits: JobLimits = DEFAULT_JOB_LIMITS,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -96,6 +98,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   /** A request already validated with JobRequestSchema (REST parseBody, NATS respond). */
   async submit(req: JobRequest): Promise<JobRecord> {
     const sweep = sweepOf(req);
+    checkJobBytes(req, sweep.sizes, this.limits.maxBytes);
     // fixed member lists are checked now, so a bad name is refused rather than queued
     const fixed = await this.fixedMembers(req);
     if (fixed) checkRoot(req, fixed.length);
@@ -103,6 +106,8 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     const id = `j${now.toString(36)}${randomBytes(3).toString('hex')}`;
     const run = new JobRun(queuedRecord(id, req, sweep, this.leases.replica, now), req, now);
     const step = submitStep(await this.pick(run), req.onBusy);
+    // a job that starts now takes no room in the queue; one that would wait needs some
+    if (step.kind === 'queue') checkQueueRoom(this.queue.length, this.limits.queueMax);
     if (step.kind === 'refuse') throw new ReplyError('CONFLICT', step.reason);
     this.active.set(id, run);
     if (step.kind === 'start') {

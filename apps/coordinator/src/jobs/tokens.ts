@@ -20,5 +20,8 @@ export const JOB_RETENTION = Symbol('JOB_RETENTION');
 /** The Clock the jobs module reads time from (systemClock unless a test binds another). */
 export const JOB_CLOCK = Symbol('JOB_CLOCK');
 
+/** What one request may ask (JobLimits: largest size, queue length); DEFAULT_JOB_LIMITS when absent. */
+export const JOB_LIMITS = Symbol('JOB_LIMITS');
+
 /** This coordinator replica's id (claims, leases, job records): the coordinator's replicaId. */
 export const JOB_REPLICA = Symbol('JOB_REPLICA');

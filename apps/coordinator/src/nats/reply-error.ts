@@ -1,7 +1,7 @@
 import type { ErrorReply } from '@cmesh/protocol';
 
 type Code = ErrorReply['error']['code'];
-const HTTP: Record<Code, number> = { BAD_REQUEST: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404, CONFLICT: 409, UNSUPPORTED_VERSION: 400, UNAVAILABLE: 503, INTERNAL: 500 };
+const HTTP: Record<Code, number> = { BAD_REQUEST: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404, CONFLICT: 409, TOO_MANY_REQUESTS: 429, UNSUPPORTED_VERSION: 400, UNAVAILABLE: 503, INTERNAL: 500 };
 
 /** The HTTP status of an error code. */
 export function httpStatus(code: Code): number {

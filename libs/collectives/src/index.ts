@@ -11,6 +11,7 @@ export { STORE_KINDS, StoreKind, storeBucket, parseStoreBucket, storesOpenSubjec
 export { jobBucket } from './rendezvous/nats';
 export { ProcessGroup, DEFAULT_TIMEOUT_MS } from './process-group';
 export { Work } from './work';
+export { MAX_TIMER_MS, timerMs } from './timer';
 export { addCollectiveObserver, CollectiveEvent, CollectiveObserver } from './observers';
 export { TrafficCounters, TrafficEntry } from './traffic';
 export { chooseAlgorithm, calibrate, getCostParams, estimateCost } from './cost-model';

@@ -15,6 +15,7 @@ import { DTYPES, DType, Tensor, dtypeOf, elementSize } from './tensor/dtype';
 import type { GroupTrace, TraceRecord } from './trace/recorder';
 import type { WorldTrace } from './trace/world-trace';
 import { TrafficCounter, TrafficCounters } from './traffic';
+import { timerMs } from './timer';
 import { ANY_COUNT, OpSignature } from './transport/frame';
 
 export const DEFAULT_TIMEOUT_MS = 30 * 60 * 1000;
@@ -307,7 +308,7 @@ export class ProcessGroup {
       const timer = setTimeout(() => {
         const peers = work.awaitedPeers();
         fail(new DistTimeoutError(`${op} timed out after ${timeoutMs} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, { ...ctx, peers }));
-      }, timeoutMs);
+      }, timerMs(timeoutMs));
       work.done.then(() => {
         if (settled) return;
         settled = true;
@@ -359,7 +360,7 @@ export class ProcessGroup {
       };
       const timer = setTimeout(() => {
         fail(new DistTimeoutError(`${op} (tag ${tag}) timed out after ${ms} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, ctx));
-      }, ms);
+      }, timerMs(ms));
       work.done.then((v) => {
         if (settled) return;
         settled = true;

@@ -1,5 +1,6 @@
 // Work: the handle of an asynchronous operation (torch's Work / c10d::Work).
 import { DistTimeoutError } from './errors';
+import { timerMs } from './timer';
 
 export class Work<T = void> {
   private completed = false;
@@ -51,7 +52,7 @@ export class Work<T = void> {
     }
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new DistTimeoutError(`Work.wait: ${this.op} did not complete within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(() => reject(new DistTimeoutError(`Work.wait: ${this.op} did not complete within ${timeoutMs} ms`)), timerMs(timeoutMs));
     });
     try {
       await Promise.race([this.promise, timeout]);

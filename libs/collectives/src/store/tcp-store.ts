@@ -7,6 +7,7 @@ import { resolveSecret } from '../auth/secret';
 import { Cmd, encodeFrame, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, utf8 } from './frame-codec';
 import { Store, StoreValue, toBuffer } from './store';
 import { TcpStoreServer } from './tcp-store-server';
+import { timerMs } from '../timer';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from './validate';
 
 export const DEFAULT_STORE_TIMEOUT_MS = 30 * 60 * 1000;
@@ -233,7 +234,7 @@ export class TcpStore implements Store {
       const onClose = () => done(new AuthenticationError(`TcpStore: the store at ${this.host}:${this.port} closed the connection during authentication`));
       const timer = setTimeout(
         () => done(new DistTimeoutError(`TcpStore: the store at ${this.host}:${this.port} did not complete authentication within ${this.timeoutMs} ms`)),
-        Math.max(0, deadline - Date.now()),
+        timerMs(deadline - Date.now()),
       );
       socket.on('data', onData);
       socket.on('close', onClose);
@@ -261,7 +262,7 @@ export class TcpStore implements Store {
       p.timer = setTimeout(() => {
         this.pending.delete(id);
         reject(new DistTimeoutError(`TcpStore: timed out after ${timeoutMs} ms waiting for ${what ? what() : `a reply from ${this.host}:${this.port}`}`));
-      }, timeoutMs);
+      }, timerMs(timeoutMs));
       this.pending.set(id, p);
       this.socket!.write(encodeFrame(cmd, id, fields));
     });

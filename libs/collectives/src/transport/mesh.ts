@@ -10,6 +10,7 @@ import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
 import { Spinner } from './spinner';
+import { timerMs } from '../timer';
 import { debug, debugOn } from '../debug';
 import { listenInRange } from './listen';
 import { ShmTransport } from './shm/shm-transport';
@@ -179,7 +180,7 @@ export class Mesh {
         const missing = [...Array(opts.size).keys()].filter((r) => r > opts.rank && !accepted.has(r));
         if (debugOn) debug('mesh', `error: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`);
         reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`, { rank: opts.rank, peers: missing }));
-      }, Math.max(0, deadline - Date.now()));
+      }, timerMs(deadline - Date.now()));
       const onAccept = () => {
         if (accepted.size === expected) {
           clearTimeout(timer);
@@ -244,7 +245,7 @@ export class Mesh {
       timer = setTimeout(() => {
         const missing = peers.filter((p) => !heard.has(p));
         reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not finish setting up within ${timeoutMs} ms`, { rank: this.rank, peers: missing }));
-      }, timeoutMs);
+      }, timerMs(timeoutMs));
     });
     try {
       await Promise.race([Promise.all(recvs), late]);
@@ -564,7 +565,7 @@ function authenticateDialed(s: net.Socket, conn: PeerConnection, key: Buffer, ra
     const onClose = () => finish(new PeerFailureError(`rank ${conn.peer} at ${where} died or closed its connection during authentication`, ctx));
     const timer = setTimeout(
       () => finish(new DistTimeoutError(`data plane: rank ${conn.peer} at ${where} did not complete authentication in time`, ctx)),
-      Math.max(0, deadline - Date.now()),
+      timerMs(deadline - Date.now()),
     );
     conn.gate = (chunk) => {
       const step = dialer.push(chunk);

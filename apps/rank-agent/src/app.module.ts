@@ -8,6 +8,7 @@ import { clusterNames } from '@cmesh/protocol';
 import { NcclBackend } from './backends/nccl';
 import { NcclJobBackend } from './backends/nccl-job-backend';
 import { TcpBackend } from './backends/tcp/tcp-backend';
+import { agentMemoryLimit } from './backends/tcp/worker-memory';
 import { AGENT_CONFIG, AgentConfig } from './config';
 import { JobRunnerService } from './execution/job-runner.service';
 import { JobSubjects } from './execution/job-subjects';
@@ -47,7 +48,7 @@ export class AppModule {
               // the job workers answer the coordinator's flight recorder requests (GET /groups/{job}/trace)
               CMESH_TRACE_NATS_URL: process.env.CMESH_TRACE_NATS_URL || config.natsUrl.split(',')[0],
               CMESH_TRACE_SUBJECT: process.env.CMESH_TRACE_SUBJECT || clusterNames(config.cluster).trace.collect,
-            });
+            }, true, { agent: config.name, limit: agentMemoryLimit(config.jobMemoryBytes) });
             // the agent registers once its first job worker has loaded: a job it takes then
             // does not wait for a cold start (seconds on a busy host) inside the job's timeout
             await tcp.warm();

@@ -51,6 +51,13 @@ export const AgentSettings = z.object({
     { env: 'CMESH_DATA_PORTS', flag: '--data-ports', help: 'data-plane port range lo-hi, or one port (0: any free port)', defaultText: '0' },
   ),
   heartbeatMs: setting(intSetting(50, 600_000).default(1000), { env: 'CMESH_HEARTBEAT_MS', flag: '--heartbeat-ms', help: 'heartbeat interval until the coordinator answers with its own, ms' }),
+  /** what one job worker may use; a job whose buffers need more is failed before it starts */
+  jobMemoryBytes: setting(intSetting(64 * 2 ** 20, 2 ** 50).optional(), {
+    env: 'CMESH_JOB_MEMORY_BYTES',
+    flag: '--job-memory-bytes',
+    help: "memory a job's worker may use (bytes); a larger job fails naming this agent",
+    defaultText: "the host's memory or the cgroup's limit",
+  }),
   /** attach to a running nccl sidecar instead of spawning one */
   ncclSocket: setting(z.preprocess(unsetIfEmpty, z.string().optional()), { env: 'CMESH_NCCL_SOCKET', flag: '--nccl-socket', help: 'attach to a running nccl sidecar on this Unix socket', defaultText: 'spawn one' }),
   /** try the nccl backend at all (spawning the sidecar); off with CMESH_NCCL=0 */

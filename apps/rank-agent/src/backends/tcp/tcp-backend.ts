@@ -8,6 +8,7 @@ import { extname, join } from 'path';
 import type { JobAssignment } from '@cmesh/protocol';
 import { BackendAvailability, JobAbortedError, JobBackend, SweepHooks } from '../../execution/job-backend';
 import type { FromWorker, ToWorker } from './worker-ipc';
+import { checkWorkerMemory } from './worker-memory';
 import { setTimeout as delay } from 'timers/promises';
 
 /** The worker beside this file, in this file's form: job-worker.ts through swc in a checkout, .js when built. */
@@ -32,6 +33,8 @@ export class TcpBackend implements JobBackend {
     private readonly host: string,
     private readonly env: NodeJS.ProcessEnv = {},
     private readonly keepSpare = true,
+    /** what one worker may use (checkWorkerMemory); unchecked when absent */
+    private readonly memory?: { agent: string; limit: number },
   ) {}
 
   available(): BackendAvailability {
@@ -85,6 +88,15 @@ export class TcpBackend implements JobBackend {
   run(assignment: JobAssignment, rank: number, hooks: SweepHooks, signal: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal.aborted) return reject(new JobAbortedError(String(signal.reason ?? 'aborted')));
+      // refused before a worker allocates anything: a job too large for this host fails naming
+      // this agent instead of the OOM killer ending the worker
+      if (this.memory) {
+        try {
+          checkWorkerMemory(this.memory.agent, assignment.sweep, assignment.members.length, this.memory.limit);
+        } catch (e) {
+          return reject(e as Error);
+        }
+      }
       const useSpare = !!this.spare?.connected;
       const child = useSpare ? this.spare! : this.forkWorker();
       if (useSpare) this.spare = null;

@@ -302,7 +302,7 @@ describe('authentication', () => {
     expect(JSON.stringify(base)).not.toMatch(/PASSWORD"?,"value"/);
   });
 
-  it('cmesh secrets k8s: cmesh-auth (API token, coordinator, tenants), cmesh-agent-auth (one key per agent pod), cmesh-nats-auth (auth.conf of those passwords)', () => {
+  it('cmesh secrets k8s: cmesh-auth (API token, coordinator, tenants), cmesh-agent-auth (one key per agent pod), cmesh-nats-auth (auth.conf of those passwords), valid Secrets', () => {
     const secrets = made({ agents: 3, tenants: ['team-b', 'team-c'] });
     expect([...secrets.keys()]).toEqual(Object.values(K8S_SECRETS).map((n) => `Secret/${n}`));
     const auth = secrets.get(`Secret/${K8S_SECRETS.auth}`)!.stringData;
@@ -321,9 +321,11 @@ describe('authentication', () => {
     // each agent its own login: no shared agent user
     expect(users.some((u) => u.user === 'agent')).toBe(false);
     for (const s of secrets.values()) expect(s.metadata).toMatchObject({ namespace: 'cmesh', labels: { 'app.kubernetes.io/part-of': 'cmesh' } });
+    for (const r of validate([...secrets.values()])) expect(r).toEqual({ key: r.key, error: null });
+    expect(strictFieldErrors([...secrets.values()])).toEqual([]);
     // fresh values on every run
     expect(made().get(`Secret/${K8S_SECRETS.auth}`)!.stringData[K8S_API_TOKEN_KEY]).not.toBe(made().get(`Secret/${K8S_SECRETS.auth}`)!.stringData[K8S_API_TOKEN_KEY]);
-  });
+  }, 60_000);
 
   it("the rendered auth.conf lets agent rank-agent-1 publish only on its own agents' and job-event subjects", () => {
     const users = authBlock(made({ agents: 3 }).get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf']).users;

@@ -27,7 +27,7 @@ apt:
 deps:
 	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm install --no-audit --no-fund --no-save; fi
 	@# the Python service example's NATS client (its test is skipped, saying so, where it cannot be had)
-	@python3 -c 'import nats' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore nats-py >/dev/null 2>&1 || echo "nats-py: not installable here; the Python service example's test will be skipped"
+	@python3 -c 'import nats, cryptography' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore nats-py cryptography >/dev/null 2>&1 || echo "nats-py, cryptography: not installable here; the Python service example's test will be skipped"
 
 native:
 	@if [ -f native/nccl-sidecar/CMakeLists.txt ]; then \

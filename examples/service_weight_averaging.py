@@ -1,5 +1,6 @@
-# Collectives as a service from Python, with the stock NATS client (pip install nats-py) and the
-# wire protocol of docs/api.md ("Collectives as a service"), nothing of cmesh: the same job as
+# Collectives as a service from Python, with the stock NATS client and AES-GCM from `cryptography`
+# (pip install nats-py cryptography) and the wire protocol of docs/api.md ("Collectives as a
+# service"), nothing of cmesh: the same job as
 # service-weight-averaging.ts, and the two can be members of one group. Each copy joins group
 # GROUP of SIZE members, takes a local step on its own data, all-reduces the weights with AVG,
 # and at the end checks that it holds rank 0's weights (a broadcast).
@@ -7,6 +8,9 @@
 #   NATS_URL=nats://127.0.0.1:4222 SIZE=2 python3 examples/service_weight_averaging.py &
 #   NATS_URL=nats://127.0.0.1:4222 SIZE=2 node -r @swc-node/register examples/service-weight-averaging.ts
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
 import os
 import sys
@@ -14,10 +18,26 @@ import uuid
 from array import array
 
 import nats
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 PARAMS = 10_000
 STEPS = int(os.environ.get("STEPS", "5"))
 P = "cmesh"  # the default cluster's subjects; cluster <c>: cmesh.<c>
+
+
+def hkdf(secret: bytes, info: bytes) -> bytes:
+    """HKDF-SHA256 with no salt, 32 bytes (RFC 5869)."""
+    prk = hmac.new(bytes(32), secret, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+
+
+def unseal(key: bytes, sealed: str, group_id: str, rank: int) -> bytes | None:
+    """The group's secret G from this member's sealed copy (IV, AES-256-GCM ciphertext and tag), or None."""
+    raw = base64.b64decode(sealed or "")
+    try:
+        return AESGCM(key).decrypt(raw[:12], raw[12:], f"cmesh svc seal\n{group_id}\n{rank}".encode())
+    except Exception:
+        return None
 
 
 async def main() -> int:
@@ -27,27 +47,47 @@ async def main() -> int:
     nc = await nats.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), user=os.environ.get("NATS_USER"), password=password)
     name, size, member = os.environ.get("GROUP", "weights"), int(os.environ.get("SIZE", "4")), str(uuid.uuid4())
     enc = lambda o: json.dumps(o).encode()
+    # a key only this member knows: the placement carries the group's secret sealed under it
+    key = os.urandom(32)
 
     # 1. subscribe to the placements first, then join; wait for the placement that names us
     placed_sub = await nc.subscribe(f"{P}.svc.placed.{name}")
-    reply = json.loads((await nc.request(f"{P}.svc.join", enc({"name": name, "size": size, "member": member, "label": f"python-{os.getpid()}"}), timeout=10)).data)
+    join = {"name": name, "size": size, "member": member, "label": f"python-{os.getpid()}", "key": base64.b64encode(key).decode()}
+    reply = json.loads((await nc.request(f"{P}.svc.join", enc(join), timeout=10)).data)
     if not reply.get("ok"):
         raise RuntimeError(f"join refused: {reply['error']['message']}")
     while True:
         placed = json.loads((await placed_sub.next_msg(timeout=60)).data)
         if member in placed.get("joined", []):
             raise RuntimeError(placed["error"])
-        if any(m["member"] == member for m in placed["members"]):
+        rank = next((m["rank"] for m in placed["members"] if m["member"] == member), None)
+        secret = unseal(key, placed.get("sealed", [])[rank], placed["groupId"], rank) if rank is not None and placed.get("sealed") else None
+        if secret:
             break
     await placed_sub.unsubscribe()
-    rank = next(m["rank"] for m in placed["members"] if m["member"] == member)
     g = f"{P}.svc.g.{placed['groupId']}"
     print(f"rank {rank} of {size}: joined", flush=True)
 
-    # 2. heartbeat every 500 ms; wait until every rank's agent says it is ready
+    # every message of the group carries Cmesh-Mac: HMAC-SHA256 under HKDF(G, "cmesh svc mac") over
+    # subject, Cmesh-Seq, Cmesh-Offset (each followed by a newline) and the payload
+    mac_key = hkdf(secret, b"cmesh svc mac")
+    mac = lambda subject, seq, off, data: hmac.new(mac_key, f"{subject}\n{seq}\n{off}\n".encode() + bytes(data), hashlib.sha256).hexdigest()
+
+    async def pub(subject: str, data: bytes, seq=None, off=None):
+        h = {} if seq is None else {"Cmesh-Seq": str(seq), "Cmesh-Offset": str(off)}
+        h["Cmesh-Mac"] = mac(subject, "" if seq is None else seq, "" if off is None else off, data)
+        await nc.publish(subject, data, headers=h)
+
+    def authentic(m) -> bool:
+        h = m.headers or {}
+        return hmac.compare_digest(h.get("Cmesh-Mac", ""), mac(m.subject, h.get("Cmesh-Seq", ""), h.get("Cmesh-Offset", ""), m.data))
+
+    # 2. heartbeat every 500 ms (n counts up); wait until every rank's agent says it is ready
     ready, all_ready = set(), asyncio.Event()
 
     async def on_hb(m):
+        if not authentic(m):
+            return
         hb = json.loads(m.data)
         if hb["role"] == "agent" and hb.get("ready"):
             ready.add(hb["rank"])
@@ -55,8 +95,10 @@ async def main() -> int:
                 all_ready.set()
 
     async def beat():
+        n = 0
         while True:
-            await nc.publish(f"{g}.hb", enc({"rank": rank, "role": "member"}))
+            n += 1
+            await pub(f"{g}.hb", enc({"rank": rank, "role": "member", "n": n}))
             await asyncio.sleep(0.5)
 
     await nc.subscribe(f"{g}.hb", cb=on_hb)
@@ -69,6 +111,8 @@ async def main() -> int:
     done: dict[int, asyncio.Future] = {}
 
     async def on_result(m):
+        if not authentic(m):
+            return
         seq = m.headers.get("Cmesh-Seq") if m.headers else None
         if seq is None:
             r = json.loads(m.data)
@@ -95,9 +139,9 @@ async def main() -> int:
         nonlocal seq
         seq += 1
         done[seq] = asyncio.get_running_loop().create_future()
-        await nc.publish(f"{g}.op.{rank}", enc({"seq": seq, "timeoutMs": 30_000, "bytes": len(data), **header}))
+        await pub(f"{g}.op.{rank}", enc({"seq": seq, "timeoutMs": 30_000, "bytes": len(data), **header}))
         for off in range(0, len(data), chunk):
-            await nc.publish(f"{g}.op.{rank}", data[off : off + chunk], headers={"Cmesh-Seq": str(seq), "Cmesh-Offset": str(off)})
+            await pub(f"{g}.op.{rank}", data[off : off + chunk], seq, off)
         return await asyncio.wait_for(done[seq], 35)
 
     weights = array("f", [1.0]) * PARAMS  # float32, this machine's byte order (little-endian here)
@@ -115,7 +159,7 @@ async def main() -> int:
     print(f"rank {rank}: weights identical on all {size} members" if same else f"rank {rank}: weights differ from rank 0's", flush=True)
 
     # 4. leave: the group ends for everyone
-    await nc.publish(f"{g}.end", enc({"groupId": placed["groupId"], "reason": "left", "rank": rank, "who": f'member "python-{os.getpid()}" (rank {rank})'}))
+    await pub(f"{g}.end", enc({"groupId": placed["groupId"], "reason": "left", "rank": rank, "who": f'member "python-{os.getpid()}" (rank {rank})'}))
     beating.cancel()
     await nc.drain()
     return 0 if same else 1

@@ -1,31 +1,12 @@
 // An op's (or a result's) data on NATS: the bytes in messages no larger than the server's
 // max_payload, each with the op's number and the chunk's offset in headers, so the receiver puts
-// each chunk in place whatever the order. Shared by the client and the agents' service workers.
-import { headers, Msg, NatsConnection } from 'nats';
+// each chunk in place whatever the order (GroupChannel.chunks publishes them under the group's
+// MAC). Shared by the client and the agents' member workers.
+import { Msg } from 'nats';
 import { SVC_HEADERS } from '@cmesh/protocol';
 
-/** Room left in each message for its headers. */
-const HEADER_ROOM = 1024;
-
-/** The largest chunk this connection's server accepts (its max_payload less room for headers). */
-export function chunkBytes(nc: NatsConnection): number {
-  const max = nc.info?.max_payload ?? 1024 * 1024;
-  return Math.max(1024, max - HEADER_ROOM);
-}
-
-/** Publishes `data` on `subject` in chunks of at most chunkBytes(nc). */
-export function publishChunks(nc: NatsConnection, subject: string, seq: number, data: Uint8Array): void {
-  const step = chunkBytes(nc);
-  for (let off = 0; off < data.byteLength; off += step) {
-    const h = headers();
-    h.set(SVC_HEADERS.seq, String(seq));
-    h.set(SVC_HEADERS.offset, String(off));
-    nc.publish(subject, data.subarray(off, Math.min(off + step, data.byteLength)), { headers: h });
-  }
-}
-
 /** A data chunk's op number and offset, or null when the message is not a chunk (a JSON header). */
-export function chunkOf(m: Msg): { seq: number; offset: number } | null {
+export function chunkOf(m: Pick<Msg, 'headers'>): { seq: number; offset: number } | null {
   const seq = m.headers?.get(SVC_HEADERS.seq);
   const offset = m.headers?.get(SVC_HEADERS.offset);
   if (!seq || offset === undefined || offset === '') return null;
@@ -38,6 +19,8 @@ export function chunkOf(m: Msg): { seq: number; offset: number } | null {
 export class Assembly {
   readonly data: Uint8Array;
   private received = 0;
+  /** offsets already placed: a chunk seen again (a replay) changes nothing */
+  private readonly offsets = new Set<number>();
 
   /** `filled`: the bytes are all here already (the local path's shared segment) */
   constructor(
@@ -51,6 +34,8 @@ export class Assembly {
   /** Puts a chunk in place; an error message when it does not fit (the message is then broken). */
   add(offset: number, chunk: Uint8Array): string | null {
     if (offset + chunk.byteLength > this.bytes) return `chunk at ${offset} of ${chunk.byteLength} bytes overruns the ${this.bytes} announced`;
+    if (this.offsets.has(offset) || this.complete) return null;
+    this.offsets.add(offset);
     this.data.set(chunk, offset);
     this.received += chunk.byteLength;
     return null;
@@ -58,5 +43,48 @@ export class Assembly {
 
   get complete(): boolean {
     return this.received >= this.bytes;
+  }
+}
+
+/**
+ * Chunks that came before the header that announces their op (NATS keeps one publisher's order, so
+ * only a reordering path or a hostile sender does this): kept by op, at most `maxOps` ops and
+ * `maxBytes` bytes in all; beyond that a chunk is refused (the caller drops and counts it).
+ */
+export class EarlyChunks {
+  private readonly byOp = new Map<number, { offset: number; data: Uint8Array }[]>();
+  private bytes = 0;
+
+  constructor(
+    private readonly maxOps: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  /** Keeps a copy of the chunk; false when that would pass a limit. */
+  add(seq: number, offset: number, data: Uint8Array): boolean {
+    const list = this.byOp.get(seq);
+    if (!list && this.byOp.size >= this.maxOps) return false;
+    if (this.bytes + data.byteLength > this.maxBytes) return false;
+    this.bytes += data.byteLength;
+    if (list) list.push({ offset, data: data.slice() });
+    else this.byOp.set(seq, [{ offset, data: data.slice() }]);
+    return true;
+  }
+
+  /** The op's chunks, forgotten here. */
+  take(seq: number): { offset: number; data: Uint8Array }[] {
+    const list = this.byOp.get(seq) ?? [];
+    this.byOp.delete(seq);
+    for (const c of list) this.bytes -= c.data.byteLength;
+    return list;
+  }
+
+  /** Forgets the chunks of ops before `seq` (they ran, or will never be announced). */
+  dropBefore(seq: number): void {
+    for (const s of [...this.byOp.keys()]) if (s < seq) this.take(s);
+  }
+
+  get size(): { ops: number; bytes: number } {
+    return { ops: this.byOp.size, bytes: this.bytes };
   }
 }

@@ -1,9 +1,23 @@
 // A process's way into a mesh's collectives service: one NATS connection, `join` a named group
 // (the coordinator places every member on an agent once `size` members joined), then collectives
-// on the returned group.
+// on the returned group. The join sends a key of this member's; the placement carries the group's
+// secret sealed under it, which no other client can open.
 import { randomUUID } from 'crypto';
 import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
-import { ClusterNames, ErrorReplySchema, SvcBackendRequest, SvcJoin, SvcJoinReplySchema, SvcJoinSchema, SvcPlaced, SvcPlacedSchema, clusterNames, decodeMessage } from '@cmesh/protocol';
+import {
+  ClusterNames,
+  ErrorReplySchema,
+  SvcBackendRequest,
+  SvcJoin,
+  SvcJoinReplySchema,
+  SvcJoinSchema,
+  SvcPlaced,
+  SvcPlacedSchema,
+  clusterNames,
+  decodeMessage,
+  newSvcKey,
+  openSvcSecret,
+} from '@cmesh/protocol';
 import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/collectives/errors';
 import { hostIdentity } from '@cmesh/collectives/host-identity';
 import { natsInboxPrefix, natsLogin } from '@cmesh/collectives/nats-login';
@@ -26,6 +40,8 @@ export interface ConnectMeshOptions {
    * NATS when the agent offers it (default true; false: always NATS)
    */
   local?: boolean;
+  /** the largest op's data or result a group of this connection sends or takes (default 1 GiB) */
+  maxBytes?: number;
 }
 
 export interface JoinOptions {
@@ -64,14 +80,17 @@ export class MeshConnection {
     readonly nc: NatsConnection,
     readonly names: ClusterNames,
     private readonly local = true,
+    private readonly maxBytes?: number,
   ) {}
 
   /** Joins group `name` of `size` (or `min` to `max`) members; resolves with this member's rank and the world size once the group is placed and its agents are ready. */
   async join(name: string, opts: JoinOptions): Promise<ServiceGroup> {
     const timeoutMs = opts.timeoutMs ?? 60_000;
     const member = randomUUID();
+    // only the coordinator reads svc.join: the group's secret comes back sealed under this key
+    const key = newSvcKey();
     const { size, min, max, lastCallMs, label, backend } = opts ?? {};
-    const body = { name, member, size, min, max, lastCallMs, label, hostId: hostIdentity(), backend } as SvcJoin;
+    const body = { name, member, size, min, max, lastCallMs, label, hostId: hostIdentity(), backend, key: key.toString('base64') } as SvcJoin;
     const shape = SvcJoinSchema.safeParse(body);
     if (!shape.success) throw new InvalidArgumentError(`join ${JSON.stringify(name)}: ${shape.error.issues.map((i) => `${i.path.join('.') || 'options'}: ${i.message}`).join('; ')}`);
     const deadline = Date.now() + timeoutMs;
@@ -86,9 +105,9 @@ export class MeshConnection {
       }
       const ok = decodeMessage(SvcJoinReplySchema, reply.data);
       if (!ok.ok) throw new ServiceRequestError('INTERNAL', `join ${JSON.stringify(name)}: malformed reply (${ok.message})`);
-      const placed = await this.waitPlaced(placedSub, member, deadline, name);
-      const rank = placed.members.findIndex((m) => m.member === member);
-      const group = new ServiceGroup(this.nc, this.names, placed, rank, { local: this.local });
+      const { placed, rank, secret } = await this.waitPlaced(placedSub, member, key, deadline, name);
+      const { sealed: _, ...shown } = placed;
+      const group = new ServiceGroup(this.nc, this.names, shown, rank, secret, { local: this.local, maxBytes: this.maxBytes });
       this.groups.add(group);
       try {
         await group.start(Math.max(1, deadline - Date.now()));
@@ -103,7 +122,8 @@ export class MeshConnection {
     }
   }
 
-  private async waitPlaced(sub: ReturnType<NatsConnection['subscribe']>, member: string, deadline: number, name: string): Promise<SvcPlaced> {
+  /** The placement that names this member with the group's secret sealed under its key (any other is not the coordinator's). */
+  private async waitPlaced(sub: ReturnType<NatsConnection['subscribe']>, member: string, key: Buffer, deadline: number, name: string): Promise<{ placed: SvcPlaced; rank: number; secret: Buffer }> {
     const timer = setTimeout(() => sub.unsubscribe(), Math.max(1, deadline - Date.now()));
     try {
       for await (const m of sub) {
@@ -114,7 +134,10 @@ export class MeshConnection {
           if (p.joined?.includes(member)) throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: ${p.error}`);
           continue;
         }
-        if (p.members.some((x) => x.member === member)) return p;
+        const rank = p.members.findIndex((x) => x.member === member);
+        const sealed = p.sealed?.[rank];
+        const secret = rank >= 0 && sealed ? openSvcSecret(key, sealed, p.groupId, rank) : null;
+        if (secret && p.members[rank].rank === rank && p.size === p.members.length) return { placed: p, rank, secret };
       }
     } finally {
       clearTimeout(timer);
@@ -135,5 +158,5 @@ export class MeshConnection {
 export async function connectMesh(opts: ConnectMeshOptions): Promise<MeshConnection> {
   const login = opts.user ? { user: opts.user, pass: opts.pass, inboxPrefix: natsInboxPrefix(opts.user) } : natsLogin();
   const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...login, ...opts.nats });
-  return new MeshConnection(nc, clusterNames(opts.cluster), opts.local ?? true);
+  return new MeshConnection(nc, clusterNames(opts.cluster), opts.local ?? true, opts.maxBytes);
 }

@@ -1,10 +1,11 @@
 // The member's end of the local path (a member on its agent's host): a Unix socket to its agent's
 // worker for the op and result frames, and a shared memory segment of this process's (a memfd
 // the worker maps) that holds an op's data and then its result, so the bytes cross neither NATS
-// nor the socket. Opened only when the agent offers it; anything that fails while opening leaves
-// the member on NATS.
+// nor the socket. Opened only on the socket its own agent's authenticated heartbeat names, and
+// only after the other end proved it holds the group's secret (and this end proved it too);
+// anything that fails while opening leaves the member on NATS.
 import { Socket, connect } from 'net';
-import { SvcLocalToMember, SvcLocalToMemberSchema, SvcOp, SvcResult } from '@cmesh/protocol';
+import { SvcLocalToMember, SvcLocalToMemberSchema, SvcOp, SvcResult, svcLocalProof, svcNonce, svcProofValid } from '@cmesh/protocol';
 import { ShmAddon, loadShmAddon } from '@cmesh/collectives/shm-addon';
 import { readFrames, writeFrame } from './local-frames';
 
@@ -29,8 +30,18 @@ export class LocalLink {
     private readonly onClose: (why: string) => void,
   ) {}
 
-  /** Connects and says hello; null (with why) when the agent or this host cannot do it. */
-  static async open(path: string, member: string, timeoutMs: number, onResult: (r: SvcResult) => void, onClose: (why: string) => void): Promise<{ link: LocalLink } | { why: string }> {
+  /**
+   * Connects, proves the group's secret both ways (`localKey`: svcGroupKeys(G).local) and hands
+   * over the segment; `{why}` when the agent, the other end or this host cannot do it.
+   */
+  static async open(
+    path: string,
+    member: string,
+    localKey: Uint8Array,
+    timeoutMs: number,
+    onResult: (r: SvcResult) => void,
+    onClose: (why: string) => void,
+  ): Promise<{ link: LocalLink } | { why: string }> {
     let addon: ShmAddon;
     try {
       // loaded only here: a member on NATS needs no native code
@@ -46,8 +57,15 @@ export class LocalLink {
       const closed = new Promise<never>((_, reject) => sock.once('close', () => reject(new Error(link.closedWhy ?? 'the agent closed the socket'))));
       closed.catch(() => undefined);
       link.listen();
+      const nonce = svcNonce();
+      const challenge = await Promise.race([link.ack({ type: 'hello', member, nonce }), closed]);
+      if (challenge.type !== 'challenge' || !svcProofValid(localKey, 'agent', nonce, challenge.nonce, challenge.proof)) {
+        sock.destroy();
+        return { why: challenge.type === 'refused' ? challenge.message : 'the socket did not prove the group secret' };
+      }
       const seg = link.allocate(FIRST_SEGMENT);
-      const ack = await Promise.race([link.ack({ type: 'hello', member, pid: process.pid, fd: seg.fd, bytes: seg.bytes }), closed]);
+      const proof = svcLocalProof(localKey, 'member', nonce, challenge.nonce);
+      const ack = await Promise.race([link.ack({ type: 'proof', proof, pid: process.pid, fd: seg.fd, bytes: seg.bytes }), closed]);
       if (ack.type !== 'ok') {
         addon.closeFd(seg.fd);
         sock.destroy();
@@ -112,9 +130,9 @@ export class LocalLink {
     writeFrame(this.sock, { type: 'op', op });
   }
 
-  /** The segment's first `bytes`: a result, valid until the next op is sent. */
-  view(bytes: number): Uint8Array {
-    return this.segment.data.subarray(0, bytes);
+  /** The segment's first `bytes`: a result, valid until the next op is sent (null when the segment is smaller). */
+  view(bytes: number): Uint8Array | null {
+    return bytes <= this.segment.bytes ? this.segment.data.subarray(0, bytes) : null;
   }
 
   close(): void {

@@ -1,15 +1,18 @@
 // One member's side of a placed service group: its ops go to its agent in order (a JSON header,
 // then the data in chunks), results come back the same way, and the group ends for everyone when a
 // member leaves, a member or agent is lost, or an op fails: pending and later ops then fail with
-// the library's typed error naming who.
-import { JSONCodec, Msg, NatsConnection, Subscription } from 'nats';
+// the library's typed error naming who. Every message of the group carries the group's MAC
+// (GroupChannel): what a stranger publishes on the group's subjects is dropped and counted.
+import { Msg, NatsConnection, Subscription } from 'nats';
 import {
   ClusterNames,
   SVC_HEARTBEAT_MS,
   SVC_LOST_MS,
+  SVC_MAX_BYTES,
   SvcEnd,
   SvcEndSchema,
   SvcError,
+  SvcGroupKeys,
   SvcHeartbeat,
   SvcHeartbeatSchema,
   SvcOp,
@@ -18,17 +21,17 @@ import {
   SvcResultSchema,
   SvcBackend,
   SvcTiming,
-  decodeMessage,
   svcElements,
+  svcGroupKeys,
 } from '@cmesh/protocol';
 import { DType, REDUCE_OPS, ReduceOp, elementSize } from '@cmesh/collectives/names';
 import { BackendUnsupportedError, CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
-import { Assembly, chunkOf, publishChunks } from './chunks';
+import { Assembly, chunkOf } from './chunks';
+import { GroupChannel, SvcDropReason } from './group-channel';
 import { LocalLink } from './local-link';
 import { Liveness, Role, describe } from './liveness';
 import { ServiceTensor, bytesOf, dtypeOfTensor } from './tensor';
 
-const json = JSONCodec();
 const SVC_LOST_ABOUT = `${SVC_LOST_MS / 1000} s`;
 
 /** Every op's default deadline, as the agents apply it (ms). */
@@ -129,8 +132,21 @@ interface Pending {
   resolve: (data: Uint8Array) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
+  /** the result's size: svcElements(op).out of the op's dtype */
+  outBytes: number;
   assembly?: Assembly;
+  /** result chunks before the result's header: at most outBytes in all */
   early: { offset: number; data: Uint8Array }[];
+  earlyBytes: number;
+}
+
+export interface ServiceGroupOptions {
+  /** false: the data over NATS even on the agent's host */
+  local?: boolean;
+  /** the largest op's data or result this member sends or takes (default SVC_MAX_BYTES, 1 GiB) */
+  maxBytes?: number;
+  /** where dropped messages are reported (rate-limited; default: console.warn) */
+  warn?: (line: string) => void;
 }
 
 /** How long opening the local path may take before the member stays on NATS. */
@@ -158,17 +174,31 @@ export class ServiceGroup {
   /** settles when the last local op settled: ops use the shared segment one at a time */
   private localTail: Promise<void> = Promise.resolve();
   private localQueued = 0;
+  private readonly keys: SvcGroupKeys;
+  private readonly channel: GroupChannel;
+  /** heartbeats sent (each carries the next number) and the last number heard per sender: a replay is ignored */
+  private beats = 0;
+  private readonly heardN = new Map<string, number>();
 
+  /** `secret`: the group's secret G, as the coordinator sealed it for this member */
   constructor(
     private readonly nc: NatsConnection,
     private readonly names: ClusterNames,
     readonly placed: SvcPlaced,
     rank: number,
-    private readonly opts: { local?: boolean } = {},
+    secret: Uint8Array,
+    private readonly opts: ServiceGroupOptions = {},
   ) {
     this.rank = rank;
     this.size = placed.size;
     this.liveness = new Liveness(this.size, (r, role) => this.lost(r, role));
+    this.keys = svcGroupKeys(secret);
+    this.channel = new GroupChannel(nc, this.keys.mac, { label: `service group ${placed.groupId} rank ${rank} (member)`, warn: opts.warn ?? ((l) => console.warn(l)) });
+  }
+
+  /** Messages on this group's subjects dropped here, by reason (bad_mac: not from the group). */
+  get dropped(): Readonly<Partial<Record<SvcDropReason, number>>> {
+    return this.channel.dropped;
   }
 
   get groupId(): string {
@@ -179,11 +209,11 @@ export class ServiceGroup {
   async start(timeoutMs: number): Promise<void> {
     const g = this.placed.groupId;
     this.subs.push(
-      this.nc.subscribe(this.names.svc.result(g, this.rank), { callback: (err, m) => !err && this.onResult(m) }),
-      this.nc.subscribe(this.names.svc.heartbeat(g), { callback: (err, m) => !err && this.onHeartbeat(m) }),
-      this.nc.subscribe(this.names.svc.end(g), { callback: (err, m) => !err && this.onEnd(m) }),
+      this.channel.subscribe(this.names.svc.result(g, this.rank), 'res', (m) => this.onResult(m)),
+      this.channel.subscribe(this.names.svc.heartbeat(g), 'hb', (m) => this.onHeartbeat(m)),
+      this.channel.subscribe(this.names.svc.end(g), 'end', (m) => this.onEnd(m)),
     );
-    const beat = () => this.publish(this.names.svc.heartbeat(g), { rank: this.rank, role: 'member' } satisfies SvcHeartbeat);
+    const beat = () => this.publish(this.names.svc.heartbeat(g), { rank: this.rank, role: 'member', n: ++this.beats } satisfies SvcHeartbeat);
     beat();
     this.heartbeat = setInterval(beat, SVC_HEARTBEAT_MS);
     this.heartbeat.unref();
@@ -238,6 +268,7 @@ export class ServiceGroup {
     const opened = await LocalLink.open(
       this.agentSocket,
       this.placed.members[this.rank].member,
+      this.keys.local,
       timeoutMs,
       (r) => this.onResultHeader(r, true),
       () => (this.link = null),
@@ -352,21 +383,24 @@ export class ServiceGroup {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_OP_TIMEOUT_MS;
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
     if (this.ended) throw this.ended;
+    const header: SvcOp = { seq: this.seq + 1, op, dtype, count, timeoutMs, bytes: data.byteLength, ...extra };
+    const outBytes = svcElements(header, this.rank, this.size).out * elementSize(dtype);
+    const max = this.opts.maxBytes ?? SVC_MAX_BYTES;
+    if (Math.max(data.byteLength, outBytes) > max) throw new InvalidArgumentError(`${op}: ${Math.max(data.byteLength, outBytes)} bytes of data or result, more than the ${max} an op may have (maxBytes)`);
     const seq = ++this.seq;
     const calledMs = nowMs();
-    const header: SvcOp = { seq, op, dtype, count, timeoutMs, bytes: data.byteLength, ...extra };
     const subject = this.names.svc.op(this.groupId, this.rank);
     return new Promise<Uint8Array>((resolve, reject) => {
       const timer = setTimeout(() => {
         const err = new DistTimeoutError(`${op} #${seq} on group ${this.groupId}: no answer from ${describe(this.placed.members, this.rank, 'agent')} within ${timeoutMs + CLIENT_GRACE_MS} ms`, this.context(op, seq));
         this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
       }, timeoutMs + CLIENT_GRACE_MS);
-      const p: Pending = { seq, calledMs, op, resolve, reject, timer, early: [] };
+      const p: Pending = { seq, calledMs, op, resolve, reject, timer, outBytes, early: [], earlyBytes: 0 };
       this.pending.set(seq, p);
       if (this.link) return this.sendLocal(p, header, data);
       this.publish(subject, header);
       // the caller's tensor is copied: it may change while chunks wait in the connection's buffer
-      publishChunks(this.nc, subject, seq, owned ? data : data.slice());
+      this.channel.chunks(subject, seq, owned ? data : data.slice());
       p.sentMs = nowMs();
     });
   }
@@ -419,19 +453,27 @@ export class ServiceGroup {
     const chunk = chunkOf(m);
     if (chunk) {
       const p = this.pending.get(chunk.seq);
-      if (!p) return;
-      if (!p.assembly) p.early.push({ offset: chunk.offset, data: m.data.slice() });
-      else this.addChunk(p, chunk.offset, m.data);
+      if (!p) return this.channel.drop('res', 'unexpected', `a chunk of op #${chunk.seq}, which waits for no result`);
+      if (p.assembly) return this.addChunk(p, chunk.offset, m.data);
+      // before its header: no more than the result can hold
+      if (p.earlyBytes + m.data.byteLength > p.outBytes) return this.channel.drop('res', 'over_limit', `early chunks of op #${p.seq} beyond its ${p.outBytes} bytes`);
+      p.early.push({ offset: chunk.offset, data: m.data.slice() });
+      p.earlyBytes += m.data.byteLength;
       return;
     }
-    const d = decodeMessage(SvcResultSchema, m.data);
-    if (d.ok) this.onResultHeader(d.value, false);
+    const r = this.channel.decode('res', SvcResultSchema, m);
+    if (r) this.onResultHeader(r, false);
   }
 
   /** A result's header, from NATS (its data follows in chunks) or the local path (its data in the segment). */
   private onResultHeader(r: SvcResult, local: boolean): void {
     const p = this.pending.get(r.seq);
-    if (!p) return;
+    if (!p) return this.channel.drop('res', 'unexpected', `a result of op #${r.seq}, which waits for none`);
+    if (p.assembly) return this.channel.drop('res', 'duplicate', `the result of op #${r.seq} again`);
+    if (r.ok && r.bytes !== p.outBytes) {
+      const why = `result of op #${p.seq}: ${r.bytes} bytes, the op's result has ${p.outBytes}`;
+      return this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: why } }, new PeerFailureError(why, this.context(p.op, p.seq)));
+    }
     if (!r.ok) {
       const err = typedError(r.error, this.context(p.op, p.seq), this.backend);
       // the agent tells the others itself (its end event); this member stops here
@@ -440,7 +482,11 @@ export class ServiceGroup {
     }
     p.timing = r.timing;
     if (local) {
-      const view = this.link?.view(r.bytes) ?? new Uint8Array(0);
+      const view = r.bytes === 0 ? new Uint8Array(0) : this.link?.view(r.bytes);
+      if (!view) {
+        const why = `result of op #${p.seq}: ${r.bytes} bytes do not fit the shared segment`;
+        return this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: why } }, new PeerFailureError(why, this.context(p.op, p.seq)));
+      }
       // another op waits to use the segment: this result leaves it now
       return this.settle(p, this.localQueued > 1 ? view.slice() : view);
     }
@@ -463,20 +509,27 @@ export class ServiceGroup {
   }
 
   private onHeartbeat(m: Msg): void {
-    const d = decodeMessage(SvcHeartbeatSchema, m.data);
-    if (!d.ok) return;
-    this.liveness.heard(d.value);
-    if (d.value.role === 'agent' && d.value.rank === this.rank && d.value.socket) this.agentSocket = d.value.socket;
-    if (d.value.role === 'agent' && d.value.ready && d.value.rank < this.size) {
-      this.readyAgents.add(d.value.rank);
+    const hb = this.channel.decode('hb', SvcHeartbeatSchema, m);
+    if (!hb) return;
+    if (hb.rank >= this.size) return this.channel.drop('hb', 'invalid', `rank ${hb.rank} of a group of ${this.size}`);
+    if (hb.n !== undefined) {
+      const who = `${hb.role}:${hb.rank}`;
+      if (hb.n <= (this.heardN.get(who) ?? 0)) return this.channel.drop('hb', 'duplicate', `${who}'s heartbeat ${hb.n} again`);
+      this.heardN.set(who, hb.n);
+    }
+    this.liveness.heard(hb);
+    // the local path only where this member's own agent says, under the group's MAC
+    if (hb.role === 'agent' && hb.rank === this.rank && hb.socket) this.agentSocket = hb.socket;
+    if (hb.role === 'agent' && hb.ready) {
+      this.readyAgents.add(hb.rank);
       if (this.readyAgents.size === this.size) this.onReady?.();
     }
   }
 
   private onEnd(m: Msg): void {
-    const d = decodeMessage(SvcEndSchema, m.data);
-    if (!d.ok || this.ended) return;
-    const e = d.value;
+    const e = this.channel.decode('end', SvcEndSchema, m);
+    if (!e || this.ended) return;
+    if (e.groupId !== this.groupId) return this.channel.drop('end', 'invalid', `an end of group ${JSON.stringify(e.groupId)}`);
     const peers = e.rank === undefined ? undefined : [e.rank];
     const ctx = { group: this.groupId, rank: this.rank, ...(peers ? { peers } : {}) };
     const err =
@@ -523,7 +576,7 @@ export class ServiceGroup {
   }
 
   private publish(subject: string, body: unknown): void {
-    if (!this.nc.isClosed()) this.nc.publish(subject, json.encode(body));
+    this.channel.json(subject, body);
   }
 
   /** Stops everything of this group on the connection. */

@@ -89,8 +89,8 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     await averaged([0, 1, 2].map(() => start(example('service-weight-averaging.ts'), { SIZE: '3', GROUP: 'example', STEPS: '3' })));
   }, 120_000);
 
-  // the Python example speaks the documented protocol with the stock nats-py client (make setup installs it)
-  const python = spawnSync('python3', ['-c', 'import nats'], { stdio: 'ignore' }).status === 0;
+  // the Python example speaks the documented protocol with the stock nats-py client and cryptography's AES-GCM (make setup installs both)
+  const python = spawnSync('python3', ['-c', 'import nats, cryptography'], { stdio: 'ignore' }).status === 0;
   (python ? it : it.skip)('the Python example (nats-py, the wire protocol only) and the TypeScript one average weights in one group', async () => {
     const env = { SIZE: '3', GROUP: 'polyglot', STEPS: '3' };
     await averaged([start(example('service_weight_averaging.py'), env), start(example('service-weight-averaging.ts'), env), start(example('service-weight-averaging.ts'), env)]);
@@ -124,7 +124,7 @@ describe('collectives as a service on a mesh of 4 agents', () => {
       const kv = await nc.jetstream().views.kv(clusterNames().buckets.state);
       const long = new Date(Date.now() - 60_000).toISOString();
       const members = list.map((a, rank) => ({ rank, member: `m${rank}`, agentId: a.agentId, agentName: a.name }));
-      const ghost: SvcRound = { name: 'ghost', size: 3, round: 1, state: 'placed', joined: members.map((m) => ({ member: m.member })), placed: { name: 'ghost', round: 1, groupId: 'ghost_1', size: 3, members, storePrefix: 'svc-ghost_1' }, updatedAt: long };
+      const ghost: SvcRound = { name: 'ghost', size: 3, round: 1, state: 'placed', joined: members.map((m) => ({ member: m.member })), placed: { name: 'ghost', round: 1, groupId: 'ghost_1', size: 3, members }, secret: Buffer.alloc(32, 7).toString('base64'), storePrefix: 'svc-ghost_1', updatedAt: long };
       await kv.put(KV_KEYS.svcGroup('ghost'), JSON.stringify(ghost));
       const t0 = Date.now();
       const next = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'after-ghost', SIZE: '2', LABEL: `ag-${r}`, SCENARIO: 'quick' }));

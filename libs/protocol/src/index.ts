@@ -19,3 +19,4 @@ export * from './nats-permissions';
 export * from './service';
 export * from './service-status';
 export * from './stores';
+export * from './service-auth';

@@ -35,6 +35,16 @@ export type SvcBackendRequest = z.infer<typeof SvcBackendRequestSchema>;
 /** A group's name: a subject token and KV key segment, short enough to leave room for the round. */
 export const SvcNameSchema = z.string().regex(/^[A-Za-z0-9-]{1,48}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits and - only (1..48)` });
 
+/**
+ * The largest op (or result) a member worker or a member takes, by default: its data, and what the
+ * op needs by svcElements (members and agents may set their own, up to SVC_BYTES_LIMIT).
+ */
+export const SVC_MAX_BYTES = 1024 ** 3;
+/** No op's data, result or element count is ever above this (the schemas refuse it). */
+export const SVC_BYTES_LIMIT = 2 ** 36;
+/** A group member's or agent's 32-byte key in standard base64 (SVC_KEY_PATTERN of service-auth.ts). */
+const Key = z.string().regex(/^[A-Za-z0-9+/]{43}=$/, { error: () => '32 bytes in base64 (44 characters)' });
+
 /** How long an elastic round ({min, max}) waits for more members once `min` joined, by default (torch's last call). */
 export const SVC_LAST_CALL_MS = 30_000;
 
@@ -55,6 +65,12 @@ export const SvcJoinSchema = z
     hostId: z.string().max(256).optional(),
     /** the backend the group must run on (default auto); members asking for tcp and nccl conflict */
     backend: SvcBackendRequestSchema.optional(),
+    /**
+     * 32 random bytes (base64) only this member knows: the placement carries the group's secret
+     * sealed under it (SvcPlaced.sealed). A coordinator that authenticates groups refuses a join
+     * without one.
+     */
+    key: Key.optional(),
   })
   .superRefine((j, ctx) => {
     const elastic = j.min !== undefined || j.max !== undefined;
@@ -82,7 +98,11 @@ export const SvcMemberSchema = z.object({
 });
 export type SvcMember = z.infer<typeof SvcMemberSchema>;
 
-/** The round's placement (published on svc.placed.<name>), or why it could not be placed. */
+/**
+ * The round's placement (published on svc.placed.<name>, which every client may read), or why it
+ * could not be placed. It holds nothing that lets a stranger take part: the group's secret only
+ * sealed per member, the store prefix only in the agents' events.
+ */
 export const SvcPlacedSchema = z.object({
   name: z.string(),
   round: z.number().int().positive(),
@@ -91,13 +111,16 @@ export const SvcPlacedSchema = z.object({
   size: z.number().int().positive(),
   /** in rank order; empty when `error` says why the round was not placed */
   members: z.array(SvcMemberSchema),
-  /** the process group's store prefix (the agents' nats:// init method) */
-  storePrefix: z.string(),
   /** the backend the agents run the group's ops with; absent (a round not placed, an older coordinator): tcp */
   backend: SvcBackendSchema.optional(),
   error: z.string().optional(),
   /** with `error`: the member ids of the round that was not placed */
   joined: z.array(z.string()).optional(),
+  /**
+   * On svc.placed only, in rank order: the group's secret G sealed for each member under its join
+   * key (sealSvcSecret: base64 of IV, AES-256-GCM ciphertext and tag, bound to groupId and rank)
+   */
+  sealed: z.array(z.string().max(128)).optional(),
 });
 export type SvcPlaced = z.infer<typeof SvcPlacedSchema>;
 
@@ -107,7 +130,7 @@ export const SvcOpSchema = z.object({
   op: z.enum(SVC_OPS),
   dtype: z.enum(DTYPES as unknown as [string, ...string[]]),
   /** elements of one rank's tensor: the tensor (reduceScatter: the output; allToAll: one rank's chunk); 0 for barrier */
-  count: z.number().int().min(0),
+  count: z.number().int().min(0).max(SVC_BYTES_LIMIT),
   /** allReduce, reduce, reduceScatter */
   redop: z.enum(REDUCE_OPS as unknown as [string, ...string[]]).optional(),
   /** broadcast, scatter: the rank whose data is sent */
@@ -117,7 +140,7 @@ export const SvcOpSchema = z.object({
   /** the op's deadline on the agents, ms */
   timeoutMs: z.number().int().positive().max(24 * 3600_000),
   /** the data chunks that follow: svcBytes(op) */
-  bytes: z.number().int().min(0),
+  bytes: z.number().int().min(0).max(SVC_BYTES_LIMIT),
 });
 export type SvcOp = z.infer<typeof SvcOpSchema>;
 
@@ -169,7 +192,7 @@ export type SvcTiming = z.infer<typeof SvcTimingSchema>;
 
 /** An op's outcome, followed (ok) by `bytes` of result data in chunks. */
 export const SvcResultSchema = z.union([
-  z.object({ seq: z.number().int().positive(), ok: z.literal(true), bytes: z.number().int().min(0), timing: SvcTimingSchema.optional() }),
+  z.object({ seq: z.number().int().positive(), ok: z.literal(true), bytes: z.number().int().min(0).max(SVC_BYTES_LIMIT), timing: SvcTimingSchema.optional() }),
   z.object({ seq: z.number().int().positive(), ok: z.literal(false), error: SvcErrorSchema }),
 ]);
 export type SvcResult = z.infer<typeof SvcResultSchema>;
@@ -181,26 +204,35 @@ export const SvcHeartbeatSchema = z.object({
   ready: z.boolean().optional(),
   /** agent whose member shares its host: the Unix socket of the local path (SvcLocalFrame) */
   socket: z.string().max(512).optional(),
+  /** counts up per sender (1, 2, …): a heartbeat not above the last one heard from it is a replay, ignored */
+  n: z.number().int().positive().optional(),
 });
 export type SvcHeartbeat = z.infer<typeof SvcHeartbeatSchema>;
 
 /**
  * The local path, for a member on its agent's host: newline-delimited JSON frames on the Unix
- * socket the agent's heartbeat names, with the data in a shared memory segment of the member's
- * (a memfd the agent maps through /proc/<pid>/fd/<fd>), so no byte crosses NATS or the socket.
- * The member says `hello` (its member id and its segment), the agent answers `ok` or `refused`
- * (the member then stays on NATS); then an op is a SvcOp whose `bytes` are at the segment's start,
- * and its result a SvcResult whose `bytes` are written there. `segment` replaces a segment grown
- * for a larger op (answered `ok`).
+ * socket its own agent's authenticated heartbeat names, with the data in a shared memory segment
+ * of the member's (a memfd the agent maps through /proc/<pid>/fd/<fd>), so no byte crosses NATS
+ * or the socket. Both sides first prove they hold the group's secret: the member says `hello`
+ * (its member id and a nonce), the agent answers `challenge` (its proof over both nonces and a
+ * nonce of its own; svcLocalProof), the member checks it and sends `proof` (its own, and its
+ * segment), the agent checks that and answers `ok` or `refused` (the member then stays on NATS).
+ * Then an op is a SvcOp whose `bytes` are at the segment's start, and its result a SvcResult
+ * whose `bytes` are written there. `segment` replaces a segment grown for a larger op (answered `ok`).
  */
-export const SvcLocalHelloSchema = z.object({ type: z.literal('hello'), member: z.string(), pid: z.number().int().positive(), fd: z.number().int().min(0), bytes: z.number().int().positive() });
-export const SvcLocalSegmentSchema = z.object({ type: z.literal('segment'), pid: z.number().int().positive(), fd: z.number().int().min(0), bytes: z.number().int().positive() });
+const Nonce = z.string().max(64);
+const Proof = z.string().max(64);
+const SegmentBytes = z.number().int().positive().max(SVC_BYTES_LIMIT);
+export const SvcLocalHelloSchema = z.object({ type: z.literal('hello'), member: z.string().max(128), nonce: Nonce });
+export const SvcLocalProofSchema = z.object({ type: z.literal('proof'), proof: Proof, pid: z.number().int().positive(), fd: z.number().int().min(0), bytes: SegmentBytes });
+export const SvcLocalSegmentSchema = z.object({ type: z.literal('segment'), pid: z.number().int().positive(), fd: z.number().int().min(0), bytes: SegmentBytes });
 export const SvcLocalOpSchema = z.object({ type: z.literal('op'), op: SvcOpSchema });
-export const SvcLocalToAgentSchema = z.discriminatedUnion('type', [SvcLocalHelloSchema, SvcLocalSegmentSchema, SvcLocalOpSchema]);
+export const SvcLocalToAgentSchema = z.discriminatedUnion('type', [SvcLocalHelloSchema, SvcLocalProofSchema, SvcLocalSegmentSchema, SvcLocalOpSchema]);
 export type SvcLocalToAgent = z.infer<typeof SvcLocalToAgentSchema>;
 export const SvcLocalToMemberSchema = z.union([
+  z.object({ type: z.literal('challenge'), nonce: Nonce, proof: Proof }),
   z.object({ type: z.literal('ok') }),
-  z.object({ type: z.literal('refused'), message: z.string() }),
+  z.object({ type: z.literal('refused'), message: z.string().max(1024) }),
   z.object({ type: z.literal('result'), result: SvcResultSchema }),
 ]);
 export type SvcLocalToMember = z.infer<typeof SvcLocalToMemberSchema>;
@@ -232,9 +264,13 @@ export const SvcRoundSchema = z.object({
   backend: SvcBackendSchema.optional(),
   /** waiting for members; queued: full, waiting for enough idle agents; placed; ended */
   state: z.enum(['waiting', 'queued', 'placed', 'ended']),
-  joined: z.array(z.object({ member: z.string(), label: z.string().optional(), hostId: z.string().optional() })),
+  /** the members that joined; `key` (their join key) only until the round is placed */
+  joined: z.array(z.object({ member: z.string(), label: z.string().optional(), hostId: z.string().optional(), key: Key.optional() })),
   placed: SvcPlacedSchema.optional(),
   end: SvcEndSchema.optional(),
+  /** placed: the group's secret G (base64) and its process group's store prefix; only in the coordinator's bucket */
+  secret: Key.optional(),
+  storePrefix: z.string().optional(),
   /** when the round was placed, and when it ended (ISO time) */
   placedAt: z.string().optional(),
   endedAt: z.string().optional(),
@@ -242,8 +278,15 @@ export const SvcRoundSchema = z.object({
 });
 export type SvcRound = z.infer<typeof SvcRoundSchema>;
 
-/** The agent's part of a placed group (AgentEvent 'svc-member'). */
-export const SvcAgentEventSchema = z.object({ type: z.literal('svc-member'), rank: z.number().int().min(0), placed: SvcPlacedSchema });
+/**
+ * The agent's part of a placed group (AgentEvent 'svc-member', on the agent's own events subject):
+ * the group's secret G in the clear and the process group's store prefix, which nobody else gets.
+ */
+export const SvcAgentEventSchema = z.object({ type: z.literal('svc-member'), rank: z.number().int().min(0), placed: SvcPlacedSchema, secret: Key, storePrefix: z.string().max(256) });
+export type SvcAgentEvent = z.infer<typeof SvcAgentEventSchema>;
+
+/** The coordinator's request on a group's status subject: its reply subject again, under the MAC. */
+export const SvcStatusRequestSchema = z.object({ reply: z.string().max(256) });
 
 /** Everything on an agent's events subject: group membership (agents.ts) and service placements. */
 export const AgentNotificationSchema = z.discriminatedUnion('type', [AgentEventSchema, SvcAgentEventSchema]);

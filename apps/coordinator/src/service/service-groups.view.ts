@@ -1,12 +1,27 @@
 // What GET /service-groups and cmesh status show of collectives as a service: each group's current
 // round (ServiceGroupsService's view of the state bucket), and for a placed group the op each rank runs now, asked of the
 // group's member workers on its status subject (one request, one answer per rank, a short wait;
-// the ranks that did not answer are named, not waited for).
+// the ranks that did not answer are named, not waited for). The request and every answer carry
+// the group's MAC: a worker answers only the coordinator, and only the group's workers count.
 import { Inject, Injectable } from '@nestjs/common';
-import { NatsConnection } from 'nats';
-import { ClusterNames, SVC_STATUS_DEFAULT_MS, SvcGroup, SvcGroupDetail, SvcRankStatus, SvcRankStatusSchema, SvcRound, SvcEnd } from '@cmesh/protocol';
+import { NatsConnection, createInbox, headers } from 'nats';
+import {
+  ClusterNames,
+  SVC_MAC_HEADER,
+  SVC_STATUS_DEFAULT_MS,
+  SvcGroup,
+  SvcGroupDetail,
+  SvcRankStatus,
+  SvcRankStatusSchema,
+  SvcRound,
+  SvcEnd,
+  decodeMessage,
+  svcGroupKeys,
+  svcKeyFrom,
+  svcMac,
+  svcMacValid,
+} from '@cmesh/protocol';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
-import { GatherReplies } from '../nats/gather-replies';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
 import { ServiceGroupsService } from './service.service';
@@ -56,20 +71,48 @@ export class ServiceGroupsView {
     if (!r) throw new ReplyError('NOT_FOUND', `no service group ${JSON.stringify(name)}`);
     const view = svcGroupView(r);
     if (r.state !== 'placed' || !r.placed) return view;
-    return { ...view, inFlight: await this.inFlight(r.placed.groupId, r.size, waitMs) };
+    return { ...view, inFlight: await this.inFlight(r.placed.groupId, r.size, svcKeyFrom(r.secret), waitMs) };
   }
 
   /** The ranks' answers on the group's status subject, until all `size` answered or `waitMs` is over. */
-  private async inFlight(groupId: string, size: number, waitMs: number): Promise<NonNullable<SvcGroupDetail['inFlight']>> {
+  private async inFlight(groupId: string, size: number, secret: Buffer | null, waitMs: number): Promise<NonNullable<SvcGroupDetail['inFlight']>> {
     const started = Date.now();
     const ranks = new Map<number, SvcRankStatus>();
-    for await (const s of new GatherReplies(this.nc, this.names.svc.status(groupId), {}, SvcRankStatusSchema, waitMs)) {
-      // anyone on the group's subjects could answer: only ranks of the group count
-      if (s.rank >= size) continue;
-      ranks.set(s.rank, s);
-      if (ranks.size === size) break;
-    }
+    if (secret) await this.ask(groupId, svcGroupKeys(secret).mac, size, waitMs, ranks);
     const missing = Array.from({ length: size }, (_, i) => i).filter((i) => !ranks.has(i));
     return { ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank), missing, waitedMs: Date.now() - started };
+  }
+
+  /** One request under the group's MAC (its body names the reply subject); answers without the MAC do not count. */
+  private ask(groupId: string, mac: Buffer, size: number, waitMs: number, ranks: Map<number, SvcRankStatus>): Promise<void> {
+    // under the login's own prefix (natsLogin): the only inboxes its permissions let it read
+    const inbox = createInbox((this.nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        sub.unsubscribe();
+        resolve();
+      };
+      const sub = this.nc.subscribe(inbox, {
+        callback: (err, m) => {
+          try {
+            if (err || m.headers?.code === 503) return done();
+            if (!svcMacValid(mac, inbox, m.headers, m.data)) return;
+            const d = decodeMessage(SvcRankStatusSchema, m.data);
+            if (!d.ok || d.value.rank >= size) return;
+            ranks.set(d.value.rank, d.value);
+            if (ranks.size === size) done();
+          } catch {
+            /* a malformed answer is no answer */
+          }
+        },
+      });
+      const timer = setTimeout(done, waitMs);
+      const subject = this.names.svc.status(groupId);
+      const body = Buffer.from(JSON.stringify({ reply: inbox }));
+      const h = headers();
+      h.set(SVC_MAC_HEADER, svcMac(mac, subject, undefined, undefined, body));
+      this.nc.publish(subject, body, { headers: h, reply: inbox });
+    });
   }
 }

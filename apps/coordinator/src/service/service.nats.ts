@@ -1,9 +1,10 @@
-// NATS for collectives as a service: svc.join / svc.leave requests (one replica answers) and every
-// group's end event (svc.g.*.end; replicas race to mark the round ended, compare-and-set decides).
+// NATS for collectives as a service: svc.join / svc.leave requests (one replica answers). Every
+// group's end event (svc.g.*.end) is ServiceGroupsService's own subscription: it checks the
+// group's MAC, which needs the message's headers.
 import { Controller, UseFilters } from '@nestjs/common';
-import { EventPattern, MessagePattern } from '@nestjs/microservices';
+import { MessagePattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
-import { SvcEnd, SvcEndSchema, SvcJoin, SvcJoinSchema, SvcLeave, SvcLeaveSchema } from '@cmesh/protocol';
+import { SvcJoin, SvcJoinSchema, SvcLeave, SvcLeaveSchema } from '@cmesh/protocol';
 import { ServiceGroupsService } from './service.service';
 
 @Controller()
@@ -19,10 +20,5 @@ export class ServiceNats {
   @MessagePattern('svc.leave', { schema: SvcLeaveSchema })
   leave(body: SvcLeave) {
     return this.svc.leave(body);
-  }
-
-  @EventPattern('svc.endWildcard', { schema: SvcEndSchema })
-  ended(body: SvcEnd) {
-    return this.svc.ended(body.groupId, body);
   }
 }

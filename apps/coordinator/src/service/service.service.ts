@@ -2,11 +2,36 @@
 // (compare-and-set, so replicas agree), the placement of a full round on idle agents (one member
 // per agent; a full round waits, queued, while too few are idle), and the end of a group (its
 // agents' store bucket deleted, its agents free again), also of a group whose end event was
-// missed (no agent serves it any more, by their heartbeats).
+// missed (no agent serves it any more, by their heartbeats). Each placed round gets a secret G
+// (service-auth.ts in @cmesh/protocol): sealed per member in the placement, in the clear to each
+// member's agent on its own events subject, and kept here (the state bucket is the coordinator's
+// alone) to check and sign the group's ends.
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { JSONCodec, NatsConnection } from 'nats';
+import { JSONCodec, Msg, NatsConnection, Subscription, headers } from 'nats';
 import { jobBucket, randomStoreId } from '@cmesh/collectives';
-import { AgentNotification, ClusterNames, KV_KEYS, SVC_LAST_CALL_MS, SvcEnd, SvcJoin, SvcJoinReply, SvcLeave, SvcNameSchema, SvcPlaced, SvcRound } from '@cmesh/protocol';
+import {
+  AgentNotification,
+  ClusterNames,
+  KV_KEYS,
+  RateLimitedLog,
+  SVC_LAST_CALL_MS,
+  SVC_MAC_HEADER,
+  SvcEnd,
+  SvcEndSchema,
+  SvcJoin,
+  SvcJoinReply,
+  SvcLeave,
+  SvcNameSchema,
+  SvcPlaced,
+  SvcRound,
+  newSvcKey,
+  sealSvcSecret,
+  svcGroupKeys,
+  svcKeyFrom,
+  svcMac,
+  svcMacValid,
+} from '@cmesh/protocol';
+import { InboundMessages } from '../nats/inbound-messages';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
@@ -37,11 +62,16 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
   /** the jobs' agent claims, read only: an agent a job holds is not idle */
   private readonly claims: AgentClaims;
 
+  /** the groups' end events (svc.g.*.end), each checked against its group's secret */
+  private endSub?: Subscription;
+  private readonly dropLog = new RateLimitedLog((l) => this.log.warn(l), 10_000);
+
   constructor(
     private readonly state: KvState,
     private readonly agents: AgentsService,
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
+    private readonly inbound: InboundMessages,
   ) {
     this.rounds = new KvMirror<SvcRound>(state.kv, KV_KEYS.svcGroupsPrefix);
     this.claims = new AgentClaims(nc, names.buckets.claims, 'service-groups');
@@ -60,6 +90,8 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     const elastic = body.size === undefined ? { min: body.min!, max: body.max!, lastCallMs: body.lastCallMs ?? SVC_LAST_CALL_MS } : undefined;
     const size = body.size ?? body.max!;
     const shape = (r: Pick<SvcRound, 'size' | 'elastic'>) => (r.elastic ? `${r.elastic.min} to ${r.elastic.max} members` : `${r.size} members`);
+    // the group's secret reaches this member sealed under its key; without one it could not take part
+    if (!svcKeyFrom(body.key)) throw new ReplyError('BAD_REQUEST', `join ${JSON.stringify(body.name)}: key is required: 32 random bytes in base64 that only this member knows (the group's secret comes back sealed under it; docs/api.md)`);
     let mine: SvcRound | undefined;
     await this.update(body.name, (cur) => {
       if (cur?.state === 'queued') throw new ReplyError('CONFLICT', `group ${body.name} round ${cur.round} is closed and waiting for ${cur.size} idle agents; join again once it is placed`);
@@ -72,7 +104,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       const base: SvcRound = fresh
         ? { name: body.name, size, ...(elastic ? { elastic } : {}), round: (cur?.round ?? 0) + 1, state: 'waiting', joined: [], updatedAt: '' }
         : cur;
-      const joined = [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}), ...(body.hostId ? { hostId: body.hostId } : {}) }];
+      const joined = [...base.joined, { member: body.member, ...(body.label ? { label: body.label } : {}), ...(body.hostId ? { hostId: body.hostId } : {}), key: body.key }];
       // the last call starts when min joined (torch's rendezvous); max closes the round at once
       const closesAt = base.closesAt ?? (base.elastic && joined.length >= base.elastic.min ? new Date(now + base.elastic.lastCallMs).toISOString() : undefined);
       mine = { ...base, ...(asked ? { backend: asked } : {}), joined, ...(closesAt ? { closesAt } : {}), updatedAt: new Date(now).toISOString() };
@@ -112,9 +144,47 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
       if (++this.ticks % ABANDONED_CHECK_TICKS === 0) void this.endAbandoned().catch((e) => this.log.warn(`ending abandoned service groups: ${(e as Error).message}`));
     }, 1000);
     this.retry.unref();
+    this.endSub = this.nc.subscribe(this.names.svc.endWildcard, {
+      callback: this.inbound.inbound.event(this.names.svc.endWildcard, SvcEndSchema, (end, msg) => this.onEnd(end, msg as Msg)),
+    });
+    await this.nc.flush();
+  }
+
+  /** A group's end event: acted on only when it carries the group's MAC (anyone may publish on svc.g.>). */
+  private async onEnd(end: SvcEnd, msg: Msg): Promise<void> {
+    const rec = await this.roundOf(end.groupId);
+    const secret = svcKeyFrom(rec?.secret);
+    if (!rec || !secret || msg.subject !== this.names.svc.end(end.groupId)) return;
+    if (!svcMacValid(svcGroupKeys(secret).mac, msg.subject, msg.headers, msg.data)) {
+      this.inbound.rejected.inc({ subject: this.names.svc.endWildcard, reason: 'bad_mac' });
+      this.dropLog.report('end:bad_mac', `${this.names.svc.endWildcard}: dropped an end of group ${end.groupId} without its group's MAC`);
+      return;
+    }
+    await this.ended(end.groupId, end);
+  }
+
+  /** The current round of the group a group id names, when it is that round. */
+  private async roundOf(groupId: string): Promise<SvcRound | undefined> {
+    const cut = groupId.lastIndexOf('_');
+    const name = groupId.slice(0, cut);
+    if (cut < 1 || !SvcNameSchema.safeParse(name).success) return undefined;
+    const rec = this.rounds.isReady ? this.rounds.get(name) : await this.state.get<SvcRound>(KV_KEYS.svcGroup(name));
+    return rec && svcGroupId(rec.name, rec.round) === groupId ? rec : undefined;
+  }
+
+  /** Tells a group's members and agents it is over, under its MAC. */
+  private publishEnd(rec: SvcRound, end: SvcEnd): void {
+    const secret = svcKeyFrom(rec.secret);
+    if (!secret || !rec.placed) return;
+    const subject = this.names.svc.end(rec.placed.groupId);
+    const body = Buffer.from(JSON.stringify(end));
+    const h = headers();
+    h.set(SVC_MAC_HEADER, svcMac(svcGroupKeys(secret).mac, subject, undefined, undefined, body));
+    this.nc.publish(subject, body, { headers: h });
   }
 
   onModuleDestroy(): void {
+    this.endSub?.unsubscribe();
     clearInterval(this.retry);
     this.rounds.stop();
   }
@@ -138,7 +208,11 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
         const hb = this.agents.servingReport(m.agentId);
         return hb !== undefined && hb.at > placedAt + ABANDONED_AFTER_MS / 2 && !hb.groups.includes(r.placed!.groupId);
       });
-      if (gone) await this.ended(r.placed.groupId, { groupId: r.placed.groupId, reason: 'lost', who: `its agents (${r.placed.members.map((m) => m.agentName).join(', ')}), which no longer serve it` });
+      if (!gone) continue;
+      const end: SvcEnd = { groupId: r.placed.groupId, reason: 'lost', who: `its agents (${r.placed.members.map((m) => m.agentName).join(', ')}), which no longer serve it` };
+      // a member still waiting hears it too
+      this.publishEnd(r, end);
+      await this.ended(r.placed.groupId, end);
     }
   }
 
@@ -197,7 +271,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
         round.backend === 'nccl'
           ? `group ${round.name} round ${round.round}: ${round.size} member${round.size === 1 ? '' : 's'} asked for the nccl backend, the mesh has ${able.length} agent${able.length === 1 ? '' : 's'} with a working one${ncclWhyNot(registered)}`
           : `group ${round.name} round ${round.round}: ${round.size} members need ${round.size} agents, the mesh has ${able.length}`;
-      placed = { name: round.name, round: round.round, groupId, size: round.size, members: [], storePrefix, error, joined: round.joined.map((j) => j.member) };
+      placed = { name: round.name, round: round.round, groupId, size: round.size, members: [], error, joined: round.joined.map((j) => j.member) };
     } else {
       const onHosts = matchHosts(round.joined, idle);
       placed = {
@@ -205,7 +279,6 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
         round: round.round,
         groupId,
         size: round.size,
-        storePrefix,
         backend,
         members: round.joined.map((j, rank) => {
           const a = onHosts[rank];
@@ -213,11 +286,15 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
         }),
       };
     }
+    // the group's secret: kept in the round (the members' join keys are no longer needed)
+    const secret = placed.error ? undefined : newSvcKey();
+    const kept = secret ? { secret: secret.toString('base64'), storePrefix } : {};
+    const joined = round.joined.map(({ key: _, ...j }) => j);
     // exactly one placement of a round: the one whose write moved it on from waiting or queued
     const at = new Date().toISOString();
     const rec = await this.update(round.name, (cur) =>
       mine(cur, ['waiting', 'queued'])
-        ? { ...cur!, size: round.size, state: placed.error ? 'ended' : 'placed', placed, ...(placed.error ? { endedAt: at } : { placedAt: at }), updatedAt: at }
+        ? { ...cur!, size: round.size, state: placed.error ? 'ended' : 'placed', joined, placed, ...kept, ...(placed.error ? { endedAt: at } : { placedAt: at }), updatedAt: at }
         : undefined,
     );
     this.pending.delete(round.name);
@@ -225,10 +302,18 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     if (placed.error) this.log.warn(placed.error);
     else this.log.log(`group ${groupId} on ${placed.backend}: ${placed.members.map((m) => `rank ${m.rank} ${m.label ?? m.member} on ${m.agentName}`).join(', ')}`);
     for (const m of placed.members) {
-      const ev: AgentNotification = { type: 'svc-member', rank: m.rank, placed };
+      // on the agent's own subject: only its login reads it
+      const ev: AgentNotification = { type: 'svc-member', rank: m.rank, placed, secret: kept.secret!, storePrefix };
       this.nc.publish(this.names.agents.events(m.agentId), json.encode(ev));
     }
-    this.nc.publish(this.names.svc.placed(round.name), json.encode(placed));
+    // G sealed per member under the key it joined with: svc.placed is readable by every client
+    const sealed = secret
+      ? round.joined.map((j, rank) => {
+          const key = svcKeyFrom(j.key);
+          return key ? sealSvcSecret(key, secret, groupId, rank) : '';
+        })
+      : undefined;
+    this.nc.publish(this.names.svc.placed(round.name), json.encode({ ...placed, ...(sealed ? { sealed } : {}) } satisfies SvcPlaced));
   }
 
   /** A group ended (end event): its round is ended and its store bucket deleted. */
@@ -244,7 +329,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     if (rec?.state !== 'ended' || rec.round !== round || !rec.placed) return;
     this.log.log(`group ${groupId} ended: ${end.reason}${end.who ? ` (${end.who})` : ''}${end.error ? `: ${end.error.message}` : ''}`);
     const jsm = await this.nc.jetstreamManager();
-    await jsm.streams.delete(`KV_${jobBucket(rec.placed.storePrefix)}`).catch(() => undefined);
+    if (rec.storePrefix) await jsm.streams.delete(`KV_${jobBucket(rec.storePrefix)}`).catch(() => undefined);
     void this.sweep();
   }
 

@@ -37,7 +37,7 @@ export class GroupEvents {
 
   @EventPattern('agents.events', { schema: AgentNotificationSchema })
   event(ev: AgentNotification): void {
-    if (ev.type === 'svc-member') this.service.start(ev.placed, ev.rank);
+    if (ev.type === 'svc-member') this.service.start(ev);
     else this.membership.joined(ev);
   }
 }

@@ -1,12 +1,13 @@
 // The agent's end of a service member's local path (the member on this host): a Unix socket, 0600
-// in the temp directory, that takes one connection, from the placed member (its member id in the
-// hello), and maps the member's shared segment; ops arrive as frames with their data already in
-// the segment, results go back the same way. See SvcLocalToAgent in @cmesh/protocol.
+// in the temp directory, that takes one connection, from the placed member once it proved the
+// group's secret (and after this end proved it: the member connects to nobody else), and maps the
+// member's shared segment; ops arrive as frames with their data already in the segment, results
+// go back the same way. See SvcLocalToAgent in @cmesh/protocol.
 import { chmodSync, unlinkSync } from 'fs';
 import { Server, Socket, createServer } from 'net';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { SvcLocalToAgentSchema, SvcOp, SvcResult } from '@cmesh/protocol';
+import { SvcLocalToAgentSchema, SvcOp, SvcResult, svcLocalProof, svcNonce, svcProofValid } from '@cmesh/protocol';
 import { loadShmAddon } from '@cmesh/collectives/shm-addon';
 import { readFrames, writeFrame } from '@cmesh/client';
 
@@ -24,18 +25,26 @@ export function removeLocalSocket(pid: number): void {
   }
 }
 
+/** Connections still proving themselves at once, at most; and how long one may take. */
+const MAX_HANDSHAKES = 4;
+const HANDSHAKE_MS = 5_000;
+
 export class LocalServer {
   readonly path = localSocketPath(process.pid);
   private server: Server | null = null;
   private conn: Socket | null = null;
   private segment: Uint8Array | null = null;
+  private handshakes = 0;
 
   /**
-   * `onOp`: an op whose data is the segment's first op.bytes; `onGone`: the member's connection
-   * closed (its process ended or dropped the local path).
+   * `localKey`: svcGroupKeys(G).local; `maxBytes`: the largest segment mapped. `onOp`: an op whose
+   * data is the segment's first op.bytes; `onGone`: the member's connection closed (its process
+   * ended or dropped the local path).
    */
   constructor(
     private readonly member: string,
+    private readonly localKey: Uint8Array,
+    private readonly maxBytes: number,
     private readonly onOp: (op: SvcOp, data: Uint8Array) => void,
     private readonly onGone: () => void,
   ) {}
@@ -52,16 +61,43 @@ export class LocalServer {
   }
 
   private accept(sock: Socket): void {
-    if (this.conn) return void sock.destroy();
-    let hello = false;
+    sock.on('error', () => undefined);
+    if (this.conn || this.handshakes >= MAX_HANDSHAKES) return void sock.destroy();
+    this.handshakes++;
+    let stage: 'hello' | 'proof' | 'member' | 'refused' = 'hello';
+    let memberNonce = '';
+    let agentNonce = '';
+    const settled = () => {
+      if (stage === 'member') return;
+      this.handshakes--;
+      clearTimeout(timer);
+    };
+    // said once; the socket then closes (or the handshake's timer closes it)
+    const refuse = (message: string) => {
+      stage = 'refused';
+      writeFrame(sock, { type: 'refused', message });
+      sock.end();
+    };
+    const timer = setTimeout(() => sock.destroy(), HANDSHAKE_MS);
+    sock.once('close', settled);
     readFrames(sock, (raw) => {
+      if (stage === 'refused') return;
       const f = SvcLocalToAgentSchema.safeParse(raw);
       if (!f.success) return void sock.destroy();
       const frame = f.data;
-      if (!hello) {
-        if (frame.type !== 'hello' || frame.member !== this.member) return void writeFrame(sock, { type: 'refused', message: 'not the member placed here' });
+      if (stage === 'hello') {
+        if (frame.type !== 'hello' || frame.member !== this.member) return refuse('not the member placed here');
+        memberNonce = frame.nonce;
+        agentNonce = svcNonce();
+        stage = 'proof';
+        return writeFrame(sock, { type: 'challenge', nonce: agentNonce, proof: svcLocalProof(this.localKey, 'agent', memberNonce, agentNonce) });
+      }
+      if (stage === 'proof') {
+        if (frame.type !== 'proof' || !svcProofValid(this.localKey, 'member', memberNonce, agentNonce, frame.proof)) return refuse('the member did not prove the group secret');
+        if (this.conn) return refuse('the member is connected already');
         if (!this.map(sock, frame)) return;
-        hello = true;
+        settled();
+        stage = 'member';
         this.conn = sock;
         sock.once('close', () => {
           this.conn = null;
@@ -75,13 +111,16 @@ export class LocalServer {
         const { op } = frame;
         if (!this.segment || op.bytes > this.segment.byteLength) return void sock.destroy(new Error(`op #${op.seq}: ${op.bytes} bytes do not fit the segment`));
         this.onOp(op, this.segment.subarray(0, op.bytes));
-      }
+      } else sock.destroy();
     });
-    sock.on('error', () => undefined);
   }
 
   /** Maps the member's segment and says ok (or refused). */
   private map(sock: Socket, f: { pid: number; fd: number; bytes: number }): boolean {
+    if (f.bytes > this.maxBytes) {
+      writeFrame(sock, { type: 'refused', message: `a segment of ${f.bytes} bytes is over the ${this.maxBytes} an op may have` });
+      return false;
+    }
     try {
       this.segment = new Uint8Array(loadShmAddon().openSegment(f.pid, f.fd, f.bytes));
       writeFrame(sock, { type: 'ok' });

@@ -20,7 +20,16 @@ export interface SvcOpReport {
   /** a failed op: the library's error code (TIMEOUT, PEER_FAILURE, …), else the error's class name */
   error?: string;
 }
-export type FromMemberWorker = SvcOpReport;
+/** member worker -> its agent: a message on the group's subjects was dropped (the agent's cmesh_rejected_messages_total). */
+export interface SvcDroppedReport {
+  type: 'svc-dropped';
+  /** the subject's pattern (svc.g.*.op, …): bounded */
+  subject: string;
+  reason: string;
+  /** how many since the last report (the worker sends them in batches) */
+  count: number;
+}
+export type FromMemberWorker = SvcOpReport | SvcDroppedReport;
 
 /** nccl-tests' size of an op: its larger buffer, the root's for gather and scatter (0 for barrier). */
 export function svcOpBytes(op: Pick<SvcOp, 'op' | 'count' | 'src' | 'dst' | 'dtype'>, size: number): number {

@@ -3,29 +3,64 @@
 // from NATS in its order, runs each with the library among the group's agents, on the backend the
 // placement names (tcp; nccl through the agent's sidecar on its GPU), and sends the result back;
 // heartbeats, watches everyone's, and ends the group for all when someone is lost or an op fails.
-// Started by ServiceWorkers with the placement over IPC.
+// Started by ServiceWorkers with the placement and the group's secret over IPC. Every message on
+// the group's subjects carries the group's MAC (GroupChannel): anything else is dropped and
+// counted, never acted on; no message can throw into the NATS client or grow a buffer past its cap.
 import * as dist from '@cmesh/collectives';
-import { Assembly, Liveness, chunkOf, describe, publishChunks } from '@cmesh/client';
-import { ClusterNames, SVC_HEARTBEAT_MS, SvcEnd, SvcEndSchema, SvcHeartbeatSchema, SvcOp, SvcOpSchema, SvcPlaced, SvcRankStatus, SvcResult, clusterNames, decodeMessage, svcElements } from '@cmesh/protocol';
-import { connect, JSONCodec, Msg, NatsConnection } from 'nats';
+import { Assembly, EarlyChunks, GroupChannel, Liveness, SvcDropReason, chunkOf, describe } from '@cmesh/client';
+import {
+  ClusterNames,
+  SVC_BYTES_LIMIT,
+  SVC_HEARTBEAT_MS,
+  SVC_MAX_BYTES,
+  SvcEnd,
+  SvcEndSchema,
+  SvcGroupKeys,
+  SvcHeartbeatSchema,
+  SvcOp,
+  SvcOpSchema,
+  SvcPlaced,
+  SvcRankStatus,
+  SvcResult,
+  SvcStatusRequestSchema,
+  clusterNames,
+  svcElements,
+  svcGroupKeys,
+} from '@cmesh/protocol';
+import { connect, Msg, NatsConnection } from 'nats';
 import { natsInitMethod } from '../backends/tcp/nats-init-method';
-import { MemberOpStats } from './member-stats';
+import { FromMemberWorker, MemberOpStats } from './member-stats';
 import { LocalServer } from './local-server';
 
 export type ToMemberWorker = {
   type: 'start';
   placed: SvcPlaced;
   rank: number;
+  /** the group's secret G (base64), from the agent's own events subject */
+  secret: string;
+  /** the process group's store prefix (nats:// init method) */
+  storePrefix: string;
   natsUrl: string;
   cluster: string;
   /** for a group on nccl: the agent's GPU, and its sidecar's socket (or why the agent has none) */
   nccl: { device: number; socket?: string; reason?: string };
 };
 
-const json = JSONCodec();
 /** After an op failed here, how long to wait for the end notice that names the first cause. */
 const CAUSE_WAIT_MS = 500;
 const INIT_TIMEOUT_MS = 60_000;
+/**
+ * The largest op's data or result this worker takes (CMESH_SVC_MAX_BYTES, default 1 GiB), and the
+ * most its queue of announced ops may hold in all (4 such ops). Bigger is refused as a bad op.
+ */
+const MAX_BYTES = Math.min(Number(process.env.CMESH_SVC_MAX_BYTES) || SVC_MAX_BYTES, SVC_BYTES_LIMIT);
+const MAX_QUEUED_BYTES = 4 * MAX_BYTES;
+const MAX_QUEUED_OPS = 1024;
+/** Chunks ahead of their op's header (NATS keeps the member's order, so only a misbehaving sender): at most this many ops and bytes. */
+const EARLY_OPS = 8;
+const EARLY_BYTES = 64 * 1024 * 1024;
+/** How often the drops counted here go to the agent's metrics. */
+const DROP_REPORT_MS = 1000;
 
 interface Queued {
   op: SvcOp;
@@ -43,7 +78,9 @@ class MemberWorker {
   private nc!: NatsConnection;
   private readonly names: ClusterNames;
   private readonly queue = new Map<number, Queued>();
-  private readonly early = new Map<number, { offset: number; data: Uint8Array }[]>();
+  /** bytes of the ops in `queue` */
+  private queuedBytes = 0;
+  private readonly early = new EarlyChunks(EARLY_OPS, EARLY_BYTES);
   private next = 1;
   private running = false;
   private ended: SvcEnd | null = null;
@@ -54,8 +91,17 @@ class MemberWorker {
   private readonly stats: MemberOpStats;
   /** the member's local path (it shares this host), when offered */
   private local: LocalServer | null = null;
+  private readonly keys: SvcGroupKeys;
+  private channel!: GroupChannel;
+  /** heartbeats sent, and the last number heard per sender (a replay is ignored) */
+  private beats = 0;
+  private readonly heardN = new Map<string, number>();
+  /** drops not yet reported to the agent, by subject kind and reason */
+  private readonly drops = new Map<string, number>();
+  private dropTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly m: ToMemberWorker) {
+    this.keys = svcGroupKeys(Buffer.from(m.secret, 'base64'));
     this.names = clusterNames(m.cluster);
     this.stats = new MemberOpStats(m.placed, m.rank, (r) => process.connected && process.send?.(r));
     this.liveness = new Liveness(m.placed.size, (rank, role) => {
@@ -80,17 +126,24 @@ class MemberWorker {
   async start(): Promise<void> {
     const { placed, rank } = this.m;
     this.nc = await connect({ ...dist.natsLogin(), servers: this.m.natsUrl, name: `cmesh-svc-${placed.groupId}-${rank}` });
-    this.nc.subscribe(this.names.svc.op(placed.groupId, rank), { callback: (err, msg) => !err && this.onOp(msg) });
-    this.nc.subscribe(this.names.svc.heartbeat(placed.groupId), { callback: (err, msg) => !err && this.onHeartbeat(msg) });
-    this.nc.subscribe(this.names.svc.end(placed.groupId), { callback: (err, msg) => !err && this.onEnd(msg) });
-    this.nc.subscribe(this.names.svc.status(placed.groupId), { callback: (err, msg) => !err && msg.respond(json.encode(this.status())) });
+    this.channel = new GroupChannel(this.nc, this.keys.mac, {
+      label: `service group ${placed.groupId} rank ${rank} (agent)`,
+      warn: (line) => console.error(line),
+      onDrop: (what, reason) => this.countDrop(what, reason),
+    });
+    this.channel.subscribe(this.names.svc.op(placed.groupId, rank), 'op', (msg) => this.onOp(msg));
+    this.channel.subscribe(this.names.svc.heartbeat(placed.groupId), 'hb', (msg) => this.onHeartbeat(msg));
+    this.channel.subscribe(this.names.svc.end(placed.groupId), 'end', (msg) => this.onEnd(msg));
+    this.channel.subscribe(this.names.svc.status(placed.groupId), 'status', (msg) => this.onStatus(msg));
     if (placed.members[rank]?.local) await this.offerLocal();
     const socket = this.local?.path;
-    const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready, ...(socket ? { socket } : {}) });
+    const heartbeat = () => this.publish(this.names.svc.heartbeat(placed.groupId), { rank, role: 'agent', ready: this.ready, n: ++this.beats, ...(socket ? { socket } : {}) });
     this.beat = setInterval(heartbeat, SVC_HEARTBEAT_MS);
     await dist.initProcessGroup({
       ...this.backendOptions(),
-      initMethod: natsInitMethod(this.m.natsUrl, placed.storePrefix),
+      initMethod: natsInitMethod(this.m.natsUrl, this.m.storePrefix),
+      // derived from the group's secret: nothing secret is kept in the store bucket
+      secret: this.keys.dataPlane,
       rank,
       worldSize: placed.size,
       // bounds the bootstrap (every agent's worker reaching the store); each op has its own deadline
@@ -133,6 +186,9 @@ class MemberWorker {
   private async offerLocal(): Promise<void> {
     const server = new LocalServer(
       this.m.placed.members[this.m.rank].member,
+      this.keys.local,
+      // the member's segment grows by doubling to the largest op's data or result
+      2 * MAX_BYTES,
       (op, data) => this.take(op, data),
       () => undefined, // the member's end is seen by its heartbeats
     );
@@ -154,8 +210,22 @@ class MemberWorker {
   }
 
   private onHeartbeat(msg: Msg): void {
-    const d = decodeMessage(SvcHeartbeatSchema, msg.data);
-    if (d.ok) this.liveness.heard(d.value);
+    const hb = this.channel.decode('hb', SvcHeartbeatSchema, msg);
+    if (!hb) return;
+    if (hb.n !== undefined) {
+      const who = `${hb.role}:${hb.rank}`;
+      if (hb.n <= (this.heardN.get(who) ?? 0)) return this.channel.drop('hb', 'duplicate', `${who}'s heartbeat ${hb.n} again`);
+      this.heardN.set(who, hb.n);
+    }
+    this.liveness.heard(hb);
+  }
+
+  /** The coordinator's status request (GET /service-groups/{name}): answered on the reply subject its MAC covers. */
+  private onStatus(msg: Msg): void {
+    const req = this.channel.decode('status', SvcStatusRequestSchema, msg);
+    if (!req) return;
+    if (!msg.reply || req.reply !== msg.reply) return this.channel.drop('status', 'invalid', 'a status request whose reply subject is not the one it names');
+    this.channel.respond(msg, this.status());
   }
 
   private onOp(msg: Msg): void {
@@ -164,9 +234,9 @@ class MemberWorker {
     if (chunk) {
       const q = this.queue.get(chunk.seq);
       if (!q) {
-        const list = this.early.get(chunk.seq) ?? [];
-        list.push({ offset: chunk.offset, data: msg.data.slice() });
-        this.early.set(chunk.seq, list);
+        // an op that ran already (a replay), or one not announced yet: kept within the caps
+        if (chunk.seq < this.next) return this.channel.drop('op', 'duplicate', `a chunk of op #${chunk.seq}, which ran`);
+        if (!this.early.add(chunk.seq, chunk.offset, msg.data)) this.channel.drop('op', 'over_limit', `a chunk of op #${chunk.seq} before its header, beyond ${EARLY_OPS} ops or ${EARLY_BYTES} bytes`);
         return;
       }
       const why = q.assembly.add(chunk.offset, msg.data);
@@ -177,26 +247,26 @@ class MemberWorker {
       }
       return;
     }
-    const d = decodeMessage(SvcOpSchema, msg.data);
-    if (!d.ok) {
-      const seq = (JSON.parse(new TextDecoder().decode(msg.data)) as { seq?: unknown })?.seq;
-      const err = new dist.InvalidArgumentError(`bad op: ${d.message}${d.issues ? `: ${d.issues.join('; ')}` : ''}`);
-      if (typeof seq === 'number' && seq > 0) void this.fail({ seq } as SvcOp, err);
-      return;
+    const op = this.channel.decode('op', SvcOpSchema, msg);
+    if (op) this.take(op);
+    else {
+      // authentic (the member's own) but malformed: it fails, so the member is not left waiting
+      const seq = seqOf(msg.data);
+      if (seq !== undefined && seq >= this.next && !this.queue.has(seq)) void this.fail({ seq } as SvcOp, new dist.InvalidArgumentError(`op #${seq}: not a valid op`));
     }
-    this.take(d.value);
   }
 
   /** A member's op: from NATS (its data follows in chunks), or by the local path with its data (`filled`). */
   private take(op: SvcOp, filled?: Uint8Array): void {
     if (!this.takesOps) return;
+    // within a round a duplicate is a replay of what the member sent: harmless, ignored
+    if (op.seq < this.next || this.queue.has(op.seq)) return this.channel.drop('op', 'duplicate', `op #${op.seq} again`);
     const bad = this.invalid(op);
     if (bad) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq}: ${bad}`));
-    if (op.seq < this.next || this.queue.has(op.seq)) return void this.fail(op, new dist.InvalidArgumentError(`op #${op.seq} was already sent`));
     const q: Queued = { op, assembly: new Assembly(op.bytes, filled), local: filled !== undefined };
     this.queue.set(op.seq, q);
-    for (const e of this.early.get(op.seq) ?? []) q.assembly.add(e.offset, e.data);
-    this.early.delete(op.seq);
+    this.queuedBytes += filled ? 0 : op.bytes;
+    for (const e of this.early.take(op.seq)) q.assembly.add(e.offset, e.data);
     if (q.assembly.complete) q.receivedMs = nowMs();
     this.pump();
   }
@@ -209,9 +279,16 @@ class MemberWorker {
       const r = op[root];
       if (needed && (r === undefined || r >= size)) return `${op.op} needs ${root}, a rank of the group (0..${size - 1}), got ${r}`;
     }
-    const elements = svcElements(op, this.m.rank, size).in;
-    const bytes = elements * dist.elementSize(op.dtype as dist.DType);
-    return op.op !== 'barrier' && bytes !== op.bytes ? `${op.op} of ${op.count} ${op.dtype} elements sends ${bytes} bytes from rank ${this.m.rank}, not ${op.bytes}` : null;
+    const { in: inElements, out: outElements } = svcElements(op, this.m.rank, size);
+    const es = dist.elementSize(op.dtype as dist.DType);
+    const bytes = inElements * es;
+    if (op.op !== 'barrier' && bytes !== op.bytes) return `${op.op} of ${op.count} ${op.dtype} elements sends ${bytes} bytes from rank ${this.m.rank}, not ${op.bytes}`;
+    // what the op allocates here: its data and its result (allGather's is size times the data)
+    const most = Math.max(bytes, outElements * es);
+    if (most > MAX_BYTES) return `${op.op} of ${op.count} ${op.dtype} elements needs ${most} bytes on the agent, more than the ${MAX_BYTES} an op may have (CMESH_SVC_MAX_BYTES)`;
+    if (this.queue.size >= MAX_QUEUED_OPS) return `${MAX_QUEUED_OPS} ops are queued already`;
+    if (this.queuedBytes + op.bytes > MAX_QUEUED_BYTES) return `the queued ops hold ${this.queuedBytes} bytes; ${op.bytes} more is over ${MAX_QUEUED_BYTES}`;
+    return null;
   }
 
   /** Runs the member's next op once all its data is here; one at a time, in the member's order. */
@@ -220,7 +297,9 @@ class MemberWorker {
     const q = this.queue.get(this.next);
     if (!q || !q.assembly.complete) return;
     this.queue.delete(this.next);
+    if (!q.local) this.queuedBytes -= q.op.bytes;
     this.next++;
+    this.early.dropBefore(this.next);
     this.running = true;
     this.stats.begin(q.op);
     const startedMs = nowMs();
@@ -234,7 +313,7 @@ class MemberWorker {
         if (q.local && this.local?.connected) this.local.reply(result, out);
         else {
           this.publish(this.names.svc.result(this.groupId, this.m.rank), result);
-          publishChunks(this.nc, this.names.svc.result(this.groupId, this.m.rank), q.op.seq, out);
+          this.channel.chunks(this.names.svc.result(this.groupId, this.m.rank), q.op.seq, out);
         }
         this.pump();
       },
@@ -316,8 +395,27 @@ class MemberWorker {
   }
 
   private onEnd(msg: Msg): void {
-    const d = decodeMessage(SvcEndSchema, msg.data);
-    if (d.ok && !this.ended) void this.finish(d.value);
+    const e = this.channel.decode('end', SvcEndSchema, msg);
+    if (!e || this.ended) return;
+    if (e.groupId !== this.groupId) return this.channel.drop('end', 'invalid', `an end of group ${JSON.stringify(e.groupId)}`);
+    void this.finish(e);
+  }
+
+  /** Counts a drop for the agent's metrics (sent in batches, not one IPC message per drop). */
+  private countDrop(what: string, reason: SvcDropReason): void {
+    const key = `${what}\n${reason}`;
+    this.drops.set(key, (this.drops.get(key) ?? 0) + 1);
+    this.dropTimer ??= setTimeout(() => this.reportDrops(), DROP_REPORT_MS);
+  }
+
+  private reportDrops(): void {
+    this.dropTimer = null;
+    for (const [key, count] of this.drops) {
+      const [what, reason] = key.split('\n');
+      const r: FromMemberWorker = { type: 'svc-dropped', subject: `${this.names.svc.groupWildcard.slice(0, -1)}*.${what}`, reason, count };
+      if (process.connected) process.send?.(r);
+    }
+    this.drops.clear();
   }
 
   /** Tells the group it is over and stops. */
@@ -336,12 +434,23 @@ class MemberWorker {
     // a pending op's failure may still want to report this cause: let it, then go
     await new Promise((r) => setTimeout(r, CAUSE_WAIT_MS + 100));
     await this.nc.flush().catch(() => undefined);
+    this.reportDrops();
     this.local?.close();
     process.exit(0);
   }
 
   private publish(subject: string, body: unknown): void {
-    if (this.nc && !this.nc.isClosed()) this.nc.publish(subject, json.encode(body));
+    if (this.channel) this.channel.json(subject, body);
+  }
+}
+
+/** The `seq` of a malformed op header, when it has one (guarded: any bytes may come). */
+function seqOf(data: Uint8Array): number | undefined {
+  try {
+    const seq = (JSON.parse(Buffer.from(data).toString('utf8')) as { seq?: unknown } | null)?.seq;
+    return typeof seq === 'number' && Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+  } catch {
+    return undefined;
   }
 }
 

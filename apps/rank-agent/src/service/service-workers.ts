@@ -2,17 +2,21 @@
 // coordinator sends (AgentNotification 'svc-member'), killed by pid when the agent stops. A worker
 // ends itself when its group ends; the agent keeps no state of its own about the group. Each op a
 // worker finishes comes back over IPC into the agent's metrics. A group placed on nccl runs through
-// the agent's own sidecar (the worker attaches to its socket) on the agent's GPU.
+// the agent's own sidecar (the worker attaches to its socket) on the agent's GPU. The group's
+// secret and store prefix (only on this agent's own events subject) go to the worker over IPC,
+// never through argv, the environment or a store; the messages a worker drops (a MAC that fails,
+// a malformed body) are counted in the agent's cmesh_rejected_messages_total.
 import { ChildProcess, fork } from 'child_process';
 import { extname, join } from 'path';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { clusterNames } from '@cmesh/protocol';
-import type { SvcPlaced } from '@cmesh/protocol';
+import type { SvcAgentEvent } from '@cmesh/protocol';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { NcclJobBackend } from '../backends/nccl-job-backend';
 import type { JobBackend } from '../execution/job-backend';
 import { JOB_BACKENDS } from '../execution/tokens';
 import { AgentMetrics } from '../metrics/agent-metrics';
+import { InboundMessages } from '../nats/inbound-messages';
 import type { FromMemberWorker } from './member-stats';
 import type { ToMemberWorker } from './member-worker';
 import { removeLocalSocket } from './local-server';
@@ -28,6 +32,7 @@ export class ServiceWorkers implements OnApplicationShutdown {
     @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
     private readonly metrics: AgentMetrics,
     @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
+    private readonly inbound: InboundMessages,
   ) {}
 
   /** What a worker of an nccl group needs: this agent's GPU and its sidecar's socket, or why there is none. */
@@ -37,7 +42,8 @@ export class ServiceWorkers implements OnApplicationShutdown {
     return socket ? { device: this.config.deviceIndex, socket } : { device: this.config.deviceIndex, reason: b?.available().reason ?? 'no nccl backend' };
   }
 
-  start(placed: SvcPlaced, rank: number): void {
+  start(ev: SvcAgentEvent): void {
+    const { placed, rank, secret, storePrefix } = ev;
     const key = `${placed.groupId}/${rank}`;
     if (this.children.has(key)) return;
     const child = fork(WORKER, [], {
@@ -54,6 +60,7 @@ export class ServiceWorkers implements OnApplicationShutdown {
     child.on('error', () => undefined);
     child.on('message', (m: FromMemberWorker) => {
       if (m?.type === 'svc-op') this.metrics.onServiceOp(m);
+      else if (m?.type === 'svc-dropped') this.inbound.rejected.inc({ subject: m.subject, reason: m.reason }, m.count);
     });
     child.once('exit', (code, sig) => {
       this.children.delete(key);
@@ -61,7 +68,7 @@ export class ServiceWorkers implements OnApplicationShutdown {
       if (child.pid) removeLocalSocket(child.pid);
       this.log.log(`service group ${placed.groupId} rank ${rank}: worker ${child.pid} exited (${sig ?? `code ${code}`})`);
     });
-    const msg: ToMemberWorker = { type: 'start', placed, rank, natsUrl: this.config.natsUrl, cluster: clusterNames(this.config.cluster).cluster, nccl: this.nccl() };
+    const msg: ToMemberWorker = { type: 'start', placed, rank, secret, storePrefix, natsUrl: this.config.natsUrl, cluster: clusterNames(this.config.cluster).cluster, nccl: this.nccl() };
     child.send(msg);
     this.log.log(`service group ${placed.groupId}: rank ${rank} (member ${placed.members[rank]?.label ?? placed.members[rank]?.member}) on worker ${child.pid}, backend ${placed.backend ?? 'tcp'}`);
   }

@@ -3,7 +3,7 @@
 // does. Runs the 'all' scenario of member.ts and checks every element; JSON lines on stdout.
 'use strict';
 const { connect, headers } = require('nats');
-const { randomUUID } = require('crypto');
+const { createDecipheriv, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } = require('crypto');
 const { SCENARIOS, inputs, expected } = require('./scenario-data');
 
 const say = (o) => process.stdout.write(JSON.stringify(o, (_, v) => (typeof v === 'bigint' ? String(v) : v)) + '\n');
@@ -16,36 +16,59 @@ async function main() {
   const name = process.env.GROUP;
   const size = Number(process.env.SIZE);
   const member = randomUUID();
+  // a key only this member knows: the placement carries the group's secret sealed under it
+  const key = randomBytes(32);
   // 1. subscribe to the placements first, then join
   const placedSub = nc.subscribe(`${P}.svc.placed.${name}`);
-  const reply = dec((await nc.request(`${P}.svc.join`, enc({ name, size, member, label: process.env.LABEL }), { timeout: 10000 })).data);
+  const reply = dec((await nc.request(`${P}.svc.join`, enc({ name, size, member, label: process.env.LABEL, key: key.toString('base64') }), { timeout: 10000 })).data);
   if (!reply.ok) throw new Error(`join refused: ${reply.error.message}`);
-  let placed;
+  let placed, rank, secret;
   for await (const m of placedSub) {
     const p = dec(m.data);
     if (p.joined && p.joined.includes(member)) throw new Error(p.error);
-    if (p.members.some((x) => x.member === member)) { placed = p; break; }
+    rank = p.members.findIndex((x) => x.member === member);
+    secret = rank >= 0 && p.sealed ? unseal(key, p.sealed[rank], p.groupId, rank) : null;
+    if (secret) { placed = p; break; }
   }
-  const rank = placed.members.findIndex((x) => x.member === member);
   const g = `${P}.svc.g.${placed.groupId}`;
   say({ event: 'joined', rank, size: placed.size });
+
+  // every message of the group carries Cmesh-Mac: HMAC-SHA256 under HKDF(G, "cmesh svc mac") over
+  // subject, Cmesh-Seq, Cmesh-Offset (each followed by a newline) and the payload; others are dropped
+  const macKey = Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), 'cmesh svc mac', 32));
+  const macOf = (subject, seq, off, data) => createHmac('sha256', macKey).update(`${subject}\n${seq}\n${off}\n`).update(data).digest('hex');
+  const pub = (subject, data, seq, off) => {
+    const h = headers();
+    if (seq !== undefined) { h.set('Cmesh-Seq', String(seq)); h.set('Cmesh-Offset', String(off)); }
+    h.set('Cmesh-Mac', macOf(subject, seq === undefined ? '' : seq, off === undefined ? '' : off, data));
+    nc.publish(subject, data, { headers: h });
+  };
+  const authentic = (m) => {
+    const h = m.headers;
+    const got = Buffer.from((h && h.get('Cmesh-Mac')) || '', 'hex');
+    const want = Buffer.from(macOf(m.subject, (h && h.get('Cmesh-Seq')) || '', (h && h.get('Cmesh-Offset')) || '', m.data), 'hex');
+    return got.length === want.length && timingSafeEqual(got, want);
+  };
 
   // 2. heartbeat every 500 ms; wait until every agent says ready; watch the end subject
   const ready = new Set();
   let ended = null;
   let allReady;
   const readyP = new Promise((r) => (allReady = r));
-  nc.subscribe(`${g}.hb`, { callback: (_, m) => { const hb = dec(m.data); if (hb.role === 'agent' && hb.ready) { ready.add(hb.rank); if (ready.size === size) allReady(); } } });
+  nc.subscribe(`${g}.hb`, { callback: (_, m) => { if (!authentic(m)) return; const hb = dec(m.data); if (hb.role === 'agent' && hb.ready) { ready.add(hb.rank); if (ready.size === size) allReady(); } } });
   // an op whose result is on its way still completes: fail what is pending only after a second
-  nc.subscribe(`${g}.end`, { callback: (_, m) => { ended = dec(m.data); setTimeout(() => { for (const p of pending.values()) p.reject(new Error(`group ended: ${JSON.stringify(ended)}`)); }, 1000).unref(); } });
-  const beat = setInterval(() => nc.publish(`${g}.hb`, enc({ rank, role: 'member' })), 500);
-  nc.publish(`${g}.hb`, enc({ rank, role: 'member' }));
+  nc.subscribe(`${g}.end`, { callback: (_, m) => { if (!authentic(m)) return; ended = dec(m.data); setTimeout(() => { for (const p of pending.values()) p.reject(new Error(`group ended: ${JSON.stringify(ended)}`)); }, 1000).unref(); } });
+  // heartbeats count up (n): a replayed one is ignored
+  let n = 0;
+  const beat = setInterval(() => pub(`${g}.hb`, enc({ rank, role: 'member', n: ++n })), 500);
+  pub(`${g}.hb`, enc({ rank, role: 'member', n: ++n }));
   await readyP;
 
   // 3. results: a JSON header, then the bytes in chunks (headers Cmesh-Seq, Cmesh-Offset)
   const pending = new Map();
   nc.subscribe(`${g}.res.${rank}`, {
     callback: (_, m) => {
+      if (!authentic(m)) return;
       const seq = m.headers && m.headers.get('Cmesh-Seq');
       if (seq) {
         const p = pending.get(Number(seq));
@@ -70,13 +93,8 @@ async function main() {
     const data = typed ? new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength) : new Uint8Array(0);
     return new Promise((resolve, reject) => {
       pending.set(s, { seq: s, resolve, reject });
-      nc.publish(`${g}.op.${rank}`, enc({ seq: s, timeoutMs: 60000, bytes: data.length, ...header }));
-      for (let off = 0; off < data.length; off += chunk) {
-        const h = headers();
-        h.set('Cmesh-Seq', String(s));
-        h.set('Cmesh-Offset', String(off));
-        nc.publish(`${g}.op.${rank}`, data.subarray(off, off + chunk), { headers: h });
-      }
+      pub(`${g}.op.${rank}`, enc({ seq: s, timeoutMs: 60000, bytes: data.length, ...header }));
+      for (let off = 0; off < data.length; off += chunk) pub(`${g}.op.${rank}`, data.subarray(off, off + chunk), s, off);
     });
   }
   let checked = 0;
@@ -116,9 +134,23 @@ async function main() {
   await op({ op: 'barrier', dtype: 'uint8', count: 0 }, null);
   say({ event: 'done', rank, checked });
   // 4. leave: the group ends for everyone
-  nc.publish(`${g}.end`, enc({ groupId: placed.groupId, reason: 'left', rank, who: `member "${process.env.LABEL}" (rank ${rank})` }));
+  pub(`${g}.end`, enc({ groupId: placed.groupId, reason: 'left', rank, who: `member "${process.env.LABEL}" (rank ${rank})` }));
   clearInterval(beat);
   await nc.drain();
+}
+
+/** G from the member's sealed copy: base64 of a 12-byte IV, the AES-256-GCM ciphertext and its 16-byte tag, bound to the group and rank. */
+function unseal(key, sealed, groupId, rank) {
+  const raw = Buffer.from(sealed || '', 'base64');
+  if (raw.length !== 60) return null;
+  try {
+    const d = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
+    d.setAAD(Buffer.from(`cmesh svc seal\n${groupId}\n${rank}`));
+    d.setAuthTag(raw.subarray(44));
+    return Buffer.concat([d.update(raw.subarray(12, 44)), d.final()]);
+  } catch {
+    return null;
+  }
 }
 
 main().catch((e) => {

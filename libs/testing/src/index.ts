@@ -5,3 +5,4 @@ export * from './inspector';
 export * from './fuzz';
 export * from './netns';
 export * from './nccl-sim';
+export * from './forged-trace';

@@ -5,7 +5,7 @@ import { APP_GUARD } from '@nestjs/core';
 import { API_TOKENS, ApiTokenGuard, ApiTokens } from './http/api-auth.guard';
 import { LoggerModule } from 'nestjs-pino';
 import { AgentsModule } from './agents/agents.module';
-import { clusterNames } from '@cmesh/protocol';
+import { clusterNames, printableLogHooks } from '@cmesh/protocol';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from './config/coordinator-config';
 import { GroupsModule } from './groups/groups.module';
 import { RegistryAgentDirectory } from './groups/registry-agent-directory';
@@ -63,7 +63,7 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         LoggerModule.forRoot({
-          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-coordinator', replica: config.replicaId } },
+          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-coordinator', replica: config.replicaId }, hooks: printableLogHooks },
         }),
         NatsModule,
         AgentsModule,

@@ -4,7 +4,7 @@
 // /metrics over HTTP.
 import { DynamicModule, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
-import { clusterNames } from '@cmesh/protocol';
+import { clusterNames, printableLogHooks } from '@cmesh/protocol';
 import { NcclBackend } from './backends/nccl';
 import { NcclJobBackend } from './backends/nccl-job-backend';
 import { TcpBackend } from './backends/tcp/tcp-backend';
@@ -31,7 +31,7 @@ export class AppModule {
         MetricsModule,
         // structured logs like the coordinator's: one JSON line per event, tagged with the agent
         LoggerModule.forRoot({
-          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-agent', agent: config.name } },
+          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-agent', agent: config.name }, hooks: printableLogHooks },
         }),
       ],
       controllers: [HealthController, JobSubjects, GroupEvents],

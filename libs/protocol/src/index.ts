@@ -19,4 +19,5 @@ export * from './nats-permissions';
 export * from './service';
 export * from './service-status';
 export * from './stores';
+export * from './printable';
 export * from './service-auth';

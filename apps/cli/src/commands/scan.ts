@@ -2,7 +2,7 @@
 // then this prints the matrix, the ring all-reduces, the flagged agents and links and the verdict
 // (`--json`: the scan record); `--list` lists the stored scans.
 import { Command } from 'commander';
-import { ScanRecord, ScanRequestInput } from '@cmesh/protocol';
+import { printableJson, ScanRecord, ScanRequestInput } from '@cmesh/protocol';
 import { parseSize } from '../bench/options';
 import { DEFAULT_COORDINATOR, MeshClient, clientToken } from '../mesh/client';
 import { renderScan, renderScanList, useColour } from '../mesh/scan-view';
@@ -80,7 +80,7 @@ export function register(program: Command): void {
       const client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator, o.tokenFile));
       if (o.list) {
         const { scans } = await client.get<{ scans: ScanRecord[] }>(`/scans?limit=${Number(o.limit)}`);
-        process.stdout.write(o.json ? JSON.stringify({ scans }, null, 2) + '\n' : renderScanList(scans));
+        process.stdout.write(o.json ? printableJson({ scans }, 2) + '\n' : renderScanList(scans));
         return;
       }
       const tty = !!process.stderr.isTTY && o.progress;
@@ -91,7 +91,7 @@ export function register(program: Command): void {
             onProgress: tty ? (x) => process.stderr.write(`\rscan ${x.id}: ${x.progress.done}/${x.progress.total}`) : undefined,
           });
       if (tty && !o.show) process.stderr.write('\n');
-      process.stdout.write(o.json ? JSON.stringify(s, null, 2) + '\n' : renderScan(s, useColour()));
+      process.stdout.write(o.json ? printableJson(s, 2) + '\n' : renderScan(s, useColour()));
       if (s.state !== 'succeeded') process.exitCode = 1;
     });
 }

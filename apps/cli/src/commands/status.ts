@@ -1,7 +1,7 @@
 // `cmesh status`: the mesh as the coordinator sees it: agents (state, backends, last
 // heartbeat, job), process groups, service groups and recent jobs.
 import { Command } from 'commander';
-import type { SvcGroup, TraceReport } from '@cmesh/protocol';
+import { printableJson, printableLines, type SvcGroup, type TraceReport } from '@cmesh/protocol';
 import { DEFAULT_COORDINATOR, MeshApiError, MeshClient, clientToken } from '../mesh/client';
 import { listAgents } from '../mesh/launch';
 import { agentsTable, groupsTable, jobsTable, normaliseGroups, serviceGroupsTable } from '../mesh/status-view';
@@ -42,7 +42,7 @@ export async function renderStuck(client: MeshClient, waitMs?: number): Promise<
   // unverified groups: answers nobody could check (see "A collective is stuck" in the operations guide)
   const head = `${r.answered} ranks answered in ${r.waitedMs} ms${r.rejected ? `; ${r.rejected} answers without a valid signature dropped` : ''}`;
   return { stuck: stuck.length, text: `${head}
-${stuck.length ? stuck.map((g) => g.text).join('\n') : 'no stuck group'}\n` };
+${stuck.length ? stuck.map((g) => printableLines(g.text)).join('\n') : 'no stuck group'}\n` };
 }
 
 export function register(program: Command): void {
@@ -57,13 +57,13 @@ export function register(program: Command): void {
     .action(async (o: { coordinator: string; tokenFile?: string; jobs: string; json?: boolean; stuck?: boolean }) => {
       const client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator, o.tokenFile));
       if (o.stuck) {
-        if (o.json) process.stdout.write(JSON.stringify(await client.get('/traces'), null, 2) + '\n');
+        if (o.json) process.stdout.write(printableJson(await client.get('/traces'), 2) + '\n');
         else process.stdout.write((await renderStuck(client)).text);
         return;
       }
       if (o.json) {
         const [agents, groups, svc, jobs] = await Promise.all([listAgents(client), client.get('/groups'), serviceGroups(client), client.jobs(Number(o.jobs))]);
-        process.stdout.write(JSON.stringify({ agents, groups, serviceGroups: svc ?? [], jobs }, null, 2) + '\n');
+        process.stdout.write(printableJson({ agents, groups, serviceGroups: svc ?? [], jobs }, 2) + '\n');
       } else process.stdout.write(await renderStatus(client, Number(o.jobs)));
     });
 }

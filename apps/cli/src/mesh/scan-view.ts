@@ -1,7 +1,8 @@
 // `cmesh scan`'s terminal view of a ScanRecord: the bandwidth and latency matrices (heat-coloured
 // by each link's ratio to the reference when colour is on), the ring all-reduces, the agents'
-// figures, the evidence and the verdict.
-import type { ScanLink, ScanRecord } from '@cmesh/protocol';
+// figures, the evidence and the verdict. Agent names and reasons come from peers: a control
+// character in them is escaped (printable), never sent to the terminal.
+import { printableDeep, type ScanLink, type ScanRecord } from '@cmesh/protocol';
 
 /** Colour when stdout is a terminal and NO_COLOR is unset (https://no-color.org). */
 export function useColour(stream: { isTTY?: boolean } = process.stdout, env: NodeJS.ProcessEnv = process.env): boolean {
@@ -60,7 +61,8 @@ function matrix(rec: ScanRecord, colour: boolean, cell: (l: ScanLink) => string)
 }
 
 /** The whole view of a scan. */
-export function renderScan(rec: ScanRecord, colour = false): string {
+export function renderScan(record: ScanRecord, colour = false): string {
+  const rec = printableDeep(record);
   const r = rec.request;
   const out: string[] = [];
   const took = rec.wallMs !== undefined ? ` in ${(rec.wallMs / 1000).toFixed(1)} s` : '';
@@ -100,7 +102,8 @@ export function renderScan(rec: ScanRecord, colour = false): string {
 }
 
 /** `cmesh scan --list`: one line per scan. */
-export function renderScanList(scans: readonly ScanRecord[]): string {
+export function renderScanList(records: readonly ScanRecord[]): string {
+  const scans = printableDeep(records);
   if (!scans.length) return 'no scans\n';
   const rows = scans.map((s) => [
     s.id,

@@ -1,6 +1,8 @@
-// `cmesh status` as text: agents, groups, service groups and recent jobs as tables.
+// `cmesh status` as text: agents, groups, service groups and recent jobs as tables. What peers
+// named (agents, labels, hosts, reasons, end messages) is shown through printable(): a control
+// character in it is escaped, never sent to the terminal.
 import Table from 'cli-table3';
-import type { JobRecord, SvcGroup } from '@cmesh/protocol';
+import { printableDeep, type JobRecord, type SvcGroup } from '@cmesh/protocol';
 import type { AgentRow } from './launch';
 
 const table = (head: string[]) => new Table({ head, style: { head: [], border: [] } });
@@ -11,7 +13,9 @@ function ago(iso: string | undefined, now: number): string {
   return Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)} s ago` : iso;
 }
 
-export function agentsTable(agents: AgentRow[], busy: Record<string, string>, now = Date.now()): string {
+export function agentsTable(rows: AgentRow[], busy: Record<string, string>, now = Date.now()): string {
+  const agents = printableDeep(rows);
+  busy = printableDeep(busy);
   const t = table(['agent', 'state', 'backends', 'last heartbeat', 'job']);
   for (const a of agents) t.push([a.name, a.state, clip(a.backends || '-', 60), ago(a.lastHeartbeat, now), busy[a.agentId] ?? '-']);
   return `Agents (${agents.length})\n${t.toString()}`;
@@ -29,14 +33,16 @@ export interface GroupRow {
   createdAt?: string;
 }
 
-export function groupsTable(groups: GroupRow[]): string {
+export function groupsTable(rows: GroupRow[]): string {
+  const groups = printableDeep(rows);
   const t = table(['group', 'name', 'members', 'created']);
   for (const g of groups) t.push([g.id, g.name ?? '-', g.members.join(', '), g.createdAt?.replace('T', ' ').slice(0, 19) ?? '-']);
   return `Groups (${groups.length})\n${t.toString()}`;
 }
 
 /** Service groups (GET /service-groups): each one's current round, its members and where they run, how it ended. */
-export function serviceGroupsTable(groups: SvcGroup[], now = Date.now()): string {
+export function serviceGroupsTable(rows: SvcGroup[], now = Date.now()): string {
+  const groups = printableDeep(rows);
   const t = table(['service group', 'round', 'state', 'backend', 'members (rank label@agent)', 'placed', 'ended']);
   for (const g of groups) {
     const members = g.members.map((m) => `${m.rank ?? '-'} ${m.label ?? m.member.slice(0, 8)}${m.agentName ? `@${m.agentName}` : ''}`).join(', ');
@@ -50,7 +56,8 @@ export function serviceGroupsTable(groups: SvcGroup[], now = Date.now()): string
   return `Service groups (${groups.length})\n${t.toString()}`;
 }
 
-export function jobsTable(jobs: JobRecord[]): string {
+export function jobsTable(rows: JobRecord[]): string {
+  const jobs = printableDeep(rows);
   const t = table(['job', 'state', 'op', 'backend', 'agents', 'sizes', 'created', 'reason']);
   for (const j of jobs) {
     t.push([

@@ -4,6 +4,7 @@
 // CSS, no script and nothing fetched from elsewhere (clusters are often cut off from the
 // internet); it reloads itself every few seconds.
 import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord, SvcGroup, TraceReport } from '@cmesh/protocol';
+import { printable } from '@cmesh/protocol';
 
 export interface UiData {
   cluster: string;
@@ -21,8 +22,8 @@ export interface UiData {
 }
 
 const ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-/** Text for HTML: every character that could open markup escaped. */
-export const esc = (v: unknown) => String(v ?? '').replace(/[&<>"']/g, (c) => ESC[c]);
+/** Text for HTML: every character that could open markup escaped, control characters shown escaped (printable). */
+export const esc = (v: unknown) => printable(v ?? '').replace(/[&<>"']/g, (c) => ESC[c]);
 
 /** Colours the tests look for in screenshots: a flagged cell is exactly FLAGGED_RGB. */
 export const FLAGGED_RGB = [215, 25, 28] as const;

@@ -90,11 +90,21 @@ export class JobBuckets {
     }
   }
 
-  /** Drops the buckets nobody needs (bucketUnneeded) of jobs not running here. */
+  /**
+   * Drops the buckets nobody needs (bucketUnneeded) of jobs not running here, and this cluster's
+   * other store buckets (rendezvous, nats:// init methods, service groups) that have held nothing
+   * for STORE_ORPHAN_MS: every key aged out, or none was ever written. Their launchers may not
+   * delete streams where logins are enforced, so they leave them behind.
+   */
   async dropUnneeded(runsHere: (id: string) => boolean): Promise<void> {
     const jsm = await this.nc.jetstreamManager();
     const now = this.clock.now();
     for await (const si of jsm.streams.list()) {
+      const store = si.config.name.startsWith('KV_') ? this.names.stores.parse(si.config.name.slice(3)) : null;
+      if (store && store.kind !== 'jobs' && si.state.messages === 0 && now - Date.parse(si.created) > STORE_ORPHAN_MS) {
+        await jsm.streams.delete(si.config.name).catch(() => undefined); // gone meanwhile: nothing to do
+        continue;
+      }
       const id = jobOfStream(this.names, si.config.name);
       if (!id || runsHere(id)) continue;
       if (bucketUnneeded(await this.store.read(id), now - Date.parse(si.created))) {

@@ -73,7 +73,16 @@ export class BackendUnsupportedError extends CmeshError {
 
 /** Store (rendezvous key-value) failures other than timeouts. */
 export class StoreError extends CmeshError {
-  override readonly code = 'STORE_ERROR';
+  override readonly code: string = 'STORE_ERROR';
+}
+
+/**
+ * The store server refused a request (or the connection) because one of its limits is reached:
+ * frame size, keys, bytes held, connections, parked waits. Nothing was changed; the message names
+ * the limit.
+ */
+export class StoreLimitError extends StoreError {
+  override readonly code = 'STORE_LIMIT';
 }
 
 /** A launched child process failed (spawn / cmesh run). */

@@ -55,4 +55,19 @@ describe('store FrameDecoder', () => {
     expect(frames).toHaveLength(1);
     expect(frames[0].fields[1].equals(value)).toBe(true);
   });
+
+  it('with skipOversize, a frame over the limit comes out with its length and no fields, its body dropped across pieces', () => {
+    const big = encodeFrame(Cmd.SET, 9, [utf8('k'), Buffer.alloc(5000, 1)]);
+    const bytes = Buffer.concat([encodeFrame(Cmd.GET, 8, [utf8('a')]), big, encodeFrame(Cmd.GET, 10, [utf8('b')])]);
+    const d = new FrameDecoder(1024, true);
+    const frames = [];
+    for (let at = 0; at < bytes.length; at += 7) frames.push(...d.push(bytes.subarray(at, at + 7)));
+    expect(frames.map((f) => [f.id, f.oversize, f.fields.map(String)])).toEqual([
+      [8, undefined, ['a']],
+      [9, big.length - 4, []],
+      [10, undefined, ['b']],
+    ]);
+    // without it, the same frame is malformed
+    expect(() => new FrameDecoder(1024).push(big)).toThrow(MalformedFrameError);
+  });
 });

@@ -2,7 +2,8 @@
 //   frame  = u32 bodyLength | u8 tag | u32 id | u16 fieldCount | field*
 //   field  = u32 length | bytes
 // A request's tag is its command; a reply's tag is OK or ERROR. Keys are UTF-8 fields, counters
-// signed 64-bit little-endian fields, flags one byte.
+// signed 64-bit little-endian fields, flags one byte. An ERROR reply's second field, when present,
+// is its kind: LIMIT_ERROR for a request refused by one of the server's limits (nothing changed).
 
 export const Cmd = {
   SET: 1,
@@ -21,10 +22,17 @@ export const REPLY_ERROR = 0x81;
 /** Frames larger than this are refused (a corrupt length must not make us buffer gigabytes). */
 export const MAX_FRAME_BYTES = 1 << 30;
 
+/** The kind field of an ERROR reply refused by a limit of the server (TcpStoreLimits). */
+export const LIMIT_ERROR = 'LIMIT';
+/** The request id of an ERROR frame that refuses the connection itself (ids start at 1). */
+export const CONNECTION_ID = 0;
+
 export interface Frame {
   tag: number;
   id: number;
   fields: Buffer[];
+  /** set when the frame was over the decoder's limit: its length; its body was skipped unread */
+  oversize?: number;
 }
 
 export function encodeFrame(tag: number, id: number, fields: readonly Uint8Array[] = []): Buffer {
@@ -81,6 +89,18 @@ export class MalformedFrameError extends Error {
 export class FrameDecoder {
   private chunks: Buffer[] = [];
   private buffered = 0;
+  /** bytes of an oversize frame still to drop as they arrive */
+  private skipping = 0;
+
+  /**
+   * `maxFrameBytes`: longer frames are malformed (the stream is given up), unless `skipOversize`:
+   * then such a frame comes out with `oversize` set and no fields, and its body is dropped as it
+   * arrives, never buffered, so the connection can go on.
+   */
+  constructor(
+    private readonly maxFrameBytes = MAX_FRAME_BYTES,
+    private readonly skipOversize = false,
+  ) {}
 
   push(chunk: Buffer): Frame[] {
     if (chunk.length) {
@@ -98,12 +118,25 @@ export class FrameDecoder {
   }
 
   private parse(frames: Frame[]): void {
-    while (this.buffered >= 4) {
+    for (;;) {
+      if (this.skipping) {
+        const n = Math.min(this.skipping, this.buffered);
+        this.drop(n);
+        this.skipping -= n;
+        if (this.skipping) break;
+      }
+      if (this.buffered < 4) break;
       const head = this.peek(Math.min(this.buffered, 11));
       const len = head.readUInt32LE(0);
       const id = head.length >= 9 ? head.readUInt32LE(5) : undefined;
       if (len < 7) throw new MalformedFrameError(`length ${len} is shorter than a header`, id);
-      if (len > MAX_FRAME_BYTES) throw new MalformedFrameError(`length ${len} is over the limit of ${MAX_FRAME_BYTES} bytes`, id);
+      if (len > this.maxFrameBytes) {
+        if (!this.skipOversize) throw new MalformedFrameError(`length ${len} is over the limit of ${this.maxFrameBytes} bytes`, id);
+        if (id === undefined) break; // its id has not arrived yet
+        frames.push({ tag: head.readUInt8(4), id, fields: [], oversize: len });
+        this.skipping = 4 + len;
+        continue;
+      }
       if (this.buffered < 4 + len) break;
       const body = this.take(4 + len).subarray(4);
       frames.push(parseBody(body));
@@ -116,6 +149,21 @@ export class FrameDecoder {
     return this.chunks[0].subarray(0, n);
   }
 
+  /** Drops the first n buffered bytes (n <= buffered) without joining chunks. */
+  private drop(n: number): void {
+    this.buffered -= n;
+    while (n > 0) {
+      const first = this.chunks[0];
+      if (first.length <= n) {
+        this.chunks.shift();
+        n -= first.length;
+      } else {
+        this.chunks[0] = first.subarray(n);
+        n = 0;
+      }
+    }
+  }
+
   /** Removes and returns the first n buffered bytes. */
   private take(n: number): Buffer {
     if (this.chunks[0].length < n) this.chunks = [Buffer.concat(this.chunks)];
@@ -125,6 +173,23 @@ export class FrameDecoder {
     else this.chunks[0] = first.subarray(n);
     this.buffered -= n;
     return out;
+  }
+}
+
+/** An ERROR frame refusing a connection: what the server sends instead of serving it. */
+export function connectionRefusalFrame(message: string): Buffer {
+  return encodeFrame(REPLY_ERROR, CONNECTION_ID, [Buffer.from(message, 'utf8'), Buffer.from(LIMIT_ERROR)]);
+}
+
+/** The message of a connection refusal at the start of `chunk`, or undefined when it is none. */
+export function readConnectionRefusal(chunk: Buffer): string | undefined {
+  if (chunk.length < 11 || chunk.readUInt8(4) !== REPLY_ERROR || chunk.readUInt32LE(5) !== CONNECTION_ID) return undefined;
+  const len = chunk.readUInt32LE(0);
+  if (len > chunk.length - 4 || len > 64 * 1024) return undefined;
+  try {
+    return parseBody(chunk.subarray(4, 4 + len)).fields[0]?.toString('utf8');
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,10 +1,48 @@
 // The TcpStore server (c10d's TCPStore daemon): an in-memory map plus parked get/wait requests
-// that are answered as soon as their keys appear.
+// that are answered as soon as their keys appear. What a client can make it hold is bounded
+// (TcpStoreLimits): a request over a limit is refused with an error naming it and changes nothing.
 import * as net from 'net';
 import { InvalidArgumentError } from '../errors';
 import { AUTH_MAGIC, AUTH_TIMEOUT_MS, AuthListener, logRefusal, refusal, RefuseReason } from '../auth/handshake';
 import { resolveSecret } from '../auth/secret';
-import { Cmd, encodeFrame, flag, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
+import { Cmd, connectionRefusalFrame, encodeFrame, flag, Frame, FrameDecoder, i64, LIMIT_ERROR, MalformedFrameError, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
+
+/** What the server holds at most; a request past one is refused (StoreLimitError at the client). */
+export interface TcpStoreLimits {
+  /** bytes of one request frame (a set's key and value); a larger one is refused and skipped unread */
+  maxFrameBytes: number;
+  /** keys held */
+  maxKeys: number;
+  /** bytes of keys and values held together */
+  maxBytes: number;
+  /** open connections (authenticating ones too); one more is refused at once */
+  maxConnections: number;
+  /** keys the parked gets and waits of one connection wait for (a get is one, a wait one per absent key) */
+  maxWaitsPerConnection: number;
+  /** the same over every connection */
+  maxWaits: number;
+}
+
+export const DEFAULT_TCP_STORE_LIMITS: Readonly<TcpStoreLimits> = {
+  maxFrameBytes: 64 * 2 ** 20,
+  maxKeys: 1_000_000,
+  maxBytes: 2 ** 30,
+  maxConnections: 32_768,
+  maxWaitsPerConnection: 65_536,
+  maxWaits: 1_000_000,
+};
+
+/** The defaults with `given` over them, each checked to be a positive integer. */
+export function storeLimits(given: Partial<TcpStoreLimits> = {}): TcpStoreLimits {
+  const out = { ...DEFAULT_TCP_STORE_LIMITS };
+  for (const [k, v] of Object.entries(given) as [keyof TcpStoreLimits, unknown][]) {
+    if (v === undefined) continue;
+    if (!(k in DEFAULT_TCP_STORE_LIMITS)) throw new InvalidArgumentError(`TcpStore limits: unknown limit ${JSON.stringify(k)}`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw new InvalidArgumentError(`TcpStore limits: ${k} must be a positive integer, got ${String(v)}`);
+    out[k] = v;
+  }
+  return out;
+}
 
 /** A parked get or wait: answered once, when every one of its keys exists. */
 interface Waiter {
@@ -24,6 +62,12 @@ export const LISTEN_BACKLOG = 65535;
 
 export class TcpStoreServer {
   private readonly data = new Map<string, Buffer>();
+  /** bytes of the keys (UTF-8) and values in `data` */
+  private bytes = 0;
+  /** keys parked requests wait for: per connection, and in all */
+  private readonly waitsBy = new Map<net.Socket, number>();
+  private waits = 0;
+  readonly limits: TcpStoreLimits;
   /**
    * Parked requests by the absent key they wait for, and by connection: a write wakes only the
    * requests waiting for its key (O(1) per request, however many are parked on other keys), and a
@@ -39,7 +83,12 @@ export class TcpStoreServer {
    * With a key, every connection must pass the challenge (auth/handshake.ts) before the server
    * reads a single frame from it; without one, a client that tries to authenticate is refused.
    */
-  constructor(private readonly key?: Buffer) {}
+  constructor(
+    private readonly key?: Buffer,
+    limits: Partial<TcpStoreLimits> = {},
+  ) {
+    this.limits = storeLimits(limits);
+  }
 
   async listen(host: string, port: number): Promise<number> {
     const server = net.createServer((s) => this.accept(s));
@@ -62,8 +111,16 @@ export class TcpStoreServer {
 
   private accept(socket: net.Socket): void {
     socket.setNoDelay(true);
+    if (this.sockets.size >= this.limits.maxConnections) {
+      // refused before any handshake: an ERROR frame the client reads as StoreLimitError
+      socket.on('error', () => undefined);
+      socket.write(connectionRefusalFrame(`it has ${this.sockets.size} open connections, its limit (maxConnections ${this.limits.maxConnections})`));
+      closeGracefully(socket);
+      return;
+    }
     this.sockets.add(socket);
-    const decoder = new FrameDecoder();
+    // an oversize request is refused and its body skipped: the connection goes on
+    const decoder = new FrameDecoder(this.limits.maxFrameBytes, true);
     // read only to log a refusal: it costs a getpeername() per connection
     const remote = () => `${socket.remoteAddress}:${socket.remotePort}`;
     const refuse = (reason: RefuseReason, reply: Buffer) => {
@@ -125,6 +182,7 @@ export class TcpStoreServer {
       if (!mine) return;
       this.parked.delete(socket);
       for (const w of mine) this.unpark(w);
+      this.waitsBy.delete(socket);
     };
     socket.on('close', drop);
     socket.on('error', drop);
@@ -134,16 +192,45 @@ export class TcpStoreServer {
     if (!socket.destroyed) socket.write(encodeFrame(REPLY_OK, id, fields));
   }
 
-  private fail(socket: net.Socket, id: number, message: string): void {
-    if (!socket.destroyed) socket.write(encodeFrame(REPLY_ERROR, id, [Buffer.from(message, 'utf8')]));
+  private fail(socket: net.Socket, id: number, message: string, kind?: string): void {
+    if (!socket.destroyed) socket.write(encodeFrame(REPLY_ERROR, id, [Buffer.from(message, 'utf8'), ...(kind ? [Buffer.from(kind)] : [])]));
+  }
+
+  /** A request over a limit: refused, naming it; nothing changed. */
+  private refuseOverLimit(socket: net.Socket, id: number, message: string): void {
+    this.fail(socket, id, message, LIMIT_ERROR);
   }
 
   private run(socket: net.Socket, frames: Frame[]): void {
     for (const f of frames) {
+      if (f.oversize !== undefined) {
+        this.refuseOverLimit(socket, f.id, `a request of ${f.oversize} bytes is over the store's limit (maxFrameBytes ${this.limits.maxFrameBytes})`);
+        continue;
+      }
       const problem = checkFields(f);
       if (problem) this.fail(socket, f.id, problem);
       else this.handle(socket, f);
     }
+  }
+
+  /**
+   * Stores `value` under `k` (key bytes `keyBytes`) unless that would go over maxKeys or maxBytes:
+   * then refuses the request and returns false, nothing changed.
+   */
+  private put(socket: net.Socket, id: number, k: string, keyBytes: number, value: Buffer): boolean {
+    const cur = this.data.get(k);
+    if (cur === undefined && this.data.size >= this.limits.maxKeys) {
+      this.refuseOverLimit(socket, id, `key ${k} not added: the store holds ${this.data.size} keys, its limit (maxKeys ${this.limits.maxKeys})`);
+      return false;
+    }
+    const grow = value.length - (cur === undefined ? -keyBytes : cur.length);
+    if (this.bytes + grow > this.limits.maxBytes) {
+      this.refuseOverLimit(socket, id, `key ${k} not written: ${value.length} more bytes would take the store over its limit (maxBytes ${this.limits.maxBytes}; it holds ${this.bytes})`);
+      return false;
+    }
+    this.data.set(k, value);
+    this.bytes += grow;
+    return true;
   }
 
   /** Runs a command whose fields checkFields() accepted. */
@@ -151,17 +238,17 @@ export class TcpStoreServer {
     const key = () => fields[0].toString('utf8');
     switch (tag) {
       case Cmd.SET:
-        this.data.set(key(), fields[1] ?? Buffer.alloc(0));
+        if (!this.put(socket, id, key(), fields[0].length, fields[1] ?? Buffer.alloc(0))) return;
         this.reply(socket, id);
         this.wake(key());
         return;
       case Cmd.GET: {
         const k = key();
-        this.park({ socket, keys: [k], missing: 0, reply: () => this.reply(socket, id, [this.data.get(k)!]) });
+        this.park({ socket, keys: [k], missing: 0, reply: () => this.reply(socket, id, [this.data.get(k)!]) }, id);
         return;
       }
       case Cmd.WAIT:
-        this.park({ socket, keys: fields.map((f) => f.toString('utf8')), missing: 0, reply: () => this.reply(socket, id) });
+        this.park({ socket, keys: fields.map((f) => f.toString('utf8')), missing: 0, reply: () => this.reply(socket, id) }, id);
         return;
       case Cmd.ADD: {
         const k = key();
@@ -170,7 +257,7 @@ export class TcpStoreServer {
         if (!Number.isSafeInteger(cur)) return this.fail(socket, id, `key ${k} does not hold an integer`);
         const next = cur + readI64(fields[1]);
         if (!Number.isSafeInteger(next)) return this.fail(socket, id, `add: ${held ?? 0} + ${fields[1].readBigInt64LE(0)} is outside the safe integer range`);
-        this.data.set(k, Buffer.from(String(next)));
+        if (!this.put(socket, id, k, fields[0].length, Buffer.from(String(next)))) return;
         this.reply(socket, id, [i64(next)]);
         this.wake(k);
         return;
@@ -180,7 +267,7 @@ export class TcpStoreServer {
         const [, expected, desired] = fields;
         const cur = this.data.get(k);
         if ((cur === undefined && expected.length === 0) || (cur !== undefined && cur.equals(expected))) {
-          this.data.set(k, desired);
+          if (!this.put(socket, id, k, fields[0].length, desired)) return;
           this.reply(socket, id, [desired]);
           this.wake(k);
         } else {
@@ -191,36 +278,70 @@ export class TcpStoreServer {
       case Cmd.CHECK:
         this.reply(socket, id, [flag(fields.every((f) => this.data.has(f.toString('utf8'))))]);
         return;
-      case Cmd.DELETE:
+      case Cmd.DELETE: {
+        const cur = this.data.get(key());
+        if (cur !== undefined) this.bytes -= fields[0].length + cur.length;
         this.reply(socket, id, [flag(this.data.delete(key()))]);
         return;
+      }
       case Cmd.NUM_KEYS:
         this.reply(socket, id, [i64(this.data.size)]);
         return;
     }
   }
 
-  /** Answers w now if every key exists, else parks it on each absent key. */
-  private park(w: Waiter): void {
-    w.missing = 0;
-    for (const k of new Set(w.keys)) {
-      if (this.data.has(k)) continue;
+  /**
+   * Answers w now if every key exists, else parks it on each absent key. A new request (`id`)
+   * that would take its connection's or the server's parked keys over their limit is refused; a
+   * request woken and parked again (a key deleted since) was counted already and is not.
+   */
+  private park(w: Waiter, id?: number): void {
+    const absent = [...new Set(w.keys)].filter((k) => !this.data.has(k));
+    if (absent.length === 0) return w.reply();
+    const mine = this.waitsBy.get(w.socket) ?? 0;
+    if (id !== undefined) {
+      const { maxWaitsPerConnection: perConnection, maxWaits: total } = this.limits;
+      if (mine + absent.length > perConnection) {
+        return this.refuseOverLimit(w.socket, id, `not parked: this connection already waits for ${mine} keys, its limit (maxWaitsPerConnection ${perConnection})`);
+      }
+      if (this.waits + absent.length > total) return this.refuseOverLimit(w.socket, id, `not parked: the store already waits for ${this.waits} keys, its limit (maxWaits ${total})`);
+    }
+    for (const k of absent) {
       let set = this.waiting.get(k);
       if (!set) this.waiting.set(k, (set = new Set()));
       set.add(w);
-      w.missing++;
     }
-    if (w.missing === 0) return w.reply();
-    let mine = this.parked.get(w.socket);
-    if (!mine) this.parked.set(w.socket, (mine = new Set()));
-    mine.add(w);
+    w.missing = absent.length;
+    this.waitsBy.set(w.socket, mine + absent.length);
+    this.waits += absent.length;
+    let parked = this.parked.get(w.socket);
+    if (!parked) this.parked.set(w.socket, (parked = new Set()));
+    parked.add(w);
   }
 
+  /** Forgets a parked request (its connection closed). */
   private unpark(w: Waiter): void {
     for (const k of w.keys) {
       const set = this.waiting.get(k);
-      if (set?.delete(w) && set.size === 0) this.waiting.delete(k);
+      if (!set?.delete(w)) continue;
+      if (set.size === 0) this.waiting.delete(k);
+      this.countWaits(w.socket, -1);
     }
+  }
+
+  private countWaits(socket: net.Socket, n: number): void {
+    this.waits += n;
+    this.waitsBy.set(socket, (this.waitsBy.get(socket) ?? 0) + n);
+  }
+
+  /** Keys parked requests wait for: in all, or of one connection (tests, metrics). */
+  parkedKeys(socket?: net.Socket): number {
+    return socket ? (this.waitsBy.get(socket) ?? 0) : this.waits;
+  }
+
+  /** Keys and bytes held, and open connections. */
+  usage(): { keys: number; bytes: number; connections: number; waits: number } {
+    return { keys: this.data.size, bytes: this.bytes, connections: this.sockets.size, waits: this.waits };
   }
 
   /** `key` was written: the requests parked on it have one absent key fewer. */
@@ -229,6 +350,7 @@ export class TcpStoreServer {
     if (!set) return;
     this.waiting.delete(key);
     for (const w of set) {
+      this.countWaits(w.socket, -1);
       if (--w.missing > 0) continue;
       this.parked.get(w.socket)?.delete(w);
       // a key seen earlier may have been deleted since: park() answers or parks it again
@@ -279,11 +401,12 @@ function checkFields({ tag, fields }: Frame): string | undefined {
  * A standalone store server (torch's TCPStore daemon without a client), e.g. hosted by a launcher
  * for its workers: `const srv = await startTcpStoreServer({ port: 0 }); srv.port; await srv.close()`. With
  * `secret` (default: CMESH_SECRET), only clients holding the same secret get past the challenge.
+ * `limits` bounds what clients can make it hold (DEFAULT_TCP_STORE_LIMITS otherwise).
  */
-export async function startTcpStoreServer(opts: { host?: string; port?: number; secret?: string } = {}): Promise<TcpStoreServer> {
+export async function startTcpStoreServer(opts: { host?: string; port?: number; secret?: string; limits?: Partial<TcpStoreLimits> } = {}): Promise<TcpStoreServer> {
   const port = opts.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError(`startTcpStoreServer: port must be an integer in [0, 65535], got ${JSON.stringify(port)}`);
-  const server = new TcpStoreServer(resolveSecret(opts.secret, process.env, 'startTcpStoreServer: secret'));
+  const server = new TcpStoreServer(resolveSecret(opts.secret, process.env, 'startTcpStoreServer: secret'), opts.limits);
   await server.listen(opts.host ?? '127.0.0.1', port);
   return server;
 }

@@ -1,12 +1,12 @@
 // TcpStore: c10d's TCPStore. The master hosts the server in-process; every rank (the master too)
 // talks to it through one client connection with pipelined requests.
 import * as net from 'net';
-import { AuthenticationError, DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
+import { AuthenticationError, DistTimeoutError, InvalidArgumentError, StoreError, StoreLimitError } from '../errors';
 import { AUTH_MAGIC, AuthDialer, readRefusal, refuseText, RefuseReason } from '../auth/handshake';
 import { resolveSecret } from '../auth/secret';
-import { Cmd, encodeFrame, Frame, FrameDecoder, i64, MalformedFrameError, readI64, REPLY_ERROR, utf8 } from './frame-codec';
+import { Cmd, encodeFrame, Frame, FrameDecoder, i64, LIMIT_ERROR, MalformedFrameError, readConnectionRefusal, readI64, REPLY_ERROR, utf8 } from './frame-codec';
 import { Store, StoreValue, toBuffer } from './store';
-import { TcpStoreServer } from './tcp-store-server';
+import { TcpStoreLimits, TcpStoreServer } from './tcp-store-server';
 import { timerMs } from '../timer';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from './validate';
 
@@ -30,6 +30,8 @@ export interface TcpStoreOptions {
    * talks to a server that proves it; a mismatch fails with AuthenticationError.
    */
   secret?: string;
+  /** The master's server: what clients can make it hold (DEFAULT_TCP_STORE_LIMITS for the rest). */
+  limits?: Partial<TcpStoreLimits>;
 }
 
 /** The reserved key that counts connected instances when worldSize is given. */
@@ -59,7 +61,8 @@ export class TcpStore implements Store {
   readonly worldSize?: number;
   private readonly key?: Buffer;
   /** Why the connection ended, when the server refused it. */
-  private refused?: AuthenticationError;
+  private refused?: AuthenticationError | StoreLimitError;
+  private readonly limits?: Partial<TcpStoreLimits>;
 
   /**
    * Like torch's TCPStore(host, port, world_size, is_master, timeout): starts the server (master)
@@ -83,6 +86,7 @@ export class TcpStore implements Store {
     this.port = opts.port;
     this.worldSize = opts.worldSize;
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+    this.limits = opts.limits;
     this.started = this.start(!!opts.isMaster);
     this.started.catch(() => {}); // reported by ready() and by every operation
   }
@@ -107,7 +111,7 @@ export class TcpStore implements Store {
   private async start(isMaster: boolean): Promise<void> {
     const deadline = Date.now() + this.timeoutMs;
     if (isMaster) {
-      this.server = new TcpStoreServer(this.key);
+      this.server = new TcpStoreServer(this.key, this.limits);
       this.port = await this.server.listen(this.host, this.port);
     }
     await this.connect();
@@ -166,6 +170,12 @@ export class TcpStore implements Store {
       first = false;
       let frames: Frame[];
       let malformed: Error | undefined;
+      const full = readConnectionRefusal(chunk);
+      if (full !== undefined) {
+        this.refused = this.limitRefusal(full);
+        socket.destroy();
+        return;
+      }
       try {
         frames = decoder.push(chunk);
       } catch (err) {
@@ -178,7 +188,10 @@ export class TcpStore implements Store {
         if (!p) continue; // timed out earlier
         this.pending.delete(f.id);
         if (p.timer) clearTimeout(p.timer);
-        if (f.tag === REPLY_ERROR) p.reject(new StoreError(`TcpStore: ${f.fields[0]?.toString('utf8')}`));
+        if (f.tag === REPLY_ERROR) {
+          const message = `TcpStore: ${f.fields[0]?.toString('utf8')}`;
+          p.reject(f.fields[1]?.toString() === LIMIT_ERROR ? new StoreLimitError(message) : new StoreError(message));
+        }
         else p.resolve(f.fields);
       }
       if (malformed) socket.destroy(malformed); // not a store server: fails every pending request
@@ -193,6 +206,11 @@ export class TcpStore implements Store {
     };
     socket.on('error', fail);
     socket.on('close', () => fail());
+  }
+
+  /** The server refused this connection over a limit (too many connections). */
+  private limitRefusal(message: string): StoreLimitError {
+    return new StoreLimitError(`TcpStore: the store at ${this.host}:${this.port} refused this connection: ${message}`);
   }
 
   private refusal(reason: RefuseReason): AuthenticationError {
@@ -220,6 +238,8 @@ export class TcpStore implements Store {
         } else resolve();
       };
       const onData = (chunk: Buffer) => {
+        const full = readConnectionRefusal(chunk);
+        if (full !== undefined) return done(this.limitRefusal(full));
         const step = dialer.push(chunk);
         if (step.send) socket.write(step.send);
         if (step.state === 'done') done();

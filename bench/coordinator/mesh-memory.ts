@@ -95,7 +95,7 @@ export class MeshMemory {
     const jsm = await this.nc.jetstreamManager();
     const records = await jsm.streams.info(`KV_${clusterNames().buckets.jobs}`, { subjects_filter: '>' });
     let jobStoreBuckets = 0;
-    for await (const name of jsm.streams.names()) if (name.startsWith('KV_cmesh_store_jobs-')) jobStoreBuckets++;
+    for await (const name of jsm.streams.names()) if (name.startsWith('KV_') && clusterNames().stores.parse(name.slice(3))?.kind === 'jobs') jobStoreBuckets++;
     return { jobRecordKeys: Object.keys(records.state.subjects ?? {}).length, jobStoreBuckets };
   }
 

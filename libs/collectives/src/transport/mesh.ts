@@ -9,6 +9,7 @@ import { resolveSecret } from '../auth/secret';
 import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
 import { PeerConnection, PostedRecv } from './peer-connection';
+import { UnexpectedLimits, unexpectedLimits } from './unexpected-limits';
 import { Spinner } from './spinner';
 import { timerMs } from '../timer';
 import { debug, debugOn } from '../debug';
@@ -60,6 +61,8 @@ export class Mesh {
   private hostIds: string[] = [];
   /** The transport asked for (CMESH_TRANSPORT or the option): the same on every rank. */
   mode: TransportMode = 'auto';
+  /** what one peer may make this rank buffer before it is asked for (CMESH_MAX_UNEXPECTED_*) */
+  private unexpectedLimits: UnexpectedLimits = unexpectedLimits();
 
   private constructor(
     readonly rank: number,
@@ -84,10 +87,13 @@ export class Mesh {
     secret?: string;
     /** this rank's host identity instead of hostIdentity() (tests place in-process ranks on "hosts" this way) */
     hostId?: string;
+    /** bounds on messages a peer sends before they are asked for (default: CMESH_MAX_UNEXPECTED_*, else DEFAULT_UNEXPECTED_LIMITS) */
+    unexpected?: UnexpectedLimits;
   }): Promise<Mesh> {
     const mode = transportMode(opts.transport);
     const key = resolveSecret(opts.secret);
     const mesh = new Mesh(opts.rank, opts.size);
+    if (opts.unexpected) mesh.unexpectedLimits = opts.unexpected;
     const hostId = opts.hostId ?? hostIdentity();
     mesh.hostIds = [hostId];
     mesh.mode = mode;
@@ -301,6 +307,7 @@ export class Mesh {
         onUnexpectedP2P: (p) => this.matchAnySource(p),
       },
       onHello,
+      this.unexpectedLimits,
     );
   }
 

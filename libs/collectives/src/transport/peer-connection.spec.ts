@@ -3,6 +3,7 @@
 import type * as net from 'net';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, writeHeader } from './frame';
 import { ConnectionEvents, MAX_CONTROL_BYTES, PeerConnection } from './peer-connection';
+import { UnexpectedLimits } from './unexpected-limits';
 
 function header(kind: number, group: number, tag: number, length: number): Buffer {
   const h = writeHeader(Buffer.alloc(HEADER_BYTES), kind, group, tag, NO_SIGNATURE, length);
@@ -10,16 +11,21 @@ function header(kind: number, group: number, tag: number, length: number): Buffe
   return h;
 }
 
-function connection(onControl: ConnectionEvents['onControl'] = () => undefined) {
+function connection(onControl: ConnectionEvents['onControl'] = () => undefined, limits?: UnexpectedLimits) {
   const controls: Array<[FrameHeader, Buffer]> = [];
-  const conn = new PeerConnection(1, {
-    onControl: (p, h, payload) => {
-      controls.push([h, Buffer.from(payload)]);
-      return onControl(p, h, payload);
+  const conn = new PeerConnection(
+    1,
+    {
+      onControl: (p, h, payload) => {
+        controls.push([h, Buffer.from(payload)]);
+        return onControl(p, h, payload);
+      },
+      takeAnySource: () => undefined,
+      onUnexpectedP2P: () => {},
     },
-    takeAnySource: () => undefined,
-    onUnexpectedP2P: () => {},
-  });
+    undefined,
+    limits,
+  );
   let destroyed = 0;
   conn.attach({ setNoDelay: () => {}, destroy: () => void destroyed++ } as unknown as net.Socket);
   return { conn, controls, destroyed: () => destroyed };
@@ -69,5 +75,37 @@ describe('PeerConnection', () => {
     const payload = Buffer.from('nope');
     conn.feed(Buffer.concat([header(FrameKind.Abort, 1, 1, payload.length), payload]));
     expect(conn.protocolError).toBe('not a notice');
+  });
+
+  it('messages nobody asked for: past the count limit the connection breaks, naming the limit; claimed ones stop counting', () => {
+    const { conn, destroyed } = connection(undefined, { frames: 3, bytes: 1 << 20 });
+    for (const tag of [1, 2, 3]) conn.feed(header(FrameKind.P2P, 0, tag, 0));
+    expect(conn.unexpectedFrames).toBe(3);
+    // one is claimed by a receive: room for one more
+    conn.post('2:0:1', { into: new Uint8Array(0), sig: NO_SIGNATURE, resolve: () => {}, reject: () => {} });
+    expect(conn.takeUnexpected('2:0:2')).toBeDefined();
+    expect(conn.unexpectedFrames).toBe(1);
+    conn.feed(Buffer.concat([header(FrameKind.P2P, 0, 4, 0), header(FrameKind.P2P, 0, 5, 0)]));
+    expect(conn.protocolError).toBeUndefined();
+    conn.feed(header(FrameKind.P2P, 0, 6, 0));
+    expect(conn.protocolError).toBe('sent more than 3 messages nobody had asked for yet (CMESH_MAX_UNEXPECTED_FRAMES)');
+    expect(destroyed()).toBe(1);
+  });
+
+  it('messages nobody asked for: their declared bytes count, a header past the limit breaks the connection before anything is allocated', () => {
+    const { conn } = connection(undefined, { frames: 100, bytes: 1000 });
+    conn.feed(Buffer.concat([header(FrameKind.Collective, 0, 1, 600), Buffer.alloc(600, 7)]));
+    expect(conn.unexpectedBytes).toBe(600);
+    // a message still arriving when its receive is posted is released once it is complete
+    conn.feed(header(FrameKind.Collective, 0, 2, 400));
+    let got = -1;
+    conn.post('1:0:2', { into: new Uint8Array(400), sig: NO_SIGNATURE, resolve: (from) => (got = from), reject: () => {} });
+    expect(conn.unexpectedBytes).toBe(1000);
+    conn.feed(Buffer.alloc(400, 1));
+    expect(got).toBe(1);
+    expect(conn.unexpectedBytes).toBe(600);
+    conn.feed(header(FrameKind.Collective, 0, 3, 401));
+    expect(conn.protocolError).toBe('sent 1001 bytes nobody had asked for yet, more than 1000 (CMESH_MAX_UNEXPECTED_BYTES)');
+    expect(conn.unexpected.get('1:0:3')).toBeUndefined();
   });
 });

@@ -2,10 +2,12 @@
 // (kind, group, tag), against posted receives. The socket reads into memory this class chooses
 // (net's `onread`): a payload whose receive is already posted is read by the kernel straight into
 // the destination view, with no copy and no allocation; headers and small or unexpected payloads
-// go through one reused staging buffer. Unexpected payloads are buffered until claimed.
+// go through one reused staging buffer. Unexpected payloads are buffered until claimed, up to
+// UnexpectedLimits: a peer past them breaks the protocol and its connection is closed.
 import type * as net from 'net';
 import { AUTH_MAGIC } from '../auth/handshake';
 import { FrameHeader, FrameKind, HEADER_BYTES, OpSignature, matchKey, readHeader, signaturesMatch } from './frame';
+import { DEFAULT_UNEXPECTED_LIMITS, UnexpectedLimits } from './unexpected-limits';
 
 export interface PostedRecv {
   into: Uint8Array;
@@ -82,6 +84,9 @@ export class PeerConnection {
   leaving = false;
   /** Set when the peer broke the framing protocol: what it did. The socket is then destroyed. */
   protocolError?: string;
+  /** messages buffered in `unexpected`, and the bytes their headers declare */
+  unexpectedFrames = 0;
+  unexpectedBytes = 0;
 
   private readonly hdr = Buffer.allocUnsafe(HEADER_BYTES);
   private hdrFilled = 0;
@@ -120,6 +125,7 @@ export class PeerConnection {
     private readonly events: ConnectionEvents,
     /** Accepted side: called once the dialer's rank has arrived; false refuses the connection. */
     private readonly onHello?: (conn: PeerConnection) => boolean | void,
+    private readonly limits: UnexpectedLimits = DEFAULT_UNEXPECTED_LIMITS,
   ) {
     this.peer = peer;
   }
@@ -246,10 +252,17 @@ export class PeerConnection {
         const r = recv;
         this.onDone = () => r.resolve(this.peer);
       } else {
+        const { frames, bytes } = this.limits;
+        if (this.unexpectedFrames + 1 > frames) return this.violate(`sent more than ${frames} messages nobody had asked for yet (CMESH_MAX_UNEXPECTED_FRAMES)`);
+        if (this.unexpectedBytes + h.length > bytes) {
+          return this.violate(`sent ${this.unexpectedBytes + h.length} bytes nobody had asked for yet, more than ${bytes} (CMESH_MAX_UNEXPECTED_BYTES)`);
+        }
         const u: Unexpected = { header: h, data: Buffer.allocUnsafe(Math.min(h.length, UNEXPECTED_INITIAL_BYTES)), filled: 0 };
         let q = this.unexpected.get(key);
         if (!q) this.unexpected.set(key, (q = []));
         q.push(u);
+        this.unexpectedFrames++;
+        this.unexpectedBytes += h.length;
         this.target = u.data;
         this.growing = u;
         this.onDone = () => {
@@ -258,6 +271,7 @@ export class PeerConnection {
             const q2 = this.unexpected.get(key)!;
             q2.splice(q2.indexOf(u), 1);
             if (!q2.length) this.unexpected.delete(key);
+            this.released(u);
             this.deliver(u, u.claim);
           } else if (h.kind === FrameKind.P2P) this.events.onUnexpectedP2P(this.peer);
         };
@@ -329,6 +343,7 @@ export class PeerConnection {
       if (u.filled === u.header.length) {
         this.unexpected.get(key)!.splice(this.unexpected.get(key)!.indexOf(u), 1);
         if (!this.unexpected.get(key)!.length) this.unexpected.delete(key);
+        this.released(u);
         this.deliver(u, recv);
       } else u.claim = recv; // still arriving: deliver on completion
       return;
@@ -345,7 +360,14 @@ export class PeerConnection {
     if (i < 0) return undefined;
     const [u] = q!.splice(i, 1);
     if (!q!.length) this.unexpected.delete(key);
+    this.released(u);
     return u;
+  }
+
+  /** A buffered message left `unexpected`: it no longer counts against the limits. */
+  private released(u: Unexpected): void {
+    this.unexpectedFrames--;
+    this.unexpectedBytes -= u.header.length;
   }
 
   deliver(u: Unexpected, recv: PostedRecv): void {

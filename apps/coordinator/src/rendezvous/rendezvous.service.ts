@@ -71,7 +71,9 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
     let record = await this.state.get<RdzvRecord>(KV_KEYS.rendezvous(runId));
     if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
     if (rounds.maybeClose(record, Date.now())) {
-      record = (await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => cur && rounds.maybeClose(cur, Date.now())))!;
+      // undefined: deleted (or no longer a valid record) meanwhile
+      record = await this.state.update<RdzvRecord>(KV_KEYS.rendezvous(runId), (cur) => cur && rounds.maybeClose(cur, Date.now()));
+      if (!record) throw new ReplyError('NOT_FOUND', `no rendezvous ${JSON.stringify(runId)}`);
       this.stored(record);
     }
     return this.reply(record, nodeId);
@@ -123,7 +125,10 @@ export class RendezvousService implements OnModuleInit, OnApplicationShutdown {
     if (r.state !== 'closed' || !r.closedAt || !r.participants.length || this.noted.has(key)) return;
     if (this.noted.size > 10_000) this.noted.clear();
     this.noted.add(key);
-    const first = Math.min(...r.participants.map((p) => Date.parse(p.joinedAt)));
-    for (const fn of this.closedListeners) fn((Date.parse(r.closedAt) - first) / 1000);
+    const first = r.participants.reduce((m, p) => Math.min(m, Date.parse(p.joinedAt)), Infinity);
+    const seconds = (Date.parse(r.closedAt) - first) / 1000;
+    // a record read back with times that are not dates measures nothing
+    if (!Number.isFinite(seconds) || seconds < 0) return;
+    for (const fn of this.closedListeners) fn(seconds);
   }
 }

@@ -42,6 +42,8 @@ export interface ConnectMeshOptions {
   local?: boolean;
   /** the largest op's data or result a group of this connection sends or takes (default 1 GiB) */
   maxBytes?: number;
+  /** where its groups report messages they dropped (not the group's, malformed), at most once per kind and interval (default console.warn) */
+  warn?: (line: string) => void;
 }
 
 export interface JoinOptions {
@@ -81,6 +83,7 @@ export class MeshConnection {
     readonly names: ClusterNames,
     private readonly local = true,
     private readonly maxBytes?: number,
+    private readonly warn?: (line: string) => void,
   ) {}
 
   /** Joins group `name` of `size` (or `min` to `max`) members; resolves with this member's rank and the world size once the group is placed and its agents are ready. */
@@ -107,7 +110,7 @@ export class MeshConnection {
       if (!ok.ok) throw new ServiceRequestError('INTERNAL', `join ${JSON.stringify(name)}: malformed reply (${ok.message})`);
       const { placed, rank, secret } = await this.waitPlaced(placedSub, member, key, deadline, name);
       const { sealed: _, ...shown } = placed;
-      const group = new ServiceGroup(this.nc, this.names, shown, rank, secret, { local: this.local, maxBytes: this.maxBytes });
+      const group = new ServiceGroup(this.nc, this.names, shown, rank, secret, { local: this.local, maxBytes: this.maxBytes, warn: this.warn });
       this.groups.add(group);
       try {
         await group.start(Math.max(1, deadline - Date.now()));
@@ -158,5 +161,5 @@ export class MeshConnection {
 export async function connectMesh(opts: ConnectMeshOptions): Promise<MeshConnection> {
   const login = opts.user ? { user: opts.user, pass: opts.pass, inboxPrefix: natsInboxPrefix(opts.user) } : natsLogin();
   const nc = await connect({ servers: opts.servers, name: 'cmesh-client', ...login, ...opts.nats });
-  return new MeshConnection(nc, clusterNames(opts.cluster), opts.local ?? true, opts.maxBytes);
+  return new MeshConnection(nc, clusterNames(opts.cluster), opts.local ?? true, opts.maxBytes, opts.warn);
 }

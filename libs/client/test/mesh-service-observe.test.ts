@@ -195,7 +195,8 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     const nc = await connect({ servers: nats.url });
     try {
       const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).data)) as { ok: boolean };
-      const join = { name: 'obs-wait', min: 2, max: 3, lastCallMs: 600_000 };
+      // each member's own key (the group's secret would come back sealed under it)
+      const join = { name: 'obs-wait', min: 2, max: 3, lastCallMs: 600_000, key: Buffer.alloc(32, 5).toString('base64') };
       expect(await send(names.svc.join, { ...join, member: 'w-1', label: 'early' })).toMatchObject({ ok: true });
       const one = SvcGroupDetailSchema.parse((await get<SvcGroupDetail>('/service-groups/obs-wait')).body);
       expect(one).toEqual({ name: 'obs-wait', round: 1, state: 'waiting', size: 3, elastic: { min: 2, max: 3, lastCallMs: 600_000 }, joined: 1, members: [{ member: 'w-1', label: 'early' }], updatedAt: expect.any(String) });

@@ -1,12 +1,16 @@
 // The mesh the chaos soak attacks: nats-server (JetStream on disk, so a restart finds its
 // streams again), R coordinator replicas and A rank agents, each a ChaosProcess that keeps its
 // name, ports and state across a SIGKILL and restart. The first replica started is the leader.
-import { mkdtempSync, rmSync } from 'fs';
+// Authentication is on, as `cmesh up` runs it: the nats-server admits only the mesh's logins
+// (the coordinator's, one per agent named as the agent, the `client` tenant's), each held to its
+// role's permissions, and the REST API asks for the token.
+import { mkdtempSync, readFileSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { freePort, waitForPort } from '@cmesh/testing';
 import { MeshClient } from '../../apps/cli/src/mesh/client';
 import { listAgents } from '../../apps/cli/src/mesh/launch';
+import { CLIENT_USER, COORDINATOR_USER, MeshAuth, prepareMeshAuth } from '../../apps/cli/src/mesh/mesh-auth';
 import { nodeArgs, programEnv, programOf } from '../../apps/cli/src/programs';
 import { ChaosProcess } from './processes';
 
@@ -36,16 +40,22 @@ export class ChaosMesh {
     private readonly natsPort: number,
     readonly replicas: { proc: ChaosProcess; client: MeshClient; id: string }[],
     readonly agents: ChaosProcess[],
+    /** the mesh's secrets (API token, NATS passwords, the server's configuration) */
+    readonly auth: MeshAuth,
     private readonly storeDir: string,
     private readonly readyMs: number,
   ) {}
 
   static async start(o: ChaosMeshOptions): Promise<ChaosMesh> {
     const readyMs = o.readyTimeoutMs ?? 60_000;
+    // JetStream's store and the secrets in one directory, removed at the end
     const storeDir = mkdtempSync(join(tmpdir(), 'cmesh-chaos-nats-'));
+    const agentNames = Array.from({ length: o.agents }, (_, i) => `agent-${i}`);
+    const auth = prepareMeshAuth(join(storeDir, 'state'), agentNames);
     const natsPort = await freePort();
     const natsUrl = `nats://${HOST}:${natsPort}`;
-    const nats = new ChaosProcess({ name: 'nats', command: 'nats-server', args: ['-js', '-a', HOST, '-p', String(natsPort), '-sd', storeDir] });
+    // -c at every start: a restarted server admits the same logins
+    const nats = new ChaosProcess({ name: 'nats', command: 'nats-server', args: ['-c', auth.natsConf, '-js', '-a', HOST, '-p', String(natsPort), '-sd', join(storeDir, 'js')] });
     const env = { ...process.env, ...programEnv(), NO_COLOR: '1', LOG_LEVEL: 'warn', ...o.env, NATS_URL: natsUrl };
     const replicas: { proc: ChaosProcess; client: MeshClient; id: string }[] = [];
     for (let i = 0; i < o.replicas; i++) {
@@ -55,21 +65,21 @@ export class ChaosMesh {
         name: id,
         command: process.execPath,
         args: nodeArgs(programOf('@cmesh/coordinator', 'main')),
-        env: { ...env, HTTP_PORT: String(port), HTTP_HOST: HOST, CMESH_REPLICA_ID: id },
+        env: { ...env, ...auth.login(COORDINATOR_USER), CMESH_API_TOKEN_FILE: auth.apiTokenFile, HTTP_PORT: String(port), HTTP_HOST: HOST, CMESH_REPLICA_ID: id },
       });
-      replicas.push({ proc, client: new MeshClient(`http://${HOST}:${port}`, 5000), id });
+      replicas.push({ proc, client: new MeshClient(`http://${HOST}:${port}`, 5000, auth.apiToken), id });
     }
-    const agents = Array.from(
-      { length: o.agents },
-      (_, i) =>
+    const agents = agentNames.map(
+      (name, i) =>
         new ChaosProcess({
-          name: `agent-${i}`,
+          name,
           command: process.execPath,
           args: nodeArgs(programOf('@cmesh/rank-agent', 'main')),
-          env: { ...env, CMESH_AGENT_NAME: `agent-${i}`, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: HOST },
+          // each agent logs in as itself (an agent whose id is not its login refuses to start)
+          env: { ...env, ...auth.login(name), CMESH_AGENT_NAME: name, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: HOST },
         }),
     );
-    const mesh = new ChaosMesh(nats, natsUrl, natsPort, replicas, agents, storeDir, readyMs);
+    const mesh = new ChaosMesh(nats, natsUrl, natsPort, replicas, agents, auth, storeDir, readyMs);
     try {
       await mesh.restart(nats);
       for (const r of replicas) await mesh.restart(r.proc);
@@ -77,9 +87,17 @@ export class ChaosMesh {
       await until(`${o.agents} agents`, readyMs, async () => (await mesh.liveAgents()).length === o.agents);
       return mesh;
     } catch (e) {
+      // what the processes that are not up printed last
+      const live: string[] = await mesh.liveAgents().catch(() => []);
+      const said = mesh.all.filter((p) => !p.alive || (agents.includes(p) && !live.includes(p.name))).map((p) => `${p.name}: ${p.tail.slice(-3).map((t) => t.line).join(' | ') || '(nothing)'}`);
       await mesh.stop();
-      throw e;
+      throw said.length ? new Error(`${(e as Error).message}; ${said.join('; ')}`) : e;
     }
+  }
+
+  /** The tenant login service members and job submitters use: NATS user and password. */
+  clientLogin(): { user: string; pass: string } {
+    return { user: CLIENT_USER, pass: readFileSync(this.auth.login(CLIENT_USER).NATS_PASSWORD_FILE, 'utf8').trim() };
   }
 
   /** Every process of the mesh, nats-server first. */

@@ -9,6 +9,8 @@
 //   running job, a made-up one or none, with garbled MACs; and malformed ones), many per request,
 //   while a real job runs. GET /traces and GET /groups/<job>/trace answer every time; a report is
 //   verified only for the real job and names only its ranks; the job finishes correctly.
+// - gathered replies: forged answers to the status requests of a placed service group's ranks
+//   (malformed, and statuses under a MAC that is not the group's): never shown, the group works.
 // - KV records written straight into the coordinator's buckets (state, jobs, claims, replicas,
 //   scans) as if the store were corrupted: malformed values and well-formed hostile ones. Every
 //   list and read answers (200 or 404, never 500), and the watched buckets keep being watched.
@@ -20,6 +22,7 @@ import { connect, headers, JSONCodec, KV, NatsConnection } from 'nats';
 import { TRACE_MAC_HEADER } from '@cmesh/collectives';
 import { clusterNames, decodeMessage, ErrorReplySchema, JobRecord, ScanRequestSchema, TraceReport, TraceReportSchema } from '@cmesh/protocol';
 import { ForgedAnswer, forgedTraceAnswer, fuzzPlan, invalidJsonPayload, runFuzz } from '@cmesh/testing';
+import { connectMesh } from '@cmesh/client';
 import { crashLines } from '../../apps/coordinator/test/support/fuzz-fixture';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 
@@ -191,6 +194,67 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     process.stdout.write(`fuzz coordinator gathered trace replies: ${plan.cases} cases (${answered} sent) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   }, 300_000);
 
+  it("gathered replies: forged status answers of a placed service group's ranks", async () => {
+    const BATCH = 250;
+    const plan = fuzzPlan('coordinator gathered svc status replies', BATCH);
+    const started = Date.now();
+    const conns = await Promise.all([0, 1].map(() => connectMesh({ servers: mesh.natsUrl, local: false })));
+    try {
+      const groups = await Promise.all(conns.map((c, i) => c.join('fz-status', { size: 2, label: `fz-${i}`, timeoutMs: 90_000 })));
+      // forged answers: malformed ones, and statuses of any rank that no real rank would send (queued >= 1e6), under a MAC that is not the group's
+      const FORGED_QUEUED = 1_000_000;
+      const valid = { rank: 0, running: { op: 'allReduce', seq: 1, dtype: 'float32', count: 4, since: new Date().toISOString() }, queued: FORGED_QUEUED, opsDone: 0, bytes: 0 };
+      const forged = fc.tuple(
+        fc.oneof(
+          fc.record({ rank: fc.oneof(fc.constantFrom(0, 1), fc.nat()), queued: fc.integer({ min: FORGED_QUEUED, max: 2 ** 53 - 1 }), running: sameShape(valid.running), opsDone: fc.nat(), bytes: fc.nat() }).map((v) => ({ what: 'forged status', data: enc.encode(JSON.stringify(v)) })),
+          invalidJsonPayload(valid, { required: ['rank', 'running', 'queued'], constrained: ['rank', 'queued'], maxBytes: 128 * 1024 }),
+        ),
+        fc.oneof(fc.constant(undefined), fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 }), fc.string({ maxLength: 80 })),
+      );
+      let pending: Array<[{ what: string; data: Uint8Array }, string | undefined]> = [];
+      let sent = 0;
+      const sub = nc.subscribe(n.svc.status('*'), {
+        callback: (err, m) => {
+          if (err || !m.reply) return;
+          const batch = pending;
+          pending = [];
+          for (const [c, mac] of batch) {
+            const h = headers();
+            try {
+              if (mac !== undefined) h.set('Cmesh-Mac', mac);
+            } catch {
+              // a value nats.js will not put in a header: sent without one
+            }
+            nc.publish(m.reply, c.data, { headers: h });
+            sent++;
+          }
+        },
+      });
+      await nc.flush();
+      const bad = await runFuzz(plan, fc.array(forged, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
+        pending = batch;
+        const res = await httpGet('/service-groups/fz-status?waitMs=300').catch((e: Error) => ({ error: e.message }));
+        if ('error' in res) return [`GET /service-groups/fz-status: ${res.error}`];
+        if (res.status !== 200) return [`GET /service-groups/fz-status: ${res.status} ${(await res.text()).slice(0, 300)}`];
+        const g = (await res.json()) as { state: string; inFlight?: { ranks: Array<{ rank: number; queued: number }> } };
+        const wrong = g.state !== 'placed' ? [`the group is ${g.state}`] : [];
+        for (const r of g.inFlight?.ranks ?? []) if (r.rank > 1 || r.queued >= FORGED_QUEUED) wrong.push(`a forged status was shown: ${JSON.stringify(r)}`);
+        return wrong;
+      });
+      sub.unsubscribe();
+      expect(bad.slice(0, 20)).toEqual([]);
+      expect(sent).toBeGreaterThan(plan.cases / 2);
+      // the group still works: an allReduce of [1, 2, 3, 4] and [10, 20, 30, 40] on its 2 ranks
+      const t = [new Float32Array([1, 2, 3, 4]), new Float32Array([10, 20, 30, 40])];
+      await Promise.all(groups.map((g, i) => g.allReduce(t[i])));
+      for (const x of t) expect([...x]).toEqual([11, 22, 33, 44]);
+      await Promise.all(groups.map((g) => g.leave()));
+    } finally {
+      await Promise.all(conns.map((c) => c.close().catch(() => undefined)));
+    }
+    process.stdout.write(`fuzz coordinator gathered svc status replies: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  }, 300_000);
+
   it('KV records written straight into the buckets: malformed and well-formed hostile', async () => {
     const BATCH = 100;
     const plan = fuzzPlan('coordinator kv records', BATCH);
@@ -229,17 +293,16 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     const reads = ['/agents', '/groups', '/rendezvous', '/jobs', '/scans', '/service-groups', '/groups/fz-g0', '/jobs/fz-j0', '/scans/fz-s0', '/rendezvous/fz-r0', '/service-groups/fz-s0'];
     let batches = 0;
     const bad = await runFuzz(plan, fc.array(kvCase, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
-      for (const c of batch) {
-        const kv = buckets[c.bucket];
-        if (c.data) await kv.put(c.key, c.data);
-        else await kv.delete(c.key);
-      }
+      // written together (the order of writes to one key does not matter here), then read together
+      await Promise.all(batch.map((c) => (c.data ? buckets[c.bucket].put(c.key, c.data) : buckets[c.bucket].delete(c.key))));
       const wrong: string[] = [];
-      for (const p of batches++ % 10 === 0 ? [...reads, '/ui'] : reads) {
-        const res = await httpGet(p);
-        if (res.status >= 500) wrong.push(`GET ${p} after ${batch.map((c) => `${c.bucket}/${c.key}: ${c.what}`).join(', ').slice(0, 400)}: ${res.status} ${(await res.text()).slice(0, 300)}`);
-        else await res.arrayBuffer();
-      }
+      await Promise.all(
+        (batches++ % 10 === 0 ? [...reads, '/ui'] : reads).map(async (p) => {
+          const res = await httpGet(p);
+          if (res.status >= 500) wrong.push(`GET ${p} after ${batch.map((c) => `${c.bucket}/${c.key}: ${c.what}`).join(', ').slice(0, 400)}: ${res.status} ${(await res.text()).slice(0, 300)}`);
+          else await res.arrayBuffer();
+        }),
+      );
       return wrong;
     });
     expect(bad.slice(0, 20)).toEqual([]);

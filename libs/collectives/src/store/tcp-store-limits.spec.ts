@@ -101,7 +101,7 @@ describe('TcpStore server limits', () => {
     await c.set('k1', Buffer.alloc(40)); // 42
     await c.set('k2', Buffer.alloc(40)); // 84
     const e = await refusal(c.set('k3', Buffer.alloc(20)));
-    expect(e.message).toBe('TcpStore: key k3 not written: 20 more bytes would take the store over its limit (maxBytes 100; it holds 84)');
+    expect(e.message).toBe('TcpStore: key k3 not written: the store would hold 106 bytes of keys and values, over its limit (maxBytes 100)');
     await refusal(c.set('k1', Buffer.alloc(60)));
     expect((await c.get('k1')).length).toBe(40);
     await c.set('k1', Buffer.alloc(10)); // shrinking is fine: 54

@@ -225,7 +225,7 @@ export class TcpStoreServer {
     }
     const grow = value.length - (cur === undefined ? -keyBytes : cur.length);
     if (this.bytes + grow > this.limits.maxBytes) {
-      this.refuseOverLimit(socket, id, `key ${k} not written: ${value.length} more bytes would take the store over its limit (maxBytes ${this.limits.maxBytes}; it holds ${this.bytes})`);
+      this.refuseOverLimit(socket, id, `key ${k} not written: the store would hold ${this.bytes + grow} bytes of keys and values, over its limit (maxBytes ${this.limits.maxBytes})`);
       return false;
     }
     this.data.set(k, value);

@@ -304,6 +304,7 @@ describe("the agent's nccl job backend over the simulation", () => {
       sweep: { op: 'allReduce', dtype: 'float32', redop: 'sum', root: 0, sizes: [64, 4096], iters: 2, warmup: 1, check: true, modes: ['out-of-place'], timeoutMs, backend: 'nccl' },
       members: Array.from({ length: n }, (_, rank) => ({ agentId: `a${rank}`, name: `agent-${rank}`, rank })),
       storePrefix: 'jobs/sim-job',
+      secret: 'job-secret-0123456789',
     };
   }
 

@@ -4,35 +4,38 @@ import { AGENT_SUBJECTS, DEFAULT_CLUSTER, clusterSubject, GROUP_SUBJECTS, Invali
 function allNames(cluster: string): string[] {
   const n = clusterNames(cluster);
   const out: string[] = [...Object.values(n.buckets), n.jobStorePrefix('j1', 'r1'), n.stores.open, ...(['jobs', 'svc', 'rdzv', 'init'] as const).map((k) => n.stores.bucket(k, 'x1'))];
-  for (const area of [n.agents, n.groups, n.rdzv, n.jobs]) for (const v of Object.values(area)) out.push(typeof v === 'function' ? v('x1') : v);
+  for (const area of [n.agents, n.groups, n.rdzv, n.jobs]) for (const v of Object.values(area)) out.push(typeof v === 'function' ? (v as (a: string, b: string) => string)('x1', 'x2') : v);
   return out;
 }
 
 describe('cluster names', () => {
   it('keeps the names the default cluster always had', () => {
     const n = clusterNames(DEFAULT_CLUSTER);
-    expect(n.agents.register).toBe('cmesh.agents.register');
+    expect(n.agents.register('a0')).toBe('cmesh.agents.register.a0');
+    expect(n.agents.registerWildcard).toBe('cmesh.agents.register.*');
     expect(n.agents.events('a0')).toBe('cmesh.agents.events.a0');
     expect(n.groups.create).toBe('cmesh.groups.create');
     expect(n.rdzv.join).toBe('cmesh.rdzv.join');
-    expect(n.jobs.eventsWildcard).toBe('cmesh.jobs.events.*');
+    expect(n.jobs.eventsWildcard).toBe('cmesh.jobs.events.*.*');
+    expect(n.jobs.events('j1', 'a0')).toBe('cmesh.jobs.events.j1.a0');
+    expect(n.jobs.start('a0')).toBe('cmesh.jobs.start.a0');
     expect(n.jobs.updates('j1')).toBe('cmesh.jobs.updates.j1');
     expect(n.buckets).toEqual({ state: 'cmesh_default', jobs: 'cmesh_jobs', claims: 'cmesh_job_claims', replicas: 'cmesh_coordinator_replicas', scans: 'cmesh_scans' });
     expect(n.jobStorePrefix('j1', 'r1')).toBe('cmesh_store_jobs_j1-r1');
     expect(n.stores.open).toBe('cmesh.stores.open');
     // the exported constants are the default cluster's
-    expect([AGENT_SUBJECTS.heartbeat, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual(['cmesh.agents.heartbeat', 'cmesh.groups.get', 'cmesh.rdzv.leave', 'cmesh.jobs.submit']);
+    expect([AGENT_SUBJECTS.heartbeatWildcard, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual(['cmesh.agents.heartbeat.*', 'cmesh.groups.get', 'cmesh.rdzv.leave', 'cmesh.jobs.submit']);
     expect(clusterNames()).toMatchObject({ cluster: 'default', buckets: n.buckets });
   });
 
   it('puts any other cluster into every subject and bucket', () => {
     const n = clusterNames('lab-2');
-    expect(n.agents.register).toBe('cmesh.lab-2.agents.register');
+    expect(n.agents.register('a0')).toBe('cmesh.lab-2.agents.register.a0');
     expect(n.agents.events('a0')).toBe('cmesh.lab-2.agents.events.a0');
     expect(n.groups.list).toBe('cmesh.lab-2.groups.list');
     expect(n.rdzv.leave).toBe('cmesh.lab-2.rdzv.leave');
-    expect(n.jobs.start).toBe('cmesh.lab-2.jobs.start');
-    expect(n.jobs.events('j1')).toBe('cmesh.lab-2.jobs.events.j1');
+    expect(n.jobs.start('a0')).toBe('cmesh.lab-2.jobs.start.a0');
+    expect(n.jobs.events('j1', 'a0')).toBe('cmesh.lab-2.jobs.events.j1.a0');
     expect([n.scans.run, n.scans.get, n.scans.list]).toEqual(['cmesh.lab-2.scans.run', 'cmesh.lab-2.scans.get', 'cmesh.lab-2.scans.list']);
     expect(n.buckets).toEqual({ state: 'cmesh_lab-2', jobs: 'cmesh_lab-2_jobs', claims: 'cmesh_lab-2_job_claims', replicas: 'cmesh_lab-2_coordinator_replicas', scans: 'cmesh_lab-2_scans' });
     expect(n.jobStorePrefix('j1', 'r1')).toBe('cmesh_lab-2_store_jobs_j1-r1');
@@ -83,8 +86,9 @@ describe('cluster names', () => {
 describe('clusterSubject', () => {
   it("names a subject of the cluster by `<area>.<name>`, one made for an id with the id", () => {
     const lab = clusterNames('lab');
-    expect(clusterSubject(lab, 'agents.register')).toBe('cmesh.lab.agents.register');
-    expect(clusterSubject(lab, 'jobs.eventsWildcard')).toBe('cmesh.lab.jobs.events.*');
+    expect(clusterSubject(lab, 'agents.registerWildcard')).toBe('cmesh.lab.agents.register.*');
+    expect(clusterSubject(lab, 'jobs.eventsWildcard')).toBe('cmesh.lab.jobs.events.*.*');
+    expect(clusterSubject(lab, 'jobs.start', 'a0')).toBe('cmesh.lab.jobs.start.a0');
     expect(clusterSubject(clusterNames(), 'agents.events', 'a0')).toBe('cmesh.agents.events.a0');
     expect(() => clusterSubject(lab, 'agents.events')).toThrow('no subject for NATS pattern "agents.events" without an id');
     expect(() => clusterSubject(lab, 'agents.nope')).toThrow('no subject for NATS pattern "agents.nope"');

@@ -10,6 +10,7 @@ function started(sizes = [64, 4096], n = 2): JobRun {
   run.begin(
     Array.from({ length: n }, (_, i) => ({ agentId: `id${i}`, name: `a${i}`, alive: true, host: 'h' })),
     'jobs-j1',
+    'job-secret-0123456789',
     T0 + 10,
   );
   return run;
@@ -22,8 +23,10 @@ describe('job run', () => {
     const req = JobRequestSchema.parse({ op: 'allReduce', sizes: [8], nranks: 1 });
     const run = new JobRun(queuedRecord('j1', req, sweepOf(req), 'r1', T0), req, T0);
     expect(run.rec).toMatchObject({ state: 'queued', createdAt: new Date(T0).toISOString(), progress: { done: 0, total: 1 }, replica: 'r1' });
-    const a = run.begin([{ agentId: 'x', name: 'a0', alive: true }], 'jobs-j1', T0 + 5);
-    expect(a).toEqual({ jobId: 'j1', sweep: run.rec.sweep, members: [{ agentId: 'x', name: 'a0', rank: 0 }], storePrefix: 'jobs-j1' });
+    const a = run.begin([{ agentId: 'x', name: 'a0', alive: true }], 'jobs-j1', 'job-secret-0123456789', T0 + 5);
+    expect(a).toEqual({ jobId: 'j1', sweep: run.rec.sweep, members: [{ agentId: 'x', name: 'a0', rank: 0 }], storePrefix: 'jobs-j1', secret: 'job-secret-0123456789' });
+    // the record others read has neither the store nor the secret
+    expect(JSON.stringify(run.rec)).not.toMatch(/jobs-j1|job-secret/);
     expect([run.rec.state, run.rec.startedAt, run.startedAt]).toEqual(['running', new Date(T0 + 5).toISOString(), T0 + 5]);
   });
 

@@ -5,6 +5,7 @@ import { AgentMetrics } from './agent-metrics';
 const assignment = (op: JobAssignment['sweep']['op']): JobAssignment => ({
   jobId: 'j1',
   storePrefix: 'p',
+  secret: 'job-secret-0123456789',
   members: [
     { agentId: 'a0', name: 'a0', rank: 0 },
     { agentId: 'a1', name: 'a1', rank: 1 },

@@ -1,8 +1,10 @@
-// What a soak run found: every accepted job's outcome, how long each fault took to fail the
-// jobs it hit, and how the processes that lived through the whole run grew.
+// What a soak run found: every accepted job's outcome, every service member's call (joins and
+// allReduces), how long each fault took to fail the jobs it hit, and how the processes that lived
+// through the whole run grew.
 import { isFinished } from '@cmesh/protocol';
 import { Fault } from './faults';
 import { ProcessSample } from './processes';
+import { ServiceCall } from './service-workload';
 import { TrackedJob } from './workload';
 
 export interface JobOutcomes {
@@ -42,10 +44,36 @@ export interface Growth {
   fdsEnd: number;
 }
 
+/** A service call that did not end well: what, where, and the faults near it. */
+export interface ServiceFailure {
+  group: string;
+  rank: number;
+  what: string;
+  outcome: string;
+  detail?: string;
+  /** ms from the start of the call's window (join asked, or group placed) to its end */
+  groupMs: number;
+  faultsNear: string[];
+  /** what the mesh's processes printed about the group */
+  output?: string[];
+}
+
+export interface ServiceOutcomes {
+  /** groups placed (both members joined) */
+  groups: number;
+  /** member joins: placed, failed with a typed error a fault explains, anything else */
+  joins: { attempted: number; placed: number; failedExplained: number; failedUnexplained: ServiceFailure[]; hung: ServiceFailure[] };
+  /** member allReduce calls: every element correct, failed with a typed error a fault explains, anything else */
+  ops: { attempted: number; correct: number; elementsChecked: number; failedExplained: number; failedUnexplained: ServiceFailure[]; wrong: ServiceFailure[]; hung: ServiceFailure[] };
+  /** failures by error (numbers and ids replaced by N), for the reader to judge */
+  errors: Record<string, number>;
+}
+
 export interface SoakReport {
   seconds: number;
   faults: Record<string, number>;
   jobs: JobOutcomes;
+  service?: ServiceOutcomes;
   detection: Detection[];
   growth: Growth[];
 }
@@ -88,6 +116,59 @@ export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[],
         const near = faults.filter((f) => Math.abs(f.at - j.submittedAt) < 30_000).map((f) => `${f.kind} ${f.target} at ${f.at - j.submittedAt} ms, recovered ${(f.recoveredAt ?? NaN) - j.submittedAt} ms`);
         out.failedUnexplained.push({ id: j.id, reason, faultsNear: near, openFrom: j.submittedAt, openUntil: end });
       }
+    }
+  }
+  return out;
+}
+
+/**
+ * A fault explains a service call's failure when it lasted into the call's window (a join: from
+ * asking for the group to its end; an op: from the group's placement to the op's end); a rank
+ * fault only when it hit an agent of the group (or, for a join that failed before placement, any).
+ */
+function explainsService(f: Fault, c: ServiceCall): boolean {
+  const rankFault = f.kind === 'kill-agent' || f.kind === 'pause-rank';
+  const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : 0);
+  if (f.at > c.endedAt || until < c.openFrom) return false;
+  return !rankFault || !c.agents.length || c.agents.includes(f.target);
+}
+
+export function classifyService(calls: ServiceCall[], groups: number, faults: Fault[]): ServiceOutcomes {
+  const out: ServiceOutcomes = {
+    groups,
+    joins: { attempted: 0, placed: 0, failedExplained: 0, failedUnexplained: [], hung: [] },
+    ops: { attempted: 0, correct: 0, elementsChecked: 0, failedExplained: 0, failedUnexplained: [], wrong: [], hung: [] },
+    errors: {},
+  };
+  for (const c of calls) {
+    const join = c.what === 'join';
+    const kind = join ? out.joins : out.ops;
+    kind.attempted++;
+    if (c.outcome === 'correct') {
+      if (join) out.joins.placed++;
+      else {
+        out.ops.correct++;
+        out.ops.elementsChecked += Number(/\[(\d+)\]/.exec(c.what)?.[1] ?? 0);
+      }
+      continue;
+    }
+    const failure: ServiceFailure = {
+      group: c.group,
+      rank: c.rank,
+      what: c.what,
+      outcome: c.outcome,
+      detail: c.detail,
+      groupMs: c.endedAt - c.openFrom,
+      faultsNear: faults.filter((f) => f.at <= c.endedAt + 5000 && (f.recoveredAt ?? Infinity) >= c.openFrom - 30_000).map((f) => `${f.kind} ${f.target} at ${f.at - c.openFrom} ms, recovered ${(f.recoveredAt ?? NaN) - c.openFrom} ms`),
+    };
+    if (c.outcome === 'wrong') out.ops.wrong.push(failure);
+    else if (c.outcome === 'hung') kind.hung.push(failure);
+    else {
+      const key = `${join ? 'join' : 'allReduce'}: ${c.outcome === 'untyped' ? '(untyped) ' : ''}${(c.detail ?? '').replace(/[0-9a-f]{8}-[0-9a-f-]{27}|[0-9a-f]{12,}|\d+/gi, 'N')}`;
+      out.errors[key] = (out.errors[key] ?? 0) + 1;
+      // only the library's typed errors are failures a user can handle; an explaining fault is still needed
+      if (c.outcome === 'typed' && faults.some((f) => explainsService(f, c))) kind.failedExplained++;
+      else kind.failedUnexplained.push(failure);
     }
   }
   return out;
@@ -145,7 +226,25 @@ export function formatReport(r: SoakReport): string {
     '|---|---|---|---|---|',
     ...r.growth.map((g) => `| ${g.name} | ${mb(g.rssStartBytes)} MiB | ${mb(g.rssEndBytes)} MiB | ${g.fdsStart} | ${g.fdsEnd} |`),
   ];
+  const sv = r.service;
+  if (sv) {
+    lines.push(
+      '',
+      `service groups placed: ${sv.groups}; elements checked: ${sv.ops.elementsChecked}`,
+      '',
+      '| service calls | attempted | every element correct / placed | failed, typed error, a fault explains | failed, unexplained | wrong result | hung |',
+      '|---|---|---|---|---|---|---|',
+      `| allReduce | ${sv.ops.attempted} | ${sv.ops.correct} | ${sv.ops.failedExplained} | ${sv.ops.failedUnexplained.length} | ${sv.ops.wrong.length} | ${sv.ops.hung.length} |`,
+      `| join | ${sv.joins.attempted} | ${sv.joins.placed} | ${sv.joins.failedExplained} | ${sv.joins.failedUnexplained.length} | - | ${sv.joins.hung.length} |`,
+    );
+  }
   for (const d of r.detection) lines.push(`slowest ${d.kind} detection: ${d.slowest}`);
+  for (const [m, n] of Object.entries(sv?.errors ?? {})) lines.push(`service failure (${n}x): ${m}`);
+  const svBad = sv ? [...sv.ops.wrong, ...sv.ops.hung, ...sv.joins.hung, ...sv.ops.failedUnexplained, ...sv.joins.failedUnexplained] : [];
+  for (const f of svBad) {
+    lines.push(`service ${f.outcome === 'typed' || f.outcome === 'untyped' ? `unexplained ${f.outcome} failure` : f.outcome}: ${f.what} of ${f.group} rank ${f.rank}, ${f.groupMs} ms into the group's ${f.what === 'join' ? 'join' : 'life'} (faults near: ${f.faultsNear.join('; ') || 'none'}): ${f.detail ?? ''}`);
+    if (f.output?.length) lines.push('  what the mesh printed about the group:', ...f.output.map((l) => `  ${l}`));
+  }
   for (const [m, n] of Object.entries(j.refusals)) lines.push(`refused at submit (${n}x): ${m}`);
   for (const u of j.failedUnexplained) {
     lines.push(`unexplained failure: ${u.id} (submitted, ended ${u.openUntil - u.openFrom} ms later; faults near its submission: ${u.faultsNear.join('; ') || 'none'}): ${u.reason}`);

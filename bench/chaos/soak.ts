@@ -1,16 +1,19 @@
-// Soak and chaos: a local mesh (nats-server with JetStream on disk, coordinator replicas, rank
-// agents) takes jobs continuously while a driver SIGKILLs and restarts random agents,
-// coordinator replicas and the nats-server, and pauses random ranks. It reports jobs submitted /
-// succeeded / failed with a reason that names the fault / lost / hung, the time from a rank's
-// fault to the failed job naming it, and the RSS and descriptors of the processes that lived
-// through the run. test/robustness/chaos.test.ts runs it for a few minutes; longer:
+// Soak and chaos: a local mesh with authentication on (nats-server with JetStream on disk,
+// coordinator replicas, rank agents, each with its own login) takes jobs continuously, and pairs
+// of service members run allReduces on service groups, while a driver SIGKILLs and restarts
+// random agents, coordinator replicas and the nats-server, and pauses random ranks. It reports
+// jobs submitted / succeeded / failed with a reason that names the fault / lost / hung, service
+// calls correct / failed with a typed error a fault explains / wrong / hung, the time from a
+// rank's fault to the failed job naming it, and the RSS and descriptors of the processes that
+// lived through the run. test/robustness/chaos.test.ts runs it for a few minutes; longer:
 //   node -r @swc-node/register bench/chaos/soak.ts --seconds 1800 --seed 7 [--json out.json]
 import { writeFileSync } from 'fs';
 import { parseArgs } from 'util';
 import { ChaosMesh } from './chaos-mesh';
 import { FaultDriver } from './faults';
 import { ProcessSample } from './processes';
-import { SoakReport, classify, detection, formatReport, growth } from './report';
+import { SoakReport, classify, classifyService, detection, formatReport, growth } from './report';
+import { ServiceWorkload } from './service-workload';
 import { SOAK_JOB, Workload } from './workload';
 import { MeshApiError } from '../../apps/cli/src/mesh/client';
 
@@ -25,10 +28,15 @@ export interface SoakOptions {
   faultEveryMs: number;
   /** how long an accepted job may take to end once the faults stop, ms */
   settleMs: number;
+  /** pairs of service members, each running allReduces on a two-member group at a time */
+  servicePairs: number;
+  /** how long a pair keeps one group before it leaves and joins the next, ms */
+  serviceGroupMs: number;
   log?: (line: string) => void;
 }
 
-export const DEFAULT_SOAK: SoakOptions = { seconds: 120, seed: 1, agents: 4, replicas: 2, inFlight: 2, faultEveryMs: 6000, settleMs: 90_000 };
+/** six agents: two jobs of two ranks and a service pair's group fit at once, so none waits on another for agents */
+export const DEFAULT_SOAK: SoakOptions = { seconds: 120, seed: 1, agents: 6, replicas: 2, inFlight: 2, faultEveryMs: 6000, settleMs: 90_000, servicePairs: 1, serviceGroupMs: 15_000 };
 
 /** mulberry32: a seeded generator, so a run's choice of faults can be repeated */
 function seeded(seed: number): () => number {
@@ -47,7 +55,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const log = o.log ?? (() => undefined);
   // every record kept, so that the end of the run can read each job the run submitted
-  const mesh = await ChaosMesh.start({ agents: o.agents, replicas: o.replicas, env: { CMESH_JOBS_KEPT: '100000' } });
+  const mesh = await ChaosMesh.start({ agents: o.agents, replicas: o.replicas, env: { CMESH_JOBS_KEPT: '100000' }, readyTimeoutMs: 120_000 });
   try {
     // warm-up, no faults: every process has run the job path before its first sample (a job
     // that fails here, on a machine too busy for the short timeouts, is tried again)
@@ -57,6 +65,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       if (done.state === 'succeeded') ok++;
       else if (tries >= 12) throw new Error(`warm-up job ${done.id}: ${done.state}: ${done.reason}`);
     }
+    const service = new ServiceWorkload(
+      { servers: mesh.natsUrl, ...mesh.clientLogin(), pairs: o.servicePairs, groupMs: o.serviceGroupMs, opGapMs: 200, opTimeoutMs: 10_000, joinTimeoutMs: 30_000, log },
+      seeded(o.seed + 2),
+    );
+    if (o.servicePairs) await service.warmUp(60_000);
     const sample = () => mesh.all.map((p) => p.sample()).filter((s): s is ProcessSample => !!s);
     const atStart = sample();
     // the first replica started holds the leader lease and may be killed; the last replica and
@@ -66,13 +79,17 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const faults = new FaultDriver(mesh, workload, seeded(o.seed), { everyMs: o.faultEveryMs, downMs: 1500, pauseMs: 5000, witnesses });
     const started = Date.now();
     workload.start(o.inFlight);
+    service.start();
     faults.start();
-    log(`soak: ${o.seconds} s, seed ${o.seed}, ${o.agents} agents, ${o.replicas} replicas`);
+    log(`soak: ${o.seconds} s, seed ${o.seed}, ${o.agents} agents, ${o.replicas} replicas, ${o.servicePairs} service pairs, authentication on`);
     await sleep(o.seconds * 1000);
     await faults.stop();
+    // the pair ends its group (or its join) while the jobs settle
+    const serviceStopped = service.stop();
     await workload.stop();
     log(`soak: ${faults.faults.length} faults made; settling ${workload.open().length} open jobs`);
     await workload.settle(o.settleMs);
+    await serviceStopped;
     // lost: no live replica knows the job (404 everywhere)
     const known = new Set<string>();
     for (const j of workload.jobs) {
@@ -83,10 +100,16 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     for (const f of faults.faults) counts[f.kind] = (counts[f.kind] ?? 0) + 1;
     const jobs = classify(workload.jobs, workload.refused, faults.faults, known);
     for (const u of jobs.failedUnexplained) u.output = printedWhile(mesh, u.openFrom, u.openUntil + 1000);
+    const serviceOutcomes = o.servicePairs ? classifyService(service.calls, service.groups, faults.faults) : undefined;
+    if (serviceOutcomes) {
+      const { ops, joins } = serviceOutcomes;
+      for (const f of [...ops.wrong, ...ops.hung, ...ops.failedUnexplained, ...joins.hung, ...joins.failedUnexplained]) f.output = printedAbout(mesh, f.group);
+    }
     return {
       seconds: (Date.now() - started) / 1000,
       faults: counts,
       jobs,
+      ...(serviceOutcomes ? { service: serviceOutcomes } : {}),
       detection: detection(workload.jobs, faults.faults),
       growth: growth(atStart, sample()),
     };
@@ -104,6 +127,15 @@ function printedWhile(mesh: ChaosMesh, from: number, to: number): string[] {
     .map((t) => t.line);
 }
 
+/** What the mesh's processes printed about service group `name` (its rounds are `name`_N; the last 30 lines). */
+function printedAbout(mesh: ChaosMesh, name: string): string[] {
+  const lines = mesh.all.flatMap((p) => p.tail.filter((t) => t.line.includes(`${name}_`) || t.line.includes(`"${name}"`)).map((t) => ({ at: t.at, line: `${p.name}: ${t.line}` })));
+  return lines
+    .sort((x, y) => x.at - y.at)
+    .slice(-30)
+    .map((t) => t.line);
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -112,6 +144,7 @@ async function main(): Promise<void> {
       agents: { type: 'string' },
       replicas: { type: 'string' },
       'fault-every-ms': { type: 'string' },
+      'service-pairs': { type: 'string' },
       json: { type: 'string' },
     },
   });
@@ -123,12 +156,15 @@ async function main(): Promise<void> {
     agents: num(values.agents, DEFAULT_SOAK.agents),
     replicas: num(values.replicas, DEFAULT_SOAK.replicas),
     faultEveryMs: num(values['fault-every-ms'], DEFAULT_SOAK.faultEveryMs),
+    servicePairs: num(values['service-pairs'], DEFAULT_SOAK.servicePairs),
     log: (l) => console.error(l),
   });
   console.log(formatReport(report));
   if (values.json) writeFileSync(values.json, JSON.stringify(report, null, 1));
   const j = report.jobs;
-  process.exitCode = j.lost.length || j.hung.length || j.failedUnexplained.length ? 1 : 0;
+  const s = report.service;
+  const serviceBad = s ? s.ops.wrong.length + s.ops.hung.length + s.ops.failedUnexplained.length + s.joins.hung.length + s.joins.failedUnexplained.length : 0;
+  process.exitCode = j.lost.length || j.hung.length || j.failedUnexplained.length || serviceBad ? 1 : 0;
 }
 
 if (require.main === module) {

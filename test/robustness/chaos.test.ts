@@ -1,8 +1,12 @@
-// Soak and chaos, bounded for CI (bench/chaos/soak.ts runs it longer): jobs submitted
-// continuously to two coordinator replicas while agents, replicas and the nats-server are
-// SIGKILLed and restarted and ranks are paused. No accepted job may be lost or hang, every
-// failure must name a fault made while the job was open, a rank's fault fails its job within
-// the bounds below, and the processes that lived through the run do not grow past them.
+// Soak and chaos, bounded for CI (bench/chaos/soak.ts runs it longer): on a mesh with
+// authentication on (every process with its own login, the REST API behind its token), jobs
+// submitted continuously to two coordinator replicas and a pair of service members running
+// allReduces on service groups, while agents, replicas and the nats-server are SIGKILLed and
+// restarted and ranks are paused. No accepted job may be lost or hang, every failure must name a
+// fault made while the job was open, a rank's fault fails its job within the bounds below, no
+// service result may be wrong in any element, no service call may hang, a failed service call
+// must fail with the library's typed error while a fault was made, and the processes that lived
+// through the run do not grow past the bounds below.
 import { runSoak, DEFAULT_SOAK } from '../../bench/chaos/soak';
 import { formatReport } from '../../bench/chaos/report';
 
@@ -25,6 +29,14 @@ it(`survives ${SECONDS} s of faults: nothing lost or hung, every failure explain
   const j = report.jobs;
   expect({ lost: j.lost, hung: j.hung, unexplained: j.failedUnexplained }).toEqual({ lost: [], hung: [], unexplained: [] });
   expect(j.succeeded).toBeGreaterThan(j.submitted / 2);
+  const s = report.service!;
+  expect({
+    wrong: s.ops.wrong,
+    hung: [...s.ops.hung, ...s.joins.hung],
+    unexplained: [...s.ops.failedUnexplained, ...s.joins.failedUnexplained],
+  }).toEqual({ wrong: [], hung: [], unexplained: [] });
+  // the service ran through the faults: most calls succeeded, and the pair joined again after a group ended
+  expect([s.ops.correct > s.ops.attempted / 2, s.groups >= 2, text]).toEqual([true, true, text]);
   // every kind of fault was made at least once (the driver cycles through them)
   expect(Object.keys(report.faults).sort()).toEqual(['kill-agent', 'kill-nats', 'kill-replica', 'pause-rank']);
   for (const d of report.detection) expect([d.kind, d.p99Ms! <= (d.kind === 'kill-agent' ? KILL_DETECT_MS : PAUSE_DETECT_MS), text]).toEqual([d.kind, true, text]);

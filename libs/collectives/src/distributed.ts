@@ -18,6 +18,7 @@ import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBin
 import type { Binding } from './transport/core-binding';
 import { debug, debugOn } from './debug';
 import { generateSecret } from './auth/secret';
+import { derivedSecret, launcherSecret } from './rendezvous/store-names';
 import { Work } from './work';
 import { WorldTrace } from './trace/world-trace';
 import { flightRecorder } from './trace/recorder';
@@ -158,12 +159,16 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
 }
 
 /**
- * The data plane's secret: the one given (option, CMESH_SECRET); else, on a store only its
- * logins reach (NATS), one the first rank to ask makes there; else none.
+ * The data plane's secret: the one given (option, CMESH_SECRET); else, on a NATS store, one
+ * derived from the ranks' NATS password for this bucket (nothing secret is written to a bucket),
+ * or on a server without logins one the first rank to ask makes there; else none.
  */
 async function dataPlaneSecret(given: string | undefined, prefixed: Store, store: Store): Promise<string | undefined> {
   if (given !== undefined || process.env.CMESH_SECRET) return given;
   if (!(store as { keepsSecrets?: boolean }).keepsSecrets) return undefined;
+  const base = launcherSecret();
+  const bucket = (store as { bucket?: string }).bucket;
+  if (base && bucket) return derivedSecret(base, `init\0${bucket}`);
   return (await prefixed.compareSet('run_secret', '', generateSecret())).toString();
 }
 

@@ -62,3 +62,29 @@ it("a store bucket nobody creates (no coordinator on this server) is created by 
   // a store bucket name (what the coordinator hands its jobs' ranks) is used as it is
   expect(jobBucket(one, { CMESH_SECRET: 'b'.repeat(32) })).toBe(one);
 });
+
+it('ranks logged in to NATS derive their data-plane secret from the login: no secret is written to the bucket', async () => {
+  const login = { NATS_USER: 'tenant', NATS_PASSWORD: 'tenant-password-0123456789' };
+  const authed = await startNatsServer({ config: `authorization { users: [ { user: tenant, password: "${login.NATS_PASSWORD}" } ] }\n` });
+  try {
+    const job = `job-${Date.now()}`;
+    const results = await runRanks('nats-allreduce', 2, { args: { url: `${authed.url}/${job}` }, timeoutMs: 60000, env: () => ({ ...login, CMESH_DEBUG: 'INFO' }) });
+    for (const r of results) expect([r.code, r.result]).toEqual([0, { sum: [3, 3, 3] }]);
+    const accepted = results.flatMap((r) => r.stderr.split('\n').filter((l) => /connection from rank \d+ accepted/.test(l)));
+    expect(accepted.length).toBeGreaterThan(0);
+    expect(accepted.every((l) => l.endsWith('(authenticated)'))).toBe(true);
+    const { connect } = await import('nats');
+    const nc = await connect({ servers: authed.url, user: login.NATS_USER, pass: login.NATS_PASSWORD });
+    try {
+      const keys: string[] = [];
+      for await (const k of await (await nc.jetstream().views.kv(jobBucket(job, login), { bindOnly: true })).keys()) keys.push(k);
+      expect(keys.length).toBeGreaterThan(0);
+      expect(keys.filter((k) => /secret/.test(k))).toEqual([]);
+    } finally {
+      await nc.close();
+    }
+  } finally {
+    await authed.stop();
+  }
+}, 70000);
+

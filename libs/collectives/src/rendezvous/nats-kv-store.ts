@@ -76,6 +76,11 @@ export class NatsKvStore implements Store {
    */
   readonly keepsSecrets = true;
 
+  /** The bucket's name: a data-plane secret derived for it differs from every other store's. */
+  get bucket(): string {
+    return (this.kv as unknown as { bucket: string }).bucket;
+  }
+
   private constructor(
     private readonly nc: NatsConnection,
     private readonly kv: KV,

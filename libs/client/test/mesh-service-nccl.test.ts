@@ -100,7 +100,9 @@ describe('service groups on a mesh of 4 agents with (simulated) GPUs', () => {
     const names = clusterNames();
     const nc = await connect({ servers: ctx.nats!.url });
     try {
-      const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).data)) as { ok: boolean; error?: { code: string; message: string } };
+      // each join with a member's own key (the group's secret would come back sealed under it)
+      const key = Buffer.alloc(32, 6).toString('base64');
+      const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify({ ...body, key }), { timeout: 10_000 })).data)) as { ok: boolean; error?: { code: string; message: string } };
       const placed = nc.subscribe(names.svc.placed('big'), { max: 1 });
       for (let i = 0; i < 5; i++) expect(await send(names.svc.join, { name: 'big', size: 5, member: `b-${i}`, backend: 'nccl' })).toMatchObject({ ok: true });
       for await (const m of placed) {

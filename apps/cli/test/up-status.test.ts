@@ -104,7 +104,13 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(after.stdout.match(/succeeded/g)).toHaveLength(3);
 
     // an agent that dies is restarted alone: the mesh stays up and the agent registers again
-    const pidOf = async (name: string) => ((await (await fetch(`${url}/agents`, { headers: auth })).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
+    // spawnSync blocked this process while the coordinator closed its idle keep-alive socket, so
+    // the first request after it may be sent on that closed socket: sent again on a new one
+    const agentsNow = () => fetch(`${url}/agents`, { headers: auth }).catch((e: Error) => {
+      if (!/other side closed|ECONNRESET/.test(String((e.cause as Error | undefined)?.message))) throw e;
+      return fetch(`${url}/agents`, { headers: auth });
+    });
+    const pidOf = async (name: string) => ((await (await agentsNow()).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
     const victim = (await pidOf('agent-1')).pid;
     const other = (await pidOf('agent-0')).pid;
     process.kill(victim, 'SIGKILL');

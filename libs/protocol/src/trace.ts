@@ -50,7 +50,10 @@ export const TraceEntrySchema = z.object({
 
 /** process groups in one dump at most (a real world has a few; the analysis walks each) */
 export const TRACE_MAX_GROUPS = 1024;
+/** members of all the process groups of one dump at most (each becomes a line of the analysis) */
+export const TRACE_MAX_MEMBERS = 65536;
 const fewKeys = (r: Record<string, unknown>) => Object.keys(r).length <= TRACE_MAX_GROUPS;
+const fewMembers = (r: Record<string, { ranks: unknown[] }>) => Object.values(r).reduce((n, g) => n + g.ranks.length, 0) <= TRACE_MAX_MEMBERS;
 
 export const TraceDumpSchema = z.object({
   version: z.string().max(16),
@@ -62,7 +65,8 @@ export const TraceDumpSchema = z.object({
   time_ns: ns,
   pg_config: z
     .record(z.string().max(16), z.object({ name: z.string().max(128), desc: z.string().max(128), ranks: z.array(z.number().int().min(0)).max(65536), backend: z.string().max(32) }))
-    .refine(fewKeys, `at most ${TRACE_MAX_GROUPS} process groups`),
+    .refine(fewKeys, `at most ${TRACE_MAX_GROUPS} process groups`)
+    .refine(fewMembers, `at most ${TRACE_MAX_MEMBERS} members in all the process groups`),
   pg_status: z
     .record(
       z.string().max(16),

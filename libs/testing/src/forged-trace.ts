@@ -85,12 +85,14 @@ export function forgedTraceAnswer(jobs: readonly string[]): fc.Arbitrary<ForgedA
       worldSize: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 65536 })),
       seq: fc.oneof(fc.integer({ min: 0, max: 100 }), fc.constant(Number.MAX_SAFE_INTEGER), fc.constant(2 ** 31)),
       groups: fc.oneof({ arbitrary: fc.constant(1), weight: 9 }, { arbitrary: fc.integer({ min: 1, max: 1024 }), weight: 1 }),
-      members: fc.integer({ min: 1, max: 64 }),
+      members: fc.oneof({ arbitrary: fc.integer({ min: 1, max: 64 }), weight: 9 }, { arbitrary: fc.integer({ min: 1, max: 65536 }), weight: 1 }),
       host: fc.oneof(fc.constant('h'), fc.string({ unit: 'binary', maxLength: 256 })),
       mac,
     })
     .map(({ job, rank, worldSize, seq, groups, members, host, mac }) => {
-      const d = forgedTraceDump({ job, rank, worldSize, seq, host, ranks: Array.from({ length: Math.min(members, worldSize) }, (_, i) => i) });
+      // at most 65536 members in all (the schema's bound), so that the dump fits in a message
+      const size = Math.min(members, worldSize, Math.floor(65536 / groups));
+      const d = forgedTraceDump({ job, rank, worldSize, seq, host, ranks: Array.from({ length: size }, (_, i) => i) });
       if (groups > 1) {
         const cfg = d.pg_config as Record<string, unknown>;
         const st = d.pg_status as Record<string, unknown>;
@@ -99,7 +101,7 @@ export function forgedTraceAnswer(jobs: readonly string[]): fc.Arbitrary<ForgedA
           st[g] = st[0];
         }
       }
-      return { what: `hostile dump (${groups} groups, world ${worldSize})`, data: enc.encode(JSON.stringify(d)), mac };
+      return { what: `hostile dump (${groups} groups of ${size}, world ${worldSize})`, data: enc.encode(JSON.stringify(d)), mac };
     });
   const malformed = fc.tuple(invalidJsonPayload(valid, { required: ['rank', 'world_size', 'pg_config', 'entries', 'time_ns'], constrained: ['rank', 'world_size'], maxBytes: 256 * 1024 }), mac).map(([p, m]) => ({ ...p, mac: m }));
   return fc.oneof({ arbitrary: hostile, weight: 1 }, { arbitrary: malformed, weight: 1 });

@@ -12,7 +12,7 @@ const json = JSONCodec();
 
 /** Replies gathered at most, and their bytes (a flood of answers must not fill the memory). */
 export const GATHER_MAX_REPLIES = 65_536;
-export const GATHER_MAX_BYTES = 64 * 1024 * 1024;
+export const GATHER_MAX_BYTES = 16 * 1024 * 1024;
 
 export interface GatheredReply<T> {
   value: T;

@@ -1,4 +1,4 @@
-import { analyzeTraces, clockTime, formatReports } from './analysis';
+import { MAX_SILENT_LISTED, analyzeTraces, clockTime, formatReports } from './analysis';
 import { TraceDump, buildDump } from './dump';
 import { FlightRecorder, GroupTrace } from './recorder';
 
@@ -85,5 +85,15 @@ describe('stuck-rank analysis', () => {
     expect(forged.text.startsWith('group 0 of forged (unverified): ')).toBe(true);
     // without the option nothing is said either way
     expect(analyzeTraces(dumps)[0].verified).toBeUndefined();
+  });
+
+  it('names at most MAX_SILENT_LISTED ranks that did not answer and counts the rest', () => {
+    const [r] = analyzeTraces([rank(0, 1000, 3, waitIn(3))]);
+    expect(r).toMatchObject({ waiting: [0], stuck: true });
+    expect(r.lagging).toHaveLength(MAX_SILENT_LISTED);
+    expect(r.lines).toHaveLength(1 + MAX_SILENT_LISTED + 1);
+    expect(r.lines.at(-1)).toBe(`and ${999 - MAX_SILENT_LISTED} more ranks did not answer`);
+    const [idle] = analyzeTraces([rank(0, 1000, 3)]);
+    expect(idle.lines.at(-1)).toBe(`and ${999 - MAX_SILENT_LISTED} more ranks did not answer`);
   });
 });

@@ -53,7 +53,7 @@ export interface GroupReport {
   since_ns?: number;
   /** seconds since the earliest waiting rank entered it (at the analysis's `nowNs`) */
   age_s: number;
-  /** members not waiting: behind, elsewhere, mismatched or silent */
+  /** members not waiting: behind, elsewhere, mismatched or silent (at most MAX_SILENT_LISTED of the silent ones) */
   lagging: RankView[];
   /** some rank waits while another is not with it */
   stuck: boolean;
@@ -143,6 +143,20 @@ export function describeLagging(v: RankView, seq: number, pg: string): string {
   return `${finished(v)} but did not join #${seq}${now || ' (in no collective)'}`;
 }
 
+/** Ranks that did not answer named one by one at most; the rest are counted ("and N more ..."). */
+export const MAX_SILENT_LISTED = 32;
+
+const max = (xs: number[]) => xs.reduce((a, b) => Math.max(a, b), -Infinity);
+const min = (xs: number[]) => xs.reduce((a, b) => Math.min(a, b), Infinity);
+
+/** The members to name (every one that answered, the first silent ones) and the line about the rest. */
+function named(views: RankView[]): { listed: RankView[]; more: string[] } {
+  let silent = 0;
+  const listed = views.filter((v) => v.answered || ++silent <= MAX_SILENT_LISTED);
+  const rest = silent - MAX_SILENT_LISTED;
+  return { listed, more: rest > 0 ? [`and ${rest} more ${rest === 1 ? 'rank' : 'ranks'} did not answer`] : [] };
+}
+
 function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRank: Map<number, TraceDump>, nowNs: number, verified?: boolean): GroupReport {
   const views = ranks.map((r) => rankView(byRank.get(r), r, pg));
   const current = views.filter((v) => v.current);
@@ -150,12 +164,13 @@ function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRa
   const checked = verified === undefined ? {} : { verified };
   if (!current.length) {
     const done = views.filter((v) => v.answered).map((v) => v.last_completed);
-    const silent = views.filter((v) => !v.answered);
-    const lines = [done.length ? `no collective in flight; last completed #${Math.max(...done)}` : 'no rank answered'];
+    const { listed: silent, more } = named(views.filter((v) => !v.answered));
+    const lines = [done.length ? `no collective in flight; last completed #${max(done)}` : 'no rank answered'];
     for (const v of silent) lines.push(describeLagging(v, -1, pg));
+    lines.push(...more);
     return { job, ...checked, pg, ranks, waiting: [], age_s: 0, lagging: silent, stuck: false, lines, text: `${label}: ${lines.join('; ')}` };
   }
-  const seq = Math.max(...current.map((v) => v.current!.seq));
+  const seq = max(current.map((v) => v.current!.seq));
   const atSeq = current.filter((v) => v.current!.seq === seq);
   // the majority's signature is the expected one; the others at this seq are a mismatch
   const counts = new Map<string, number>();
@@ -164,12 +179,15 @@ function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRa
   const waiting = atSeq.filter((v) => signatureOf(v.current!) === expected);
   for (const v of atSeq) v.mismatch = signatureOf(v.current!) !== expected;
   const waitingRanks = waiting.map((v) => v.rank);
-  const lagging = views.filter((v) => !waitingRanks.includes(v.rank));
-  const since = Math.min(...waiting.map((v) => v.current!.since_ns));
+  const isWaiting = new Set(waitingRanks);
+  const behind = views.filter((v) => !isWaiting.has(v.rank));
+  const { listed: lagging, more } = named(behind);
+  const since = min(waiting.map((v) => v.current!.since_ns));
   const first = waiting[0].current!;
   const allFailed = waiting.every((v) => v.current!.error);
   const lines = [`${rankList(waitingRanks)} ${allFailed ? `timed out (${first.error})` : 'waiting'} in ${first.op} #${seq} since ${clockTime(since)}`];
   for (const v of lagging) lines.push(describeLagging(v, seq, pg));
+  lines.push(...more);
   return {
     job,
     ...checked,
@@ -181,7 +199,7 @@ function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRa
     since_ns: since,
     age_s: Math.max(0, (nowNs - since) / 1e9),
     lagging,
-    stuck: lagging.length > 0,
+    stuck: behind.length > 0,
     lines,
     text: `${label}: ${lines.join('; ')}`,
   };
@@ -192,11 +210,13 @@ function analyzeGroup(job: string | undefined, pg: string, ranks: number[], byRa
  * group without a dump is reported as not answering.
  */
 export function analyzeTraces(dumps: readonly TraceDump[], opts: AnalyzeOptions = {}): GroupReport[] {
-  const nowNs = opts.nowNs ?? Math.max(0, ...dumps.map((d) => d.time_ns));
+  const nowNs = opts.nowNs ?? Math.max(0, max(dumps.map((d) => d.time_ns)));
   const jobs = new Map<string, TraceDump[]>();
   for (const d of dumps) {
     const key = d.job ?? '';
-    jobs.set(key, [...(jobs.get(key) ?? []), d]);
+    const list = jobs.get(key);
+    if (list) list.push(d);
+    else jobs.set(key, [d]);
   }
   const reports: GroupReport[] = [];
   for (const [job, ds] of [...jobs.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {

@@ -2,7 +2,7 @@
 // world's store, the dump file on a failure (CMESH_TRACE_DUMP_DIR) and the desync report that a
 // timeout's error carries.
 import type { Store } from '../store';
-import { GroupReport, analyzeTraces, describeLagging } from './analysis';
+import { GroupReport, analyzeTraces } from './analysis';
 import { TRACE_DUMP_DIR_ENV, TraceDump, buildDump, buildSummary, writeDump } from './dump';
 import { TraceExchange, traceExchangeMs } from './exchange';
 import { FlightRecorder, GroupTrace, flightRecorder } from './recorder';
@@ -80,7 +80,8 @@ export class WorldTrace {
     const dumps = await this.exchange.collect(g.ranks);
     const report = analyzeTraces(dumps.map((d) => ({ ...d, job: undefined }))).find((r) => r.pg === String(g.pgId));
     if (!report || report.seq === undefined) return undefined;
-    const lines = report.lagging.map((v) => describeLagging(v, report.seq!, report.pg));
+    // the sentences about the members not waiting (and how many more did not answer)
+    const lines = report.lines.slice(1);
     return { report, lines };
   }
 

@@ -122,13 +122,19 @@ export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[],
 }
 
 /**
+ * The coordinators and agents are back on a restarted nats-server only after their client's
+ * reconnect wait (2 s and jitter) and resubscribing: until then a join finds nobody to answer.
+ */
+const NATS_AFTERMATH_MS = 5_000;
+
+/**
  * A fault explains a service call's failure when it lasted into the call's window (a join: from
  * asking for the group to its end; an op: from the group's placement to the op's end); a rank
  * fault only when it hit an agent of the group (or, for a join that failed before placement, any).
  */
 function explainsService(f: Fault, c: ServiceCall): boolean {
   const rankFault = f.kind === 'kill-agent' || f.kind === 'pause-rank';
-  const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : 0);
+  const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : f.kind === 'kill-nats' ? NATS_AFTERMATH_MS : 0);
   if (f.at > c.endedAt || until < c.openFrom) return false;
   return !rankFault || !c.agents.length || c.agents.includes(f.target);
 }

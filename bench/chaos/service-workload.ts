@@ -147,8 +147,9 @@ export class ServiceWorkload {
           continue;
         }
       }
-      await this.round(p, `soak-${p}-${n}`, conns, this.o.groupMs);
-      await sleep(100);
+      const ok = await this.round(p, `soak-${p}-${n}`, conns, this.o.groupMs);
+      // after a failure the tenant backs off a little, as a user's retry would
+      await sleep(ok ? 100 : 1000);
     }
     for (const c of conns) await c.close();
   }

@@ -237,11 +237,13 @@ export class TcpStoreServer {
   private handle(socket: net.Socket, { tag, id, fields }: Frame): void {
     const key = () => fields[0].toString('utf8');
     switch (tag) {
-      case Cmd.SET:
-        if (!this.put(socket, id, key(), fields[0].length, fields[1] ?? Buffer.alloc(0))) return;
+      case Cmd.SET: {
+        const k = key();
+        if (!this.put(socket, id, k, fields[0].length, fields[1] ?? Buffer.alloc(0))) return;
         this.reply(socket, id);
-        this.wake(key());
+        this.wake(k);
         return;
+      }
       case Cmd.GET: {
         const k = key();
         this.park({ socket, keys: [k], missing: 0, reply: () => this.reply(socket, id, [this.data.get(k)!]) }, id);
@@ -296,8 +298,10 @@ export class TcpStoreServer {
    * request woken and parked again (a key deleted since) was counted already and is not.
    */
   private park(w: Waiter, id?: number): void {
-    const absent = [...new Set(w.keys)].filter((k) => !this.data.has(k));
-    if (absent.length === 0) return w.reply();
+    let absent: string[] | undefined;
+    // a get's one key needs no Set: the common request stays allocation-free
+    for (const k of w.keys.length === 1 ? w.keys : new Set(w.keys)) if (!this.data.has(k)) (absent ??= []).push(k);
+    if (!absent) return w.reply();
     const mine = this.waitsBy.get(w.socket) ?? 0;
     if (id !== undefined) {
       const { maxWaitsPerConnection: perConnection, maxWaits: total } = this.limits;

@@ -39,10 +39,18 @@ export function checkClusterName(cluster: string): string {
 
 export interface ClusterNames {
   cluster: string;
+  /**
+   * An agent's requests carry its id as the subject's last token, the one its NATS login may
+   * publish on (nats-permissions.ts): the coordinator takes the agent's identity from the subject,
+   * never from the body alone. `*Wildcard`: what the coordinator subscribes.
+   */
   agents: {
-    register: string;
-    heartbeat: string;
-    deregister: string;
+    register: (agentId: string) => string;
+    registerWildcard: string;
+    heartbeat: (agentId: string) => string;
+    heartbeatWildcard: string;
+    deregister: (agentId: string) => string;
+    deregisterWildcard: string;
     list: string;
     /** coordinator -> one agent: notifications (group membership) */
     events: (agentId: string) => string;
@@ -61,12 +69,12 @@ export interface ClusterNames {
     get: string;
     /** request/reply: JobList -> JobListReply */
     list: string;
-    /** coordinator -> agents (broadcast event): JobAssignment; members find their rank in it */
-    start: string;
+    /** coordinator -> one member agent (event): JobAssignment with the job's secret; only that agent's login reads it */
+    start: (agentId: string) => string;
     /** coordinator -> agents (broadcast event): JobCancel; members stop the job's sweep */
     cancel: string;
-    /** agent -> coordinator: JobEvent of one job */
-    events: (jobId: string) => string;
+    /** agent -> coordinator: JobEvent of one job, on the sending agent's own subject */
+    events: (jobId: string, agentId: string) => string;
     eventsWildcard: string;
     /** coordinator -> watchers: the JobRecord after every change */
     updates: (jobId: string) => string;
@@ -146,9 +154,12 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
   return {
     cluster,
     agents: {
-      register: `${s}.agents.register`,
-      heartbeat: `${s}.agents.heartbeat`,
-      deregister: `${s}.agents.deregister`,
+      register: (agentId) => `${s}.agents.register.${agentId}`,
+      registerWildcard: `${s}.agents.register.*`,
+      heartbeat: (agentId) => `${s}.agents.heartbeat.${agentId}`,
+      heartbeatWildcard: `${s}.agents.heartbeat.*`,
+      deregister: (agentId) => `${s}.agents.deregister.${agentId}`,
+      deregisterWildcard: `${s}.agents.deregister.*`,
       list: `${s}.agents.list`,
       events: (agentId) => `${s}.agents.events.${agentId}`,
     },
@@ -158,10 +169,10 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
       submit: `${s}.jobs.submit`,
       get: `${s}.jobs.get`,
       list: `${s}.jobs.list`,
-      start: `${s}.jobs.start`,
+      start: (agentId) => `${s}.jobs.start.${agentId}`,
       cancel: `${s}.jobs.cancel`,
-      events: (jobId) => `${s}.jobs.events.${jobId}`,
-      eventsWildcard: `${s}.jobs.events.*`,
+      events: (jobId, agentId) => `${s}.jobs.events.${jobId}.${agentId}`,
+      eventsWildcard: `${s}.jobs.events.*.*`,
       updates: (jobId) => `${s}.jobs.updates.${jobId}`,
     },
     trace: { collect: `${s}.trace.collect` },
@@ -201,7 +212,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
 
 /**
  * The subject a NATS handler's pattern names in this cluster: `<area>.<name>` of ClusterNames
- * (`agents.register`, `jobs.eventsWildcard`); a subject made for one id (`agents.events`) takes it
+ * (`agents.registerWildcard`, `jobs.eventsWildcard`); a subject made for one id (`agents.events`) takes it
  * as `id`. Controllers name subjects this way because the cluster is known only at start-up.
  */
 export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
@@ -209,6 +220,11 @@ export function clusterSubject(names: ClusterNames, pattern: string, id?: string
   const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans', 'svc', 'stores'] as const).find((a) => a === area);
   const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
   if (typeof v === 'string') return v;
-  if (typeof v === 'function' && id !== undefined) return v(id);
+  if (typeof v === 'function' && id !== undefined) return (v as (id: string) => string)(id);
   throw new Error(`no subject for NATS pattern ${JSON.stringify(pattern)}${typeof v === 'function' ? ' without an id' : ''}`);
+}
+
+/** The last token of a subject: the agent id of an agent's own subject (agents.register.<id>, jobs.events.<job>.<id>). */
+export function subjectAgent(subject: string): string {
+  return subject.slice(subject.lastIndexOf('.') + 1);
 }

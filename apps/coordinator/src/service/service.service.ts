@@ -73,7 +73,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     @Inject(CLUSTER_NAMES) private readonly names: ClusterNames,
     private readonly inbound: InboundMessages,
   ) {
-    this.rounds = new KvMirror<SvcRound>(state.kv, KV_KEYS.svcGroupsPrefix);
+    this.rounds = new KvMirror<SvcRound>(state, KV_KEYS.svcGroupsPrefix);
     this.claims = new AgentClaims(nc, names.buckets.claims, 'service-groups');
   }
 

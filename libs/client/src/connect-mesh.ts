@@ -3,7 +3,7 @@
 // on the returned group. The join sends a key of this member's; the placement carries the group's
 // secret sealed under it, which no other client can open.
 import { randomUUID } from 'crypto';
-import { connect, ConnectionOptions, JSONCodec, NatsConnection } from 'nats';
+import { connect, ConnectionOptions, ErrorCode, JSONCodec, NatsConnection, NatsError } from 'nats';
 import {
   ClusterNames,
   ErrorReplySchema,
@@ -100,7 +100,12 @@ export class MeshConnection {
     // subscribed before joining: the round may be placed by the next member's join at once
     const placedSub = this.nc.subscribe(this.names.svc.placed(name));
     try {
-      const reply = await this.nc.request(this.names.svc.join, json.encode(shape.data), { timeout: Math.min(timeoutMs, 10_000) });
+      const reply = await this.nc.request(this.names.svc.join, json.encode(shape.data), { timeout: Math.min(timeoutMs, 10_000) }).catch((e: NatsError) => {
+        // the coordinator (or NATS) away: typed, as every refusal of the library is
+        if (e.code === ErrorCode.Timeout) throw new DistTimeoutError(`join ${JSON.stringify(name)}: no coordinator answered within ${Math.min(timeoutMs, 10_000)} ms`);
+        if (e.code === ErrorCode.NoResponders) throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: no coordinator is listening (503)`);
+        throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: ${e.message}`);
+      });
       const refused = decodeMessage(ErrorReplySchema, reply.data);
       if (refused.ok) {
         const { code, message } = refused.value.error;

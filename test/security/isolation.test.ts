@@ -13,11 +13,12 @@
 //   cluster, with one value per key and its byte and age limits.
 import { randomBytes } from 'crypto';
 import * as path from 'path';
-import { connect, JSONCodec, NatsConnection } from 'nats';
+import { JSONCodec } from 'nats';
 import { clusterNames, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, natsPermissions, NatsRole } from '@cmesh/protocol';
 import { NatsKvStore } from '@cmesh/collectives';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { TestLogins } from './support/logins';
 import { rdzvBucket } from '../../apps/cli/src/run/rdzv-nats';
 import { rdzvIdFor } from '../../apps/cli/src/commands/run';
 import { cmesh, CmeshResult } from '../../apps/cli/test/support/cmesh';
@@ -41,17 +42,9 @@ const loginEnv = (user: string): NodeJS.ProcessEnv => {
 describe('clusters and logins on one NATS server cannot reach each other\'s stores', () => {
   let nats: NatsServer;
   const meshes: Mesh[] = [];
-  const open: NatsConnection[] = [];
 
-  async function login(user: string): Promise<{ nc: NatsConnection; violations: string[] }> {
-    const nc = await connect({ servers: nats.url, user, pass: PASSWORDS[user], inboxPrefix: `_INBOX.${user}`, reconnect: false });
-    open.push(nc);
-    const violations: string[] = [];
-    void (async () => {
-      for await (const s of nc.status()) if (s.type === 'error') violations.push(String(s.data));
-    })();
-    return { nc, violations };
-  }
+  const logins = new TestLogins(() => nats.url, (user) => PASSWORDS[user]);
+  const login = (user: string) => logins.login(user);
 
   /** A `cmesh run` of one node and two workers through the nats rendezvous, as this login. */
   const run = (user: string, id: string | undefined, extra: string[] = []): Promise<CmeshResult> =>
@@ -69,7 +62,7 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
   }, 200_000);
 
   afterAll(async () => {
-    for (const nc of open) await nc.close().catch(() => undefined);
+    await logins.closeAll();
     for (const m of meshes) await m.stop();
     await nats?.stop();
   });

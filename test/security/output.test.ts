@@ -6,12 +6,13 @@
 // shown escaped (`\x1b[2J`), and /ui escapes the markup too. The job on the renamed agent still
 // succeeds with every element right.
 import { randomBytes } from 'crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'fs';
-import { connect, JSONCodec, NatsConnection } from 'nats';
+import { mkdtempSync, rmSync } from 'fs';
+import { JSONCodec } from 'nats';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { clusterNames, JobRecord, PROTOCOL_VERSION } from '@cmesh/protocol';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { statePassword, TestLogins } from './support/logins';
 import { cmesh } from '../../apps/cli/test/support/cmesh';
 
 const json = JSONCodec();
@@ -28,14 +29,9 @@ describe('what peers named reaches no terminal or page raw', () => {
   let mesh: Mesh;
   let stateDir: string;
   const lines: string[] = [];
-  const open: NatsConnection[] = [];
 
-  async function login(user: string): Promise<NatsConnection> {
-    const pass = readFileSync(join(stateDir, 'nats', `${user}.password`), 'utf8').trim();
-    const nc = await connect({ servers: mesh.natsUrl, user, pass, inboxPrefix: `_INBOX.${user}`, reconnect: false });
-    open.push(nc);
-    return nc;
-  }
+  const logins = new TestLogins(() => mesh.natsUrl, statePassword(() => stateDir));
+  const login = async (user: string) => (await logins.login(user)).nc;
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'cmesh-sec-output-'));
@@ -43,7 +39,7 @@ describe('what peers named reaches no terminal or page raw', () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const nc of open) await nc.close().catch(() => undefined);
+    await logins.closeAll();
     await mesh?.stop();
     rmSync(stateDir, { recursive: true, force: true });
   });

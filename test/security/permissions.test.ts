@@ -12,13 +12,14 @@
 //   victim's job as agent-1, beats for agent-1: violations; a body naming agent-1 on agent-0's own
 //   subject: FORBIDDEN, refused;
 // - another tenant reads the replies of the client login (its inbox): refused.
-import { mkdtempSync, readFileSync, rmSync } from 'fs';
-import { AckPolicy, connect, DeliverPolicy, JSONCodec, NatsConnection } from 'nats';
+import { mkdtempSync, rmSync } from 'fs';
+import { AckPolicy, DeliverPolicy, JSONCodec, NatsConnection } from 'nats';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { clusterNames, JobRecord, PROTOCOL_VERSION } from '@cmesh/protocol';
 import { rejectedMessages } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { statePassword, TestLogins } from './support/logins';
 
 const json = JSONCodec();
 const n = clusterNames();
@@ -27,18 +28,9 @@ const TENANT = 'team-b';
 describe('every login can do only its own job', () => {
   let mesh: Mesh;
   let stateDir: string;
-  const open: NatsConnection[] = [];
 
-  async function login(user: string): Promise<{ nc: NatsConnection; violations: string[] }> {
-    const pass = readFileSync(join(stateDir, 'nats', `${user}.password`), 'utf8').trim();
-    const nc = await connect({ servers: mesh.natsUrl, user, pass, inboxPrefix: `_INBOX.${user}`, reconnect: false });
-    open.push(nc);
-    const violations: string[] = [];
-    void (async () => {
-      for await (const s of nc.status()) if (s.type === 'error') violations.push(String(s.data));
-    })();
-    return { nc, violations };
-  }
+  const logins = new TestLogins(() => mesh.natsUrl, statePassword(() => stateDir));
+  const login = (user: string) => logins.login(user);
 
   /** Publishes and waits for the server's verdict (a violation arrives before the flush's PONG). */
   async function refused(c: { nc: NatsConnection; violations: string[] }, subject: string, body: unknown = {}): Promise<boolean> {
@@ -55,7 +47,7 @@ describe('every login can do only its own job', () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const nc of open) await nc.close().catch(() => undefined);
+    await logins.closeAll();
     await mesh?.stop();
     rmSync(stateDir, { recursive: true, force: true });
   });

@@ -8,16 +8,17 @@
 // the forgeries are dropped and counted by the members, the agents' workers and the coordinator;
 // nobody connects to the attacker's socket; the coordinator keeps the group placed until the
 // members leave. The public placement carries no store prefix and no secret in the clear.
-import { mkdtempSync, readFileSync, rmSync } from 'fs';
+import { mkdtempSync, rmSync } from 'fs';
 import { Server, createServer, connect as netConnect } from 'net';
 import fc from 'fast-check';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { connect, headers, Msg, NatsConnection } from 'nats';
+import { headers, Msg, NatsConnection } from 'nats';
 import { MeshConnection, ServiceGroup, connectMesh } from '@cmesh/client';
 import { SVC_HEADERS, SVC_MAC_HEADER, SvcGroupDetail, SvcPlaced, clusterNames } from '@cmesh/protocol';
 import { fuzzPlan, invalidJsonPayload, rejectedMessages, runFuzz } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { statePassword, TestLogins } from './support/logins';
 import { CLIENT_USER } from '../../apps/cli/src/mesh/mesh-auth';
 
 const n = clusterNames();
@@ -28,18 +29,14 @@ const hex64 = fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLengt
 describe('service groups cannot be forged by another tenant', () => {
   let mesh: Mesh;
   let stateDir: string;
-  const open: NatsConnection[] = [];
   const meshes: MeshConnection[] = [];
   let evil: Server;
   const evilPath = join(tmpdir(), `cmesh-sec-evil-${process.pid}.sock`);
   let evilConnections = 0;
 
-  const password = (user: string) => readFileSync(join(stateDir, 'nats', `${user}.password`), 'utf8').trim();
-  async function login(user: string): Promise<NatsConnection> {
-    const nc = await connect({ servers: mesh.natsUrl, user, pass: password(user), inboxPrefix: `_INBOX.${user}`, reconnect: false });
-    open.push(nc);
-    return nc;
-  }
+  const password = statePassword(() => stateDir);
+  const logins = new TestLogins(() => mesh.natsUrl, password);
+  const login = async (user: string) => (await logins.login(user)).nc;
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'cmesh-sec-svc-'));
@@ -53,7 +50,7 @@ describe('service groups cannot be forged by another tenant', () => {
 
   afterAll(async () => {
     for (const m of meshes) await m.close().catch(() => undefined);
-    for (const nc of open) await nc.close().catch(() => undefined);
+    await logins.closeAll();
     evil?.close();
     await mesh?.stop();
     rmSync(stateDir, { recursive: true, force: true });

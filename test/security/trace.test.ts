@@ -6,8 +6,8 @@
 // only the answers its ranks signed: GET /groups/<job>/trace, GET /traces and `cmesh status
 // --stuck` name only its two real ranks, verified; the forged answers for it are dropped and
 // counted; the made-up job is shown, marked unverified. The job finishes with every element right.
-import { mkdtempSync, readFileSync, rmSync } from 'fs';
-import { connect, headers, JSONCodec, NatsConnection } from 'nats';
+import { mkdtempSync, rmSync } from 'fs';
+import { headers, JSONCodec } from 'nats';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { TRACE_MAC_HEADER, traceAnswerKey, traceAnswerMac } from '@cmesh/collectives';
@@ -15,6 +15,7 @@ import { clusterNames, JobRecord, TraceReport } from '@cmesh/protocol';
 import { forgedTraceDump, rejectedMessages } from '@cmesh/testing';
 import { renderStuck } from '../../apps/cli/src/commands/status';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { statePassword, TestLogins } from './support/logins';
 
 const json = JSONCodec();
 const n = clusterNames();
@@ -23,18 +24,9 @@ const enc = new TextEncoder();
 describe('forged flight recorder answers', () => {
   let mesh: Mesh;
   let stateDir: string;
-  const open: NatsConnection[] = [];
 
-  async function login(user: string): Promise<{ nc: NatsConnection; violations: string[] }> {
-    const pass = readFileSync(join(stateDir, 'nats', `${user}.password`), 'utf8').trim();
-    const nc = await connect({ servers: mesh.natsUrl, user, pass, inboxPrefix: `_INBOX.${user}`, reconnect: false });
-    open.push(nc);
-    const violations: string[] = [];
-    void (async () => {
-      for await (const s of nc.status()) if (s.type === 'error') violations.push(String(s.data));
-    })();
-    return { nc, violations };
-  }
+  const logins = new TestLogins(() => mesh.natsUrl, statePassword(() => stateDir));
+  const login = (user: string) => logins.login(user);
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'cmesh-sec-trace-'));
@@ -42,7 +34,7 @@ describe('forged flight recorder answers', () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const nc of open) await nc.close().catch(() => undefined);
+    await logins.closeAll();
     await mesh?.stop();
     rmSync(stateDir, { recursive: true, force: true });
   });

@@ -1,7 +1,7 @@
 # Two entry points (see README): `make demo` and `make test`. Both install what they need and are
 # safe to run twice.
 SHELL := /bin/bash
-APT_PACKAGES := nats-server prometheus cmake g++ python3 make docker.io docker-compose debootstrap
+APT_PACKAGES := nats-server prometheus cmake g++ python3 make docker.io docker-compose debootstrap chromium
 # not in every Debian mirror (it comes from the Kubernetes or Cloud SDK apt repository): installed
 # when available, else the tests that need it say so and skip
 APT_OPTIONAL := kubectl

@@ -66,4 +66,4 @@ export {
 export * from './trace';
 // The run's shared secret: what `cmesh run` generates and how a rank finds it.
 export { generateSecret, resolveSecret, SECRET_ENV, MIN_SECRET_CHARS } from './auth/secret';
-export { natsLogin, natsInboxPrefix, NatsLogin } from './rendezvous/nats-credentials';
+export { connectionInboxPrefix, natsLogin, natsInboxPrefix, NatsLogin } from './rendezvous/nats-credentials';

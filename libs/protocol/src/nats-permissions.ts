@@ -17,6 +17,7 @@
 // capture a subject), only what a KV client needs on a store bucket it was told the name of, and
 // nothing at all on the coordinator's buckets. Replies reach each login under its own inbox
 // prefix (`_INBOX.<user>`), the only inboxes it may read.
+import { natsInboxPrefix } from '@cmesh/collectives/nats-login';
 import { ClusterNames } from './cluster';
 
 export const NATS_ROLES = ['coordinator', 'agent', 'client'] as const;
@@ -40,7 +41,7 @@ export interface NatsPermissions {
 /** The cluster's prefix: `cmesh` or `cmesh.<cluster>` (see clusterNames). */
 const prefixOf = (n: ClusterNames) => n.agents.list.slice(0, -'.agents.list'.length);
 
-const inboxOf = (user: string) => `_INBOX.${user}.>`;
+const inboxOf = (user: string) => `${natsInboxPrefix(user)}.>`;
 
 /**
  * What a KV client does on a bucket it knows the name of: bind (STREAM.INFO), get (DIRECT.GET,

@@ -5,6 +5,7 @@
 // replies or bytes came, or the caller stops: `break`, or `close()` from a timer. Decoding goes
 // through the guarded decoder: no reply, however made, throws out of the iteration.
 import { JSONCodec, MsgHdrs, NatsConnection, Subscription, createInbox } from 'nats';
+import { connectionInboxPrefix } from '@cmesh/collectives';
 import { z } from 'zod';
 import { RejectReason, decodeMessage } from '@cmesh/protocol';
 
@@ -42,7 +43,7 @@ export class GatherReplies<T> implements AsyncIterable<T> {
     private readonly opts: GatherOptions = {},
   ) {
     // under the login's own prefix (natsLogin): the only inboxes its permissions let it read
-    this.inbox = createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+    this.inbox = createInbox(connectionInboxPrefix(nc));
     this.sub = nc.subscribe(this.inbox);
     this.deadline = setTimeout(() => this.close(), waitMs);
     nc.publish(subject, json.encode(body), { reply: this.inbox });

@@ -5,6 +5,7 @@
 // the group's MAC: a worker answers only the coordinator, and only the group's workers count.
 import { Inject, Injectable } from '@nestjs/common';
 import { NatsConnection, createInbox, headers } from 'nats';
+import { connectionInboxPrefix } from '@cmesh/collectives';
 import {
   ClusterNames,
   SVC_MAC_HEADER,
@@ -86,7 +87,7 @@ export class ServiceGroupsView {
   /** One request under the group's MAC (its body names the reply subject); answers without the MAC do not count. */
   private ask(groupId: string, mac: Buffer, size: number, waitMs: number, ranks: Map<number, SvcRankStatus>): Promise<void> {
     // under the login's own prefix (natsLogin): the only inboxes its permissions let it read
-    const inbox = createInbox((this.nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+    const inbox = createInbox(connectionInboxPrefix(this.nc));
     return new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);

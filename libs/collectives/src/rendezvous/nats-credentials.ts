@@ -19,6 +19,9 @@ export interface NatsLogin {
 /** The inbox prefix of a NATS user: the only `_INBOX` subjects its permissions let it read. */
 export const natsInboxPrefix = (user: string) => `_INBOX.${user}`;
 
+/** The inbox prefix a connection was opened with (natsLogin's), for an inbox made by hand: createInbox(connectionInboxPrefix(nc)). */
+export const connectionInboxPrefix = (nc: object): string | undefined => (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
+
 /** The login options for nats.connect() from the environment; {} when none is set. */
 export function natsLogin(env: NodeJS.ProcessEnv = process.env): NatsLogin {
   const out: NatsLogin = {};

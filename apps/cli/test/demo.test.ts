@@ -1,4 +1,4 @@
-// `cmesh demo` (what `make demo` runs) end to end: exit 0, every seed collective checked
+// `cmesh demo` (what `make demo` runs) end to end: exit 0, every collective checked
 // through the mesh, the sweep table printed, and no process left behind (every descendant
 // carries a marker in its environment; none is left in /proc after the demo exits).
 import { spawn } from 'child_process';
@@ -15,7 +15,7 @@ describe('cmesh demo', () => {
     for (const pid of markedPids(marker)) process.kill(pid, 'SIGKILL');
   });
 
-  it('runs every seed collective and a sweep through a 4-agent mesh, then leaves nothing running', async () => {
+  it('runs every collective and a sweep through a 4-agent mesh, then leaves nothing running', async () => {
     const child = spawn(process.execPath, [CMESH, 'demo'], { env: { ...process.env, CMESH_TEST_MARK: marker }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));

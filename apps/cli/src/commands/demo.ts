@@ -1,4 +1,4 @@
-// `cmesh demo` (`make demo`): brings up a mesh of 4 agents, runs every collective of the seeds
+// `cmesh demo` (`make demo`): brings up a mesh of 4 agents, runs every collective the agents run
 // through it with results checked, then a bench sweep, then stops everything. Exit 0 only when
 // every check passed and no process is left.
 import { Command } from 'commander';
@@ -13,7 +13,7 @@ import { formatEndpoints, metricsEndpoints } from '../mesh/metrics-endpoints';
 export function register(program: Command): void {
   program
     .command('demo')
-    .description('up with 4 agents, every seed collective through the mesh (checked), a bench sweep, clean shutdown')
+    .description('up with 4 agents, every collective through the mesh (results checked), a bench sweep, clean shutdown')
     .option('--agents <n>', 'number of rank agents', '4')
     .option('--nats <url>', 'use this NATS server instead of starting one')
     .option('--verbose', 'show the output of the mesh processes')

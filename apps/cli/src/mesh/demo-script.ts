@@ -1,4 +1,4 @@
-// What `cmesh demo` does on a running mesh: every collective of the seeds as a checked job
+// What `cmesh demo` does on a running mesh: every collective the agents run as a checked job
 // (all reduce ops on all_reduce, the rooted ones with a non-zero root), then an all_reduce sweep
 // printed as the nccl-tests table. Returns the number of failed checks.
 import { formatTable, hasRoot, ncclTestsOp, ncclTestsRedop } from '@cmesh/bench';
@@ -28,7 +28,7 @@ export function demoSteps(nagents: number): DemoStep[] {
 
 export async function runDemo(client: MeshClient, nagents: number, write: (s: string) => void, sweepMax = 4 << 20): Promise<number> {
   let failures = 0;
-  write(`\n== every collective of the seeds, through the mesh (${nagents} agents), results checked element by element\n`);
+  write(`\n== every collective, through the mesh (${nagents} agents), results checked element by element\n`);
   for (const step of demoSteps(nagents)) {
     const t0 = Date.now();
     const job = await client.waitJob((await client.submitJob(step.request)).id);

@@ -71,6 +71,10 @@ export class Supervisor {
       cwd: spec.cwd,
       env: { ...process.env, ...spec.env },
       stdio: ['ignore', 'pipe', 'pipe'],
+      // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches
+      // only `cmesh up`, which then stops the children in stage order. Sharing the group, every
+      // child got it at once and nats-server left before the coordinator and agents.
+      detached: true,
     });
     const prefix = prefixOf(spec.name);
     for (const stream of [proc.stdout!, proc.stderr!]) {
@@ -126,8 +130,10 @@ export class Supervisor {
       const timer = setTimeout(() => {
         for (const c of alive) signal(c.proc, 'SIGKILL');
       }, graceMs);
+      const started = Date.now();
       await Promise.all(alive.map((c) => c.exited));
       clearTimeout(timer);
+      if (alive.length) this.write(`cmesh: stopped ${alive.map((c) => c.name).join(' ')} in ${Date.now() - started} ms`);
     }
   }
 

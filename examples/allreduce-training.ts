@@ -1,4 +1,4 @@
-// Data-parallel training with all-reduce (seed 003's alternative to the parameter server):
+// Data-parallel training with all-reduce (the alternative to the parameter server in "Parameter Server and All-Reduce"):
 // every rank holds the model, computes the gradient of its shard of the step's global batch,
 // and all-reduces the gradients (ring by default: no rank is a bottleneck, each moves about
 // 2·N·(P-1)/P per step). Same data, model, batches and learning rate as parameter-server.ts,

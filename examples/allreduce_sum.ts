@@ -1,6 +1,6 @@
-// Port of src/ch2/allreduce_sum.py (seed 000, large-scale-lm-tutorials).
+// Port of src/ch2/allreduce_sum.py (large-scale-lm-tutorials).
 // Run: cmesh run --nproc-per-node 4 examples/allreduce_sum.ts
-// The seed uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
+// The original uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
 // ('tcp'), so tensors print without device='cuda:N'.
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

@@ -1,7 +1,7 @@
-// Port of src/ch2/barrier.py (seed 000, large-scale-lm-tutorials): rank 0 counts four seconds
+// Port of src/ch2/barrier.py (large-scale-lm-tutorials): rank 0 counts four seconds
 // while the others wait in the barrier.
 // Run: cmesh run --nproc-per-node 4 examples/barrier.ts
-// The seed uses nccl on GPUs; this runs on the CPU data plane ('tcp').
+// The original uses nccl on GPUs; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain, sleep } from './_lib/main';
 

@@ -1,8 +1,8 @@
-// Port of src/broadcast.py (seed 000, large-scale-lm-tutorials).
+// Port of src/broadcast.py (large-scale-lm-tutorials).
 // Run: cmesh run --nproc-per-node 4 examples/broadcast.ts
-// The seed uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
+// The original uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
 // ('tcp'), so tensors print without device='cuda:N'.
-// The seed's code broadcasts torch.randn(2, 2) (its printed output came from a larger tensor).
+// The original's code broadcasts torch.randn(2, 2) (its printed output came from a larger tensor).
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 import { randn } from './_lib/random';

@@ -1,6 +1,6 @@
-// Port of example_all_reduce from "Distributed Training Part 2: Parallel Programming" (seed 002, English).
+// Port of example_all_reduce from "Distributed Training Part 2: Parallel Programming" (English).
 // Run: cmesh run --nproc-per-node 3 examples/example_all_reduce.ts
-// The seed uses nccl on GPUs (.cuda()); this runs on the CPU data plane ('tcp'), so tensors
+// The original uses nccl on GPUs (.cuda()); this runs on the CPU data plane ('tcp'), so tensors
 // print without device='cuda:N'.
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

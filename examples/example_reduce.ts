@@ -1,6 +1,6 @@
-// Port of example_reduce from "Distributed Training Part 2: Parallel Programming" (seed 002, English).
+// Port of example_reduce from "Distributed Training Part 2: Parallel Programming" (English).
 // Run: cmesh run --nproc-per-node 3 examples/example_reduce.ts
-// The seed uses nccl on GPUs (.cuda()); this runs on the CPU data plane ('tcp'), so tensors
+// The original uses nccl on GPUs (.cuda()); this runs on the CPU data plane ('tcp'), so tensors
 // print without device='cuda:N'.
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
@@ -14,7 +14,7 @@ async function exampleReduce(): Promise<void> {
   const tensor = new Float32Array(5).fill(dist.getRank() + 1);
   console.log(`Before reduce on rank ${dist.getRank()}: ${new Shaped(tensor)}`);
   await dist.reduce(tensor, { dst: 0, op: dist.ReduceOp.SUM });
-  // (the seed prints an undefined `rank` here; its output shows the rank)
+  // (the original prints an undefined `rank` here; its output shows the rank)
   console.log(`After reduce on rank ${dist.getRank()}: ${new Shaped(tensor)}`);
 }
 

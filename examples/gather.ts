@@ -1,4 +1,4 @@
-// Port of src/ch2/gather.py (seed 000, large-scale-lm-tutorials).
+// Port of src/ch2/gather.py (large-scale-lm-tutorials).
 // Run: cmesh run --nproc-per-node 4 examples/gather.ts
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
@@ -6,7 +6,7 @@ import { listRepr } from './_lib/torch-format';
 
 runMain(async () => {
   await dist.initProcessGroup({ backend: 'gloo' });
-  // the seed notes nccl has no gather; cmesh's CPU backend has every collective
+  // the original notes nccl has no gather; cmesh's CPU backend has every collective
   const rank = dist.getRank();
 
   const input = new Float32Array(1).fill(rank); // torch.ones(1) * rank

@@ -1,4 +1,4 @@
-// Port of test.py (seed 003, "Parameter Server and All-Reduce"): mp.spawn(worker,
+// Port of test.py ("Parameter Server and All-Reduce"): mp.spawn(worker,
 // args=(world_size,), nprocs=world_size). Named mp_spawn_test.ts rather than test.ts.
 // Run: node -r @swc-node/register examples/mp_spawn_test.ts
 import * as dist from '@cmesh/collectives';

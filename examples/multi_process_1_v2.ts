@@ -1,8 +1,8 @@
-// Port of src/multi_process_1.py (seed 001, the notebook version: daemon=False and no final print).
+// Port of src/multi_process_1.py (large-scale-lm-tutorials, the notebook version: daemon=False and no final print).
 // The user's code is the main process and starts a function in subprocesses by hand, with the
 // "spawn" start method: each child is a fresh Node process running this file (fork), which runs
 // only fn(rank, ...args) — the analogue of Python's mp.Process(target=fn, args=...).
-// (process.daemon = False in the seed; the main process joins every child either way.)
+// (process.daemon = False in the original; the main process joins every child either way.)
 // Run: node -r @swc-node/register examples/multi_process_1_v2.ts
 import { ChildProcess, fork } from 'child_process';
 import { runMain } from './_lib/main';

@@ -1,4 +1,4 @@
-// Port of src/ch2/multi_process_2.py (seed 000; identical in seed 001): torch.multiprocessing.spawn.
+// Port of src/ch2/multi_process_2.py (large-scale-lm-tutorials; the same in its notebook version): torch.multiprocessing.spawn.
 // Run: node -r @swc-node/register examples/multi_process_2.ts
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

@@ -1,6 +1,6 @@
-// Port of multiprocess_launch.py, second version (seed 003): init, then print the default group.
+// Port of multiprocess_launch.py, second version ("Parameter Server and All-Reduce"): init, then print the default group.
 // Run: cmesh run --nproc-per-node 4 examples/multiprocess_launch_v2.ts
-// The seed uses nccl on GPUs; this runs on the CPU data plane ('tcp').
+// The original uses nccl on GPUs; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 

@@ -1,7 +1,7 @@
-// Port of multiprocess_spawn.py (seed 003, "Parameter Server and All-Reduce"): spawn 4
+// Port of multiprocess_spawn.py ("Parameter Server and All-Reduce"): spawn 4
 // subprocesses, each initializes the process group and prints the default group.
 // Run: node -r @swc-node/register examples/multiprocess_spawn.ts
-// The seed uses nccl; this runs on the CPU data plane ('tcp').
+// The original uses nccl; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 
@@ -20,7 +20,7 @@ async function worker(rank: number, worldSize: number): Promise<void> {
 runMain(async () => {
   const worldSize = 4;
   process.env.MASTER_ADDR = '127.0.0.1';
-  // the seed hard-codes 32900; an already-set MASTER_PORT wins so tests can use a free port
+  // the original hard-codes 32900; an already-set MASTER_PORT wins so tests can use a free port
   process.env.MASTER_PORT ??= '32900';
   process.env.WORLD_SIZE = String(worldSize);
 

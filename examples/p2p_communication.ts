@@ -1,4 +1,4 @@
-// Port of src/ch2/p2p_communication.py (seed 000, large-scale-lm-tutorials).
+// Port of src/ch2/p2p_communication.py (large-scale-lm-tutorials).
 // Run: cmesh run --nproc-per-node 2 examples/p2p_communication.ts
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

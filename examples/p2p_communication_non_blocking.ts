@@ -1,4 +1,4 @@
-// Port of src/ch2/p2p_communication_non_blocking.py (seed 000; the same code appears in seed 003).
+// Port of src/ch2/p2p_communication_non_blocking.py (large-scale-lm-tutorials; the same code appears in "Parameter Server and All-Reduce").
 // Run: cmesh run --nproc-per-node 2 examples/p2p_communication_non_blocking.ts
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

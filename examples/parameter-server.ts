@@ -1,6 +1,6 @@
-// The parameter-server paradigm of seed 003 ("Parameter Server and All-Reduce"), over P2P:
+// The parameter-server paradigm of "Parameter Server and All-Reduce", over P2P:
 // rank 0 is the ParameterServer (holds the model and the optimizer, trains nothing), ranks
-// 1..P-1 are Workers. Each step, as in the seed's main():
+// 1..P-1 are Workers. Each step, as in the original's main():
 //   1. pull weights:      the server sends the weights to every worker   (fan-out, one to many)
 //   2. push gradients:    every worker sends its gradient to the server  (fan-in, many to one)
 //   3. aggregate + update: the server sums the gradients and takes an SGD step.

@@ -1,7 +1,7 @@
-// Port of src/ch2/process_group_1.py (seed 000; identical in seed 001). It fails on purpose:
+// Port of src/ch2/process_group_1.py (large-scale-lm-tutorials; the same in its notebook version). It fails on purpose:
 // env:// needs MASTER_ADDR and MASTER_PORT, and the error names the missing variable.
 // Run: node -r @swc-node/register examples/process_group_1.ts   (expected: exits 1, MASTER_ADDR)
-// The seed uses nccl; this runs on the CPU data plane ('tcp').
+// The original uses nccl; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 

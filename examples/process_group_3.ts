@@ -1,7 +1,7 @@
-// Port of src/ch2/process_group_3.py (seed 000; identical in seed 001): spawn 4 subprocesses,
+// Port of src/ch2/process_group_3.py (large-scale-lm-tutorials; the same in its notebook version): spawn 4 subprocesses,
 // each initializes the process group and creates a group of every rank.
 // Run: node -r @swc-node/register examples/process_group_3.ts
-// The seed uses nccl; this runs on the CPU data plane ('tcp').
+// The original uses nccl; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 
@@ -17,7 +17,7 @@ async function fn(rank: number, worldSize: number): Promise<void> {
 // 메인 프로세스
 runMain(async () => {
   process.env.MASTER_ADDR = 'localhost';
-  // the seed hard-codes 29500; an already-set MASTER_PORT wins so tests can use a free port
+  // the original hard-codes 29500; an already-set MASTER_PORT wins so tests can use a free port
   process.env.MASTER_PORT ??= '29500';
   process.env.WORLD_SIZE = '4';
 

@@ -1,6 +1,6 @@
-// Port of src/ch2/process_group_4.py (seed 000, large-scale-lm-tutorials).
+// Port of src/ch2/process_group_4.py (large-scale-lm-tutorials).
 // Run: cmesh run --nproc-per-node 4 examples/process_group_4.ts
-// The seed uses nccl on GPUs; this runs on the CPU data plane ('tcp').
+// The original uses nccl on GPUs; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 

@@ -1,6 +1,6 @@
-// Port of reduce.py from "Parameter Server and All-Reduce" (seed 003, Korean).
+// Port of reduce.py from "Parameter Server and All-Reduce" (Korean).
 // Run: cmesh run --nproc-per-node 4 examples/reduce.ts
-// The seed uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
+// The original uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
 // ('tcp'), so tensors print without device='cuda:N'.
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

@@ -1,7 +1,7 @@
-// Port of src/ch2/reduce_scatter.py (seed 000, large-scale-lm-tutorials). The seed's output
+// Port of src/ch2/reduce_scatter.py (large-scale-lm-tutorials). The original's output
 // shows a "Before:" and an "After:" line per rank, so both are printed here.
 // Run: cmesh run --nproc-per-node 4 examples/reduce_scatter.ts
-// The seed uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
+// The original uses nccl on GPUs (torch.cuda.set_device(rank)); this runs on the CPU data plane
 // ('tcp'), so tensors print without device='cuda:N'.
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

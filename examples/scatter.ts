@@ -1,4 +1,4 @@
-// Port of src/ch2/scatter.py (seed 000, large-scale-lm-tutorials).
+// Port of src/ch2/scatter.py (large-scale-lm-tutorials).
 // Run: cmesh run --nproc-per-node 4 examples/scatter.ts
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
@@ -6,7 +6,7 @@ import { Shaped } from './_lib/torch-format';
 
 runMain(async () => {
   await dist.initProcessGroup({ backend: 'gloo' });
-  // the seed notes nccl has no scatter; cmesh's CPU backend has every collective
+  // the original notes nccl has no scatter; cmesh's CPU backend has every collective
   const rank = dist.getRank();
 
   const output = new Float32Array(1); // torch.zeros(1)

@@ -1,8 +1,8 @@
-// Port of src/ch2/scatter_nccl.py (seed 000, large-scale-lm-tutorials): scatter without a
+// Port of src/ch2/scatter_nccl.py (large-scale-lm-tutorials): scatter without a
 // scatter collective. Every rank builds the same inputs and keeps its own split; no
 // communication at all, only the process group.
 // Run: cmesh run --nproc-per-node 4 examples/scatter_nccl.ts
-// The seed uses nccl on GPUs; this runs on the CPU data plane ('tcp').
+// The original uses nccl on GPUs; this runs on the CPU data plane ('tcp').
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';
 import { Shaped } from './_lib/torch-format';

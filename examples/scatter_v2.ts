@@ -1,4 +1,4 @@
-// Port of scatter.py (a different example than seed 000's scatter.py) from "Parameter Server and All-Reduce" (seed 003, Korean).
+// Port of scatter.py (a different example than large-scale-lm-tutorials' scatter.py) from "Parameter Server and All-Reduce" (Korean).
 // Run: cmesh run --nproc-per-node 4 examples/scatter_v2.ts
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

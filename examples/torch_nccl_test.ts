@@ -1,7 +1,7 @@
-// Port of torch_nccl_test.py (seed 004, Chinese: "pytorch 分布式相关api / 集合通信"): the seven
+// Port of torch_nccl_test.py (Chinese: "pytorch 分布式相关api / 集合通信"): the seven
 // collective demos run one after another, each fenced by barriers, logging before/after.
 // Run: cmesh run --nproc-per-node 2 examples/torch_nccl_test.ts
-// The seed runs on nccl (torchrun --nproc_per_node 2); this runs on the CPU data plane ('tcp').
+// The original runs on nccl (torchrun --nproc_per_node 2); this runs on the CPU data plane ('tcp').
 // logging.info(...) becomes console.log(...).
 import * as dist from '@cmesh/collectives';
 import { runMain } from './_lib/main';

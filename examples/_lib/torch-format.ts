@@ -1,5 +1,5 @@
 // Prints typed arrays the way torch prints tensors (torch/_tensor_str.py, default print
-// options), so the examples' output reads like the seeds': `tensor([[6., 6.],\n        [6., 6.]])`.
+// options), so the examples' output reads like the originals': `tensor([[6., 6.],\n        [6., 6.]])`.
 // Typed arrays carry no shape, so callers pass one (default: 1-D; [] for a 0-dim tensor).
 // There is no device suffix: the examples run on the CPU data plane.
 import * as dist from '@cmesh/collectives';

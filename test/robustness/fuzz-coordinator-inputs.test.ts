@@ -1,5 +1,6 @@
 // Fuzzing what reaches the coordinator besides its request subjects, on a real mesh (nats-server,
-// the coordinator, 2 agents; CMESH_FUZZ_RUNS cases each, default 10000, seeds printed):
+// the coordinator, 2 agents; CMESH_FUZZ_RUNS cases each, default 10000, 3000 for the gathered trace
+// replies and the KV records, which go through several processes per case; seeds printed):
 //
 // - `scans.*` requests: malformed ones, and well-formed hostile ones (agents unknown, named twice,
 //   with control characters or at the limits; every size, count and timeout at its maximum). Each
@@ -146,7 +147,7 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
 
   it('gathered replies: forged trace answers, hostile and malformed, while a real job runs', async () => {
     const BATCH = 250;
-    const plan = fuzzPlan('coordinator gathered trace replies', BATCH);
+    const plan = fuzzPlan('coordinator gathered trace replies', BATCH, 3000);
     const started = Date.now();
     const job = await checkedJob(300);
     let pending: ForgedAnswer[] = [];
@@ -257,7 +258,7 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
 
   it('KV records written straight into the buckets: malformed and well-formed hostile', async () => {
     const BATCH = 100;
-    const plan = fuzzPlan('coordinator kv records', BATCH);
+    const plan = fuzzPlan('coordinator kv records', BATCH, 3000);
     const started = Date.now();
     const js = nc.jetstream();
     const open = async (b: string) => js.views.kv(b, { bindOnly: true });

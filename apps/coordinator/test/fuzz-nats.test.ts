@@ -1,6 +1,7 @@
 // Fuzzing every NATS subject the coordinator serves, against a real nats-server and coordinator
 // process: random bytes, text that is not JSON, truncated, deeply nested, oversized and mistyped
-// messages (CMESH_FUZZ_RUNS each, default 10000; seeds printed). Every request gets a typed error
+// messages (CMESH_FUZZ_RUNS each, default 3000: each case is a request through the server; seeds
+// printed). Every request gets a typed error
 // reply (never INTERNAL, never silence), events are dropped, and afterwards the process is alive,
 // answers a valid request, logged no unhandled rejection, and its KV buckets and registries are
 // exactly as before.
@@ -58,7 +59,7 @@ afterAll(async () => {
 
 describe('coordinator NATS subjects under fuzzing', () => {
   it.each(ENTRIES.map((e) => [e.subject, e] as const))('%s', async (_subject, e) => {
-    const plan = fuzzPlan(`coordinator nats ${e.kind === 'event' ? 'cmesh.jobs.events.*.*' : e.subject}`, BATCH);
+    const plan = fuzzPlan(`coordinator nats ${e.kind === 'event' ? 'cmesh.jobs.events.*.*' : e.subject}`, BATCH, 3000);
     const started = Date.now();
     const metrics = `${fx.coord.url}/metrics`;
     const rejectedBefore = await rejectedMessages(metrics, JOB_SUBJECTS.eventsWildcard);

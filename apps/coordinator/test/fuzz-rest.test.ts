@@ -1,10 +1,10 @@
 // Fuzzing every REST route of the coordinator, against a real nats-server and coordinator process:
 // hostile JSON bodies (random bytes, not JSON, truncated, mistyped, deep, large), bodies of other
 // content types, path parameters that are not ids (traversal, encoded NULs, very long), junk in
-// the query string, and unknown routes (CMESH_FUZZ_RUNS requests per route, default 10000; seeds
-// printed). Every refusal is a 4xx with the standard error shape {statusCode, code, message,
-// issues?}, never a 5xx; afterwards the process is alive and its KV buckets and registries are
-// exactly as before.
+// the query string, and unknown routes (CMESH_FUZZ_RUNS requests per route, default 2000 since
+// each is an HTTP round trip; seeds printed). Every refusal is a 4xx with the standard error shape
+// {statusCode, code, message, issues?}, never a 5xx; afterwards the process is alive and its KV
+// buckets and registries are exactly as before.
 import * as http from 'http';
 import fc from 'fast-check';
 import { HttpErrorSchema } from '@cmesh/protocol';
@@ -13,6 +13,8 @@ import { CoordinatorFuzzFixture, FIXTURE_AGENT, crashLines, startCoordinatorFuzz
 
 /** Requests in flight at once (one keep-alive connection each). */
 const BATCH = 25;
+/** Cases per route when CMESH_FUZZ_RUNS is unset. */
+const RUNS = 2000;
 
 interface Route {
   method: 'GET' | 'POST' | 'DELETE';
@@ -157,7 +159,7 @@ afterAll(async () => {
 });
 
 async function fuzzRequests(entryPoint: string, arb: fc.Arbitrary<Req>) {
-  const plan = fuzzPlan(entryPoint, BATCH);
+  const plan = fuzzPlan(entryPoint, BATCH, RUNS);
   const base = new URL(fx.coord.url);
   const started = Date.now();
   const bad = await runFuzz(plan, fc.array(arb, { minLength: BATCH, maxLength: BATCH }), async (reqs) => {
@@ -228,7 +230,7 @@ describe('coordinator REST routes with bearer tokens under fuzzing', () => {
       const path = r.path.replace('{id}', r.path.startsWith('/rendezvous') ? 'fz-new' : stranger);
       return { what: `auth ${JSON.stringify(auth?.slice(0, 40))}`, method: r.method, path, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...(auth !== undefined ? { authorization: auth } : {}) }, body, mayPass: false, route: r, auth };
     });
-    const plan = fuzzPlan('coordinator rest bearer tokens', BATCH);
+    const plan = fuzzPlan('coordinator rest bearer tokens', BATCH, RUNS);
     const base = new URL(fxa.coord.url);
     const started = Date.now();
     const bad = await runFuzz(plan, fc.array(arb, { minLength: BATCH, maxLength: BATCH }), async (reqs) => {

@@ -3,10 +3,13 @@
 // one valid message of an entry point.
 import fc from 'fast-check';
 
-/** Cases per entry point: CMESH_FUZZ_RUNS (default 10000). */
-export function fuzzRuns(): number {
+/**
+ * Cases per entry point: CMESH_FUZZ_RUNS, else `fallback` (10000; entry points that cost a
+ * round trip through several processes per case pass less, so the suite stays within its time).
+ */
+export function fuzzRuns(fallback = 10_000): number {
   const v = process.env.CMESH_FUZZ_RUNS;
-  if (v === undefined || v === '') return 10_000;
+  if (v === undefined || v === '') return fallback;
   const n = Number(v);
   if (!Number.isSafeInteger(n) || n < 1) throw new Error(`CMESH_FUZZ_RUNS must be a positive integer, got ${JSON.stringify(v)}`);
   return n;
@@ -36,11 +39,12 @@ export interface FuzzPlan {
 }
 
 /** The runs for `entryPoint` with `batch` cases per run, printed with the line that replays them. */
-export function fuzzPlan(entryPoint: string, batch = 1): FuzzPlan {
+export function fuzzPlan(entryPoint: string, batch = 1, fallbackRuns?: number): FuzzPlan {
   const seed = fuzzSeed(entryPoint);
-  const numRuns = Math.max(1, Math.ceil(fuzzRuns() / batch));
+  const runs = fuzzRuns(fallbackRuns);
+  const numRuns = Math.max(1, Math.ceil(runs / batch));
   const plan = { entryPoint, seed, numRuns, batch, cases: numRuns * batch };
-  process.stdout.write(`fuzz ${entryPoint}: ${plan.cases} cases, seed ${seed} (replay: CMESH_FUZZ_SEED=${seed} CMESH_FUZZ_RUNS=${fuzzRuns()})\n`);
+  process.stdout.write(`fuzz ${entryPoint}: ${plan.cases} cases, seed ${seed} (replay: CMESH_FUZZ_SEED=${seed} CMESH_FUZZ_RUNS=${runs})\n`);
   return plan;
 }
 

@@ -2,7 +2,8 @@
 // record in the cluster's JetStream KV buckets; every subject and bucket carries the cluster.
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { API_TOKENS, ApiTokenGuard, ApiTokens } from './http/api-auth.guard';
+import { ApiTokenGuard, ApiTokens } from './http/api-auth.guard';
+import { AuthModule } from './http/auth.module';
 import { LoggerModule } from 'nestjs-pino';
 import { AgentsModule } from './agents/agents.module';
 import { clusterNames, printableLogHooks } from '@cmesh/protocol';
@@ -56,12 +57,10 @@ export class AppModule {
     const trace = TraceModule.forRoot(jobs);
     return {
       module: AppModule,
-      providers: [
-        { provide: API_TOKENS, useValue: tokens },
-        { provide: APP_GUARD, useClass: ApiTokenGuard },
-      ],
+      providers: [{ provide: APP_GUARD, useClass: ApiTokenGuard }],
       imports: [
         ConfigModule.forRoot(config),
+        AuthModule.forRoot(tokens),
         LoggerModule.forRoot({
           pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-coordinator', replica: config.replicaId }, hooks: printableLogHooks },
         }),

@@ -21,3 +21,4 @@ export * from './service-status';
 export * from './stores';
 export * from './printable';
 export * from './service-auth';
+export * from './ui-login';

@@ -2,6 +2,7 @@
 // rank agents on this machine, until Ctrl-C; then every child is stopped by pid. A process that
 // dies is restarted alone (up to 5 times a minute, with backoff); --no-restart stops the mesh instead.
 import { Command } from 'commander';
+import { uiLoginLink } from '@cmesh/protocol';
 import { startMesh } from '../mesh/launch';
 import { holdMesh } from '../mesh/lifetime';
 import { CLIENT_USER } from '../mesh/mesh-auth';
@@ -65,6 +66,8 @@ export function register(program: Command): void {
       });
       log(`cmesh: mesh up: nats ${mesh.natsUrl}, coordinator ${mesh.coordinatorUrl}, agents ${mesh.agentNames.join(' ')}`);
       log(`cmesh: CMESH_COORDINATOR=${mesh.coordinatorUrl} cmesh status | cmesh bench --mesh; Ctrl-C to stop`);
+      // a login link that reads only, never the API token (cmesh ui prints it again)
+      log(`cmesh: live page: ${uiLoginLink(mesh.coordinatorUrl, mesh.auth?.apiToken)}`);
       if (mesh.auth) {
         // where the secrets are, never what they are
         log(`cmesh: authentication on; secrets in ${mesh.auth.stateDir} (the API token: ${mesh.auth.apiTokenFile}, read by cmesh status on this machine)`);

@@ -1,12 +1,15 @@
 // Bearer tokens on the REST API: with CMESH_API_TOKEN (every route) and/or CMESH_API_READ_TOKEN
 // (GET only) set, a request without a valid `Authorization: Bearer <token>` is a 401 and a
 // read-only token on a route that changes something is a 403, both in the API's error shape
-// (ApiErrorFilter). Routes marked @Public() (/health, /metrics) stay open. NATS handlers are not
-// HTTP and are guarded by NATS credentials instead.
+// (ApiErrorFilter). Routes marked @Public() (/health, /metrics, the live page's login) stay open.
+// A GET or HEAD without an Authorization header may instead carry the live page's session cookie
+// (ui-session.ts), which reads like the read-only token; on any other method the cookie is not
+// even looked at. NATS handlers are not HTTP and are guarded by NATS credentials instead.
 import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { createHash, timingSafeEqual } from 'crypto';
 import { ReplyError } from '../nats/reply-error';
+import { UiSessions, cookieValue, uiCookieName } from './ui-session';
 
 export const PUBLIC_ROUTE = 'cmesh:public-route';
 /** A route any client may call without a token. */
@@ -28,6 +31,8 @@ export const authEnabled = (t: ApiTokens): boolean => !!(t.admin || t.read);
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const same = (a: Buffer, b: string | undefined) => b !== undefined && timingSafeEqual(a, digest(b));
 
+const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join('; ') : v);
+
 interface HttpRequest {
   method: string;
   url: string;
@@ -39,6 +44,7 @@ export class ApiTokenGuard implements CanActivate {
   constructor(
     private readonly reflector: Reflector,
     @Inject(API_TOKENS) private readonly tokens: ApiTokens,
+    private readonly sessions: UiSessions,
   ) {}
 
   canActivate(ctx: ExecutionContext): boolean {
@@ -46,12 +52,20 @@ export class ApiTokenGuard implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_ROUTE, [ctx.getHandler(), ctx.getClass()])) return true;
     const req = ctx.switchToHttp().getRequest<HttpRequest>();
     const header = req.headers.authorization;
+    const reads = req.method === 'GET' || req.method === 'HEAD';
+    if (header === undefined && reads) {
+      const session = cookieValue(one(req.headers.cookie), uiCookieName(one(req.headers.host)));
+      if (session !== undefined) {
+        if (this.sessions.valid(session)) return true;
+        throw new ReplyError('UNAUTHORIZED', "the live page's session has expired or is not valid: open the login link again (cmesh ui)");
+      }
+    }
     const m = typeof header === 'string' ? /^Bearer[ ]+(\S+)\s*$/i.exec(header) : null;
-    if (!m) throw new ReplyError('UNAUTHORIZED', 'a bearer token is required: Authorization: Bearer <token>');
+    if (!m) throw new ReplyError('UNAUTHORIZED', `a bearer token is required: Authorization: Bearer <token>${reads ? ' (a browser: open the login link cmesh ui prints)' : ''}`);
     const given = digest(m[1]);
     if (same(given, this.tokens.admin)) return true;
     if (!same(given, this.tokens.read)) throw new ReplyError('UNAUTHORIZED', 'the bearer token is not valid');
-    if (req.method === 'GET' || req.method === 'HEAD') return true;
+    if (reads) return true;
     throw new ReplyError('FORBIDDEN', `the read-only token may not ${req.method} ${req.url.split('?')[0]}`);
   }
 }

@@ -1,5 +1,6 @@
 // GET /ui: the live page (ui-page.ts) from the services the REST routes use, behind the same
-// authentication as they are (a read token suffices).
+// authentication as they are (a read token suffices); a browser gets in through the login link
+// (ui-login.controller.ts), whose session cookie reads like the read token.
 import { Controller, Get, Header, Inject } from '@nestjs/common';
 import { ApiExcludeEndpoint } from '@nestjs/swagger';
 import { AgentsService } from '../agents/agents.service';

@@ -242,29 +242,9 @@ const fmtBw = (c?: Cell) => (c?.m ? c.m.busBwGBs.toFixed(3) : c?.error ? 'n/a' :
 const ratio = (a?: Cell, b?: Cell) => (a?.m && b?.m ? (a.m.timeUs / b.m.timeUs).toFixed(2) : '');
 const human = (b: number) => (b >= MiB ? `${b / MiB}M` : b >= 1024 ? `${b / 1024}K` : `${b}`);
 
-/** The targets in bench/RESULTS.md for one (world, op, size), as "ok" or what is missed. */
-export function verdict(row: Partial<Record<Backend, Cell>>): string {
-  const c = row.cmesh?.m;
-  if (!c) return row.cmesh?.error ? 'cmesh failed' : '';
-  const misses: string[] = [];
-  if (c.wrong) misses.push(`${c.wrong} wrong`);
-  const gloo = row.gloo?.m;
-  const tcp = row['mpi-tcp']?.m;
-  if (gloo && c.timeUs >= gloo.timeUs) misses.push(`${(c.timeUs / gloo.timeUs).toFixed(2)}x Gloo`);
-  // Gloo has no reduce_scatter: compare with Open MPI over TCP instead
-  if (!gloo && tcp && c.timeUs >= tcp.timeUs) misses.push(`${(c.timeUs / tcp.timeUs).toFixed(2)}x MPI-TCP`);
-  const bytes = row.cmesh!.bytes;
-  if (tcp && bytes <= 4096 && c.timeUs > 3 * tcp.timeUs) misses.push(`${(c.timeUs / tcp.timeUs).toFixed(1)}x MPI-TCP time (>3x)`);
-  if (tcp && bytes >= 8 * MiB && c.busBwGBs < tcp.busBwGBs) misses.push(`busbw ${(c.busBwGBs / tcp.busBwGBs).toFixed(2)}x MPI-TCP`);
-  // shared memory must not lose to cmesh's own TCP
-  const own = row['cmesh-tcp']?.m;
-  if (own && c.timeUs > own.timeUs * 1.1) misses.push(`${(c.timeUs / own.timeUs).toFixed(2)}x cmesh-tcp`);
-  return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
-}
-
 export function table(cells: Cell[]): string {
   const head = ['world', 'op', 'size (B)', 'count', 'cmesh us', 'cmesh-tcp us', 'gloo us', 'mpi-shm us', 'mpi-tcp us', 'cmesh/gloo', 'cmesh/mpi-shm', 'cmesh/mpi-tcp',
-    'cmesh busbw', 'cmesh-tcp busbw', 'gloo busbw', 'mpi-shm busbw', 'mpi-tcp busbw', '#wrong', 'targets'];
+    'cmesh busbw', 'cmesh-tcp busbw', 'gloo busbw', 'mpi-shm busbw', 'mpi-tcp busbw', '#wrong'];
   const rows = new Map<string, Partial<Record<Backend, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -278,7 +258,7 @@ export function table(cells: Cell[]): string {
     lines.push(
       `| ${[any.world, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r['cmesh-tcp']), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
         ratio(r.cmesh, r.gloo), ratio(r.cmesh, r['mpi-shm']), ratio(r.cmesh, r['mpi-tcp']), fmtBw(r.cmesh), fmtBw(r['cmesh-tcp']), fmtBw(r.gloo), fmtBw(r['mpi-shm']), fmtBw(r['mpi-tcp']),
-        wrong, verdict(r)].join(' | ')} |`,
+        wrong].join(' | ')} |`,
     );
   }
   return lines.join('\n');
@@ -337,11 +317,7 @@ async function runWorld<B extends Backend | NetBackend | SvcBackend>(
         log(
           `# world ${world} ${ncclTestsOp(op)} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
             backends.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}${splitNote(by[b].split)}`).join(', ') +
-            (backends.includes('cmesh-svc-nats' as B) || backends.includes('cmesh-svc' as B)
-              ? `  ${svcVerdict(by)}`
-              : backends.some((b) => (NET_BACKENDS as readonly string[]).includes(b) && !(BACKENDS as readonly string[]).includes(b))
-                ? `  ${netVerdict(by)}`
-                : `  ${verdict(by)}`),
+            `, #wrong ${got.reduce((a, c) => a + (c.m?.wrong ?? 0), 0)}`,
         );
       }
     }
@@ -371,26 +347,11 @@ export function svcSplitTable(cells: Cell[]): string {
   return lines.join('\n');
 }
 
-/** The service target: at >= 1 MiB, all_reduce through the service within 1.5x the library's own time. */
-export const SVC_TARGET = 1.5;
-
-export function svcVerdict(row: Partial<Record<string, Cell>>): string {
-  const svc = row['cmesh-svc'];
-  const lib = row['cmesh-tcp'];
-  if (!svc?.m || !lib?.m) return svc?.error ? 'service failed' : lib?.error ? 'library failed' : '';
-  const misses: string[] = [];
-  const wrong = (svc.m.wrong ?? 0) + (lib.m.wrong ?? 0);
-  if (wrong) misses.push(`${wrong} wrong`);
-  const x = svc.m.timeUs / lib.m.timeUs;
-  if (svc.bytes >= MiB && x > SVC_TARGET) misses.push(`${x.toFixed(2)}x the library (> ${SVC_TARGET}x)`);
-  return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
-}
-
 const fmtBwOf = (c: Cell | undefined, k: 'algBwGBs' | 'busBwGBs') => (c?.m ? c.m[k].toFixed(3) : c?.error ? 'n/a' : '');
 
 /** nccl-tests' columns (size, count, type, time, algbw, busbw, #wrong) for the library and the service side by side. */
 export function svcTable(cells: Cell[]): string {
-  const head = ['world', 'op', 'size (B)', 'count', 'type', 'library us', 'algbw', 'busbw', 'service us', 'algbw', 'busbw', 'service/library', 'over NATS us', 'busbw', 'NATS/library', '#wrong', 'target'];
+  const head = ['world', 'op', 'size (B)', 'count', 'type', 'library us', 'algbw', 'busbw', 'service us', 'algbw', 'busbw', 'service/library', 'over NATS us', 'busbw', 'NATS/library', '#wrong'];
   const rows = new Map<string, Partial<Record<string, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -404,7 +365,7 @@ export function svcTable(cells: Cell[]): string {
     const wrong = (lib?.m?.wrong ?? 0) + (svc?.m?.wrong ?? 0) + (nats?.m?.wrong ?? 0);
     lines.push(
       `| ${[any.world, ncclTestsOp(any.op), any.bytes, any.count, 'float', fmtUs(lib), fmtBwOf(lib, 'algBwGBs'), fmtBwOf(lib, 'busBwGBs'), fmtUs(svc), fmtBwOf(svc, 'algBwGBs'), fmtBwOf(svc, 'busBwGBs'),
-        ratio(svc, lib), fmtUs(nats), fmtBwOf(nats, 'busBwGBs'), ratio(nats, lib), wrong, svcVerdict(r)].join(' | ')} |`,
+        ratio(svc, lib), fmtUs(nats), fmtBwOf(nats, 'busBwGBs'), ratio(nats, lib), wrong].join(' | ')} |`,
     );
   }
   return lines.join('\n');
@@ -477,26 +438,9 @@ function launchNetns(net: NetnsDriver): Launcher<NetBackend> {
 
 const busbw = (c?: Cell) => c?.m?.busBwGBs;
 
-/** The multi-host target (all-reduce): at >= 1 MiB hierarchical has >= 1.5x the flat ring's busbw, and cmesh picks it. */
-export function netVerdict(row: Partial<Record<string, Cell>>): string {
-  const ring = row['cmesh-ring'];
-  const hier = row['cmesh-hierarchical'];
-  const chosen = row.cmesh;
-  if (!ring?.m || !hier?.m) return '';
-  const misses: string[] = [];
-  const wrong = Object.values(row).reduce((a, c) => a + (c?.m?.wrong ?? 0), 0);
-  if (wrong) misses.push(`${wrong} wrong`);
-  if (hier.bytes >= MiB && hier.op === 'allReduce') {
-    const gain = hier.m.busBwGBs / ring.m.busBwGBs;
-    if (gain < 1.5) misses.push(`hierarchical ${gain.toFixed(2)}x ring busbw (< 1.5x)`);
-    if (chosen?.algorithm && chosen.algorithm !== 'hierarchical') misses.push(`model picked ${chosen.algorithm}`);
-  }
-  return misses.length ? `MISS: ${misses.join('; ')}` : 'ok';
-}
-
 export function netTable(cells: Cell[], net: { hosts: number; perHost: number }): string {
   const head = ['world', 'hosts x ranks', 'op', 'size (B)', 'count', 'cmesh us', 'cmesh picks', 'ring us', 'hierarchical us', 'gloo us',
-    'cmesh busbw', 'ring busbw', 'hierarchical busbw', 'gloo busbw', 'hierarchical/ring busbw', 'cmesh/gloo', '#wrong', 'targets'];
+    'cmesh busbw', 'ring busbw', 'hierarchical busbw', 'gloo busbw', 'hierarchical/ring busbw', 'cmesh/gloo', '#wrong'];
   const rows = new Map<string, Partial<Record<string, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -510,7 +454,7 @@ export function netTable(cells: Cell[], net: { hosts: number; perHost: number })
     const [h, ring] = [busbw(r['cmesh-hierarchical']), busbw(r['cmesh-ring'])];
     lines.push(
       `| ${[any.world, `${net.hosts} x ${net.perHost}`, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), r.cmesh?.algorithm ?? '', fmtUs(r['cmesh-ring']), fmtUs(r['cmesh-hierarchical']), fmtUs(r.gloo),
-        fmtBw(r.cmesh), fmtBw(r['cmesh-ring']), fmtBw(r['cmesh-hierarchical']), fmtBw(r.gloo), h && ring ? (h / ring).toFixed(2) : '', ratio(r.cmesh, r.gloo), wrong, netVerdict(r)].join(' | ')} |`,
+        fmtBw(r.cmesh), fmtBw(r['cmesh-ring']), fmtBw(r['cmesh-hierarchical']), fmtBw(r.gloo), h && ring ? (h / ring).toFixed(2) : '', ratio(r.cmesh, r.gloo), wrong].join(' | ')} |`,
     );
   }
   return lines.join('\n');

@@ -4,9 +4,11 @@
 // flags exactly that agent; with only the path between two hosts slowed (an HTB class for the
 // peer's address on both ends), it flags that link and neither host. Traffic stays inside the
 // namespaces the test made; every namespace and process is removed at the end, also on failure.
-// Between the two, the coordinator's /ui page in headless Chromium shows the flagged cells.
+// Between the two, the coordinator's /ui page in headless Chromium, opened through the login link
+// `cmesh ui` prints (the API asks for a token, as a deployment's does), shows the flagged cells.
 // Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); skipped, saying why, where namespaces cannot be made.
 import { execFile, execFileSync } from 'child_process';
+import { randomBytes } from 'crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
@@ -24,6 +26,8 @@ const COORDINATOR = `http://${HUB}:7700`;
 const RATE = '200mbit';
 const SLOW = '40mbit';
 const CLI = join(__dirname, '../../apps/cli/bin/cmesh.js');
+/** The coordinator's API token: the CLI in the hub reads it from CMESH_API_TOKEN. */
+const TOKEN = randomBytes(24).toString('base64url');
 const run = promisify(execFile);
 const base = `cmesh-scan-${process.pid}`;
 const SW = `${base}-sw`;
@@ -104,7 +108,7 @@ function shape(o: { slowHost?: number; slowLink?: [number, number] }): void {
 /** A command in the switch namespace (where the coordinator is reachable). */
 async function inHub(args: string[], timeoutMs = 120_000): Promise<string> {
   try {
-    const r = await run('ip', ['netns', 'exec', SW, ...args], { env: { ...process.env, NO_COLOR: '1' }, timeout: timeoutMs, maxBuffer: 16 << 20 });
+    const r = await run('ip', ['netns', 'exec', SW, ...args], { env: { ...process.env, NO_COLOR: '1', CMESH_API_TOKEN: TOKEN }, timeout: timeoutMs, maxBuffer: 16 << 20 });
     return r.stdout;
   } catch (e) {
     const x = e as { stdout?: string; stderr?: string; code?: number };
@@ -113,7 +117,7 @@ async function inHub(args: string[], timeoutMs = 120_000): Promise<string> {
 }
 
 const getJson = async (path: string) =>
-  JSON.parse(await inHub([process.execPath, '-e', `fetch(${JSON.stringify(COORDINATOR + path)}).then((r) => r.text()).then((t) => process.stdout.write(t))`], 15_000)) as unknown;
+  JSON.parse(await inHub([process.execPath, '-e', `fetch(${JSON.stringify(COORDINATOR + path)}, { headers: { authorization: 'Bearer ' + process.env.CMESH_API_TOKEN } }).then((r) => r.text()).then((t) => process.stdout.write(t))`], 15_000)) as unknown;
 
 async function scan(): Promise<{ rec: ScanRecord; text: string }> {
   const out = await inHub([process.execPath, CLI, 'scan', '--coordinator', COORDINATOR, '--iters', '5', '--bandwidth-size', '1M', '--no-progress', '--json']);
@@ -137,7 +141,7 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
     const env = { ...programEnv(), NO_COLOR: '1', NATS_URL: `nats://${HUB}:4222` };
     const inNs = (ns: string, file: string) => ['netns', 'exec', ns, process.execPath, ...nodeArgs(file)];
     supervisor.start({ name: 'nats', stage: 0, command: 'ip', args: ['netns', 'exec', SW, 'nats-server', '-js', '-a', HUB, '-p', '4222', '-sd', storeDir] });
-    supervisor.start({ name: 'coordinator', stage: 1, command: 'ip', args: inNs(SW, programOf('@cmesh/coordinator', 'main')), env: { ...env, HTTP_HOST: HUB, HTTP_PORT: '7700' } });
+    supervisor.start({ name: 'coordinator', stage: 1, command: 'ip', args: inNs(SW, programOf('@cmesh/coordinator', 'main')), env: { ...env, HTTP_HOST: HUB, HTTP_PORT: '7700', CMESH_API_TOKEN: TOKEN } });
     hosts.forEach((h, i) =>
       supervisor.start({
         name: h.name,
@@ -186,8 +190,9 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
   }, 120_000);
 
   // The coordinator's /ui in a real browser (headless Chromium, Debian package `chromium`), after
-  // the scan that flagged host-2: the page shows the matrix with host-2's six cells in the flagged
-  // colour, and the screenshot has them (pixels of exactly that colour) beside healthy green cells.
+  // the scan that flagged host-2: without a session the page is a 401; through the login link
+  // `cmesh ui` prints it shows the matrix with host-2's six cells in the flagged colour, and the
+  // screenshot has them (pixels of exactly that colour) beside healthy green cells.
   const chromium = ['chromium', 'chromium-browser'].find((c) => {
     try {
       execFileSync(c, ['--version'], { stdio: 'ignore' });
@@ -200,9 +205,13 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
   (chromium ? it : it.skip)('/ui in headless Chromium shows the last scan\'s matrix with the flagged cells', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmesh-ui-'));
     try {
-      const browse = (...args: string[]) =>
-        inHub([chromium!, '--headless=new', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--force-device-scale-factor=1', `--user-data-dir=${join(dir, 'profile')}`, ...args, `${COORDINATOR}/ui`], 60_000);
-      const dom = await browse('--dump-dom');
+      const browse = (url: string, profile: string, ...args: string[]) =>
+        inHub([chromium!, '--headless=new', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--force-device-scale-factor=1', `--user-data-dir=${join(dir, profile)}`, ...args, url], 60_000);
+      expect(await browse(`${COORDINATOR}/ui`, 'anonymous', '--dump-dom')).toMatch(/"statusCode":401,"code":"UNAUTHORIZED","message":"a bearer token is required/);
+      const link = (await inHub([process.execPath, CLI, 'ui', '--coordinator', COORDINATOR])).trim();
+      expect(link).toMatch(new RegExp(`^${COORDINATOR}/ui/login\\?token=[A-Za-z0-9_-]{43}$`));
+      expect(link).not.toContain(TOKEN);
+      const dom = await browse(link, 'profile', '--dump-dom');
       expect(dom).toContain('<table class="matrix">');
       expect(dom).toMatch(/<th class="flagged">host-2<\/th>/);
       expect(dom.match(/<td class="cell-slow"/g)).toHaveLength(6);
@@ -213,7 +222,7 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
       expect(dom).toMatch(/<h2>Stuck ranks <span class="muted">\d+ ranks answered in \d+ ms<\/span><\/h2><p class="muted">no stuck group<\/p>/);
       expect(dom).not.toMatch(/https?:\/\/(?!10\.78\.)/); // nothing from elsewhere
       const shot = join(dir, 'ui.png');
-      await browse('--window-size=1280,900', `--screenshot=${shot}`);
+      await browse(link, 'profile', '--window-size=1280,900', `--screenshot=${shot}`);
       const png = readPng(readFileSync(shot));
       expect([png.width, png.height]).toEqual([1280, 900]);
       const red = countColour(png, FLAGGED_RGB);

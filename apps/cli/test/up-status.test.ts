@@ -50,6 +50,15 @@ describe('cmesh up / status / bench --mesh', () => {
     await expect(connect({ servers: natsUrl })).rejects.toMatchObject({ code: 'AUTHORIZATION_VIOLATION' });
     expect((await fetch(`${url}/agents`)).status).toBe(401);
     expect(out).toMatch(/authentication on; secrets in /);
+    // the live page's login link (a login token, not the API token) gets a browser in; cmesh ui prints the same
+    const link = /cmesh: live page: (\S+)/.exec(out)?.[1];
+    expect(link).toMatch(new RegExp(`^${url}/ui/login\\?token=[A-Za-z0-9_-]{43}$`));
+    expect(out).not.toContain(token);
+    const login = await fetch(link!, { redirect: 'manual' });
+    expect([login.status, login.headers.get('location')]).toEqual([303, '/ui']);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0];
+    expect((await fetch(`${url}/ui`, { headers: { cookie } })).status).toBe(200);
+    expect(spawnSync(process.execPath, [CMESH, 'ui', '--coordinator', url!], { env, encoding: 'utf8', timeout: 30_000 }).stdout).toBe(`${link}\n`);
 
     const status = spawnSync(process.execPath, [CMESH, 'status', '--coordinator', url!], { env, encoding: 'utf8', timeout: 30_000 });
     expect(status.status).toBe(0);
@@ -59,7 +68,7 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(status.stdout).toMatch(/Service groups \(0\)/);
     expect(status.stdout).toMatch(/Recent jobs \(0\)/);
 
-    const bench = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '2K', '-f', '16', '-n', '2', '-w', '1', '--op', 'all_reduce,broadcast', '-r', '1'], {
+    const bench = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '2K', '-f', '16', '-n', '2', '-w', '1', 'all_reduce,broadcast', '-r', '1'], {
       env,
       encoding: 'utf8',
       timeout: 60_000,
@@ -92,7 +101,7 @@ describe('cmesh up / status / bench --mesh', () => {
       }
       expect(groups).toContainEqual(expect.objectContaining({ groupId: group, rank, size: 2 }));
     }
-    const viaGroup = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '--group', group, '-b', '64', '-e', '64', '-n', '1', '-w', '0', '--op', 'gather', '-r', '1', '--json'], { env, encoding: 'utf8', timeout: 60_000 });
+    const viaGroup = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '--group', group, '-b', '64', '-e', '64', '-n', '1', '-w', '0', '--coll', 'gather', '-r', '1', '--json'], { env, encoding: 'utf8', timeout: 60_000 });
     expect(viaGroup.status).toBe(0);
     const doc = JSON.parse(viaGroup.stdout) as { jobs: { state: string; members: { name: string }[]; rows: { root: number; outOfPlace: { wrong: number } }[] }[] };
     expect(doc.jobs[0].members.map((m) => m.name)).toEqual(['agent-1', 'agent-0']);

@@ -12,6 +12,7 @@ import * as trace from './commands/trace';
 import * as ui from './commands/ui';
 import * as up from './commands/up';
 import * as secrets from './commands/secrets';
+import { alreadyReported, exitCodeFor } from './usage';
 
 /** The CLI package's version (package.json sits one level above src/ and dist/ alike). */
 export function cliVersion(): string {
@@ -23,7 +24,10 @@ export function buildProgram(): Command {
     .description('collective communication as a service: launcher, local cluster, benchmarks')
     .version(cliVersion(), '-V, --version', 'print the version of cmesh')
     .showHelpAfterError()
-    .enablePositionalOptions();
+    .enablePositionalOptions()
+    // parse errors reach main() (exit 2, as argparse) instead of commander's exit(1); subcommands
+    // registered below inherit it
+    .exitOverride();
   for (const command of [run, up, status, ui, scan, trace, bench, demo, secrets]) command.register(program);
   return program;
 }
@@ -33,8 +37,8 @@ export function main(argv: string[] = process.argv): void {
   buildProgram()
     .parseAsync(run.normaliseFlags(argv))
     .catch((err: Error) => {
-      console.error(`cmesh: ${err.message}`);
-      process.exit(1);
+      if (!alreadyReported(err)) console.error(`cmesh: ${err.message}`);
+      process.exit(exitCodeFor(err));
     });
 }
 

@@ -1,7 +1,7 @@
 // The nccl-tests table formatter, size parsing and bus-bandwidth factors (no processes).
 import { benchShape, benchSizes, benchSummary, busBwFactor, formatFooter, formatHeader, formatPreamble, formatRow, formatTimeUs, measurementFromSamples } from '@cmesh/bench';
 import { BenchRow, BenchSweepSchema } from '@cmesh/protocol';
-import { parseOps, parseSize, sweepsFromCli } from '../src/bench/options';
+import { byCollective, parseDtypes, parseOps, parseRedops, parseSize, sweepsFromCli } from '../src/bench/options';
 
 const row = (over: Partial<BenchRow> = {}): BenchRow => ({
   backend: 'tcp',
@@ -61,18 +61,39 @@ describe('options', () => {
   });
 
   it('builds validated sweeps from the nccl-tests flags', () => {
-    const base = { minbytes: '8', maxbytes: '1K', stepfactor: '4', iters: '3', warmup_iters: '1', check: '1', redop: 'max', datatype: 'half', root: '1', op: 'broadcast,all_gather', np: '3', timeout: '1000' };
+    const base = { minbytes: '8', maxbytes: '1K', stepfactor: '4', iters: '3', warmup_iters: '1', check: '1', op: 'max', datatype: 'half', root: '1', coll: 'broadcast,all_gather', np: '3', timeout: '1' };
     const { np, sweeps, step } = sweepsFromCli(base);
     expect(np).toBe(3);
     expect(step).toBe('4(factor)');
     expect(sweeps.map((s) => s.op)).toEqual(['broadcast', 'allGather']);
-    expect(sweeps[0]).toMatchObject({ dtype: 'float16', redop: 'max', root: 1, sizes: [8, 32, 128, 512], iters: 3, warmup: 1, check: true });
+    expect(sweeps[0]).toMatchObject({ dtype: 'float16', redop: 'max', root: 1, sizes: [8, 32, 128, 512], iters: 3, warmup: 1, check: true, timeoutMs: 1000 });
     expect(() => sweepsFromCli({ ...base, root: '3' })).toThrow(/-r 3 is not a rank of a world of 3/);
-    expect(() => sweepsFromCli({ ...base, datatype: 'fp8' })).toThrow(/unknown datatype "fp8"; expected one of float, double, int8, uint8, int32, int64, half, bfloat16/);
-    expect(sweepsFromCli({ ...base, redop: 'prod', datatype: 'double' }).sweeps[0]).toMatchObject({ redop: 'product', dtype: 'float64' });
-    expect(() => sweepsFromCli({ ...base, redop: 'product' })).not.toThrow(); // the library's name is accepted too
-    expect(() => sweepsFromCli({ ...base, redop: 'band' })).toThrow(/unknown reduction "band"; expected one of sum, prod, min, max, avg/);
+    expect(() => sweepsFromCli({ ...base, datatype: 'fp8' })).toThrow(/unknown datatype "fp8"; expected one of float, double, int8, uint8, int32, int64, half, bfloat16 or all/);
+    expect(sweepsFromCli({ ...base, op: 'prod', datatype: 'double' }).sweeps[0]).toMatchObject({ redop: 'product', dtype: 'float64' });
+    expect(() => sweepsFromCli({ ...base, op: 'product' })).not.toThrow(); // the library's name is accepted too
+    expect(() => sweepsFromCli({ ...base, op: 'band' })).toThrow(/unknown reduction "band"; expected one of sum, prod, min, max, avg or all/);
     expect(() => sweepsFromCli({ ...base, iters: '0' })).toThrow(/-n must be/);
+    // -T is seconds, as in nccl-tests; 0 is no limit
+    expect(sweepsFromCli({ ...base, timeout: '0' }).sweeps[0].timeoutMs).toBeGreaterThanOrEqual(3600_000);
+    expect(() => sweepsFromCli({ ...base, timeout: '1.5' })).toThrow(/-T must be an integer >= 0/);
+  });
+
+  it('-o is the reduction, -o all and -d all expand in nccl-tests order, a collective after -o says where it goes', () => {
+    const base = { minbytes: '8', maxbytes: '8', stepfactor: '2', iters: '1', warmup_iters: '0', check: '1', op: 'all', datatype: 'float', root: '0', coll: 'all_reduce', np: '2', timeout: '10' };
+    expect(sweepsFromCli(base).sweeps.map((s) => s.redop)).toEqual(['sum', 'product', 'min', 'max', 'avg']);
+    // a collective that does not reduce runs once per type
+    expect(sweepsFromCli({ ...base, coll: 'all_gather' }).sweeps.map((s) => [s.op, s.dtype])).toEqual([['allGather', 'float32']]);
+    const every = sweepsFromCli({ ...base, datatype: 'all' }).sweeps;
+    // avg needs a floating-point type: the integer types run sum, prod, min and max
+    expect(every).toHaveLength(8 * 5 - 4); // int8, uint8, int32, int64
+    expect(every.filter((s) => s.dtype === 'int32').map((s) => s.redop)).toEqual(['sum', 'product', 'min', 'max']);
+    expect(every.slice(0, 5).every((s) => s.dtype === 'float32')).toBe(true);
+    expect(() => sweepsFromCli({ ...base, op: 'avg', datatype: 'int8' })).toThrow(/-o avg needs a floating-point datatype/);
+    expect(() => sweepsFromCli({ ...base, op: 'all_reduce' })).toThrow(/-o\/--op is the reduction \(sum, prod, min, max, avg or all\), as in nccl-tests; name the collective as the argument \(cmesh bench all_reduce\) or with --coll all_reduce/);
+    expect(parseRedops('sum,max')).toEqual(['sum', 'max']);
+    expect(parseDtypes('all')).toHaveLength(8);
+    const groups = byCollective(sweepsFromCli({ ...base, coll: 'all_reduce,broadcast', op: 'sum,min' }).sweeps);
+    expect(groups.map((g) => g.map((s) => `${s.op}/${s.redop}`))).toEqual([['allReduce/sum', 'allReduce/min'], ['broadcast/sum']]);
   });
 });
 

@@ -1,7 +1,7 @@
 // nccl-tests' spellings of collectives, types and reduction ops, and the conversion to and from
-// the library's names. Used only where text is parsed or printed: `cmesh bench` flags (--op, -d,
-// -o), the result table, and the peer comparison's talk with torch/MPI scripts. Everything else
-// (schemas on the wire, the harness, agents, metrics) speaks the library's names.
+// the library's names. Used only where text is parsed or printed: `cmesh bench`'s collective
+// argument, -d and -o, the result table, and the peer comparison's talk with torch/MPI scripts.
+// Everything else (schemas on the wire, the harness, agents, metrics) speaks the library's names.
 import type { DType, SweepOp } from '@cmesh/collectives';
 import type { BenchRedop } from '@cmesh/protocol';
 

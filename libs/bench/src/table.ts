@@ -22,6 +22,9 @@ export interface BenchPreamble {
   /** "2(factor)" or "1024(bytes)" as nccl-tests prints the step */
   step: string;
   ranks: BenchRankInfo[];
+  /** every type and reduction the table holds (-d all, -o all), when more than the sweep's own */
+  dtypes?: readonly BenchSweep['dtype'][];
+  redops?: readonly BenchSweep['redop'][];
 }
 
 const pad = (v: string | number, w: number) => String(v).padStart(w);
@@ -39,7 +42,7 @@ export function formatPreamble(p: BenchPreamble): string[] {
     `# Collective test starting: ${ncclTestsOp(s.op)}_perf (cmesh bench, backend ${p.backend})`,
     `# nThread 1 nGpus 0 nRanks ${p.nranks} minBytes ${p.minBytes} maxBytes ${p.maxBytes} step: ${p.step} ` +
       `warmup iters: ${s.warmup} iters: ${s.iters} agg iters: 1 validation: ${s.check ? 1 : 0} graph: 0`,
-    `# op: ${ncclTestsOp(s.op)} type: ${ncclTestsType(s.dtype)} redop: ${ncclTestsRedop(s.redop)} root: ${s.root} timing: median over iterations of the ` +
+    `# op: ${ncclTestsOp(s.op)} type: ${(p.dtypes ?? [s.dtype]).map(ncclTestsType).join(',')} redop: ${(p.redops ?? [s.redop]).map(ncclTestsRedop).join(',')} root: ${s.root} timing: median over iterations of the ` +
       `slowest rank, barrier before each iteration`,
     '#',
     '# Using devices',

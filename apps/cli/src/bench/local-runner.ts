@@ -11,7 +11,9 @@ import { BenchRankInfo, SizeSamples, rowFromRanks } from '@cmesh/bench';
 
 export interface LocalBenchOptions {
   np: number;
-  sweep: BenchSweep;
+  /** one sweep, or `sweeps`: run in turn by the same ranks */
+  sweep?: BenchSweep;
+  sweeps?: BenchSweep[];
   backend?: string;
   /** whole-run limit in milliseconds */
   timeoutMs?: number;
@@ -22,15 +24,18 @@ export interface LocalBenchOptions {
 }
 
 export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: BenchRankInfo[]; rows: BenchRow[] }> {
-  const { np, sweep } = opts;
+  const { np } = opts;
+  const sweeps = opts.sweeps ?? (opts.sweep ? [opts.sweep] : []);
+  if (!sweeps.length) throw new RangeError('runLocalBench needs a sweep');
   if (!Number.isInteger(np) || np < 1) throw new RangeError(`-np must be a positive integer, got ${np}`);
-  if (sweep.root >= np) throw new RangeError(`root ${sweep.root} is not a rank of a world of ${np}`);
+  for (const sweep of sweeps) if (sweep.root >= np) throw new RangeError(`root ${sweep.root} is not a rank of a world of ${np}`);
   const backend = opts.backend ?? 'tcp';
   const port = await freePort();
   const children: ChildProcess[] = [];
   const ranks: BenchRankInfo[] = [];
   const rows: BenchRow[] = [];
-  const bySize = new Map<number, SizeSamples[]>();
+  // one row per (sweep, size) once every rank has reported it
+  const bySize = new Map<string, SizeSamples[]>();
   let done = 0;
 
   const killAll = () => {
@@ -69,12 +74,13 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
             ranks.push(m.info);
             if (ranks.length === np) opts.onRanks?.(ranks.sort((a, b) => a.rank - b.rank));
           } else if (m.type === 'size') {
-            const list = bySize.get(m.samples.requestedBytes) ?? [];
+            const key = `${m.sweep}/${m.samples.requestedBytes}`;
+            const list = bySize.get(key) ?? [];
             list[m.rank] = m.samples;
-            bySize.set(m.samples.requestedBytes, list);
+            bySize.set(key, list);
             if (list.filter(Boolean).length === np) {
-              bySize.delete(m.samples.requestedBytes);
-              const row = rowFromRanks(backend, sweep, list);
+              bySize.delete(key);
+              const row = rowFromRanks(backend, sweeps[m.sweep], list);
               rows.push(row);
               opts.onRow?.(row);
             }
@@ -91,7 +97,7 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
         child.on('close', (code, signal) => {
           if (code !== 0 && done < np) fail(new Error(`rank ${rank} exited with ${signal ?? `code ${code}`}`));
         });
-        child.send({ type: 'sweep', sweep, backend } satisfies ParentMessage);
+        child.send({ type: 'sweeps', sweeps, backend } satisfies ParentMessage);
       }
     });
   } finally {

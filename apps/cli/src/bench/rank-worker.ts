@@ -1,5 +1,5 @@
 // Entry point of one local rank of `cmesh bench`: joins the process group (env://), runs the
-// sweep and streams its samples to the parent over IPC.
+// sweeps in turn and streams their samples to the parent over IPC.
 import * as dist from '@cmesh/collectives';
 import { hostname } from 'os';
 import type { ParentMessage, RankMessage } from './ipc';
@@ -12,10 +12,12 @@ function send(msg: RankMessage): Promise<void> {
 async function main(sweepMsg: ParentMessage): Promise<void> {
   const rank = Number(process.env.RANK);
   try {
-    await dist.initProcessGroup({ backend: 'tcp', initMethod: 'env://', timeout: sweepMsg.sweep.timeoutMs });
+    await dist.initProcessGroup({ backend: 'tcp', initMethod: 'env://', timeout: sweepMsg.sweeps[0].timeoutMs });
     await send({ type: 'hello', info: { rank, pid: process.pid, host: hostname(), device: `cpu [${sweepMsg.backend}]` } });
     const pending: Promise<void>[] = [];
-    await runRankSweep({ dist, sweep: sweepMsg.sweep, onSize: (samples) => pending.push(send({ type: 'size', rank, samples })) });
+    for (const [i, sweep] of sweepMsg.sweeps.entries()) {
+      await runRankSweep({ dist, sweep, onSize: (samples) => pending.push(send({ type: 'size', rank, sweep: i, samples })) });
+    }
     await Promise.all(pending);
     await dist.destroyProcessGroup();
     await send({ type: 'done', rank });

@@ -1,8 +1,12 @@
-// `cmesh bench`: nccl-tests-style sweeps over the CPU data plane, run by -np local ranks.
+// `cmesh bench [collective]`: nccl-tests-style sweeps over the CPU data plane, run by -np local
+// ranks (or, with --mesh, as jobs on a running mesh). The collective is the argument (nccl-tests'
+// binary: all_reduce_perf -> `cmesh bench all_reduce`) or --coll; the flags mean what they mean
+// in nccl-tests (-o the reduction, -d the type, -T seconds).
 import { BenchRow } from '@cmesh/protocol';
 import { Command } from 'commander';
 import { runLocalBench } from '../bench/local-runner';
-import { BenchCliOptions, sweepsFromCli } from '../bench/options';
+import { UsageError } from '../usage';
+import { BenchCliOptions, byCollective, sweepsFromCli } from '../bench/options';
 import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow } from '@cmesh/bench';
 import { MeshBenchOptions, addMeshOptions, runMeshBench } from '../mesh/mesh-bench';
 
@@ -11,9 +15,13 @@ interface Opts extends BenchCliOptions {
   algorithm?: string;
 }
 
+export const DEFAULT_COLLECTIVE = 'all_reduce';
+
 export function register(program: Command): void {
   const cmd = addMeshOptions(program.command('bench'))
+    .argument('[collective]', `collective(s), nccl-tests' names, comma separated, or all (default ${DEFAULT_COLLECTIVE})`)
     .description('nccl-tests-style collective sweeps: size, count, time, algbw, busbw, #wrong')
+    .option('--coll <collective>', 'the collective(s), as the argument')
     .option('-b, --minbytes <size>', 'smallest size (accepts K, M, G)', '8')
     .option('-e, --maxbytes <size>', 'largest size (accepts K, M, G)', '32M')
     .option('-f, --stepfactor <factor>', 'multiply the size by this each step', '2')
@@ -21,15 +29,16 @@ export function register(program: Command): void {
     .option('-n, --iters <n>', 'timed iterations per size', '20')
     .option('-w, --warmup_iters <n>', 'untimed warm-up iterations per size', '5')
     .option('-c, --check <0|1>', 'verify every result element', '1')
-    .option('-o, --redop <op>', 'reduction: sum, prod, min, max, avg', 'sum')
-    .option('-d, --datatype <type>', 'float, double, int8, uint8, int32, int64, half, bfloat16', 'float')
+    .option('-o, --op <op>', 'reduction: sum, prod, min, max, avg, a comma list, or all', 'sum')
+    .option('-d, --datatype <type>', 'float, double, int8, uint8, int32, int64, half, bfloat16, a comma list, or all', 'float')
     .option('-r, --root <rank>', 'root of rooted collectives', '0')
+    .option('-T, --timeout <seconds>', 'per-call timeout in seconds (0: none)', '120')
     .option('--np <n>', 'number of local ranks (also -np)', '2')
-    .option('--op <collective>', 'collective(s), comma separated, or all', 'all_reduce')
     .option('--algorithm <name>', 'force an algorithm (CMESH_ALGO) instead of the cost model')
-    .option('--timeout <ms>', 'per-call timeout in milliseconds', '120000')
     .option('--json', 'print one JSON document instead of the table')
-    .action(async (o: Opts & MeshBenchOptions, c: Command) => {
+    .action(async (collective: string | undefined, o: Opts & MeshBenchOptions & { coll?: string }, c: Command) => {
+      if (collective && o.coll && collective !== o.coll) throw new UsageError(`the collective is named twice: ${collective} and --coll ${o.coll}`);
+      o.coll = collective ?? o.coll ?? DEFAULT_COLLECTIVE;
       const write = (s: string) => process.stdout.write(s);
       const failed = o.mesh ? (await runMeshBench({ ...o, npGiven: c.getOptionValueSource('np') !== 'default' }, write)).failed : await runBench(o, write);
       if (failed) process.exitCode = 1;
@@ -39,24 +48,29 @@ export function register(program: Command): void {
   cmd.parseOptions = (argv: string[]) => parseOptions(argv.map((a) => (a === '-np' ? '--np' : a.startsWith('-np=') ? `--np=${a.slice(4)}` : a)));
 }
 
-/** Runs every requested sweep and writes the tables (or JSON). Returns true when any element was wrong. */
+/** Runs every requested sweep and writes one table per collective (or JSON). Returns true when any element was wrong. */
 export async function runBench(o: Opts, write: (s: string) => void): Promise<boolean> {
   const { np, sweeps, minBytes, maxBytes, step } = sweepsFromCli(o);
   const env = o.algorithm ? { CMESH_ALGO: o.algorithm } : undefined;
-  const results: { op: string; ranks: BenchRankInfo[]; rows: BenchRow[] }[] = [];
+  const results: { op: string; dtype: string; redop: string; ranks: BenchRankInfo[]; rows: BenchRow[] }[] = [];
   let wrong = 0;
-  for (const sweep of sweeps) {
-    const preamble = (ranks: BenchRankInfo[]) => ({ backend: 'tcp', nranks: np, sweep, minBytes, maxBytes, step, ranks });
+  for (const group of byCollective(sweeps)) {
+    const dtypes = [...new Set(group.map((s) => s.dtype))];
+    const redops = [...new Set(group.map((s) => s.redop))];
+    const preamble = (ranks: BenchRankInfo[]) => ({ backend: 'tcp', nranks: np, sweep: group[0], minBytes, maxBytes, step, ranks, dtypes, redops });
     const { ranks, rows } = await runLocalBench({
       np,
-      sweep,
+      sweeps: group,
       env,
       onRanks: o.json ? undefined : (r) => write([...formatPreamble(preamble(r)), ...formatHeader()].join('\n') + '\n'),
       onRow: o.json ? undefined : (row) => write(formatRow(row) + '\n'),
     });
     if (!o.json) write(formatFooter(rows).join('\n') + '\n');
     wrong += benchSummary(rows).wrong;
-    results.push({ op: sweep.op, ranks, rows });
+    for (const s of group) {
+      const own = rows.filter((r) => r.type === s.dtype && (r.redop === s.redop || r.redop === 'none'));
+      results.push({ op: s.op, dtype: s.dtype, redop: s.redop, ranks, rows: own });
+    }
   }
   if (o.json) {
     write(

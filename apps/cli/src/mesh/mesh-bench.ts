@@ -4,7 +4,7 @@
 import { BenchRow, JobRecord, JobRequestInput } from '@cmesh/protocol';
 import { SingleBar } from 'cli-progress';
 import { Command } from 'commander';
-import { BenchCliOptions, sweepsFromCli } from '../bench/options';
+import { BenchCliOptions, byCollective, sweepsFromCli } from '../bench/options';
 import { BenchRankInfo, benchSummary, formatFooter, formatHeader, formatPreamble, formatRow, ncclTestsOp } from '@cmesh/bench';
 import { DEFAULT_COORDINATOR, MeshClient, clientToken } from './client';
 
@@ -59,44 +59,49 @@ export function rankInfo(job: JobRecord): BenchRankInfo[] {
   return job.members.map((m) => ({ rank: m.rank, pid: m.pid ?? 0, host: m.host ?? '?', device: `${m.device ?? job.sweep.backend} (${m.name})` }));
 }
 
-/** Runs every sweep as a mesh job and writes the tables; true when any element was wrong or a job failed. */
+/** Runs every sweep as a mesh job and writes one table per collective; true when any element was wrong or a job failed. */
 export async function runMeshBench(o: MeshBenchOptions, write: (s: string) => void, client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator ?? DEFAULT_COORDINATOR, o.tokenFile))): Promise<{ failed: boolean; jobs: JobRecord[] }> {
   const { requests, minBytes, maxBytes, step } = meshRequests(o);
   const jobs: JobRecord[] = [];
   let failed = false;
-  for (const req of requests) {
-    const submitted = await client.submitJob(req);
-    const showBar = o.progress ?? (!o.json && process.stderr.isTTY);
-    const bar = showBar ? new SingleBar({ format: `${ncclTestsOp(req.op)} [{bar}] {value}/{total} sizes | {state}`, stream: process.stderr, clearOnComplete: true }) : null;
-    bar?.start(submitted.progress.total, 0, { state: submitted.state });
-    let printed = 0;
+  // one nccl-tests table per collective: its types and reductions are one job each, their rows in one table
+  for (const group of byCollective(requests)) {
+    const dtypes = [...new Set(group.map((r) => r.dtype!))];
+    const redops = [...new Set(group.map((r) => r.redop!))];
     let headed = false;
-    const job = await client.waitJob(submitted.id, (j) => {
-      bar?.update(j.progress.done, { state: j.state });
-      if (o.json) return;
-      if (!headed && j.state !== 'queued' && j.members.every((m) => m.pid)) {
-        headed = true;
-        const preamble = { backend: `${j.sweep.backend} via mesh job ${j.id}`, nranks: j.members.length, sweep: { ...j.sweep }, minBytes, maxBytes, step, ranks: rankInfo(j) };
-        write([...formatPreamble(preamble), ...formatHeader()].join('\n') + '\n');
+    const head = (j: JobRecord) => {
+      headed = true;
+      const preamble = { backend: `${j.sweep.backend} via mesh job ${j.id}`, nranks: j.members.length, sweep: { ...j.sweep }, minBytes, maxBytes, step, ranks: rankInfo(j), dtypes, redops };
+      write([...formatPreamble(preamble), ...formatHeader()].join('\n') + '\n');
+    };
+    const rows: BenchRow[] = [];
+    for (const req of group) {
+      const submitted = await client.submitJob(req);
+      const showBar = o.progress ?? (!o.json && process.stderr.isTTY);
+      const bar = showBar ? new SingleBar({ format: `${ncclTestsOp(req.op)} [{bar}] {value}/{total} sizes | {state}`, stream: process.stderr, clearOnComplete: true }) : null;
+      bar?.start(submitted.progress.total, 0, { state: submitted.state });
+      let printed = 0;
+      const job = await client.waitJob(submitted.id, (j) => {
+        bar?.update(j.progress.done, { state: j.state });
+        if (o.json) return;
+        if (!headed && j.state !== 'queued' && j.members.every((m) => m.pid)) head(j);
+        // rows arrive in size order; print the new ones
+        if (headed) for (; printed < j.rows.length; printed++) write(formatRow(j.rows[printed] as BenchRow) + '\n');
+      });
+      bar?.stop();
+      jobs.push(job);
+      rows.push(...job.rows);
+      if (!o.json) {
+        if (!headed) head(job);
+        for (; printed < job.rows.length; printed++) write(formatRow(job.rows[printed]) + '\n');
       }
-      // rows arrive in size order; print the new ones
-      if (headed) for (; printed < j.rows.length; printed++) write(formatRow(j.rows[printed] as BenchRow) + '\n');
-    });
-    bar?.stop();
-    jobs.push(job);
-    if (!o.json) {
-      if (!headed) {
-        const preamble = { backend: `${job.sweep.backend} via mesh job ${job.id}`, nranks: job.members.length, sweep: job.sweep, minBytes, maxBytes, step, ranks: rankInfo(job) };
-        write([...formatPreamble(preamble), ...formatHeader()].join('\n') + '\n');
+      if (job.state !== 'succeeded') {
+        failed = true;
+        if (!o.json) write(`# job ${job.id} ${job.state}: ${job.reason ?? ''}\n`);
       }
-      for (; printed < job.rows.length; printed++) write(formatRow(job.rows[printed]) + '\n');
-      write(formatFooter(job.rows).join('\n') + '\n');
+      if (benchSummary(job.rows).wrong > 0) failed = true;
     }
-    if (job.state !== 'succeeded') {
-      failed = true;
-      if (!o.json) write(`# job ${job.id} ${job.state}: ${job.reason ?? ''}\n`);
-    }
-    if (benchSummary(job.rows).wrong > 0) failed = true;
+    if (!o.json) write(formatFooter(rows).join('\n') + '\n');
   }
   if (o.json) {
     write(JSON.stringify({ minBytes, maxBytes, step, jobs: jobs.map((j) => ({ ...j, ...benchSummary(j.rows) })) }, null, 2) + '\n');

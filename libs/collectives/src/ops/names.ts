@@ -2,7 +2,7 @@
 // Protocol schemas, the bench harness, the agents and the sidecar client all use these; other
 // spellings (nccl-tests' all_reduce, metric labels) are made from them where text is printed.
 
-/** The collectives, in the order `cmesh bench --op all` runs them. */
+/** The collectives, in the order `cmesh bench all` runs them. */
 export const COLLECTIVES = ['allReduce', 'broadcast', 'reduce', 'allGather', 'reduceScatter', 'allToAll', 'gather', 'scatter', 'barrier'] as const;
 export type Collective = (typeof COLLECTIVES)[number];
 

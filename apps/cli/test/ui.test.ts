@@ -1,8 +1,8 @@
 // `cmesh ui` against a real nats-server and coordinator process with an API token: it prints the
 // login link made from the token wherever the CLI finds it (CMESH_API_TOKEN, --token-file, the
 // state directory of `cmesh up` for a local coordinator), never the token, and the link gets a
-// browser's cookie; a token of another coordinator, no token, a bad or unreachable address are
-// said on stderr with a failing exit code and no link.
+// browser's cookie; a token of another coordinator, no token, an unreachable address are said on
+// stderr with exit code 1 and no link, a bad address (a usage error) with 2.
 import { spawn } from 'child_process';
 import { randomBytes } from 'crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'fs';
@@ -67,14 +67,14 @@ describe('cmesh ui', () => {
   it('another coordinator\'s token, no token, a bad or unreachable address: said, no link', async () => {
     const other = randomBytes(24).toString('base64url');
     const down = `http://127.0.0.1:${await freePort()}`;
-    for (const [args, env, message] of [
-      [['--coordinator', coord.url], { CMESH_API_TOKEN: other }, /did not accept the login token: the API token here .* is not one of http:\/\/127\.0\.0\.1:\d+'s/],
-      [['--coordinator', coord.url], {}, /the coordinator asks for a token: set CMESH_API_TOKEN/],
-      [['--coordinator', 'localhost:7700'], {}, /--coordinator "localhost:7700": http:\/\/ or https:\/\/ only/],
-      [['--coordinator', down], { CMESH_API_TOKEN: TOKEN }, /coordinator http:\/\/127\.0\.0\.1:\d+ unreachable \(ECONNREFUSED\)/],
+    for (const [args, env, code, message] of [
+      [['--coordinator', coord.url], { CMESH_API_TOKEN: other }, 1, /did not accept the login token: the API token here .* is not one of http:\/\/127\.0\.0\.1:\d+'s/],
+      [['--coordinator', coord.url], {}, 1, /the coordinator asks for a token: set CMESH_API_TOKEN/],
+      [['--coordinator', 'localhost:7700'], {}, 2, /--coordinator "localhost:7700": http:\/\/ or https:\/\/ only/],
+      [['--coordinator', down], { CMESH_API_TOKEN: TOKEN }, 1, /coordinator http:\/\/127\.0\.0\.1:\d+ unreachable \(ECONNREFUSED\)/],
     ] as const) {
       const r = await cmeshUi([...args], env);
-      expect([args, r.code === 0, r.stdout]).toEqual([args, false, '']);
+      expect([args, r.code, r.stdout]).toEqual([args, code, '']);
       expect(r.stderr).toMatch(message);
       expect(r.stderr).not.toContain(other);
     }

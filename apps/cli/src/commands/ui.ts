@@ -7,20 +7,21 @@ import { spawn } from 'child_process';
 import { Command } from 'commander';
 import { UI_PATH, uiLoginLink } from '@cmesh/protocol';
 import { DEFAULT_COORDINATOR, clientToken } from '../mesh/client';
+import { UsageError } from '../usage';
 
 export class UiLinkError extends Error {
   override name = 'UiLinkError';
 }
 
-/** The coordinator's base URL, or a UiLinkError naming what is wrong with it. */
+/** The coordinator's base URL, or a UsageError (exit 2) naming what is wrong with it. */
 export function coordinatorBase(url: string): string {
   let u: URL;
   try {
     u = new URL(url);
   } catch {
-    throw new UiLinkError(`--coordinator ${JSON.stringify(url)} is not a URL (e.g. http://127.0.0.1:7700)`);
+    throw new UsageError(`--coordinator ${JSON.stringify(url)} is not a URL (e.g. http://127.0.0.1:7700)`);
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UiLinkError(`--coordinator ${JSON.stringify(url)}: http:// or https:// only`);
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`--coordinator ${JSON.stringify(url)}: http:// or https:// only`);
   return url.replace(/\/+$/, '');
 }
 

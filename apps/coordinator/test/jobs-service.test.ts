@@ -391,7 +391,7 @@ describe('coordinator jobs (real nats-server)', () => {
     await new Promise((r) => setTimeout(r, 100));
     sub.unsubscribe();
     expect(cancels).toEqual([run.body.id]); // members are told only about the one they were running
-    expect((await (await fetch(`${base}/jobs/nope`, { method: 'DELETE' })).status)).toBe(404);
+    expect((await fetch(`${base}/jobs/nope`, { method: 'DELETE' })).status).toBe(404);
     // the agents are free again
     expect((await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' })).body.id)).state).toBe('succeeded');
   });

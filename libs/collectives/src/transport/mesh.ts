@@ -485,7 +485,7 @@ export class Mesh {
     if (this.closing) return;
     this.closing = true;
     const byes = this.peers.map((c) =>
-      c && !c.closed ? c.send(this.header(FrameKind.Bye, 0, 0, NO_SIGNATURE, 0), new Uint8Array(0)).catch(() => {}) : undefined,
+      c && !c.closed ? c.send(this.header(FrameKind.Bye, 0, 0, NO_SIGNATURE, 0), new Uint8Array(0)).catch(() => {}) : Promise.resolve(),
     );
     // a Bye waits for room in a ring only so long: a stopped peer drains nothing
     await Promise.race([Promise.all(byes), new Promise((r) => setTimeout(r, BYE_WAIT_MS).unref())]);

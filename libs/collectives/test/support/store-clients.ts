@@ -56,7 +56,7 @@ async function main() {
       say({ phase: 'snapshot', bytes: bytes(stores) });
     }
   }
-  await Promise.all([...stores, extra].map((s) => s?.close()));
+  await Promise.all([...stores, extra].map(async (s) => s?.close()));
   process.exit(0);
 }
 

@@ -3,8 +3,10 @@
 // and a redirect to /ui, never stored and sending no Referer; wrong, tampered, expired or foreign
 // tokens and sessions get 401; the cookie opens /ui and every GET route of the API, and is refused
 // on every route that changes something (all of them, as the OpenAPI document lists them), which
-// then did not change. A coordinator without tokens sends the browser straight on to /ui.
+// then did not change; arbitrary Cookie headers and login tokens (fast-check) get 401 and nothing
+// else. A coordinator without tokens sends the browser straight on to /ui.
 import { randomBytes } from 'crypto';
+import fc from 'fast-check';
 import { request } from 'http';
 import { HttpErrorSchema, uiLoginLink, uiLoginToken } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
@@ -191,6 +193,26 @@ describe('the live page login', () => {
     // a bearer header decides alone: a wrong one with a good cookie is a 401
     expect401(await http(coord.url, 'GET', '/ui', { ...withCookie(value), authorization: 'Bearer wrong-wrong-wrong-wrong' }), /bearer token is not valid/);
   });
+});
+
+describe('the live page login under arbitrary input', () => {
+  const ascii = (maxLength: number) => fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength });
+
+  it('any Cookie header on a GET, any login token: 401 in the error shape, no cookie, no 5xx', async () => {
+    const name = cookieName();
+    const session = fc.oneof(ascii(80), fc.tuple(fc.integer({ min: 0, max: 2 ** 40 }), fc.stringMatching(/^[A-Za-z0-9_-]{43}$/)).map(([e, sig]) => `${e}.${sig}`));
+    const cookie = fc.oneof(ascii(200), session.map((v) => `${name}=${v}`), fc.tuple(ascii(20), session).map(([junk, v]) => `${junk}; ${name}=${v}; ${junk}`));
+    await fc.assert(
+      fc.asyncProperty(cookie, ascii(120), async (c, token) => {
+        const page = await http(coord.url, 'GET', '/ui', { cookie: c });
+        expect401(page, /session has expired or is not valid|bearer token is required/);
+        const r = await http(coord.url, 'GET', `/ui/login?token=${encodeURIComponent(token)}`);
+        expect([r.status, r.headers['set-cookie']]).toEqual([401, undefined]);
+      }),
+      { numRuns: 150 },
+    );
+    expect((await http(coord.url, 'GET', '/health')).status).toBe(200);
+  }, 60000);
 });
 
 describe('the live page login on a coordinator without tokens', () => {

@@ -25,7 +25,7 @@ const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
  * other's session.
  */
 export function uiCookieName(host: string | undefined): string {
-  return `cmesh-ui-${(host ?? '').toLowerCase().replace(/[^a-z0-9]+/g, '-')}`.replace(/-+$/, '');
+  return `cmesh-ui-${(host ?? '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}`;
 }
 
 /** The value of cookie `name` in a Cookie header (RFC 6265 `a=b; c=d`). */

@@ -1,6 +1,7 @@
 // How the CLI starts cmesh's own Node programs (the coordinator, rank agents, bench ranks) in
 // child processes: from the TypeScript sources through swc when it runs from a checkout, from the
 // built dist/ when it runs installed (or built).
+import { readFileSync } from 'fs';
 import { dirname, extname, join, resolve } from 'path';
 
 /** True when this CLI runs from its TypeScript sources (a checkout, through swc). */
@@ -22,6 +23,45 @@ export function nodeArgs(file: string): string[] {
 /** Environment a child started with nodeArgs needs: swc finds the checkout's tsconfig. */
 export function programEnv(): Record<string, string> {
   return FROM_SOURCE ? { TS_NODE_PROJECT: process.env.TS_NODE_PROJECT ?? SOURCE_TSCONFIG } : {};
+}
+
+/**
+ * The mesh's server side, which `cmesh up` and `cmesh demo` start: optional peer dependencies of
+ * @cmesh/cli, so that installing the launcher (`cmesh run`) does not install NestJS, Express,
+ * pino and prom-client. (@cmesh/client comes with @cmesh/rank-agent.)
+ */
+export const MESH_PACKAGES = ['@cmesh/coordinator', '@cmesh/rank-agent'] as const;
+
+/** `cmesh up` or `cmesh demo` where the mesh's packages are not installed beside @cmesh/cli. */
+export class MeshPackagesMissingError extends Error {
+  constructor(readonly missing: readonly string[]) {
+    const version = cliVersion();
+    const tarballs = ['client', ...MESH_PACKAGES.map((p) => p.slice('@cmesh/'.length))];
+    super(
+      `the mesh (cmesh up, cmesh demo) needs ${MESH_PACKAGES.join(' and ')}; not installed here: ${missing.join(', ')} ` +
+        `(cmesh run, status, scan and bench work without them). Install them beside @cmesh/cli; from a clone of cmesh, ` +
+        `after \`npm run pack\` there: npm install <clone>/dist-packages/cmesh-{${tarballs.join(',')}}-${version}.tgz`,
+    );
+    this.name = 'MeshPackagesMissingError';
+  }
+}
+
+/** Throws MeshPackagesMissingError, naming each one, unless every MESH_PACKAGES package resolves. */
+export function requireMeshPackages(): void {
+  const missing = MESH_PACKAGES.filter((pkg) => {
+    try {
+      require.resolve(`${pkg}/package.json`);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (missing.length > 0) throw new MeshPackagesMissingError(missing);
+}
+
+/** The CLI package's version (its package.json sits one level above src/ and dist/ alike). */
+function cliVersion(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '../package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** The entry file `name` (without extension) of package `pkg`, e.g. ('@cmesh/coordinator', 'main'). */

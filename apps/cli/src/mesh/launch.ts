@@ -9,7 +9,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { freePort } from '@cmesh/collectives';
 import { checkClusterName } from '@cmesh/protocol';
-import { nodeArgs, programEnv, programOf } from '../programs';
+import { nodeArgs, programEnv, programOf, requireMeshPackages } from '../programs';
 import { MeshClient } from './client';
 import { COORDINATOR_USER, MeshAuth, prepareMeshAuth } from './mesh-auth';
 import { Supervisor } from './supervisor';
@@ -88,6 +88,7 @@ function tcpOpen(host: string, port: number): Promise<true | undefined> {
 
 
 export async function startMesh(opts: MeshOptions): Promise<Mesh> {
+  requireMeshPackages(); // before anything starts: the launcher alone lacks the mesh's packages
   const host = opts.host ?? '127.0.0.1';
   const readyMs = opts.readyTimeoutMs ?? 60_000;
   const supervisor = new Supervisor(opts.write);

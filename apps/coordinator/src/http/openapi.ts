@@ -4,8 +4,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiBody, ApiResponse } from '@nestjs/swagger';
 import { HttpErrorSchema } from '@cmesh/protocol';
-import type { OpenAPIObject } from '@nestjs/swagger';
-import type { SchemaObject } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
+import type { OpenAPIObject, SchemaObject } from '@nestjs/swagger';
 import { z } from 'zod';
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): SchemaObject {

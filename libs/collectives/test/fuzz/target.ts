@@ -41,7 +41,8 @@ async function serveMesh(storePort: number) {
 }
 
 async function serveRank(storePort: number) {
-  const dist = await import('../../src');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the whole library in this mode only (a CommonJS file's lazy load under node16 resolution)
+  const dist = require('../../src') as typeof import('../../src');
   await dist.initProcessGroup({ initMethod: `tcp://127.0.0.1:${storePort}`, rank: 0, worldSize: 1, timeout: 30_000 });
   const t = new Float32Array([1, 2]);
   await dist.allReduce(t);

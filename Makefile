@@ -6,10 +6,19 @@ APT_PACKAGES := nats-server prometheus cmake g++ python3 make docker.io docker-c
 # when available, else the tests that need it say so and skip
 APT_OPTIONAL := kubectl
 NATIVE_BUILD := native/nccl-sidecar/build
+# Node 22 (LTS) unless NODE_MAJOR names another (`make test NODE_MAJOR=24`, or `make test-node24`).
+# Where the machine's node is another major, setup unpacks that release (npm's node-linux-<arch>)
+# under .tools/node-<major>; every recipe runs with it first on PATH, npm, npx and jest included.
+NODE_MAJOR ?= 22
+NODE_HOME := $(CURDIR)/.tools/node-$(NODE_MAJOR)
+export PATH := $(NODE_HOME)/bin:$(PATH)
+# node-gyp builds against the unpacked release's headers where there is one (no download; the
+# environment variable, as it outranks an npmrc's nodedir)
+NODE_GYP = env $$([ -d $(NODE_HOME)/include/node ] && echo npm_config_nodedir=$(NODE_HOME)) npx --no-install node-gyp rebuild --loglevel=error
 
-.PHONY: setup apt deps native demo test test-unit test-gpu clean
+.PHONY: setup apt node deps native demo test test-node24 test-unit test-gpu clean
 
-setup: apt deps native
+setup: apt node deps native
 
 apt:
 	@missing=""; \
@@ -22,10 +31,13 @@ apt:
 	  dpkg -s $$p >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null 2>&1 || echo "$$p: not installable here; its tests will be skipped"; \
 	done
 
-# npm install, not npm ci: the lock holds only the optional native binaries (@swc/core-*) that
-# the registry these machines use serves, which `npm ci` rejects; install follows the lock exactly.
-deps:
-	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm install --no-audit --no-fund --no-save; fi
+node:
+	@scripts/node-dist.sh $(NODE_MAJOR) $(NODE_HOME)
+	@echo "node: $$(node --version) ($$(command -v node))"
+
+# exactly the lock (npm ci), again whenever the lock is newer than the install
+deps: node
+	@if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then npm ci --no-audit --no-fund; fi
 	@# the Python service example's NATS client (its test is skipped, saying so, where it cannot be had)
 	@python3 -c 'import nats, cryptography' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore nats-py cryptography >/dev/null 2>&1 || echo "nats-py, cryptography: not installable here; the Python service example's test will be skipped"
 
@@ -34,12 +46,13 @@ native:
 	  cmake -S native/nccl-sidecar -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null && \
 	  cmake --build $(NATIVE_BUILD) -j2 >/dev/null; \
 	fi
+	@# Node-API (NAPI_VERSION 8) addons: one build loads on every Node major, no rebuild per version
 	@if ! ls native/reduce-addon/build/Release/*.node >/dev/null 2>&1; then \
-	  cd native/reduce-addon && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
+	  cd native/reduce-addon && $(NODE_GYP) >/dev/null; \
 	fi
 	@shm=native/shm-transport; if [ "$$(uname -s)" = Linux ] && { [ ! -f $$shm/build/Release/cmesh_shm.node ] || \
 	  [ -n "$$(find $$shm/src $$shm/binding.gyp -newer $$shm/build/Release/cmesh_shm.node)" ]; }; then \
-	  cd native/shm-transport && npx --no-install node-gyp rebuild --loglevel=error >/dev/null; \
+	  cd native/shm-transport && $(NODE_GYP) >/dev/null; \
 	fi
 
 demo: setup
@@ -48,9 +61,13 @@ demo: setup
 test: setup
 	bash scripts/run-tests.sh
 
+# the same suite on Node 24
+test-node24:
+	$(MAKE) test NODE_MAJOR=24
+
 # the fast tier: unit tests beside the sources (*.spec.ts), no processes or servers, seconds
 test-unit: deps
 	npm run --silent test:unit
 
 clean:
-	rm -rf $(NATIVE_BUILD) native/reduce-addon/build native/shm-transport/build .tmp
+	rm -rf $(NATIVE_BUILD) native/reduce-addon/build native/shm-transport/build .tmp .tools

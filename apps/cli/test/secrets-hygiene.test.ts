@@ -90,7 +90,7 @@ describe('no secret in logs, metrics, process titles or error messages', () => {
       seen[`${a.name} /metrics`] = await (await fetch(`${a.httpUrl}/metrics`)).text();
       seen[`${a.name} /health`] = await (await fetch(`${a.httpUrl}/health`)).text();
     }
-    expect(seen['coordinator /metrics']).toMatch(/cmesh_jobs_total\{state="succeeded"\} [1-9]/);
+    expect(seen['coordinator /metrics']).toMatch(/cmesh_jobs_total\{state="succeeded",cluster="default"\} [1-9]/);
 
     // refusals, and what they say
     const wrongToken = 'w'.repeat(40);

@@ -67,12 +67,13 @@ it('16 agents register and rendezvous into one group with deterministic ranks', 
   expect(agents.agents.map((a: any) => a.agentId)).toEqual(expect.arrayContaining(ids));
   const metrics = await (await fetch(`${coord!.url}/metrics`)).text();
   // under load some may already be lost (200 ms heartbeats are not sent here): count every state
-  const byState = [...metrics.matchAll(/^cmesh_agents\{state="(\w+)"\} (\d+)$/gm)].map((m) => Number(m[2]));
+  const byState = [...metrics.matchAll(/^cmesh_agents\{state="(\w+)",cluster="default"\} (\d+)$/gm)].map((m) => Number(m[2]));
   expect(byState.reduce((a, b) => a + b, 0)).toBe(16);
-  expect(metrics).toMatch(/^cmesh_groups 1$/m);
-  expect(metrics).toMatch(/^cmesh_rendezvous_duration_seconds_count 1$/m);
-  expect(metrics).toMatch(/^cmesh_agent_heartbeat_gap_seconds\{agent="agent-00"\} /m);
-  expect(metrics).toMatch(/^process_cpu_seconds_total /m);
+  expect(metrics).toMatch(/^cmesh_groups\{cluster="default"\} 1$/m);
+  expect(metrics).toMatch(/^cmesh_rendezvous_duration_seconds_count\{cluster="default"\} 1$/m);
+  expect(metrics).toMatch(/^cmesh_agent_heartbeat_gap_seconds\{agent="agent-00",cluster="default"\} /m);
+  expect(metrics).toMatch(/^process_cpu_seconds_total\{cluster="default"\} /m);
+  expect(metrics).toMatch(/^cmesh_component_info\{component="coordinator",protocol_version="1",cluster="default"\} 1$/m);
 });
 
 it('a MIN:MAX rendezvous admits a late joiner within the last-call window, and not after it closes', async () => {

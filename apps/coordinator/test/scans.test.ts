@@ -155,17 +155,17 @@ describe('fabric scans on a mesh of 4 agents', () => {
   it('exports the last scan as metrics', async () => {
     const text = await (await fetch(`${mesh.coordinatorUrl}/metrics`)).text();
     for (const a of ['agent-1', 'agent-2', 'agent-3']) {
-      expect(text).toMatch(new RegExp(`^cmesh_scan_agent_bandwidth_ratio\\{agent="${a}"\\} [0-9.e+-]+$`, 'm'));
-      expect(text).toMatch(new RegExp(`^cmesh_scan_agent_flagged\\{agent="${a}"\\} [01]$`, 'm'));
+      expect(text).toMatch(new RegExp(`^cmesh_scan_agent_bandwidth_ratio\\{agent="${a}",cluster="default"\\} [0-9.e+-]+$`, 'm'));
+      expect(text).toMatch(new RegExp(`^cmesh_scan_agent_flagged\\{agent="${a}",cluster="default"\\} [01]$`, 'm'));
       // the scan before, which measured every agent
-      expect(text).toMatch(new RegExp(`^cmesh_scan_agent_previous_bandwidth_ratio\\{agent="${a}"\\} [0-9.e+-]+$`, 'm'));
+      expect(text).toMatch(new RegExp(`^cmesh_scan_agent_previous_bandwidth_ratio\\{agent="${a}",cluster="default"\\} [0-9.e+-]+$`, 'm'));
     }
     // agent-0 was not in the last scan
     expect(text).not.toMatch(/^cmesh_scan_agent_bandwidth_ratio\{agent="agent-0"\}/m);
     // every link up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS (8) agents
     expect(text.match(/^cmesh_scan_link_bandwidth_bytes_per_second\{/gm)).toHaveLength(3);
-    expect(text).toMatch(/^cmesh_scan_reference_bandwidth_bytes_per_second [0-9.e+]+$/m);
-    expect(text).toMatch(/^cmesh_scan_duration_seconds [0-9.e+]+$/m);
+    expect(text).toMatch(/^cmesh_scan_reference_bandwidth_bytes_per_second\{cluster="default"\} [0-9.e+]+$/m);
+    expect(text).toMatch(/^cmesh_scan_duration_seconds\{cluster="default"\} [0-9.e+]+$/m);
   }, 30_000);
 });
 

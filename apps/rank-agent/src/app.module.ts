@@ -28,7 +28,7 @@ export class AppModule {
     return {
       module: AppModule,
       imports: [
-        MetricsModule,
+        MetricsModule.forRoot(config.cluster),
         // structured logs like the coordinator's: one JSON line per event, tagged with the agent
         LoggerModule.forRoot({
           pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-agent', agent: config.name }, hooks: printableLogHooks },

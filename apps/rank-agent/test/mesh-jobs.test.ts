@@ -91,7 +91,7 @@ describe('jobs on a mesh of 4 rank agents', () => {
     // the agents export what they ran on their own /metrics (registered httpUrl)
     const rec = ((await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents).find((a) => a.name === 'agent-0')!;
     const text = await (await fetch(`${rec.httpUrl}/metrics`)).text();
-    expect(text).toMatch(/^cmesh_collective_busbw_bytes_per_second\{[^}]*op="all_reduce"[^}]*size_bytes="65536"[^}]*\} [0-9.e+]+$/m);
+    expect(text).toMatch(/^cmesh_collective_busbw_bytes_per_second\{[^}]*op="all_reduce"[^}]*size_class="65536"[^}]*\} [0-9.e+]+$/m);
     // a rooted op with a non-zero root, and a split one, over a chosen order of agents
     const bc = await mesh.client.waitJob(
       (await mesh.client.submitJob({ op: 'broadcast', sizes: [1024], iters: 2, warmup: 0, root: 2, agents: ['agent-3', 'agent-1', 'agent-0', 'agent-2'] })).id,

@@ -1,6 +1,6 @@
 import { LastSweepSeries } from './last-sweep';
 
-const l = (size: number, op = 'all_reduce') => ({ op, backend: 'tcp', dtype: 'float32', size_bytes: String(size) });
+const l = (size: number, op = 'all_reduce') => ({ op, backend: 'tcp', dtype: 'float32', size_class: String(size) });
 
 it('a new sweep of the same op/backend/dtype returns the sizes the previous sweep left', () => {
   const t = new LastSweepSeries();

@@ -1,4 +1,4 @@
-// "Last sweep" gauges (busbw, algbw by op, backend, dtype and size) must forget the sizes of an
+// "Last sweep" gauges (busbw, algbw by op, backend, dtype and size class) must forget the sizes of an
 // older sweep of the same op, backend and dtype when a new one reports, or panels mix sweeps and
 // an alert on a stale low value never resolves. This tracks which label sets each sweep set.
 
@@ -7,7 +7,7 @@ export type SweepLabels = {
   op: string;
   backend: string;
   dtype: string;
-  size_bytes: string;
+  size_class: string;
 };
 
 export class LastSweepSeries {
@@ -19,9 +19,9 @@ export class LastSweepSeries {
     const cur = this.bySweep.get(key);
     let stale: SweepLabels[] = [];
     if (!cur || cur.job !== job) {
-      stale = cur ? [...cur.sizes.values()].filter((l) => l.size_bytes !== labels.size_bytes) : [];
-      this.bySweep.set(key, { job, sizes: new Map([[labels.size_bytes, labels]]) });
-    } else cur.sizes.set(labels.size_bytes, labels);
+      stale = cur ? [...cur.sizes.values()].filter((l) => l.size_class !== labels.size_class) : [];
+      this.bySweep.set(key, { job, sizes: new Map([[labels.size_class, labels]]) });
+    } else cur.sizes.set(labels.size_class, labels);
     return stale;
   }
 }

@@ -6,7 +6,7 @@ export interface MetricsEndpoint {
   name: string;
   url: string;
   cmeshSeries: number;
-  bestBusbw?: { op: string; bytes: string; bytesPerSecond: number };
+  bestBusbw?: { op: string; sizeClass: string; bytesPerSecond: number };
   error?: string;
 }
 
@@ -20,7 +20,7 @@ async function scrape(name: string, url: string): Promise<MetricsEndpoint> {
       const m = /^cmesh_collective_busbw_bytes_per_second\{(.*)\} (\S+)$/.exec(l);
       if (!m) continue;
       const v = Number(m[2]);
-      if (!best || v > best.bytesPerSecond) best = { op: /op="([^"]*)"/.exec(m[1])?.[1] ?? '?', bytes: /size_bytes="([^"]*)"/.exec(m[1])?.[1] ?? '?', bytesPerSecond: v };
+      if (!best || v > best.bytesPerSecond) best = { op: /op="([^"]*)"/.exec(m[1])?.[1] ?? '?', sizeClass: /size_class="([^"]*)"/.exec(m[1])?.[1] ?? '?', bytesPerSecond: v };
     }
     return { name, url, cmeshSeries: lines.length, bestBusbw: best };
   } catch (e) {
@@ -42,7 +42,7 @@ export function formatEndpoints(eps: MetricsEndpoint[]): string {
     .map((e) => {
       const what = e.error
         ? `unreachable: ${e.error}`
-        : `${e.cmeshSeries} cmesh series${e.bestBusbw ? `, best busbw ${(e.bestBusbw.bytesPerSecond / 1e9).toFixed(2)} GB/s (${e.bestBusbw.op}, ${e.bestBusbw.bytes} B)` : ''}`;
+        : `${e.cmeshSeries} cmesh series${e.bestBusbw ? `, best busbw ${(e.bestBusbw.bytesPerSecond / 1e9).toFixed(2)} GB/s (${e.bestBusbw.op}, sizes <= ${e.bestBusbw.sizeClass} B)` : ''}`;
       return `  ${e.name.padEnd(w)}  ${e.url.padEnd(uw)}  ${what}`;
     })
     .join('\n');

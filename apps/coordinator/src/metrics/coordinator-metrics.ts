@@ -1,10 +1,12 @@
 // The coordinator's Prometheus metrics: agents by state, groups, heartbeat gaps,
 // rendezvous durations, and every job row (duration, busbw/algbw of the last sweep, #wrong,
 // errors), plus the default process metrics.
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { AGENT_STATES, BenchRow, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, opLabel, sizeBucket } from '@cmesh/protocol';
+import { AGENT_STATES, BenchRow, PROTOCOL_VERSION, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, opLabel, sizeBucket, sizeClass } from '@cmesh/protocol';
+import type { ClusterNames } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
+import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { GroupsService } from '../groups/groups.service';
 import { InboundMessages } from '../nats/inbound-messages';
 import type { JobResultSink } from '../jobs/tokens';
@@ -27,8 +29,12 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     private readonly groups: GroupsService,
     private readonly rdzv: RendezvousService,
     inbound: InboundMessages,
+    @Inject(CLUSTER_NAMES) names: ClusterNames,
   ) {
     const r = [this.registry];
+    // every series names its cluster (CMESH_CLUSTER): one Prometheus scrapes several meshes apart
+    this.registry.setDefaultLabels({ cluster: names.cluster });
+    new Gauge({ name: METRICS.componentInfo.name, help: METRICS.componentInfo.help, labelNames: METRICS.componentInfo.labels, registers: r }).set({ component: 'coordinator', protocol_version: String(PROTOCOL_VERSION) }, 1);
     collectDefaultMetrics({ register: this.registry });
     this.registry.registerMetric(inbound.rejected);
     const m = METRICS;
@@ -84,7 +90,7 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     const dtype = row.type;
     const op = opLabel(row.op);
     this.duration.observe({ op, backend: row.backend, algorithm, dtype, size_bucket: sizeBucket(row.bytes) }, m.timeUs / 1e6);
-    const labels = { op, backend: row.backend, dtype, size_bytes: String(row.bytes) };
+    const labels = { op, backend: row.backend, dtype, size_class: sizeClass(row.bytes) };
     for (const old of this.lastSweep.record(job.id, labels)) {
       this.busbw.remove(old);
       this.algbw.remove(old);

@@ -3,10 +3,10 @@
 // sweep per op and size (its median time; the coordinator's series use the slowest rank), #wrong
 // and errors; each op its service group members ran (onServiceOp, reported by the member workers);
 // plus the default process metrics.
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { bandwidths, busBwFactor, median } from '@cmesh/bench';
-import { DURATION_BUCKETS, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, opLabel, sizeBucket } from '@cmesh/protocol';
+import { DEFAULT_CLUSTER, DURATION_BUCKETS, PROTOCOL_VERSION, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, opLabel, sizeBucket, sizeClass } from '@cmesh/protocol';
 import type { JobObserver } from '../execution/tokens';
 import type { SvcOpReport } from '../service/member-stats';
 
@@ -14,6 +14,8 @@ import type { SvcOpReport } from '../service/member-stats';
 export const SVC_METRICS_MAX_GROUPS = 32;
 /** Not a group name (names have no `_`), so it cannot be mistaken for one. */
 export const SVC_OTHER_GROUP = '_other';
+/** The agent's cluster (CMESH_CLUSTER), the `cluster` label of every series it exports. */
+export const METRICS_CLUSTER = Symbol('METRICS_CLUSTER');
 
 @Injectable()
 export class AgentMetrics implements JobObserver {
@@ -32,9 +34,12 @@ export class AgentMetrics implements JobObserver {
   private readonly svcErrors: Counter;
   private readonly svcGroups = new Set<string>();
 
-  constructor() {
+  constructor(@Optional() @Inject(METRICS_CLUSTER) cluster: string = DEFAULT_CLUSTER) {
     const registers = [this.registry];
+    // every series names its cluster: one Prometheus scrapes several meshes apart
+    this.registry.setDefaultLabels({ cluster });
     const m = METRICS;
+    new Gauge({ name: m.componentInfo.name, help: m.componentInfo.help, labelNames: m.componentInfo.labels, registers }).set({ component: 'agent', protocol_version: String(PROTOCOL_VERSION) }, 1);
     collectDefaultMetrics({ register: this.registry });
     this.duration = new Histogram({ name: m.collectiveDuration.name, help: m.collectiveDuration.help, labelNames: m.collectiveDuration.labels, buckets: DURATION_BUCKETS, registers });
     this.bytes = new Counter({ name: m.collectiveBytes.name, help: m.collectiveBytes.help, labelNames: m.collectiveBytes.labels, registers });
@@ -69,7 +74,7 @@ export class AgentMetrics implements JobObserver {
     this.payload.inc({ op, backend: sweep.backend }, s.bytes * times.length);
     this.wrong.inc({ op }, wrong);
     const bw = bandwidths(sweep.op, s.bytes, median(times) * 1e6, a.members.length);
-    const labels = { op, backend: sweep.backend, dtype, size_bytes: String(s.bytes) };
+    const labels = { op, backend: sweep.backend, dtype, size_class: sizeClass(s.bytes) };
     for (const old of this.lastSweep.record(a.jobId, labels)) {
       this.busbw.remove(old);
       this.algbw.remove(old);

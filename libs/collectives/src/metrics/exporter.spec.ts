@@ -38,15 +38,15 @@ it('renders cumulative histograms, counters and escaped labels that promtool acc
   m.record(event({ durationSeconds: 5e-3, bytes: 8 }));
   m.record(event({ op: 'broadcast', error: { name: 'DistTimeoutError', message: 'x', code: 'TIMEOUT' } }));
   const text = m.render();
-  const h = 'algorithm="ring",backend="tcp",dtype="float32",op="all_reduce",size_bucket="4096"';
+  const h = 'algorithm="ring",backend="tcp",cluster="default",dtype="float32",op="all_reduce",size_bucket="4096"';
   expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="0.0001"}`)).toBe(0);
   expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="0.0003"}`)).toBe(1);
   expect(sample(text, `cmesh_collective_duration_seconds_bucket{${h},le="+Inf"}`)).toBe(1);
   expect(sample(text, `cmesh_collective_duration_seconds_count{${h.replace('4096', '16')}}`)).toBe(1);
-  expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",direction="sent",op="all_reduce"}')).toBe(6144);
-  expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",direction="received",op="all_reduce"}')).toBe(4096);
-  expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",op="all_reduce"}')).toBe(4104);
-  expect(sample(text, 'cmesh_collective_errors_total{op="broadcast",reason="TIMEOUT"}')).toBe(1);
+  expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",cluster="default",direction="sent",op="all_reduce"}')).toBe(6144);
+  expect(sample(text, 'cmesh_collective_bytes_total{backend="tcp",cluster="default",direction="received",op="all_reduce"}')).toBe(4096);
+  expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",cluster="default",op="all_reduce"}')).toBe(4104);
+  expect(sample(text, 'cmesh_collective_errors_total{cluster="default",op="broadcast",reason="TIMEOUT"}')).toBe(1);
   expect(execFileSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })).toBe('');
 
   const c = new CounterVec('x_total', 'h');
@@ -63,28 +63,28 @@ it("exports the oldest in-flight op's age per rank from the flight recorder, rea
   expect(m.render()).not.toContain('cmesh_collective_oldest_inflight_age_seconds'); // no rank yet
   rec.rank = 3;
   const g = rec.group(0, [0, 3], 3, 'tcp');
-  expect(sample(m.render(), 'cmesh_collective_oldest_inflight_age_seconds{rank="3"}')).toBe(0);
+  expect(sample(m.render(), 'cmesh_collective_oldest_inflight_age_seconds{cluster="default",rank="3"}')).toBe(0);
   const old = g.collective(0, 'allReduce', 'ring', 'float32', 4, 1000, performance.now() - 2500);
   g.p2p('recv', 0, 'float32', 4, 1000);
   const text = m.render();
   expect(text).toContain('# TYPE cmesh_collective_oldest_inflight_age_seconds gauge');
-  const age = sample(text, 'cmesh_collective_oldest_inflight_age_seconds{rank="3"}');
+  const age = sample(text, 'cmesh_collective_oldest_inflight_age_seconds{cluster="default",rank="3"}');
   expect(age).toBeGreaterThanOrEqual(2.5);
   expect(age).toBeLessThan(60);
   expect(execFileSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })).toBe('');
   g.completed(old);
-  expect(sample(m.render(), 'cmesh_collective_oldest_inflight_age_seconds{rank="3"}')).toBeLessThan(2.5);
+  expect(sample(m.render(), 'cmesh_collective_oldest_inflight_age_seconds{cluster="default",rank="3"}')).toBeLessThan(2.5);
   expect(new CollectiveMetrics(() => new FlightRecorder(0)).render()).not.toContain('inflight');
 });
 
 it('serves /metrics on a port, hears every collective through the observers, and closes', async () => {
-  const exp = await startMetricsExporter({ port: 0 });
+  const exp = await startMetricsExporter({ port: 0, cluster: 'lab' });
   try {
     notifyCollective(event({ op: 'allGather', bytes: 64 }));
     const res = await fetch(exp.url);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = await res.text();
-    expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",op="all_gather"}')).toBe(64);
+    expect(sample(text, 'cmesh_collective_payload_bytes_total{backend="tcp",cluster="lab",op="all_gather"}')).toBe(64);
     expect((await fetch(exp.url.replace('/metrics', '/nope'))).status).toBe(404);
   } finally {
     await exp.close();

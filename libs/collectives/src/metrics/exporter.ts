@@ -8,7 +8,7 @@
 import * as http from 'http';
 import { InvalidArgumentError } from '../errors';
 import { CollectiveEvent, addCollectiveObserver } from '../observers';
-import { CounterVec, HistogramVec } from './exposition';
+import { CounterVec, HistogramVec, escapeLabel } from './exposition';
 import { DURATION_BUCKETS, METRICS, opLabel, sizeBucket } from './names';
 import { FlightRecorder, flightRecorder } from '../trace/recorder';
 
@@ -24,16 +24,23 @@ export class CollectiveMetrics {
   readonly payload = new CounterVec(METRICS.collectivePayloadBytes.name, METRICS.collectivePayloadBytes.help);
   readonly errors = new CounterVec(METRICS.collectiveErrors.name, METRICS.collectiveErrors.help);
 
-  /** recorder: where the oldest in-flight op's age is read at each scrape (the process's, by default) */
-  constructor(private readonly recorder: () => FlightRecorder = flightRecorder) {}
+  /**
+   * recorder: where the oldest in-flight op's age is read at each scrape (the process's, by
+   * default); cluster: the `cluster` label of every series, as the coordinator and agents label theirs
+   */
+  constructor(
+    private readonly recorder: () => FlightRecorder = flightRecorder,
+    private readonly cluster: string = DEFAULT_METRICS_CLUSTER,
+  ) {}
 
   record(e: CollectiveEvent): void {
     const op = opLabel(e.op);
-    this.duration.observe({ op, backend: e.backend, algorithm: e.algorithm, dtype: e.dtype, size_bucket: sizeBucket(e.bytes) }, e.durationSeconds);
-    this.bytes.inc({ op, backend: e.backend, direction: 'sent' }, e.bytesSent);
-    this.bytes.inc({ op, backend: e.backend, direction: 'received' }, e.bytesReceived);
-    this.payload.inc({ op, backend: e.backend }, e.bytes);
-    if (e.error) this.errors.inc({ op, reason: e.error.code }); // the same codes the agents report
+    const cluster = this.cluster;
+    this.duration.observe({ cluster, op, backend: e.backend, algorithm: e.algorithm, dtype: e.dtype, size_bucket: sizeBucket(e.bytes) }, e.durationSeconds);
+    this.bytes.inc({ cluster, op, backend: e.backend, direction: 'sent' }, e.bytesSent);
+    this.bytes.inc({ cluster, op, backend: e.backend, direction: 'received' }, e.bytesReceived);
+    this.payload.inc({ cluster, op, backend: e.backend }, e.bytes);
+    if (e.error) this.errors.inc({ cluster, op, reason: e.error.code }); // the same codes the agents report
   }
 
   render(): string {
@@ -47,13 +54,17 @@ export class CollectiveMetrics {
     const oldest = rec.oldestInFlight();
     const age = oldest ? Math.max(0, (performance.now() - oldest.started) / 1000) : 0;
     const m = METRICS.collectiveOldestInflightAge;
-    return `# HELP ${m.name} ${m.help}\n# TYPE ${m.name} gauge\n${m.name}{rank="${rec.rank}"} ${age}\n`;
+    return `# HELP ${m.name} ${m.help}\n# TYPE ${m.name} gauge\n${m.name}{cluster="${escapeLabel(this.cluster)}",rank="${rec.rank}"} ${age}\n`;
   }
 }
 
-export async function startMetricsExporter(opts: { port: number; host?: string }): Promise<MetricsExporter> {
+/** The cluster label of a program that names none (CMESH_CLUSTER unset): the mesh's default cluster. */
+export const DEFAULT_METRICS_CLUSTER = 'default';
+
+/** cluster: the `cluster` label of every series (default: DEFAULT_METRICS_CLUSTER) */
+export async function startMetricsExporter(opts: { port: number; host?: string; cluster?: string }): Promise<MetricsExporter> {
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw new InvalidArgumentError(`metrics port must be in [0, 65535], got ${opts.port}`);
-  const metrics = new CollectiveMetrics();
+  const metrics = new CollectiveMetrics(flightRecorder, opts.cluster || DEFAULT_METRICS_CLUSTER);
   const unsubscribe = addCollectiveObserver((e) => metrics.record(e));
   const server = http.createServer((req, res) => {
     if (req.url !== '/metrics') {
@@ -86,7 +97,7 @@ export const LAUNCHER_METRICS_HOST_ENV = 'CMESH_RUN_METRICS_HOST';
 export async function startLauncherExporter(env: NodeJS.ProcessEnv = process.env): Promise<MetricsExporter | undefined> {
   const raw = env[LAUNCHER_METRICS_PORT_ENV];
   if (raw === undefined || raw === '') return undefined;
-  return startMetricsExporter({ port: Number(raw), host: env[LAUNCHER_METRICS_HOST_ENV] || '127.0.0.1' });
+  return startMetricsExporter({ port: Number(raw), host: env[LAUNCHER_METRICS_HOST_ENV] || '127.0.0.1', cluster: env.CMESH_CLUSTER });
 }
 
 /**
@@ -97,5 +108,5 @@ export async function startExporterFromEnv(env: NodeJS.ProcessEnv = process.env)
   if (!env.CMESH_METRICS_PORT) return undefined;
   const base = Number(env.CMESH_METRICS_PORT);
   const port = base === 0 ? 0 : base + Number(env.LOCAL_RANK ?? 0);
-  return startMetricsExporter({ port, host: env.CMESH_METRICS_HOST ?? '127.0.0.1' });
+  return startMetricsExporter({ port, host: env.CMESH_METRICS_HOST ?? '127.0.0.1', cluster: env.CMESH_CLUSTER });
 }

@@ -3,10 +3,15 @@
 
 type Labels = Record<string, string>;
 
+/** A label value as the text format writes it: backslash, double quote and newline escaped. */
+export function escapeLabel(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
 function key(labels: Labels): string {
   return Object.keys(labels)
     .sort()
-    .map((k) => `${k}="${String(labels[k]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)
+    .map((k) => `${k}="${escapeLabel(String(labels[k]))}"`)
     .join(',');
 }
 

@@ -1,6 +1,7 @@
 // Metric names, help texts, labels and buckets shared by the coordinator, the agents and the
 // library's opt-in exporter (Prometheus conventions: base units, _seconds, _bytes, _total; labels
-// of bounded cardinality: sizes go into power-of-four buckets, never raw). libs/protocol re-exports them.
+// of bounded cardinality: sizes go into a fixed list of size classes, never raw). libs/protocol
+// re-exports them.
 
 export const METRICS = {
   collectiveDuration: {
@@ -20,13 +21,13 @@ export const METRICS = {
   },
   collectiveBusbw: {
     name: 'cmesh_collective_busbw_bytes_per_second',
-    help: 'Bus bandwidth of the last sweep per op and size (nccl-tests factors)',
-    labels: ['op', 'backend', 'dtype', 'size_bytes'],
+    help: 'Bus bandwidth of the last sweep per op and size class (nccl-tests factors; the largest size of the sweep in each power-of-two class)',
+    labels: ['op', 'backend', 'dtype', 'size_class'],
   },
   collectiveAlgbw: {
     name: 'cmesh_collective_algbw_bytes_per_second',
-    help: 'Algorithm bandwidth (size / time) of the last sweep per op and size',
-    labels: ['op', 'backend', 'dtype', 'size_bytes'],
+    help: 'Algorithm bandwidth (size / time) of the last sweep per op and size class (the largest size of the sweep in each power-of-two class)',
+    labels: ['op', 'backend', 'dtype', 'size_class'],
   },
   collectiveOldestInflightAge: {
     name: 'cmesh_collective_oldest_inflight_age_seconds',
@@ -52,6 +53,13 @@ export const METRICS = {
     name: 'cmesh_rejected_messages_total',
     help: 'Inbound NATS messages dropped or answered with an error, by subscription subject and reason (not_json, too_large, invalid, handler_error)',
     labels: ['subject', 'reason'],
+  },
+  // what a target is, so dashboards find the coordinator's and the agents' scrape jobs by their
+  // series, whatever the jobs are called
+  componentInfo: {
+    name: 'cmesh_component_info',
+    help: 'Always 1: the cmesh component this process is (coordinator or agent) and the protocol version it speaks',
+    labels: ['component', 'protocol_version'],
   },
   agents: { name: 'cmesh_agents', help: 'Registered agents by state', labels: ['state'] },
   groups: { name: 'cmesh_groups', help: 'Process groups allocated by the coordinator', labels: [] },
@@ -130,4 +138,21 @@ export function sizeBucket(bytes: number): string {
   let b = 1;
   while (b < bytes && b < 1 << 30) b *= 4;
   return bytes > b ? '+Inf' : String(b);
+}
+
+/** The largest size class: 16 GiB (nccl-tests' sweeps rarely pass 8 GiB); anything larger is "+Inf". */
+export const MAX_SIZE_CLASS = 2 ** 34;
+
+/**
+ * Size class label of the last-sweep gauges: the power of two at or above the size ("0", "1",
+ * "2", "4", ... "17179869184", "+Inf"), at most 37 values whatever sizes a sweep uses. Power of
+ * two, not four like sizeBucket: nccl-tests' default sweep doubles (-f 2), so each size keeps its
+ * own series; sizes closer than that share one (the sweep's last, i.e. largest, wins).
+ */
+export function sizeClass(bytes: number): string {
+  if (!(bytes > 0)) return '0';
+  if (bytes > MAX_SIZE_CLASS) return '+Inf';
+  let c = 1;
+  while (c < bytes) c *= 2;
+  return String(c);
 }

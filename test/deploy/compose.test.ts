@@ -38,8 +38,20 @@ it('docker-compose config accepts the file (where Debian docker-compose is insta
   const r = spawnSync('docker-compose', ['-f', COMPOSE, '--profile', 'tools', 'config', '--services'], { cwd: ROOT, encoding: 'utf8' });
   expect(r.stderr.trim()).toBe('');
   expect(r.status).toBe(0);
-  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'prometheus', 'rank-agent-0', 'rank-agent-1', 'weights']);
+  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'nats-exporter', 'prometheus', 'rank-agent-0', 'rank-agent-1', 'weights']);
 }, 60_000);
+
+it("Prometheus scrapes NATS through the nats-exporter service, which reads the nats service's monitoring port", () => {
+  const prom = load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus.yml'), 'utf8')) as { scrape_configs: { job_name: string; static_configs?: { targets: string[] }[] }[] };
+  const job = prom.scrape_configs.find((j) => j.job_name === 'cmesh-nats')!;
+  expect(job.static_configs).toEqual([{ targets: ['nats-exporter:7777'] }]);
+  const monitor = services.nats.command[services.nats.command.indexOf('--http_port') + 1];
+  const exporter = services['nats-exporter'];
+  expect(exporter.command.at(-1)).toBe(`http://nats:${monitor}`);
+  expect(exporter.command).toEqual(expect.arrayContaining(['-varz', '-connz', '-jsz=all', '-healthz']));
+  // the rule that watches NATS reads that job
+  expect(readFileSync(join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml'), 'utf8')).toMatch(/alert: CmeshNatsDown\n\s+expr: absent\(up\{job="cmesh-nats"\} == 1\)/);
+});
 
 it('validates against the Compose Specification schema, and the schema rejects a broken file', () => {
   const ajv = new Ajv2019({ strict: false, allErrors: true, validateFormats: false });

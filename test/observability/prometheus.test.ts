@@ -1,9 +1,11 @@
 // A real Prometheus (Debian binary) scrapes a real mesh (nats-server, the coordinator, 2 rank
 // agents) and a plain `cmesh run` job exporting its collectives (CMESH_METRICS_PORT). The busbw
 // and duration series read back through Prometheus' HTTP API must match what the coordinator
-// reported for the job; service group members' ops appear on their agents by group name; every PromQL expression of the Grafana dashboard and of the rules must
-// return data; the alerts (agent lost, heartbeat late, scrape down, busbw floor, errors) must go
-// active once an agent is killed mid-job.
+// reported for the job; service group members' ops appear on their agents by group name; every
+// series carries the cluster label; every PromQL expression of the Grafana dashboard and of the
+// rules must return data; the alerts (agent lost, heartbeat late, scrape down, busbw floor,
+// errors, rejected messages; NATS down, as nothing scrapes NATS here) must go active once an
+// agent is killed mid-job and a malformed message arrives, and the coordinator-down alert must not.
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
@@ -158,6 +160,13 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     }
     // the default process metrics too
     expect(await prom.waitFor('process_resident_memory_bytes{job=~"cmesh-(coordinator|agent)"} > 0', 10_000, (s) => s.length === 3)).toHaveLength(3);
+    // every series of every target names its cluster (CMESH_CLUSTER; the default here)
+    const unlabelled = await prom.query('group by (job, __name__) ({job=~"cmesh-.*", __name__!~"up|scrape_.*", cluster!="default"})');
+    expect(unlabelled.map((s) => `${s.metric.job} ${s.metric.__name__}`)).toEqual([]);
+    expect((await prom.query('count by (job) ({job=~"cmesh-.*", __name__!~"up|scrape_.*", cluster="default"})')).map((s) => s.metric.job).sort()).toEqual(['cmesh-agent', 'cmesh-coordinator', 'cmesh-job']);
+    // what the dashboard's job variables find: the coordinator and the agents by their component
+    const info = await prom.query('cmesh_component_info');
+    expect(info.map((s) => `${s.metric.job} ${s.metric.component}`).sort()).toEqual(['cmesh-agent agent', 'cmesh-agent agent', 'cmesh-coordinator coordinator']);
   }, 60_000);
 
   it('reads back the busbw and duration series of a mesh job through the HTTP API', async () => {
@@ -166,7 +175,8 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(good.rows.map((r) => r.bytes)).toEqual(SIZES);
     for (const row of good.rows) {
       const m = row.outOfPlace!;
-      const sel = `{job="cmesh-coordinator",op="all_reduce",backend="tcp",dtype="float32",size_bytes="${row.bytes}"}`;
+      // powers of two: each size its own class
+      const sel = `{job="cmesh-coordinator",cluster="default",op="all_reduce",backend="tcp",dtype="float32",size_class="${row.bytes}"}`;
       const busbw = await prom.waitFor(`cmesh_collective_busbw_bytes_per_second${sel}`, 15_000);
       expect(busbw).toHaveLength(1);
       // the coordinator exports the out-of-place measurement of each row, in bytes per second
@@ -186,6 +196,9 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     // each agent's own busbw for both sizes, and the tensor bytes it ran on
     const agentBw = await prom.waitFor('cmesh_collective_busbw_bytes_per_second{job="cmesh-agent",op="all_reduce"} > 0', 15_000, (s) => s.length === 4);
     expect(agentBw).toHaveLength(4);
+    // no raw size in any label: the bandwidth gauges carry size classes
+    expect([...new Set(agentBw.map((s) => s.metric.size_class))].sort()).toEqual(['1024', '1048576']);
+    expect(await prom.query('count({size_bytes!=""})')).toEqual([]);
     const payload = await prom.waitFor('cmesh_collective_payload_bytes_total{job="cmesh-agent",op="all_reduce"}', 15_000, (s) => s.length === 2);
     const expected = SIZES.reduce((a, b) => a + b, 0) * ITERS * 2;
     expect(payload.map(sampleValue)).toEqual([expected, expected]);
@@ -266,6 +279,9 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     try {
       const join = (nodeId: string) => nc.request(RDZV_SUBJECTS.join, JSON.stringify({ runId: 'obs', nodeId, minNodes: 2, maxNodes: 2, lastCallMs: 0 }), { timeout: 10_000 });
       await Promise.all([join('n0'), join('n1')]);
+      // a message the coordinator cannot read: counted in cmesh_rejected_messages_total
+      nc.publish(RDZV_SUBJECTS.join, 'not json');
+      await nc.flush();
     } finally {
       await nc.close();
     }
@@ -288,7 +304,10 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(errs.find((x) => x.metric.job === 'cmesh-coordinator')!.metric.reason).toBe('agent_lost');
     expect(await prom.waitFor('cmesh_agents{state="lost"} == 1', 20_000)).toHaveLength(1);
 
-    const want = ['CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors', 'CmeshCollectiveStuck', 'CmeshAgentSlowInScans'];
+    await prom.waitFor('cmesh_rejected_messages_total{job="cmesh-coordinator",reason="not_json"} >= 1', 20_000);
+
+    // every alert but the coordinator's: it is up
+    const want = ['CmeshNatsDown', 'CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors', 'CmeshCollectiveStuck', 'CmeshAgentSlowInScans', 'CmeshRejectedMessages'];
     const end = Date.now() + 30_000;
     let alerts: Awaited<ReturnType<Prometheus['rules']>> = [];
     for (;;) {
@@ -297,7 +316,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
       if (want.every((w) => active.includes(w)) || Date.now() > end) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    expect(alerts.map((a) => [a.name, a.health, a.state === 'pending' || a.state === 'firing'])).toEqual(want.map((w) => [w, 'ok', true]));
+    expect(alerts.map((a) => [a.name, a.health, a.state === 'pending' || a.state === 'firing'])).toEqual(['CmeshCoordinatorDown', ...want].map((w) => [w, 'ok', w !== 'CmeshCoordinatorDown']));
   }, 120_000);
 
   it('every rule is healthy and every recording rule and alert expression returns data', async () => {
@@ -306,6 +325,11 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(loaded.map((r) => r.name).sort()).toEqual(inFile.map((r) => r.name).sort());
     for (const r of loaded) expect([r.name, r.health, r.lastError ?? '']).toEqual([r.name, 'ok', '']);
     for (const r of inFile) {
+      // the coordinator is up: its outage alert has nothing to say
+      if (r.name === 'CmeshCoordinatorDown') {
+        expect(await prom.query(r.expr)).toEqual([]);
+        continue;
+      }
       const expr = r.expr.replace('< 1e9', '< 1e18').replace('> 300', '>= 0').replace(/< 0\.5/g, '< 1e9');
       const s = await prom.waitFor(expr, 20_000, r.kind === 'record' ? finite : (x) => x.length > 0).catch((e: Error) => {
         throw new Error(`${r.name}: ${e.message}`);

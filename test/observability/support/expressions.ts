@@ -1,8 +1,17 @@
 // The PromQL of the Grafana dashboard and of the rule file, made runnable against Prometheus:
-// Grafana's variables get the values of an "All" selection and a short range.
+// Grafana's variables get the values of an "All" selection (the jobs: the ones the test's
+// Prometheus scrapes, which the variables' queries find) and a short range.
 import { load } from 'js-yaml';
 
-export const GRAFANA_VARIABLES: Record<string, string> = { $__rate_interval: '1m', $__range: '5m', $__interval: '15s', $op: '.*' };
+export const GRAFANA_VARIABLES: Record<string, string> = {
+  $__rate_interval: '1m',
+  $__range: '5m',
+  $__interval: '15s',
+  $op: '.*',
+  $cluster: '.*',
+  $coordinator_job: 'cmesh-coordinator',
+  $agent_job: 'cmesh-agent',
+};
 
 export function substituteVariables(expr: string): string {
   let out = expr;
@@ -31,7 +40,7 @@ export function dashboardExpressions(dashboard: { panels?: Panel[]; templating?:
   walk(dashboard.panels);
   for (const v of dashboard.templating?.list ?? []) {
     const m = /^label_values\((.+),\s*(\w+)\)$/.exec(v.definition ?? '');
-    if (m) out.push({ title: `variable ${v.name}`, expr: `group by (${m[2]}) (${m[1]})` });
+    if (m) out.push({ title: `variable ${v.name}`, expr: substituteVariables(`group by (${m[2]}) (${m[1]})`) });
   }
   return out;
 }

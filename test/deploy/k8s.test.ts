@@ -4,7 +4,11 @@
 // (kubernetes-models), strictly (no field the API lacks); and for what the deployment needs to
 // work and operators expect: selectors, ports, probes, ConfigMaps, the sidecar's GPU, socket and
 // /dev/shm, seccomp, read-only root filesystems, no service account token, a
-// PodDisruptionBudget, NetworkPolicies that admit exactly the ports in use, an images: block.
+// PodDisruptionBudget, NetworkPolicies that admit exactly the ports in use, an images: block
+// with the registry a placeholder the user sets, NATS scraped through its exporter; the
+// monitoring overlay's ServiceMonitor, PodMonitors and PrometheusRule against the operator's
+// schemas; and the documents' quickstart applied in order to an empty cluster (modelled: no
+// cluster runs here), the Secrets server-side.
 import { execFileSync, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
@@ -15,7 +19,8 @@ import { K8sObject, applyImages, byKey, keyOf, renderKustomization, splitImage }
 import { strictFieldErrors } from './support/strict-fields';
 import { clusterNames, deploymentNatsUsers, natsAuthorization, subjectCovers } from '@cmesh/protocol';
 import { freePort, waitForPort } from '@cmesh/testing';
-import { K8S_AGENT_STATEFULSET, K8S_API_TOKEN_KEY, K8S_SECRETS, k8sSecrets, natsPasswordKey, secretValues } from '../../apps/cli/src/commands/secrets';
+import { K8S_AGENT_STATEFULSET, K8S_API_TOKEN_KEY, K8S_SECRETS, K8S_SECRETS_APPLY, k8sSecrets, natsPasswordKey, secretValues } from '../../apps/cli/src/commands/secrets';
+import { PROMETHEUS_RULE_PATH, prometheusRuleYaml } from '../../dashboards/prometheus/generate-prometheus-rule';
 
 const ROOT = resolve(__dirname, '../..');
 const BASE = join(ROOT, 'k8s/base');
@@ -71,16 +76,17 @@ describe.each([BASE, ...OVERLAYS].map((d) => [d.slice(ROOT.length + 1), d]))('ku
   }, 60_000);
 
   itKubectl('applies an image override the way the test renderer does', () => {
-    // kustomize edit set image, by hand: a registry with a port, a new tag, a digest
+    // an overlay of a user's, naming the placeholder registry the base sets: a registry with a
+    // port, a new tag, a digest
     const rules = [
-      { name: 'cmesh/coordinator', newName: 'registry.example.com:5000/cmesh/coordinator', newTag: '9.9.9' },
-      { name: 'cmesh/rank-agent', digest: 'sha256:' + 'a'.repeat(64) },
+      { name: 'registry.example.com/cmesh/coordinator', newName: 'registry.example.com:5000/cmesh/coordinator', newTag: '9.9.9' },
+      { name: 'registry.example.com/cmesh/rank-agent', digest: 'sha256:' + 'a'.repeat(64) },
     ];
     const mine = renderKustomization(dir);
     applyImages(mine, rules);
     const images = (objs: K8sObject[]) => objs.flatMap((o) => (o.spec?.template?.spec?.containers ?? []).map((c: any) => `${keyOf(o)} ${c.name} ${c.image}`)).sort();
     expect(images(mine)).toContain('Deployment/coordinator coordinator registry.example.com:5000/cmesh/coordinator:9.9.9');
-    expect(images(mine)).toContain(`StatefulSet/rank-agent agent cmesh/rank-agent@sha256:${'a'.repeat(64)}`);
+    expect(images(mine)).toContain(`StatefulSet/rank-agent agent registry.example.com/cmesh/rank-agent@sha256:${'a'.repeat(64)}`);
     const tmp = mkdtempSync(join(ROOT, '.tmp', 'k8s-images-'));
     try {
       writeFileSync(join(tmp, 'kustomization.yaml'), JSON.stringify({ resources: [relative(tmp, dir)], images: rules }));
@@ -208,12 +214,17 @@ describe.each([
     expect(data.from).toEqual([{ podSelector: { matchLabels: by.get('StatefulSet/rank-agent')!.spec.selector.matchLabels } }]);
   });
 
-  it('every image is named in a kustomize images: block', () => {
-    const rules = [BASE, ...OVERLAYS].flatMap((d) => ((load(readFileSync(join(d, 'kustomization.yaml'), 'utf8')) as any).images ?? []) as { name: string; newTag: string }[]);
+  it("every image is set by a kustomize images: block; cmesh's own from a registry the user sets, never a Docker Hub cmesh/ organisation", () => {
+    const rules = [BASE, ...OVERLAYS].flatMap((d) => ((load(readFileSync(join(d, 'kustomization.yaml'), 'utf8')) as any).images ?? []) as { name: string; newName?: string; newTag: string }[]);
     for (const w of objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
       for (const c of podSpec(w).containers) {
         const { name, tag } = splitImage(c.image);
-        expect([c.name, rules.find((r) => r.name === name)?.newTag]).toEqual([c.name, tag]);
+        expect([c.name, rules.find((r) => (r.newName ?? r.name) === name)?.newTag]).toEqual([c.name, tag]);
+        expect(c.image).not.toMatch(/^(docker\.io\/)?cmesh\//);
+        // the manifests name cmesh's images cmesh/<image> (the local build tags); the base maps
+        // each to the placeholder registry, which the user replaces
+        const rule = rules.find((r) => (r.newName ?? r.name) === name)!;
+        if (rule.name.startsWith('cmesh/')) expect(rule.newName).toBe(`registry.example.com/${rule.name}`);
       }
     }
   });
@@ -273,6 +284,21 @@ describe.each([
     const agentCfg = by.get('ConfigMap/cmesh-agent')!.data;
     expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], type: 'A', port: Number(agentCfg.CMESH_HTTP_PORT) });
     expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], port: Number(agentCfg.CMESH_METRICS_PORT) });
+    // NATS through its exporter sidecar, on the headless Service's metrics port
+    const natsMetrics = by.get('Service/nats-headless')!.spec.ports.find((p: any) => p.name === 'metrics');
+    expect(jobs['cmesh-nats'].dns_sd_configs[0]).toMatchObject({ names: ['nats-headless.cmesh.svc.cluster.local'], type: 'A', port: natsMetrics.port });
+  });
+
+  it("NATS's monitoring port is scraped through a prometheus-nats-exporter sidecar reading it over the pod's loopback", () => {
+    const nats = by.get('StatefulSet/nats')!;
+    const exporter = container(nats, 'nats-exporter');
+    const monitor = container(nats, 'nats').ports.find((p: any) => p.name === 'monitor').containerPort;
+    expect(exporter.args.at(-1)).toBe(`http://127.0.0.1:${monitor}`);
+    expect(exporter.args).toEqual(expect.arrayContaining(['-varz', '-connz', '-jsz=all', '-healthz']));
+    const port = exporter.ports.find((p: any) => p.name === 'metrics').containerPort;
+    expect(exporter.args.slice(0, 2)).toEqual(['-port', String(port)]);
+    expect(nats.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port), 'prometheus.io/path': '/metrics' });
+    expect(splitImage(exporter.image).name).toBe('natsio/prometheus-nats-exporter');
   });
 });
 
@@ -283,6 +309,8 @@ describe('authentication', () => {
   const made = (o: Partial<Parameters<typeof k8sSecrets>[0]> = {}) => byKey(loadAll(k8sSecrets({ agents: 2, tenants: [], namespace: 'cmesh', ...o })) as K8sObject[]);
   const env = (o: string, c: string) => Object.fromEntries(container(objs.get(o)!, c).env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
   const agentPods = (n: number) => Array.from({ length: n }, (_, i) => `${K8S_AGENT_STATEFULSET}-${i}`);
+  /** A Secret's values, decoded (`cmesh secrets k8s` writes them base64 in data, as server-side apply wants). */
+  const dataOf = (secret: K8sObject) => Object.fromEntries(Object.entries(secret.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) as Record<string, string>;
   /** The authorization block of an auth.conf, parsed (natsAuthorization writes JSON). */
   const authBlock = (conf: string) => JSON.parse(conf.replace(/^authorization: /, '')) as { users: { user: string; password: string; permissions: any }[] };
 
@@ -305,15 +333,15 @@ describe('authentication', () => {
   it('cmesh secrets k8s: cmesh-auth (API token, coordinator, tenants), cmesh-agent-auth (one key per agent pod), cmesh-nats-auth (auth.conf of those passwords), valid Secrets', () => {
     const secrets = made({ agents: 3, tenants: ['team-b', 'team-c'] });
     expect([...secrets.keys()]).toEqual(Object.values(K8S_SECRETS).map((n) => `Secret/${n}`));
-    const auth = secrets.get(`Secret/${K8S_SECRETS.auth}`)!.stringData;
-    const agents = secrets.get(`Secret/${K8S_SECRETS.agents}`)!.stringData;
+    const auth = dataOf(secrets.get(`Secret/${K8S_SECRETS.auth}`)!);
+    const agents = dataOf(secrets.get(`Secret/${K8S_SECRETS.agents}`)!);
     expect(Object.keys(auth)).toEqual([K8S_API_TOKEN_KEY, ...['coordinator', 'client', 'team-b', 'team-c'].map(natsPasswordKey)]);
     // the agents' Secret holds the per-pod keys and nothing else
     expect(Object.keys(agents)).toEqual(agentPods(3).map(natsPasswordKey));
     const values = [...Object.values(auth), ...Object.values(agents)] as string[];
     for (const v of values) expect(v.length).toBeGreaterThanOrEqual(32);
     expect(new Set(values).size).toBe(values.length); // every login its own password
-    const conf = secrets.get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf'];
+    const conf = dataOf(secrets.get(`Secret/${K8S_SECRETS.nats}`)!)['auth.conf'];
     const password = (user: string) => (agents[natsPasswordKey(user)] ?? auth[natsPasswordKey(user)]) as string;
     expect(conf).toBe(natsAuthorization(deploymentNatsUsers(agentPods(3), ['team-b', 'team-c'], password), names));
     const users = authBlock(conf).users;
@@ -324,11 +352,11 @@ describe('authentication', () => {
     for (const r of validate([...secrets.values()])) expect(r).toEqual({ key: r.key, error: null });
     expect(strictFieldErrors([...secrets.values()])).toEqual([]);
     // fresh values on every run
-    expect(made().get(`Secret/${K8S_SECRETS.auth}`)!.stringData[K8S_API_TOKEN_KEY]).not.toBe(made().get(`Secret/${K8S_SECRETS.auth}`)!.stringData[K8S_API_TOKEN_KEY]);
+    expect(dataOf(made().get(`Secret/${K8S_SECRETS.auth}`)!)[K8S_API_TOKEN_KEY]).not.toBe(dataOf(made().get(`Secret/${K8S_SECRETS.auth}`)!)[K8S_API_TOKEN_KEY]);
   }, 60_000);
 
   it("the rendered auth.conf lets agent rank-agent-1 publish only on its own agents' and job-event subjects", () => {
-    const users = authBlock(made({ agents: 3 }).get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf']).users;
+    const users = authBlock(dataOf(made({ agents: 3 }).get(`Secret/${K8S_SECRETS.nats}`)!)['auth.conf']).users;
     const p = users.find((u) => u.user === 'rank-agent-1')!.permissions;
     const own = [names.agents.register('rank-agent-1'), names.agents.heartbeat('rank-agent-1'), names.agents.deregister('rank-agent-1'), names.jobs.events('*', 'rank-agent-1')];
     for (const subject of own) expect(p.publish.allow).toContain(subject);
@@ -350,12 +378,12 @@ describe('authentication', () => {
     // as kubectl prints them: a List of Secrets, data base64
     const list = {
       kind: 'List',
-      items: [...first.values()].map((s) => ({ kind: 'Secret', metadata: s.metadata, data: Object.fromEntries(Object.entries(s.stringData as Record<string, string>).map(([k, v]) => [k, Buffer.from(v).toString('base64')])) })),
+      items: [...first.values()].map((s) => ({ kind: 'Secret', metadata: s.metadata, data: s.data })),
     };
     const keep = secretValues(JSON.stringify(list), 'test');
     const second = made({ agents: 3, tenants: ['team-b'], keep });
-    const [a1, a2] = [first, second].map((m) => m.get(`Secret/${K8S_SECRETS.auth}`)!.stringData);
-    const [g1, g2] = [first, second].map((m) => m.get(`Secret/${K8S_SECRETS.agents}`)!.stringData);
+    const [a1, a2] = [first, second].map((m) => dataOf(m.get(`Secret/${K8S_SECRETS.auth}`)!));
+    const [g1, g2] = [first, second].map((m) => dataOf(m.get(`Secret/${K8S_SECRETS.agents}`)!));
     expect(a2).toMatchObject(a1);
     expect(g2).toMatchObject(g1);
     expect(Object.keys(g2)).toEqual(agentPods(3).map(natsPasswordKey));
@@ -389,7 +417,7 @@ describe('authentication', () => {
     expect(names.indexOf('CMESH_AGENT_NAME')).toBeLessThan(names.indexOf('NATS_PASSWORD_FILE'));
     expect(file).toBe(`${mount.mountPath}/${natsPasswordKey('$(CMESH_AGENT_NAME)')}`);
     // every pod of the StatefulSet finds its key in what `cmesh secrets k8s` makes by default
-    const keys = Object.keys(made().get(`Secret/${K8S_SECRETS.agents}`)!.stringData);
+    const keys = Object.keys(dataOf(made().get(`Secret/${K8S_SECRETS.agents}`)!));
     const pods = agentPods(s.spec.replicas);
     expect(pods.every((pod) => pod.startsWith(`${s.metadata.name}-`))).toBe(true);
     expect(pods.map((pod) => file.replace('$(CMESH_AGENT_NAME)', pod).slice(mount.mountPath.length + 1))).toEqual(keys);
@@ -406,20 +434,20 @@ describe('authentication', () => {
     const secrets = made();
     const refs = base.flatMap((o) => JSON.stringify(o).match(/"secretKeyRef":\{"name":"[a-z-]+","key":"[a-z-]+"\}/g) ?? []).map((r) => JSON.parse(`{${r}}`).secretKeyRef);
     expect(refs.length).toBe(2);
-    for (const r of refs) expect([r, Object.keys(secrets.get(`Secret/${r.name}`)!.stringData)]).toEqual([r, expect.arrayContaining([r.key])]);
+    for (const r of refs) expect([r, Object.keys(dataOf(secrets.get(`Secret/${r.name}`)!))]).toEqual([r, expect.arrayContaining([r.key])]);
   });
 
   it('live: a nats-server with the ConfigMap and the Secret as the pod mounts them admits each agent with its own password only, and only on its own subjects', async () => {
     const secrets = made({ agents: 2, tenants: ['team-b'] });
-    const auth = secrets.get(`Secret/${K8S_SECRETS.auth}`)!.stringData;
-    const agents = secrets.get(`Secret/${K8S_SECRETS.agents}`)!.stringData;
+    const auth = dataOf(secrets.get(`Secret/${K8S_SECRETS.auth}`)!);
+    const agents = dataOf(secrets.get(`Secret/${K8S_SECRETS.agents}`)!);
     // the projected volume: nats.conf and auth.conf in one directory; ports and store on this machine
     const dir = mkdtempSync(join(tmpdir(), 'cmesh-k8s-nats-'));
     const [port, monitor] = [await freePort(), await freePort()];
     const natsConf = objs.get('ConfigMap/nats')!.data['nats.conf'] as string;
     expect(natsConf).toMatch(/^ {2}store_dir: \/data$/m);
     writeFileSync(join(dir, 'nats.conf'), natsConf.replace(/^ {2}store_dir: \/data$/m, `  store_dir: ${JSON.stringify(join(dir, 'data'))}`));
-    writeFileSync(join(dir, 'auth.conf'), secrets.get(`Secret/${K8S_SECRETS.nats}`)!.stringData['auth.conf']);
+    writeFileSync(join(dir, 'auth.conf'), dataOf(secrets.get(`Secret/${K8S_SECRETS.nats}`)!)['auth.conf']);
     const proc = spawn('nats-server', ['--config', join(dir, 'nats.conf'), '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor)], { stdio: 'ignore' });
     const conns: { close(): Promise<void> }[] = [];
     try {
@@ -477,4 +505,130 @@ it('GPU overlay: the nccl-sidecar alone requests the GPU, shares the socket dir 
   // the base stays CPU-only
   expect(byKey(base).get('ConfigMap/cmesh-agent')!.data.CMESH_NCCL).toBe('0');
   expect(podSpec(byKey(base).get('StatefulSet/rank-agent')!).containers).toHaveLength(1);
+});
+
+describe('monitoring overlay (Prometheus Operator)', () => {
+  const MONITORING = join(ROOT, 'k8s/overlays/monitoring');
+  const objs = renderKustomization(MONITORING);
+  const by = byKey(objs);
+  const operator = objs.filter((o) => o.apiVersion.startsWith('monitoring.coreos.com/'));
+  const jobOf = (e: { relabelings: { targetLabel?: string; replacement?: string }[] }) => e.relabelings.find((r) => r.targetLabel === 'job')?.replacement;
+  const k8sJobs = Object.fromEntries((load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus-k8s.yml'), 'utf8')) as any).scrape_configs.map((j: any) => [j.job_name, j.dns_sd_configs[0]]));
+
+  it("is the base plus PodMonitors, a ServiceMonitor and a PrometheusRule in the namespace, valid against the operator's schemas, strictly", () => {
+    expect(OVERLAYS).toContain(MONITORING);
+    expect(objs.filter((o) => !operator.includes(o)).map(keyOf)).toEqual(base.map(keyOf));
+    expect(operator.map(keyOf)).toEqual(['PodMonitor/cmesh-coordinator', 'PodMonitor/cmesh-agent', 'ServiceMonitor/cmesh-nats', 'PrometheusRule/cmesh']);
+    for (const o of operator) expect([keyOf(o), o.metadata.namespace, (o.metadata.labels as any)['app.kubernetes.io/part-of']]).toEqual([keyOf(o), 'cmesh', 'cmesh']);
+    for (const r of validate(operator)) expect(r).toEqual({ key: r.key, error: null });
+    // the checks bite on these kinds too: a misspelt field, a wrong type
+    const typo = structuredClone(by.get('PodMonitor/cmesh-agent')!);
+    typo.spec.podMetricsEndpoints[0].prot = 'http';
+    const errors = strictFieldErrors([...operator, typo]);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/'"prot"' does not exist/);
+    const bad = structuredClone(by.get('ServiceMonitor/cmesh-nats')!);
+    bad.spec.endpoints = 'metrics';
+    expect(validate([bad])[0].error).toMatch(/endpoints must be array/);
+  }, 60_000);
+
+  it('the monitors select the pods and ports that exist and name the jobs the rules use, as prometheus-k8s.yml does', () => {
+    const pods = (sel: Record<string, string>) => objs.filter((o) => (o.kind === 'Deployment' || o.kind === 'StatefulSet') && Object.entries(sel).every(([k, v]) => o.spec.template.metadata.labels[k] === v));
+    const portOf = (w: K8sObject, name: string) => podSpec(w).containers.flatMap((c: any) => c.ports ?? []).find((p: any) => p.name === name)?.containerPort;
+    const seen: Record<string, number> = {};
+    for (const m of operator.filter((o) => o.kind === 'PodMonitor')) {
+      const [w] = pods(m.spec.selector.matchLabels);
+      expect([keyOf(m), pods(m.spec.selector.matchLabels).length]).toEqual([keyOf(m), 1]);
+      for (const e of m.spec.podMetricsEndpoints) {
+        expect([keyOf(m), e.port, portOf(w, e.port) !== undefined, e.path]).toEqual([keyOf(m), e.port, true, '/metrics']);
+        seen[jobOf(e)!] = portOf(w, e.port);
+      }
+    }
+    const sm = by.get('ServiceMonitor/cmesh-nats')!;
+    const services = objs.filter((o) => o.kind === 'Service' && Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => (o.metadata.labels as Record<string, string> | undefined)?.[k] === v));
+    // only the headless Service has the port: one target per NATS pod
+    const withPort = services.filter((s) => s.spec.ports.some((p: any) => p.name === sm.spec.endpoints[0].port));
+    expect(withPort.map(keyOf)).toEqual(['Service/nats-headless']);
+    seen[jobOf(sm.spec.endpoints[0])!] = withPort[0].spec.ports.find((p: any) => p.name === sm.spec.endpoints[0].port).port;
+    // the same jobs on the same ports as the plain Prometheus configuration
+    expect(Object.keys(seen).sort()).toEqual(['cmesh-agent', 'cmesh-coordinator', 'cmesh-job', 'cmesh-nats']);
+    for (const [job, port] of Object.entries(seen)) expect([job, port]).toEqual([job, k8sJobs[job].port]);
+  });
+
+  it("the PrometheusRule is the rule file, generated; promtool accepts what the operator loads", () => {
+    expect(readFileSync(PROMETHEUS_RULE_PATH, 'utf8')).toBe(prometheusRuleYaml());
+    const rule = by.get('PrometheusRule/cmesh')!;
+    expect(rule.spec.groups).toEqual((load(readFileSync(join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml'), 'utf8')) as any).groups);
+    const tmp = mkdtempSync(join(tmpdir(), 'cmesh-prometheusrule-'));
+    try {
+      writeFileSync(join(tmp, 'rules.yml'), JSON.stringify({ groups: rule.spec.groups }));
+      expect(execFileSync('promtool', ['check', 'rules', join(tmp, 'rules.yml')], { encoding: 'utf8' })).toMatch(/SUCCESS: 15 rules found/);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the quickstart, in the order the documents give it, on an empty cluster', () => {
+  const CMESH = join(ROOT, 'apps/cli/bin/cmesh.js');
+  /** The commands of the first sh block of a document that applies a kustomization (continuations joined, comments dropped). */
+  const quickstart = (doc: string): string[] => {
+    const blocks = [...readFileSync(join(ROOT, doc), 'utf8').matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]);
+    const block = blocks.find((b) => /^kubectl apply -k /m.test(b));
+    if (!block) throw new Error(`${doc}: no sh block with kubectl apply -k`);
+    return block
+      .replace(/\\\n\s*/g, ' ')
+      .split('\n')
+      .map((l) => l.replace(/(^|\s)#.*$/, '').trim())
+      .filter((l) => /\bkubectl (apply|create)\b/.test(l));
+  };
+  /** What a command sends to the API server, in order: files, cmesh's output, kustomizations. */
+  const objectsOf = (cmd: string): K8sObject[] => {
+    const secrets = /(?:npx )?cmesh secrets k8s([^|]*)\|\s*(.+)$/.exec(cmd);
+    if (secrets) {
+      const r = spawnSync(process.execPath, [CMESH, 'secrets', 'k8s', ...secrets[1].trim().split(/\s+/).filter(Boolean)], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+      expect([cmd, r.status, r.stderr]).toEqual([cmd, 0, '']);
+      return loadAll(r.stdout) as K8sObject[];
+    }
+    const k = /^kubectl apply -k (\S+)$/.exec(cmd);
+    if (k) return renderKustomization(join(ROOT, k[1]));
+    const f = /^kubectl (?:apply|create) -f (\S+)$/.exec(cmd);
+    if (f) return loadAll(readFileSync(join(ROOT, f[1]), 'utf8')).filter(Boolean) as K8sObject[];
+    throw new Error(`a command this test does not model: ${cmd}`);
+  };
+  /** kubectl's refusals on a cluster with no namespace yet: a namespaced object before its Namespace. */
+  const applyInOrder = (cmds: string[]): string[] => {
+    const namespaces = new Set<string>();
+    const refused: string[] = [];
+    for (const cmd of cmds) {
+      for (const o of objectsOf(cmd)) {
+        if (o.kind === 'Namespace') namespaces.add(o.metadata.name);
+        else if (!namespaces.has(o.metadata.namespace ?? 'default')) refused.push(`${keyOf(o)}: namespaces "${o.metadata.namespace ?? 'default'}" not found`);
+      }
+    }
+    return refused;
+  };
+
+  it.each(['README.md', 'k8s/README.md'])('%s: the namespace, then the Secrets into it, then the manifests', (doc) => {
+    const cmds = quickstart(doc);
+    expect(cmds[0]).toBe('kubectl apply -f k8s/base/namespace.yaml');
+    expect(cmds[1]).toMatch(/cmesh secrets k8s .*\| kubectl apply --server-side -f -$/);
+    expect(cmds[2]).toMatch(/^kubectl apply -k k8s\/(base|overlays\/\w+)$/);
+    expect(applyInOrder(cmds)).toEqual([]);
+    // the check bites: the Secrets first fail as kubectl would
+    expect(applyInOrder([cmds[1], ...cmds.filter((c) => c !== cmds[1])])).toEqual(Object.values(K8S_SECRETS).map((n) => `Secret/${n}: namespaces "cmesh" not found`));
+  }, 120_000);
+
+  it('every document pipes cmesh secrets k8s into a server-side apply (no plain-text last-applied-configuration), as its output says', () => {
+    const docs = ['README.md', 'k8s/README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const pipes = docs.flatMap((d) => [...readFileSync(join(ROOT, d), 'utf8').replace(/\\\n\s*/g, ' ').matchAll(/cmesh secrets k8s[^|`\n]*\\?\|\s*(kubectl [^`\n#]*?)\s*(?:`|#|\n|$)/g)].map((m) => [d, m[1].trim()]));
+    expect(pipes.length).toBeGreaterThanOrEqual(5);
+    for (const [d, kubectl] of pipes) expect([d, kubectl]).toEqual([d, expect.stringMatching(/^kubectl (apply --server-side -f -|create -f -)$/)]);
+    expect(K8S_SECRETS_APPLY).toBe('kubectl apply --server-side -f -');
+    // the output: its first line says how; the values in data (base64), none in stringData
+    const out = k8sSecrets({ agents: 2, tenants: [], namespace: 'cmesh' });
+    expect(out.split('\n')[0]).toContain(K8S_SECRETS_APPLY);
+    const secrets = loadAll(out) as K8sObject[];
+    expect(secrets.map((s) => [s.kind, s.stringData, typeof s.data])).toEqual(secrets.map(() => ['Secret', undefined, 'object']));
+  });
 });

@@ -1,7 +1,9 @@
 // Renders a kustomization the way `kubectl kustomize` does for the features k8s/ uses:
-// resources (files and directories), namespace, JSON 6902 patches with a target, and images
-// (applied after the patches, as kustomize does). Anything else in a kustomization is refused,
-// so the rendering can't silently differ from kustomize's.
+// resources (files and directories), components (kind Component: their resources and patches,
+// applied to what the resources made, before the kustomization's own transformers), namespace,
+// JSON 6902 patches with a target, and images (applied after the patches, as kustomize does).
+// Anything else in a kustomization is refused, so the rendering can't silently differ from
+// kustomize's.
 import { existsSync, readFileSync, statSync } from 'fs';
 import { join } from 'path';
 import { loadAll, load } from 'js-yaml';
@@ -9,7 +11,7 @@ import { loadAll, load } from 'js-yaml';
 export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; [k: string]: unknown }; [k: string]: any };
 
 const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'CustomResourceDefinition', 'PriorityClass']);
-const KNOWN = new Set(['apiVersion', 'kind', 'namespace', 'resources', 'patches', 'images']);
+const KNOWN = new Set(['apiVersion', 'kind', 'namespace', 'resources', 'components', 'patches', 'images']);
 
 interface ImageRule {
   name: string;
@@ -90,23 +92,40 @@ export function applyImages(objs: K8sObject[], rules: ImageRule[]): void {
   }
 }
 
-export function renderKustomization(dir: string): K8sObject[] {
-  const k = load(readFileSync(kustomizationFile(dir), 'utf8')) as Record<string, any>;
-  for (const key of Object.keys(k)) if (!KNOWN.has(key)) throw new Error(`${dir}: kustomization field ${key} is not supported by this renderer`);
-  const out: K8sObject[] = [];
-  for (const r of (k.resources ?? []) as string[]) {
+function loadResources(dir: string, resources: string[], out: K8sObject[]): void {
+  for (const r of resources) {
     const p = join(dir, r);
     if (statSync(p).isDirectory()) out.push(...renderKustomization(p));
     else out.push(...(loadAll(readFileSync(p, 'utf8')).filter((d) => d !== null && d !== undefined) as K8sObject[]));
   }
-  if (k.namespace) for (const o of out) if (!CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = k.namespace;
-  for (const patch of (k.patches ?? []) as { path?: string; target?: Target; patch?: string }[]) {
+}
+
+function applyPatches(dir: string, patches: { path?: string; target?: Target; patch?: string }[], out: K8sObject[]): void {
+  for (const patch of patches) {
     const ops = load(patch.path ? readFileSync(join(dir, patch.path), 'utf8') : patch.patch!) as Op[];
     if (!Array.isArray(ops) || !patch.target) throw new Error(`${dir}: only JSON 6902 patches with a target are supported`);
     const hit = out.filter((o) => matches(o, patch.target!));
     if (hit.length === 0) throw new Error(`${dir}: patch ${patch.path} matches no resource`);
     for (const o of hit) applyJsonPatch(o, ops);
   }
+}
+
+export function renderKustomization(dir: string): K8sObject[] {
+  const k = load(readFileSync(kustomizationFile(dir), 'utf8')) as Record<string, any>;
+  for (const key of Object.keys(k)) if (!KNOWN.has(key)) throw new Error(`${dir}: kustomization field ${key} is not supported by this renderer`);
+  if (k.kind === 'Component') throw new Error(`${dir}: a Component renders only as part of a kustomization's components`);
+  const out: K8sObject[] = [];
+  loadResources(dir, k.resources ?? [], out);
+  for (const c of (k.components ?? []) as string[]) {
+    const cdir = join(dir, c);
+    const comp = load(readFileSync(kustomizationFile(cdir), 'utf8')) as Record<string, any>;
+    if (comp.kind !== 'Component') throw new Error(`${cdir}: not a kind: Component`);
+    for (const key of Object.keys(comp)) if (!['apiVersion', 'kind', 'resources', 'patches'].includes(key)) throw new Error(`${cdir}: component field ${key} is not supported by this renderer`);
+    loadResources(cdir, comp.resources ?? [], out);
+    applyPatches(cdir, comp.patches ?? [], out);
+  }
+  if (k.namespace) for (const o of out) if (!CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = k.namespace;
+  applyPatches(dir, k.patches ?? [], out);
   if (k.images) applyImages(out, k.images as ImageRule[]);
   return out;
 }

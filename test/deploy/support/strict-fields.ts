@@ -14,7 +14,8 @@ export function strictFieldErrors(objs: K8sObject[]): string[] {
     const lines: string[] = [];
     objs.forEach((o, i) => {
       const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
-      const mod = `kubernetes-models/${group ? `${group}/` : ''}${version}/${o.kind}`;
+      // the Prometheus Operator's kinds (ServiceMonitor, PodMonitor, PrometheusRule) from its models
+      const mod = group === 'monitoring.coreos.com' ? `@kubernetes-models/prometheus-operator/${group}/${version}` : `kubernetes-models/${group ? `${group}/` : ''}${version}/${o.kind}`;
       lines.push(`import type { I${o.kind} as T${i} } from '${mod}';`);
       lines.push(`export const o${i}: T${i} = ${JSON.stringify(o, null, 2)};`);
     });

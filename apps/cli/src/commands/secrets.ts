@@ -6,7 +6,7 @@
 //   cmesh secrets k8s        prints the Kubernetes Secrets k8s/base reads, with fresh values (or
 //                            the ones of --keep, so adding an agent or a tenant rotates nothing)
 // Values are never printed, except into the Secret manifests, which are written to stdout for
-// kubectl (`cmesh secrets k8s | kubectl apply -f -`).
+// kubectl: `cmesh secrets k8s | kubectl apply --server-side -f -` (see K8S_SECRETS_APPLY).
 import { randomBytes } from 'crypto';
 import { readFileSync } from 'fs';
 import { Command } from 'commander';
@@ -23,6 +23,13 @@ export const K8S_SECRETS = { auth: 'cmesh-auth', agents: 'cmesh-agent-auth', nat
 /** The StatefulSet of the agents: its pod names (`rank-agent-<ordinal>`) are the agents' ids and NATS users. */
 export const K8S_AGENT_STATEFULSET = 'rank-agent';
 export const K8S_API_TOKEN_KEY = 'api-token';
+/**
+ * How the Secrets are applied: server-side, which keeps no `last-applied-configuration`
+ * annotation (a client-side `kubectl apply` writes the whole object into it, the passwords in
+ * plain text for anyone who may read the Secret's metadata). The values go in `data` (base64),
+ * which server-side apply handles; `stringData` it does not handle well.
+ */
+export const K8S_SECRETS_APPLY = 'kubectl apply --server-side -f -';
 export const natsPasswordKey = (user: string) => `nats-password-${user}`;
 export const agentNames = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
 
@@ -94,16 +101,8 @@ export function secretValues(text: string, source: string): Map<string, string> 
 }
 
 function secretYaml(name: string, namespace: string, component: string, data: [string, string][]): string {
-  const value = (v: string) =>
-    v.includes('\n')
-      ? `|\n${v
-          .trimEnd()
-          .split('\n')
-          .map((l) => (l ? `    ${l}` : ''))
-          .join('\n')}`
-      : JSON.stringify(v);
-  const body = data.map(([k, v]) => `  ${k}: ${value(v)}`).join('\n');
-  return `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${name}\n  namespace: ${namespace}\n  labels:\n    app.kubernetes.io/part-of: cmesh\n    app.kubernetes.io/component: ${component}\ntype: Opaque\nstringData:\n${body}\n`;
+  const body = data.map(([k, v]) => `  ${k}: ${Buffer.from(v, 'utf8').toString('base64')}`).join('\n');
+  return `apiVersion: v1\nkind: Secret\nmetadata:\n  name: ${name}\n  namespace: ${namespace}\n  labels:\n    app.kubernetes.io/part-of: cmesh\n    app.kubernetes.io/component: ${component}\ntype: Opaque\ndata:\n${body}\n`;
 }
 
 /**
@@ -131,11 +130,15 @@ export function k8sSecrets(o: K8sSecretsOptions): string {
   const conf = natsAuthorization(users, clusterNames(cluster(o.cluster)));
   const agentSet = new Set(agents);
   const others = users.filter((u) => !agentSet.has(u.user)).map((u): [string, string] => [natsPasswordKey(u.user), password(u.user)]);
-  return [
-    secretYaml(dnsLabel('--name', o.name ?? K8S_SECRETS.auth), dnsLabel('--namespace', o.namespace), 'auth', [[K8S_API_TOKEN_KEY, value(K8S_API_TOKEN_KEY)], ...others]),
-    secretYaml(K8S_SECRETS.agents, o.namespace, 'agent', agents.map((a) => [natsPasswordKey(a), password(a)])),
-    secretYaml(K8S_SECRETS.nats, o.namespace, 'nats', [['auth.conf', conf]]),
-  ].join('---\n');
+  const header = `# cmesh secrets k8s: apply with \`${K8S_SECRETS_APPLY}\` into an existing namespace ${o.namespace}\n# (server-side apply writes no last-applied-configuration copy of these values)\n`;
+  return (
+    header +
+    [
+      secretYaml(dnsLabel('--name', o.name ?? K8S_SECRETS.auth), dnsLabel('--namespace', o.namespace), 'auth', [[K8S_API_TOKEN_KEY, value(K8S_API_TOKEN_KEY)], ...others]),
+      secretYaml(K8S_SECRETS.agents, o.namespace, 'agent', agents.map((a) => [natsPasswordKey(a), password(a)])),
+      secretYaml(K8S_SECRETS.nats, o.namespace, 'nats', [['auth.conf', conf]]),
+    ].join('---\n')
+  );
 }
 
 interface InitOpts {
@@ -172,7 +175,7 @@ export function register(program: Command): void {
     });
   cmd
     .command('k8s')
-    .description(`print the Secrets k8s/base reads (${Object.values(K8S_SECRETS).join(', ')}) with fresh random values: cmesh secrets k8s | kubectl apply -f -`)
+    .description(`print the Secrets k8s/base reads (${Object.values(K8S_SECRETS).join(', ')}) with fresh random values: cmesh secrets k8s | ${K8S_SECRETS_APPLY}`)
     .option('--agents <n>', `agent pods, one NATS login each: ${K8S_AGENT_STATEFULSET}-0 .. ${K8S_AGENT_STATEFULSET}-<n-1> (the StatefulSet's replicas or more)`, '2')
     .option('--tenant <name>', 'a NATS login of its own (client role) for one more tenant, besides client (repeatable)', collect, [])
     .option('--name <name>', 'name of the Secret with the API token and the coordinator\'s and tenants\' passwords', K8S_SECRETS.auth)

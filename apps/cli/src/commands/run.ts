@@ -1,11 +1,16 @@
-// `cmesh run [torchrun flags] script [args...]`
-import { Command, Option } from 'commander';
+// `cmesh run [torchrun flags] script [args...]`. Like torchrun, every flag can come from a PET_*
+// variable (PET_ + the flag's name upper-cased, dashes as underscores: PET_NPROC_PER_NODE), as
+// Kubeflow's PyTorchJob sets them; a flag on the command line wins.
+import { Command, InvalidArgumentError as CommanderInvalidArgument, Option } from 'commander';
 import * as fs from 'fs';
 import { randomBytes } from 'crypto';
 import * as os from 'os';
 import { freePort, generateSecret, InvalidArgumentError, resolveSecret } from '@cmesh/collectives';
 import { launch } from '../run/launcher';
-import { metricsPortFrom, parseBindTo } from '../run/binding';
+import { metricsPortFrom, parseBindTo, quotaNote } from '../run/binding';
+import { cpuBudget } from '../run/cpu-quota';
+import { checkScript } from '../run/script';
+import { UsageError } from '../usage';
 import type { RunOptions } from '../run/rdzv';
 import { parseLocalRanksFilter, parseStd } from '../run/worker-logs';
 
@@ -152,22 +157,59 @@ export function normaliseFlags(argv: string[]): string[] {
 
 const BOOLEAN_FLAGS = new Set(['--standalone']);
 
+/** torchrun's variable for a flag: PET_ + its long name upper-cased, dashes as underscores. */
+export function petName(option: Option): string {
+  return 'PET_' + (option.long ?? '').replace(/^--/, '').replace(/-/g, '_').toUpperCase();
+}
+
+/**
+ * Every valued flag added to `cmd` from now on reads its PET_* variable (commander: the command
+ * line wins, then the variable, then the default). Commander wires a variable up as the option is
+ * added, hence before the options are declared.
+ */
+export function readPetEnv(cmd: Command): Command {
+  const add = cmd.addOption.bind(cmd);
+  cmd.addOption = (option: Option) => {
+    if (!option.long || !(option.required || option.optional)) return add(option);
+    const parse = option.parseArg;
+    // commander names the source (the flag, or the variable) of a value its own error type rejects
+    if (parse) {
+      option.argParser((value: string, previous: unknown) => {
+        try {
+          return parse(value, previous);
+        } catch (e) {
+          throw e instanceof CommanderInvalidArgument ? e : new CommanderInvalidArgument((e as Error).message);
+        }
+      });
+    }
+    return add(option.env(petName(option)));
+  };
+  return cmd;
+}
+
+/** A torchrun on/off flag from its variable (torch's check_env: an integer, non-zero is on). */
+export function petFlag(name: string, env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return false;
+  if (!/^-?\d+$/.test(raw.trim())) throw new UsageError(`${name} must be an integer (0: off, else on), got ${JSON.stringify(raw)}`);
+  return Number(raw) !== 0;
+}
+
 export function register(program: Command): void {
-  program
-    .command('run')
+  readPetEnv(program.command('run'))
     .description('launch a distributed script like torchrun: RANK, LOCAL_RANK, WORLD_SIZE, … for every worker')
     .addOption(new Option('--nproc-per-node <n>', 'workers on this node: a count, cpu, gpu or auto').default(1).argParser(parseNprocPerNode))
-    .addOption(new Option('--nnodes <n>', 'N or MIN:MAX nodes').default('1'))
+    .addOption(new Option('--nnodes <n>', 'N or MIN:MAX nodes').default('1').argParser((v) => (parseNnodes(v), v)))
     .addOption(new Option('--node-rank <k>', 'this node\'s rank (static; with c10d or nats a requested rank, others fill in join order)').argParser(positiveInt('--node-rank')))
     .option('--master-addr <addr>', 'address of rank 0 (static rendezvous)', '127.0.0.1')
     .addOption(new Option('--master-port <port>', 'port of rank 0\'s store; 0 picks a free one').default(29500).argParser(positiveInt('--master-port')))
-    .option('--standalone', 'single node with a free port, no external rendezvous', false)
+    .option('--standalone', 'single node with a free port, no external rendezvous (env: PET_STANDALONE=1)', false)
     .option('--rdzv-backend <name>', 'static | c10d | nats')
     .option('--rdzv-endpoint <host:port>', 'rendezvous endpoint')
     .option('--rdzv-id <id>', 'job id shared by all nodes (default: none; nats: a fresh one on a single node, required on more)')
     .addOption(new Option('--rdzv-last-call <ms>', 'last-call window of a MIN:MAX rendezvous').default(1000).argParser(positiveInt('--rdzv-last-call')))
     .addOption(new Option('--rdzv-timeout <ms>', 'rendezvous timeout').default(600000).argParser(positiveInt('--rdzv-timeout')))
-    .option('--rdzv-conf <k=v,...>', RDZV_CONF_KEYS)
+    .addOption(new Option('--rdzv-conf <k=v,...>', RDZV_CONF_KEYS).argParser((v) => (parseRdzvConf(v), v)))
     .addOption(new Option('--max-restarts <n>', 'restarts of the worker group after a failure (on every node, counted for the whole job) before the job fails').default(0).argParser(positiveInt('--max-restarts')))
     .addOption(new Option('--monitor-interval <seconds>', 'how often the launcher looks at its workers and the rendezvous').default(0.1).argParser(parseSeconds('--monitor-interval')))
     .option('--role <name>', 'the workers\' ROLE_NAME', 'default')
@@ -181,7 +223,10 @@ export function register(program: Command): void {
     .argument('<script>', 'a .ts or .js script (or an executable)')
     .argument('[args...]', 'arguments for the script')
     .passThroughOptions()
-    .action(async (script: string, args: string[], flags) => {
+    .action(async (script: string, args: string[], flags, command: Command) => {
+      // before any rendezvous or worker: a missing script would fail on every rank, every restart
+      checkScript(script);
+      if (command.getOptionValueSource('standalone') !== 'cli') flags.standalone = petFlag('PET_STANDALONE');
       const nnodes = parseNnodes(String(flags.nnodes));
       const conf = parseRdzvConf(flags.rdzvConf);
       const o: RunOptions = {
@@ -220,6 +265,8 @@ export function register(program: Command): void {
         o.masterPort = await freePort(o.masterAddr);
       }
       o.secret = runSecret(nnodes.max, process.env);
+      const note = quotaNote(o.nprocPerNode, cpuBudget(), process.env, flags.bindTo);
+      if (note) process.stderr.write(`cmesh run: ${note}\n`);
       const result = await launch(o, script, args);
       if (result.message) console.error(result.message);
       process.exit(result.exitCode);

@@ -1,6 +1,7 @@
 // The coordinator's REST API as `cmesh status`, `bench --mesh` and `demo` use it.
 import { existsSync, readFileSync } from 'fs';
 import { JobRecord, JobRequestInput, isFinished, readSecretSetting } from '@cmesh/protocol';
+import { UsageError } from '../usage';
 import { stateDirFiles } from './state-dir';
 
 export const DEFAULT_COORDINATOR = process.env.CMESH_COORDINATOR ?? 'http://127.0.0.1:7700';
@@ -36,6 +37,20 @@ export function clientToken(coordinator: string, tokenFile?: string, env: NodeJS
   return existsSync(file) ? read(file).trim() || undefined : undefined;
 }
 
+/** The coordinator's address as given (--coordinator or CMESH_COORDINATOR), checked: an http(s) URL. */
+export function coordinatorBase(text: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname) {
+    throw new UsageError(`coordinator address ${JSON.stringify(text)} (--coordinator or CMESH_COORDINATOR) is not an http:// or https:// URL; e.g. http://127.0.0.1:7700`);
+  }
+  return text.replace(/\/+$/, '');
+}
+
 export class MeshClient {
   readonly base: string;
 
@@ -44,7 +59,7 @@ export class MeshClient {
     private readonly timeoutMs = 10_000,
     private readonly token: string | undefined = clientToken(base),
   ) {
-    this.base = base.replace(/\/+$/, '');
+    this.base = coordinatorBase(base);
   }
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -15,6 +15,7 @@ export * from './exit-on-fatal';
 export * from './trace';
 export * from './secrets';
 export * from './scans';
+export * from './scan-gate';
 export * from './nats-permissions';
 export * from './service';
 export * from './service-status';

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { JobBackendSchema } from './jobs';
 import type { ErrorReply } from './reply';
+import { ScanGateResultSchema, ScanGateSchema } from './scan-gate';
 
 /** Scan records kept in the scans bucket by default (CMESH_SCANS_KEPT). */
 export const DEFAULT_SCANS_KEPT = 50;
@@ -34,6 +35,8 @@ export const ScanRequestSchema = z.object({
   timeoutMs: z.number().int().positive().max(600_000).default(60_000),
   /** a link is slow below this fraction of the reference (the median of agents' median bandwidths) */
   slowRatio: z.number().gt(0).lt(1).default(0.6),
+  /** thresholds the finished scan must meet (a pre-flight check): the record's `gate` has the verdict */
+  gate: ScanGateSchema.optional(),
 });
 export type ScanRequest = z.infer<typeof ScanRequestSchema>;
 export type ScanRequestInput = z.input<typeof ScanRequestSchema>;
@@ -130,6 +133,8 @@ export const ScanRecordSchema = z.object({
   finishedAt: z.string().optional(),
   /** wall time of the scan, ms */
   wallMs: z.number().nonnegative().optional(),
+  /** the verdict of the request's gate once the scan ended (only when it asked for one) */
+  gate: ScanGateResultSchema.optional(),
 });
 export type ScanRecord = z.infer<typeof ScanRecordSchema>;
 

@@ -1,11 +1,14 @@
 // `cmesh scan`: find the bad node. The coordinator measures every pair of agents (POST /scans),
 // then this prints the matrix, the ring all-reduces, the flagged agents and links and the verdict
-// (`--json`: the scan record); `--list` lists the stored scans.
+// (`--json`: the scan record); `--list` lists the stored scans. With thresholds (--fail-on-flagged,
+// --min-busbw, --min-link-bw, --max-latency) it is a pre-flight check before a job: exit 0 when the
+// fabric meets them, 1 when it does not or the scan did not succeed (2: a usage error).
 import { Command } from 'commander';
-import { printableJson, ScanRecord, ScanRequestInput } from '@cmesh/protocol';
+import { evaluateScanGate, printableDeep, printableJson, ScanGate, ScanGateResult, ScanRecord, ScanRequestInput } from '@cmesh/protocol';
 import { parseSize } from '../bench/options';
 import { DEFAULT_COORDINATOR, MeshClient, clientToken } from '../mesh/client';
 import { renderScan, renderScanList, useColour } from '../mesh/scan-view';
+import { UsageError } from '../usage';
 
 interface ScanOptions {
   coordinator: string;
@@ -24,10 +27,39 @@ interface ScanOptions {
   limit: string;
   show?: string;
   progress: boolean;
+  failOnFlagged?: boolean;
+  minBusbw?: string;
+  minLinkBw?: string;
+  maxLatency?: string;
+}
+
+function number(flag: string, v: string, positive: boolean): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0 || (positive && n === 0)) throw new UsageError(`${flag} must be a ${positive ? 'positive' : 'non-negative'} number, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** The thresholds the flags ask for; undefined when none (a plain scan). */
+export function scanGate(o: Pick<ScanOptions, 'failOnFlagged' | 'minBusbw' | 'minLinkBw' | 'maxLatency'>): ScanGate | undefined {
+  if (!o.failOnFlagged && o.minBusbw === undefined && o.minLinkBw === undefined && o.maxLatency === undefined) return undefined;
+  return {
+    failOnFlagged: !!o.failOnFlagged,
+    ...(o.minBusbw !== undefined ? { minBusBwGBs: number('--min-busbw', o.minBusbw, false) } : {}),
+    ...(o.minLinkBw !== undefined ? { minLinkBandwidthGBs: number('--min-link-bw', o.minLinkBw, false) } : {}),
+    ...(o.maxLatency !== undefined ? { maxLatencyUs: number('--max-latency', o.maxLatency, true) } : {}),
+  };
+}
+
+/** The gate's verdict as printed after the scan. */
+export function formatGate(g: ScanGateResult): string {
+  if (g.passed) return `gate: passed${g.met.length ? ` (${g.met.join('; ')})` : ''}\n`;
+  return `gate: FAILED\n${g.failures.map((f) => `  - ${f}\n`).join('')}`;
 }
 
 export function scanRequest(o: ScanOptions): ScanRequestInput {
+  const gate = scanGate(o);
   return {
+    ...(gate ? { gate } : {}),
     ...(o.agents ? { agents: o.agents.split(',').map((s) => s.trim()).filter(Boolean) } : {}),
     latencyBytes: parseSize(o.latencySize),
     bandwidthBytes: parseSize(o.bandwidthSize),
@@ -76,7 +108,12 @@ export function register(program: Command): void {
     .option('--limit <n>', 'scans to list', '20')
     .option('--show <id>', 'print a stored scan')
     .option('--no-progress', 'no progress line on stderr')
+    .option('--fail-on-flagged', 'a pre-flight check: exit 1 when any agent or link is flagged slow')
+    .option('--min-busbw <GB/s>', 'a pre-flight check: exit 1 when the ring all-reduce over all agents reaches less busbw')
+    .option('--min-link-bw <GB/s>', 'a pre-flight check: exit 1 when any link carries less')
+    .option('--max-latency <us>', 'a pre-flight check: exit 1 when any link\'s latency is higher, microseconds')
     .action(async (o: ScanOptions) => {
+      const gate = scanGate(o); // a bad threshold is refused before anything is measured
       const client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator, o.tokenFile));
       if (o.list) {
         const { scans } = await client.get<{ scans: ScanRecord[] }>(`/scans?limit=${Number(o.limit)}`);
@@ -91,7 +128,10 @@ export function register(program: Command): void {
             onProgress: tty ? (x) => process.stderr.write(`\rscan ${x.id}: ${x.progress.done}/${x.progress.total}`) : undefined,
           });
       if (tty && !o.show) process.stderr.write('\n');
-      process.stdout.write(o.json ? printableJson(s, 2) + '\n' : renderScan(s, useColour()));
-      if (s.state !== 'succeeded') process.exitCode = 1;
+      // a stored scan (--show) is judged here; a new one came back judged by the coordinator
+      const verdict = gate ? (o.show || !s.gate ? evaluateScanGate(s, gate) : s.gate) : undefined;
+      const record = verdict ? { ...s, gate: verdict } : s;
+      process.stdout.write(o.json ? printableJson(record, 2) + '\n' : renderScan(s, useColour()) + (verdict ? formatGate(printableDeep(verdict)) : ''));
+      if (s.state !== 'succeeded' || (verdict && !verdict.passed)) process.exitCode = 1;
     });
 }

@@ -17,7 +17,11 @@ export class ScansController {
 
   @Post()
   @HttpCode(202)
-  @ApiOperation({ summary: 'scan the fabric: every pair of agents (sendRecv), ring all-reduce over all and the halves, slow agents and links flagged; runs in the background, 409 while a scan runs' })
+  @ApiOperation({
+    summary:
+      'scan the fabric: every pair of agents (sendRecv), ring all-reduce over all and the halves, slow agents and links flagged; runs in the background, 409 while a scan runs. ' +
+      'With `gate` (failOnFlagged, minBusBwGBs, minLinkBandwidthGBs, maxLatencyUs) the finished record carries `gate: { passed, failures, met }`: a pre-flight check before a job',
+  })
   @ApiZodBody(ScanRequestSchema)
   @ApiZodResponse(ScanRecordSchema, { status: 202, errors: [400, 404, 409] })
   start(@ApiInput(ScanRequestSchema) req: ScanRequest): Promise<ScanRecord> {

@@ -10,7 +10,7 @@
 // its agents are busy is tried again after the last round, then skipped with the reason.
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'crypto';
-import { JobRecord, JobRequestInput, JobRequestSchema, ScanCollective, ScanLink, ScanRecord, ScanRequest, SCAN_LIST_MAX, isFinished } from '@cmesh/protocol';
+import { JobRecord, JobRequestInput, JobRequestSchema, ScanCollective, ScanLink, ScanRecord, ScanRequest, SCAN_LIST_MAX, evaluateScanGate, isFinished } from '@cmesh/protocol';
 import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { AgentDirectory, AgentView } from '../jobs/agent-directory';
 import { JobsService } from '../jobs/jobs.service';
@@ -232,6 +232,7 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
     }
     rec.finishedAt = new Date().toISOString();
     rec.wallMs = Date.now() - startedAt;
+    if (rec.request.gate) rec.gate = evaluateScanGate(rec, rec.request.gate);
     await this.save(rec);
     this.log.log(`scan ${rec.id} ${rec.state} in ${rec.wallMs} ms: ${rec.findings?.verdict ?? rec.reason ?? ''}`);
   }

@@ -1,0 +1,67 @@
+// A scan as a pre-flight check before a job lands on the agents: thresholds the finished scan must
+// meet (no flagged agent or link, the ring all-reduce's busbw, every link's bandwidth and latency)
+// and the verdict, pass or fail with one line per failure. `cmesh scan --fail-on-flagged
+// --min-busbw 1 ...` and `POST /scans` with `gate` use the same thresholds and the same verdict.
+import { z } from 'zod';
+import type { ScanRecord } from './scans';
+
+export const ScanGateSchema = z.object({
+  /** fail when any agent or link is flagged slow */
+  failOnFlagged: z.boolean().default(false),
+  /** fail when the ring all-reduce over all agents reaches less busbw, GB/s (nccl-tests' busbw) */
+  minBusBwGBs: z.number().nonnegative().optional(),
+  /** fail when any measured link carries less, GB/s */
+  minLinkBandwidthGBs: z.number().nonnegative().optional(),
+  /** fail when any measured link's latency is above this, microseconds */
+  maxLatencyUs: z.number().positive().optional(),
+});
+export type ScanGate = z.infer<typeof ScanGateSchema>;
+export type ScanGateInput = z.input<typeof ScanGateSchema>;
+
+export const ScanGateResultSchema = z.object({
+  passed: z.boolean(),
+  /** why it failed, one line each: "agent-1 flagged", "busbw 0.41 GB/s < 1 GB/s" */
+  failures: z.array(z.string()),
+  /** what was checked and met, one line each */
+  met: z.array(z.string()),
+});
+export type ScanGateResult = z.infer<typeof ScanGateResultSchema>;
+
+const gbs = (x: number) => `${+x.toFixed(3)} GB/s`;
+const us = (x: number) => `${+x.toFixed(1)} us`;
+
+/** The verdict of `gate` on a scan; a scan that did not succeed, or a link that failed, fails it. */
+export function evaluateScanGate(rec: Pick<ScanRecord, 'state' | 'reason' | 'links' | 'collectives' | 'findings'>, gate: ScanGate): ScanGateResult {
+  const failures: string[] = [];
+  const met: string[] = [];
+  if (rec.state !== 'succeeded') failures.push(`scan ${rec.state}${rec.reason ? `: ${rec.reason}` : ''}`);
+  for (const l of rec.links) if (l.state === 'failed') failures.push(`link ${l.a}-${l.b} failed${l.reason ? `: ${l.reason}` : ''}`);
+  const ok = rec.links.filter((l) => l.state === 'ok');
+  if (gate.failOnFlagged) {
+    const agents = rec.findings?.flaggedAgents ?? [];
+    const links = rec.findings?.flaggedLinks ?? [];
+    for (const a of agents) failures.push(`agent ${a} flagged slow`);
+    for (const l of links) failures.push(`link ${l.a}-${l.b} flagged slow (${+l.ratio.toFixed(2)}x the reference)`);
+    if (rec.findings && !agents.length && !links.length) met.push('no agent or link flagged');
+  }
+  if (gate.minBusBwGBs !== undefined) {
+    const all = rec.collectives.find((c) => c.name === 'all');
+    if (!all) failures.push('busbw not measured: no ring all-reduce over all agents (collectives off, or fewer than 3 agents)');
+    else if (all.state !== 'ok' || all.busBwGBs === undefined) failures.push(`busbw not measured: the ring all-reduce over all agents ${all.state}${all.reason ? `: ${all.reason}` : ''}`);
+    else if (all.busBwGBs < gate.minBusBwGBs) failures.push(`busbw ${gbs(all.busBwGBs)} < ${gbs(gate.minBusBwGBs)} (ring all-reduce over ${all.agents.length} agents)`);
+    else met.push(`busbw ${gbs(all.busBwGBs)} >= ${gbs(gate.minBusBwGBs)}`);
+  }
+  if (gate.minLinkBandwidthGBs !== undefined) {
+    const min = gate.minLinkBandwidthGBs;
+    const below = ok.filter((l) => l.bandwidthGBs !== undefined && l.bandwidthGBs < min);
+    for (const l of below) failures.push(`link ${l.a}-${l.b} bandwidth ${gbs(l.bandwidthGBs!)} < ${gbs(min)}`);
+    if (!below.length && ok.length) met.push(`every link >= ${gbs(min)}`);
+  }
+  if (gate.maxLatencyUs !== undefined) {
+    const max = gate.maxLatencyUs;
+    const above = ok.filter((l) => l.latencyUs !== undefined && l.latencyUs > max);
+    for (const l of above) failures.push(`link ${l.a}-${l.b} latency ${us(l.latencyUs!)} > ${us(max)}`);
+    if (!above.length && ok.length) met.push(`every link <= ${us(max)}`);
+  }
+  return { passed: failures.length === 0, failures, met };
+}

@@ -25,9 +25,16 @@ function memberWorkers(agentPid: number): number[] {
   });
 }
 
+/** A series with its labels in one order (prom-client writes the cluster label first in histograms, last elsewhere). */
+function canonical(series: string): string {
+  const m = /^([^{\s]+)(?:\{(.*)\})?$/.exec(series);
+  return m ? `${m[1]}{${(m[2]?.match(/\w+="(?:[^"\\]|\\.)*"/g) ?? []).sort().join(',')}}` : series;
+}
+
 function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+  const want = canonical(series);
+  const line = text.split('\n').find((l) => l && !l.startsWith('#') && canonical(l.slice(0, l.lastIndexOf(' '))) === want);
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 describe('watching collectives as a service on a mesh of 3 agents', () => {
@@ -94,12 +101,12 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     // each member's agent: one allReduce of 1000 float32 and one barrier, labelled with the name
     for (const j of joined) {
       const text = await metrics(j.agent!);
-      const l = '{group="obs-quick",op="all_reduce",dtype="float32"}';
+      const l = '{group="obs-quick",op="all_reduce",dtype="float32",cluster="default"}';
       expect([j.agent, sample(text, `cmesh_service_op_duration_seconds_count${l}`)]).toEqual([j.agent, 1]);
       expect(sample(text, `cmesh_service_op_duration_seconds_sum${l}`)).toBeGreaterThan(0);
       expect(sample(text, `cmesh_service_op_bytes_total${l}`)).toBe(4000);
       expect(sample(text, `cmesh_service_op_bus_bytes_total${l}`)).toBe(4000 * busBwFactor('allReduce', 2));
-      expect(sample(text, 'cmesh_service_op_duration_seconds_count{group="obs-quick",op="barrier",dtype="uint8"}')).toBe(1);
+      expect(sample(text, 'cmesh_service_op_duration_seconds_count{group="obs-quick",op="barrier",dtype="uint8",cluster="default"}')).toBe(1);
     }
     // the third agent ran nothing of it
     const idle = Object.keys(agentUrls).find((a) => !joined.some((j) => j.agent === a))!;
@@ -134,7 +141,7 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
       expect(Date.now() - Date.parse(d!.inFlight!.ranks[r].running!.since)).toBeLessThan(60_000);
     }
     expect(d!.inFlight!.ranks[victim]).toMatchObject({ running: null, queued: 0, opsDone: 1 });
-    for (const j of joined) expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8"}')).toBe(1);
+    for (const j of joined) expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8",cluster="default"}')).toBe(1);
 
     expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ tcp +│ [^│]*${victim} o-victim@${joined[1].agent}`));
     // and the live page

@@ -7,7 +7,8 @@
 // PodDisruptionBudget, NetworkPolicies that admit exactly the ports in use, an images: block
 // with the registry a placeholder the user sets, NATS scraped through its exporter; the
 // monitoring overlay's ServiceMonitor, PodMonitors and PrometheusRule against the operator's
-// schemas; and the documents' quickstart applied in order to an empty cluster (modelled: no
+// schemas; the examples of k8s/examples/ (rendered, valid, their images from the user's
+// registry); and the documents' quickstart applied in order to an empty cluster (modelled: no
 // cluster runs here), the Secrets server-side.
 import { execFileSync, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'fs';
@@ -631,4 +632,21 @@ describe('the quickstart, in the order the documents give it, on an empty cluste
     const secrets = loadAll(out) as K8sObject[];
     expect(secrets.map((s) => [s.kind, s.stringData, typeof s.data])).toEqual(secrets.map(() => ['Secret', undefined, 'object']));
   });
+});
+
+describe.each(readdirSync(join(ROOT, 'k8s/examples')).map((d) => [`k8s/examples/${d}`, join(ROOT, 'k8s/examples', d)]))('%s', (_name, dir) => {
+  it('renders as kubectl kustomize does, valid against the API schemas, strictly; in the namespace, its images from the registry the user sets', () => {
+    const mine = renderKustomization(dir);
+    if (hasKubectl) {
+      const theirs = loadAll(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })) as K8sObject[];
+      expect(theirs).toEqual(mine);
+    }
+    for (const r of validate(mine)) expect(r).toEqual({ key: r.key, error: null });
+    expect(strictFieldErrors(mine)).toEqual([]);
+    for (const o of mine) expect([keyOf(o), o.metadata.namespace]).toEqual([keyOf(o), 'cmesh']);
+    const spec = (o: K8sObject) => o.spec?.template?.spec ?? o.spec?.jobTemplate?.spec?.template?.spec;
+    const images = mine.flatMap((o) => [...(spec(o)?.initContainers ?? []), ...(spec(o)?.containers ?? [])].map((c: any) => c.image as string));
+    expect(images.length).toBeGreaterThan(0);
+    for (const i of images) expect(i).toMatch(/^registry\.example\.com\//);
+  }, 60_000);
 });

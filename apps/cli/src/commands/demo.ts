@@ -9,6 +9,7 @@ import { runDemo } from '../mesh/demo-script';
 import { startMesh } from '../mesh/launch';
 import { withMesh } from '../mesh/lifetime';
 import { formatEndpoints, metricsEndpoints } from '../mesh/metrics-endpoints';
+import { UsageError } from '../usage';
 
 export function register(program: Command): void {
   program
@@ -21,7 +22,7 @@ export function register(program: Command): void {
       const out = (s: string) => process.stdout.write(s);
       const log = (s: string) => out(s + '\n');
       const agents = Number(o.agents);
-      if (!Number.isInteger(agents) || agents < 1 || agents > 64) throw new RangeError(`--agents must be an integer in [1, 64], got ${o.agents}`);
+      if (!Number.isInteger(agents) || agents < 1 || agents > 64) throw new UsageError(`--agents must be an integer in [1, 64], got ${o.agents}`);
       const t0 = Date.now();
       log(`cmesh demo: starting nats-server, the coordinator and ${agents} agents`);
       const tail: string[] = [];

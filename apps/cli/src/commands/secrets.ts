@@ -12,6 +12,7 @@ import { readFileSync } from 'fs';
 import { Command } from 'commander';
 import { checkClusterName, clusterNames, deploymentNatsUsers, MIN_SECRET_LENGTH, natsAuthorization } from '@cmesh/protocol';
 import { prepareMeshAuth } from '../mesh/mesh-auth';
+import { UsageError } from '../usage';
 
 /**
  * The Secrets k8s/base reads. `auth`: the API token, the coordinator's and the tenants' NATS
@@ -37,7 +38,7 @@ const MAX_AGENTS = 1024;
 
 function count(name: string, v: string): number {
   const n = Number(v);
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1 || n > MAX_AGENTS) throw new RangeError(`${name} must be an integer in [1, ${MAX_AGENTS}], got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1 || n > MAX_AGENTS) throw new UsageError(`${name} must be an integer in [1, ${MAX_AGENTS}], got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -46,21 +47,21 @@ const collect = (v: string, all: string[]) => [...all, v];
 /** Tenants' NATS users: valid names, none one of the deployment's own logins. */
 function checkTenants(tenants: string[], agents: string[]): string[] {
   for (const t of tenants) {
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(t)) throw new RangeError(`--tenant ${JSON.stringify(t)}: letters, digits, _ and - only (1..64)`);
-    if (t === 'coordinator' || agents.includes(t)) throw new RangeError(`--tenant ${JSON.stringify(t)}: the name of one of the deployment's own logins`);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(t)) throw new UsageError(`--tenant ${JSON.stringify(t)}: letters, digits, _ and - only (1..64)`);
+    if (t === 'coordinator' || agents.includes(t)) throw new UsageError(`--tenant ${JSON.stringify(t)}: the name of one of the deployment's own logins`);
   }
   return [...new Set(tenants)];
 }
 
 function checkPrefix(prefix: string): string {
   // an agent's id and NATS user: `<prefix><i>`, at most 64 of [A-Za-z0-9_-]
-  if (!/^[A-Za-z0-9_-]{1,50}$/.test(prefix)) throw new RangeError(`--agent-prefix ${JSON.stringify(prefix)}: letters, digits, _ and - only (1..50)`);
+  if (!/^[A-Za-z0-9_-]{1,50}$/.test(prefix)) throw new UsageError(`--agent-prefix ${JSON.stringify(prefix)}: letters, digits, _ and - only (1..50)`);
   return prefix;
 }
 
 /** A Kubernetes object or namespace name (DNS-1123 label): nothing else reaches the YAML. */
 function dnsLabel(flag: string, v: string): string {
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(v)) throw new RangeError(`${flag} ${JSON.stringify(v)}: lower-case letters, digits and - (1..63), starting and ending with a letter or digit`);
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(v)) throw new UsageError(`${flag} ${JSON.stringify(v)}: lower-case letters, digits and - (1..63), starting and ending with a letter or digit`);
   return v;
 }
 
@@ -87,13 +88,13 @@ export function secretValues(text: string, source: string): Map<string, string> 
   try {
     doc = JSON.parse(text);
   } catch {
-    throw new RangeError(`--keep ${source}: not JSON (give it kubectl get secret ... -o json)`);
+    throw new UsageError(`--keep ${source}: not JSON (give it kubectl get secret ... -o json)`);
   }
   const items = (doc as { kind?: string; items?: unknown[] })?.kind === 'List' ? (doc as { items: unknown[] }).items : [doc];
   const out = new Map<string, string>();
   for (const item of items) {
     const s = item as { kind?: string; data?: Record<string, string>; stringData?: Record<string, string> };
-    if (s?.kind !== 'Secret') throw new RangeError(`--keep ${source}: holds a ${JSON.stringify(s?.kind)}, not a Secret`);
+    if (s?.kind !== 'Secret') throw new UsageError(`--keep ${source}: holds a ${JSON.stringify(s?.kind)}, not a Secret`);
     for (const [k, v] of Object.entries(s.data ?? {})) out.set(k, Buffer.from(v, 'base64').toString('utf8'));
     for (const [k, v] of Object.entries(s.stringData ?? {})) out.set(k, v);
   }
@@ -118,7 +119,7 @@ export function k8sSecrets(o: K8sSecretsOptions): string {
     const kept = o.keep?.get(key);
     if (kept === undefined) return randomBytes(32).toString('base64url');
     // names the key, never what is in it
-    if (kept.trim().length < MIN_SECRET_LENGTH) throw new RangeError(`--keep: ${key} holds ${kept.trim().length} characters; a secret needs at least ${MIN_SECRET_LENGTH}`);
+    if (kept.trim().length < MIN_SECRET_LENGTH) throw new UsageError(`--keep: ${key} holds ${kept.trim().length} characters; a secret needs at least ${MIN_SECRET_LENGTH}`);
     return kept.trim();
   };
   const passwords = new Map<string, string>();

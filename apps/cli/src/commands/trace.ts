@@ -5,9 +5,10 @@
 import { Command } from 'commander';
 import { analyzeTraces, formatReports, readDumps } from '@cmesh/collectives';
 import * as fs from 'fs';
+import { UsageError } from '../usage';
 
 export function mergeTraces(dir: string): { text: string; reports: ReturnType<typeof analyzeTraces> } {
-  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new Error(`trace merge: ${dir} is not a directory`);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UsageError(`trace merge: ${dir} is not a directory`);
   const dumps = readDumps(dir);
   if (!dumps.length) throw new Error(`trace merge: no flight recorder dumps (cmesh_trace_rank_<rank>.json) in ${dir}`);
   const reports = analyzeTraces(dumps);

@@ -7,6 +7,7 @@ import { startMesh } from '../mesh/launch';
 import { holdMesh } from '../mesh/lifetime';
 import { CLIENT_USER } from '../mesh/mesh-auth';
 import { stateDir } from '../mesh/state-dir';
+import { UsageError } from '../usage';
 
 interface UpOpts {
   agents: string;
@@ -23,7 +24,7 @@ interface UpOpts {
 
 function int(name: string, v: string, min: number, max: number): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new RangeError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -31,8 +32,8 @@ const collect = (v: string, all: string[]) => [...all, v];
 
 /** A tenant's NATS user name: not one of the mesh's own logins. */
 export function tenantName(v: string): string {
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(v)) throw new RangeError(`--tenant ${JSON.stringify(v)}: letters, digits, _ and - only (1..64)`);
-  if (v === 'coordinator' || /^agent-\d+$/.test(v)) throw new RangeError(`--tenant ${JSON.stringify(v)}: the name of one of the mesh's own logins`);
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(v)) throw new UsageError(`--tenant ${JSON.stringify(v)}: letters, digits, _ and - only (1..64)`);
+  if (v === 'coordinator' || /^agent-\d+$/.test(v)) throw new UsageError(`--tenant ${JSON.stringify(v)}: the name of one of the mesh's own logins`);
   return v;
 }
 

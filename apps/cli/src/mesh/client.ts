@@ -4,7 +4,7 @@ import { JobRecord, JobRequestInput, isFinished, readSecretSetting } from '@cmes
 import { UsageError } from '../usage';
 import { stateDirFiles } from './state-dir';
 
-export const DEFAULT_COORDINATOR = process.env.CMESH_COORDINATOR ?? 'http://127.0.0.1:7700';
+export const DEFAULT_COORDINATOR = process.env.CMESH_COORDINATOR || 'http://127.0.0.1:7700';
 
 export class MeshApiError extends Error {
   override name = 'MeshApiError';

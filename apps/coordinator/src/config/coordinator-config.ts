@@ -4,7 +4,7 @@
 import { readFileSync } from 'fs';
 import { hostname } from 'os';
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, JOB_MAX_BYTES_CEILING, JOB_MAX_BYTES_DEFAULT, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
+import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, JOB_MAX_BYTES_CEILING, JobBackendSchema, JOB_MAX_BYTES_DEFAULT, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
 import type { ApiTokens } from '../http/api-auth.guard';
 import { DEFAULT_JOB_QUEUE_MAX } from '../jobs/job-limits';
 
@@ -57,6 +57,12 @@ export const CoordinatorSettings = z.object({
     flag: '--scan-every',
     help: 'the leader replica scans the idle agents this often (30m, 1h, 90s; 0 or off: never)',
     defaultText: 'off',
+  }),
+  /** what the scheduled scans measure: a GPU cluster watches NCCL itself, not only the CPU data plane */
+  scanBackend: setting(JobBackendSchema.default('tcp'), {
+    env: 'CMESH_SCAN_BACKEND',
+    flag: '--scan-backend',
+    help: "backend of the scheduled scans: tcp (the CPU data plane) or nccl (NCCL between the agents' GPUs)",
   }),
   /** one store bucket (a job's, a service group's, a nats:// or `cmesh run` rendezvous) may hold this many bytes */
   storeMaxBytes: setting(intSetting(1024, 2 ** 40).default(DEFAULT_STORE_MAX_BYTES), {

@@ -1,6 +1,7 @@
 // Scheduled scans (--scan-every, CMESH_SCAN_EVERY): on the leader replica only, a scan of the idle
 // agents when the newest scan in the bucket (any replica's, any trigger) is older than the
-// interval, so a new leader does not scan again at once. Never two at once (the scan lease).
+// interval, so a new leader does not scan again at once. Never two at once (the scan lease). On the
+// backend of --scan-backend (CMESH_SCAN_BACKEND): nccl on a GPU cluster.
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { ScanRequestSchema } from '@cmesh/protocol';
 import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
@@ -38,7 +39,7 @@ export class ScanSchedule implements OnModuleInit {
       const [last] = await this.store.list(1);
       if (last && now - Date.parse(last.finishedAt ?? last.createdAt) < this.config.scanEveryMs) return;
       if (last?.state === 'running' && (await this.store.holder(now))) return;
-      await this.scans.start(ScanRequestSchema.parse({}), 'schedule');
+      await this.scans.start(ScanRequestSchema.parse({ backend: this.config.scanBackend }), 'schedule');
     } catch (e) {
       // try again in a minute at most (or the interval, when shorter)
       this.notBefore = now + Math.min(60_000, this.config.scanEveryMs);

@@ -25,9 +25,108 @@ class Backoff {
 
 }  // namespace
 
+thread_local uint64_t GpuRuntime::owner_ = 0;
+
 GpuRuntime::GpuRuntime(const RuntimeOptions& opts) {
   cuda_ = loadCuda(opts.cudartLib, cuda);
   nccl_ = loadNccl(opts.ncclLib, nccl);
+  if (available()) watchdogThread_ = std::thread([this] { watchdog(); });
+}
+
+GpuRuntime::~GpuRuntime() {
+  stopping_ = true;
+  if (watchdogThread_.joinable()) watchdogThread_.join();
+}
+
+// The executor's own deadline checks run between library calls. A call that blocks (a launch
+// that sets up its connections and waits for a peer, a launch into a full queue) is past them:
+// as torch's watchdog does, this thread aborts the communicator once that call outlives its
+// request's deadline, and NCCL's abort makes the blocked call return. It aborts only a
+// communicator whose executor is inside such a call, so no other NCCL call on it races the abort.
+void GpuRuntime::watchdog() {
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kWatchdogPeriodMs));
+    std::vector<CommPtr> live;
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      for (auto it = watched_.begin(); it != watched_.end();) {
+        if (auto c = it->lock()) {
+          live.push_back(std::move(c));
+          ++it;
+        } else {
+          it = watched_.erase(it);
+        }
+      }
+    }
+    for (auto& cp : live) {
+      Comm& c = *cp;
+      {
+        std::lock_guard<std::mutex> lk(c.m);
+        if (c.aborted || !c.inCall || Deadline::Clock::now() < c.inCallDeadline) continue;
+        abortLocked(c, "the sidecar's watchdog aborted it: " + c.inCallWhat + " was still inside NCCL at its deadline of " +
+                           std::to_string(c.inCallBudgetMs) + " ms (rank " + std::to_string(c.rank) + " of " +
+                           std::to_string(c.nranks) + ")",
+                    false, codes::kTimeout);
+      }
+      c.cv.notify_all();
+    }
+  }
+}
+
+GpuRuntime::InCall::InCall(Comm& c, const Deadline& d, const std::string& what) : c_(c) {
+  std::lock_guard<std::mutex> lk(c.m);
+  c.inCall = true;
+  c.inCallWhat = what;
+  c.inCallDeadline = d.at();
+  c.inCallBudgetMs = d.budgetMs();
+}
+
+GpuRuntime::InCall::~InCall() {
+  std::lock_guard<std::mutex> lk(c_.m);
+  c_.inCall = false;
+}
+
+ncclComm_t GpuRuntime::handleOf(Comm& c, const std::string& what) {
+  std::unique_lock<std::mutex> lk(c.m);
+  if (c.aborted) {
+    lk.unlock();
+    abortAndThrow(c, codes::kAborted, what);
+  }
+  return c.comm;
+}
+
+void GpuRuntime::checkComm(Comm& c, cudaError_t e, const std::string& what) {
+  if (e != kCudaSuccess) abortAndThrow(c, codes::kCudaError, what + ": " + cuda.describe(e));
+}
+
+void GpuRuntime::takeScratch(Comm& c) {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    auto& pool = freeScratch_[c.device];
+    if (!pool.empty()) {
+      std::tie(c.scratch, c.hostScratch) = pool.back();
+      pool.pop_back();
+      return;
+    }
+  }
+  check(cuda.malloc(&c.scratch, sizeof(double)), "cudaMalloc(scratch)");
+  void* host = nullptr;
+  cudaError_t e = cuda.mallocHost(&host, sizeof(double));
+  if (e != kCudaSuccess) {
+    returnScratch(c);  // the device half goes back to the pool
+    check(e, "cudaMallocHost(scratch)");
+  }
+  c.hostScratch = static_cast<double*>(host);
+}
+
+void GpuRuntime::returnScratch(Comm& c) {
+  // A slot whose stream may still copy into it (work left after an abort) is not reused.
+  if (c.scratch && (!c.stream || cuda.streamQuery(c.stream) == kCudaSuccess)) {
+    std::lock_guard<std::mutex> lk(m_);
+    freeScratch_[c.device].emplace_back(c.scratch, c.hostScratch);
+  }
+  c.scratch = nullptr;
+  c.hostScratch = nullptr;
 }
 
 std::string GpuRuntime::unavailableReason() const {
@@ -74,10 +173,9 @@ bool GpuRuntime::handles(Op op) {
 }
 
 Response GpuRuntime::handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& d, uint64_t owner) {
-  owner_ = owner;  // the GPU thread runs one request at a time
+  owner_ = owner;  // an executor thread runs one request at a time
   switch (req.op) {
     case Op::GetUniqueId: return getUniqueId();
-    case Op::CommInitRank: return commInitRank(req, payload, d);
     case Op::Alloc: return alloc(req);
     case Op::Free: return free(req);
     case Op::Memset: return memset(req, d);
@@ -146,6 +244,7 @@ char* GpuRuntime::span(const Buffer& b, size_t offset, size_t bytes, const char*
 }
 
 cudaStream_t GpuRuntime::copyStream(int device) {
+  std::lock_guard<std::mutex> lk(m_);  // connections' executors copy concurrently
   auto it = copyStreams_.find(device);
   if (it != copyStreams_.end()) return it->second;
   cudaStream_t s = nullptr;
@@ -167,18 +266,18 @@ void GpuRuntime::waitStream(cudaStream_t s, const Deadline& d, const std::string
 }
 
 void GpuRuntime::releaseComm(Comm& c) {
+  // No cudaFree here: it synchronises the whole device, so an abort would wait on the kernels of
+  // every other communicator there (a hung one included). Scratch slots go back to a pool.
+  returnScratch(c);
   if (c.start) cuda.eventDestroy(c.start);
   if (c.stop) cuda.eventDestroy(c.stop);
   if (c.sync) cuda.eventDestroy(c.sync);
   if (c.stream) cuda.streamDestroy(c.stream);
-  // After the abort nothing is queued on the communicator's stream, so this free does not wait on it.
-  if (c.scratch) cuda.free(c.scratch);
   c.start = c.stop = c.sync = nullptr;
   c.stream = nullptr;
-  c.scratch = nullptr;
 }
 
-void GpuRuntime::abortLocked(Comm& c, const std::string& reason, bool releaseResources) {
+void GpuRuntime::abortLocked(Comm& c, const std::string& reason, bool releaseResources, const std::string& code) {
   if (!c.aborted) {
     cuda.setDevice(c.device);
     if (c.comm) nccl.commAbort(c.comm);
@@ -186,6 +285,7 @@ void GpuRuntime::abortLocked(Comm& c, const std::string& reason, bool releaseRes
     c.comm = c.parent = nullptr;
     c.aborted = true;
     c.abortReason = reason;
+    c.abortCode = code;
   }
   if (releaseResources) releaseComm(c);
 }
@@ -194,26 +294,35 @@ void GpuRuntime::abortAndThrow(Comm& c, const std::string& code, const std::stri
   {
     std::lock_guard<std::mutex> lk(c.m);
     if (c.aborted) {
-      // A connection thread aborted it while this thread was inside a library call.
+      // Another thread (an abort request, the watchdog) aborted it while this one was inside a
+      // library call: later requests get the error that abort stands for.
       releaseComm(c);
-      throw SidecarError(codes::kAborted, reason + "; the communicator was aborted: " + c.abortReason);
+      throw SidecarError(c.abortCode.empty() ? codes::kAborted : c.abortCode,
+                         reason + "; communicator aborted: " + c.abortReason);
     }
-    abortLocked(c, reason, true);
+    abortLocked(c, reason, true, code == codes::kTimeout ? codes::kTimeout : codes::kAborted);
   }
   c.cv.notify_all();
   throw SidecarError(code, reason + "; communicator aborted");
 }
 
 void GpuRuntime::checkAbortRequest(Comm& c, const std::string& what) {
-  if (c.abortRequested) abortAndThrow(c, codes::kAborted, what + " was interrupted by an abort request");
+  if (!c.abortRequested) return;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lk(c.m);
+    why = c.abortRequestReason;
+  }
+  abortAndThrow(c, codes::kAborted, what + (why.empty() ? " was interrupted by an abort request" : ": " + why));
 }
 
 void GpuRuntime::waitComm(Comm& c, const Deadline& d, const std::string& what, ncclComm_t comm,
                           const ncclComm_t* written) {
-  if (!comm) comm = c.comm;
+  const bool own = !comm;
   Backoff backoff;
   for (;;) {
     checkAbortRequest(c, what);
+    if (own) comm = handleOf(c, what);
     ncclResult_t st = kNcclSuccess;
     ncclResult_t r = nccl.commGetAsyncError(comm, &st);
     if (r != kNcclSuccess)
@@ -232,14 +341,15 @@ void GpuRuntime::waitEvent(Comm& c, cudaEvent_t ev, const Deadline& d, const std
   Backoff backoff;
   for (;;) {
     checkAbortRequest(c, what);
+    const ncclComm_t comm = handleOf(c, what);
     cudaError_t e = cuda.eventQuery(ev);
     if (e != kCudaSuccess && e != kCudaErrorNotReady) abortAndThrow(c, codes::kCudaError, what + ": " + cuda.describe(e));
     // also once the work is done: a collective whose peer failed is no result (on a blocking
     // communicator nothing else reports it)
     ncclResult_t st = kNcclSuccess;
-    nccl.commGetAsyncError(c.comm, &st);
+    nccl.commGetAsyncError(comm, &st);
     if (st != kNcclSuccess && st != kNcclInProgress)
-      abortAndThrow(c, codes::kNcclError, what + ": asynchronous NCCL error " + nccl.describe(st, c.comm));
+      abortAndThrow(c, codes::kNcclError, what + ": asynchronous NCCL error " + nccl.describe(st, comm));
     if (e == kCudaSuccess) return;
     if (d.expired())
       abortAndThrow(c, codes::kTimeout,
@@ -260,7 +370,71 @@ Response GpuRuntime::getUniqueId() {
   return out;
 }
 
-Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d) {
+std::string GpuRuntime::claimInit(const Request& req, const std::vector<uint8_t>& payload, uint64_t owner) {
+  if (payload.size() != sizeof(ncclUniqueId)) return "";  // commInitRank reports it
+  const std::string key = toHex(payload.data(), payload.size());
+  const int rank = static_cast<int>(req.rank);
+  std::lock_guard<std::mutex> lk(m_);
+  auto it = claims_.find(key);
+  if (it == claims_.end()) {
+    claims_[key] = {rank, {}};
+    return key;
+  }
+  // NCCL wants one process per rank of a communicator here: local ranks that share one sidecar
+  // socket would each wait for the other's init. Both fail now, saying why.
+  const std::string why = "ranks " + std::to_string(it->second.first) + " and " + std::to_string(rank) +
+                          " of one communicator on one sidecar: give each local rank its own sidecar (its own " +
+                          "CMESH_NCCL_SOCKET, or none so that each process spawns one)";
+  if (auto first = it->second.second.lock()) {
+    {
+      std::lock_guard<std::mutex> g(first->m);
+      first->abortRequestReason = why;
+    }
+    first->abortRequested = true;
+  } else {
+    refused_[key] = why;  // its init has not started yet
+  }
+  throw SidecarError(codes::kInvalidArgument, "commInitRank: " + why);
+}
+
+void GpuRuntime::releaseInit(const std::string& claim) {
+  if (claim.empty()) return;
+  std::lock_guard<std::mutex> lk(m_);
+  claims_.erase(claim);
+  refused_.erase(claim);
+}
+
+void GpuRuntime::checkDevice(Comm& c, const std::string& what) {
+  if (!nccl.commCuDevice) return;
+  int device = -1;
+  ncclResult_t r = nccl.commCuDevice(handleOf(c, what), &device);
+  if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": ncclCommCuDevice: " + nccl.describe(r));
+  if (device != c.device)
+    abortAndThrow(c, codes::kNcclError,
+                  what + ": NCCL placed this rank on CUDA device " + std::to_string(device) + ", the request asked for device " +
+                      std::to_string(c.device) + " (NCCL takes the calling thread's current device)");
+}
+
+std::shared_ptr<Executor> GpuRuntime::executorOf(int64_t handle, uint64_t owner) const {
+  std::lock_guard<std::mutex> lk(m_);
+  auto it = comms_.find(handle);
+  if (it == comms_.end() || it->second->owner != owner) return nullptr;
+  return it->second->exec;
+}
+
+Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d,
+                                  uint64_t owner, std::shared_ptr<Executor> exec, const std::string& claim) {
+  owner_ = owner;
+  struct Release {
+    GpuRuntime* rt;
+    std::string claim;
+    std::shared_ptr<Executor> exec;
+    bool ok = false;
+    ~Release() {
+      rt->releaseInit(claim);
+      if (!ok && exec) exec->close();  // no communicator will use it
+    }
+  } release{this, claim, exec};
   requireNccl();
   // decodeRequest checked nranks, rank < nranks and the 128-byte payload (the ncclUniqueId).
   int nranks = static_cast<int>(req.nranks);
@@ -278,29 +452,45 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
   c->rank = rank;
   c->nranks = nranks;
   c->owner = owner_;
+  c->exec = exec;
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    auto refused = refused_.find(claim);
+    if (refused != refused_.end()) throw SidecarError(codes::kAborted, "commInitRank: " + refused->second);
+    auto cl = claims_.find(claim);
+    if (cl != claims_.end()) cl->second.second = c;
+    watched_.push_back(c);
+  }
   const std::string what = "ncclCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")";
   c->nonblocking = nccl_.nonblocking;
   ncclResult_t r;
+  ncclComm_t made = nullptr;
   if (nccl_.nonblocking && nccl.commInitRankConfig) {
     NcclConfig config;
     config.blocking = 0;
-    r = nccl.commInitRankConfig(&c->comm, nranks, id, rank, &config);
+    r = nccl.commInitRankConfig(&made, nranks, id, rank, &config);
   } else {
-    r = nccl.commInitRank(&c->comm, nranks, id, rank);
+    r = nccl.commInitRank(&made, nranks, id, rank);
+  }
+  {
+    std::lock_guard<std::mutex> lk(c->m);
+    c->comm = made;
   }
   if (r != kNcclSuccess && r != kNcclInProgress) {
-    std::string msg = what + ": " + nccl.describe(r, c->comm);
-    if (c->comm) nccl.commAbort(c->comm);
+    std::string msg = what + ": " + nccl.describe(r, made);
+    std::lock_guard<std::mutex> lk(c->m);
+    abortLocked(*c, msg, true);
     throw SidecarError(codes::kNcclError, msg);
   }
   if (r == kNcclInProgress || c->nonblocking) waitComm(*c, d, what);  // aborts on error or deadline
   if (nccl_.splitLaunches) splitBlocking(*c, d, what);
+  checkDevice(*c, what);
   try {
     check(cuda.streamCreateWithFlags(&c->stream, kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check(cuda.eventCreateWithFlags(&c->start, kCudaEventDefault), "cudaEventCreate");
     check(cuda.eventCreateWithFlags(&c->stop, kCudaEventDefault), "cudaEventCreate");
     check(cuda.eventCreateWithFlags(&c->sync, kCudaEventDefault), "cudaEventCreate");
-    check(cuda.malloc(&c->scratch, sizeof(double)), "cudaMalloc(scratch)");
+    takeScratch(*c);
   } catch (...) {
     std::lock_guard<std::mutex> lk(c->m);
     abortLocked(*c, "set-up failed", true);
@@ -312,6 +502,7 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
     handle = nextHandle_++;
     comms_[handle] = c;
   }
+  release.ok = true;
   Response out;
   out.result.set("comm", handle).set("rank", rank).set("nranks", nranks).set("device", device);
   out.result.set("launches", c->nonblocking ? "non-blocking" : "blocking");
@@ -326,7 +517,7 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
 // breaks the child (NCCL 2.28 on an H200), and an abort after the child would cost ~1 s at the end.
 void GpuRuntime::splitBlocking(Comm& c, const Deadline& d, const std::string& what) {
   const std::string step = what + ": ncclCommSplit";
-  const ncclComm_t parent = c.comm;
+  const ncclComm_t parent = handleOf(c, step);
   NcclConfig config;
   config.blocking = 1;
   // NCCL writes the child from its own thread when the split completes (the parent is
@@ -437,16 +628,29 @@ Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
   return out;
 }
 
+// The value goes through pinned host memory: a copy to or from pageable memory returns only when
+// it is done, so a peer missing from this all-reduce would hold the thread inside CUDA, past every
+// deadline. From pinned memory the copies are queued and the completion event polled.
 double GpuRuntime::allReduceMax(Comm& c, double value, const Deadline& d, const std::string& what) {
-  check(cuda.memcpyAsync(c.scratch, &value, sizeof value, kCudaMemcpyHostToDevice, c.stream), "cudaMemcpyAsync(H2D)");
-  ncclResult_t r = nccl.allReduce(c.scratch, c.scratch, 1, kNcclFloat64, kNcclMax, c.comm, c.stream);
-  if (r == kNcclInProgress) waitComm(c, d, what);
-  else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, c.comm));
-  double out = 0;
-  check(cuda.memcpyAsync(&out, c.scratch, sizeof out, kCudaMemcpyDeviceToHost, c.stream), "cudaMemcpyAsync(D2H)");
-  check(cuda.eventRecord(c.sync, c.stream), "cudaEventRecord");
+  *c.hostScratch = value;
+  const ncclComm_t comm = handleOf(c, what);
+  ncclResult_t r;
+  {
+    InCall call(c, d, what);  // each call may block (a full launch queue, NCCL's lazy connect)
+    checkComm(c, cuda.memcpyAsync(c.scratch, c.hostScratch, sizeof value, kCudaMemcpyHostToDevice, c.stream),
+              what + ": cudaMemcpyAsync(H2D)");
+    r = nccl.allReduce(c.scratch, c.scratch, 1, kNcclFloat64, kNcclMax, comm, c.stream);
+  }
+  if (r == kNcclInProgress) waitComm(c, d, what);  // enqueued only then: the copy back goes after it
+  else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, comm));
+  {
+    InCall call(c, d, what);
+    checkComm(c, cuda.memcpyAsync(c.hostScratch, c.scratch, sizeof value, kCudaMemcpyDeviceToHost, c.stream),
+              what + ": cudaMemcpyAsync(D2H)");
+    checkComm(c, cuda.eventRecord(c.sync, c.stream), what + ": cudaEventRecord");
+  }
   waitEvent(c, c.sync, d, what);
-  return out;
+  return *c.hostScratch;
 }
 
 Response GpuRuntime::collective(const Request& req, const Deadline& d) {
@@ -473,28 +677,39 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
                                                       ", the communicator on device " + std::to_string(c.device));
     recv = span(b, s.recvOffset, recvBytes, "recvBuf");
   }
-  check(cuda.setDevice(c.device), "cudaSetDevice");
+  checkComm(c, cuda.setDevice(c.device), "cudaSetDevice");
   const std::string what = s.name + "(count " + std::to_string(s.count) + ", " + s.dtypeName + ")";
-  // Every error aborts the communicator (as nccl-tests does): a failed launch may leave peers
-  // inside the collective, and a later free would wait on their kernels.
+  // Every error aborts the communicator (as nccl-tests does), CUDA's included: a failed launch may
+  // leave peers inside the collective, and a later free would wait on their kernels.
+  auto record = [&](cudaEvent_t ev, const std::string& phase) {
+    InCall call(c, d, what + phase);  // a full launch queue blocks the call
+    checkComm(c, cuda.eventRecord(ev, c.stream), what + phase + ": cudaEventRecord");
+  };
   int sinceWait = 0;
   auto launch = [&](const std::string& phase) {
     checkAbortRequest(c, what);
-    ncclResult_t r = enqueueCollective(nccl, s, send, recv, c.nranks, c.rank, c.comm, c.stream);
+    const ncclComm_t comm = handleOf(c, what);
+    ncclResult_t r;
+    {
+      // The first launch on a communicator sets up its connections inside this call and waits for
+      // the peers there (NCCL's lazy connect): the watchdog ends it at the deadline.
+      InCall call(c, d, what + phase);
+      r = enqueueCollective(nccl, s, send, recv, c.nranks, c.rank, comm, c.stream);
+    }
     if (r == kNcclInProgress) waitComm(c, d, what);
-    else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, c.comm));
+    else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, comm));
     // A full CUDA launch queue would block the next launch inside the library, where neither the
     // deadline nor an abort request is seen: wait for the stream every kLaunchesPerWait launches.
     if (++sinceWait >= kLaunchesPerWait) {
       sinceWait = 0;
-      check(cuda.eventRecord(c.sync, c.stream), "cudaEventRecord");
+      record(c.sync, phase);
       waitEvent(c, c.sync, d, what + phase);
     }
   };
   auto hostStart = std::chrono::steady_clock::now();
   if (s.warmup > 0) {
     for (int i = 0; i < s.warmup; i++) launch(" warm-up");
-    check(cuda.eventRecord(c.stop, c.stream), "cudaEventRecord");
+    record(c.stop, " warm-up");
     waitEvent(c, c.stop, d, what + " warm-up");
   }
   // Ranks reach this point at different times; a 1-element all-reduce (completed) lines them up
@@ -502,14 +717,14 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
   const bool everyRank = s.kind != CollKind::Send && s.kind != CollKind::Recv && s.kind != CollKind::SendRecv;
   const bool timed = s.warmup > 0 && everyRank;
   if (timed) allReduceMax(c, 0.0, d, what + " alignment");
-  check(cuda.eventRecord(c.start, c.stream), "cudaEventRecord");
+  record(c.start, "");
   auto timedStart = std::chrono::steady_clock::now();
   for (int i = 0; i < s.iters; i++) launch("");
-  check(cuda.eventRecord(c.stop, c.stream), "cudaEventRecord");
+  record(c.stop, "");
   waitEvent(c, c.stop, d, what);
   auto hostEnd = std::chrono::steady_clock::now();
   float ms = 0;
-  check(cuda.eventElapsedTime(&ms, c.start, c.stop), "cudaEventElapsedTime");
+  checkComm(c, cuda.eventElapsedTime(&ms, c.start, c.stop), what + ": cudaEventElapsedTime");
   const double rankSeconds = static_cast<double>(ms) / 1e3 / s.iters;
   // Rank 0 is the root of rooted ops and finishes early: report the slowest rank's time.
   const double deviceSeconds = timed ? allReduceMax(c, rankSeconds, d, what + " slowest-rank time") : rankSeconds;
@@ -535,11 +750,12 @@ Response GpuRuntime::asyncError(const Request& req) {
       return out;
     }
   }
+  const ncclComm_t comm = handleOf(c, "asyncError");
   ncclResult_t st = kNcclSuccess;
-  ncclResult_t r = nccl.commGetAsyncError(c.comm, &st);
-  if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, "ncclCommGetAsyncError: " + nccl.describe(r, c.comm));
+  ncclResult_t r = nccl.commGetAsyncError(comm, &st);
+  if (r != kNcclSuccess) throw SidecarError(codes::kNcclError, "ncclCommGetAsyncError: " + nccl.describe(r, comm));
   out.result.set("aborted", false).set("result", st).set("inProgress", st == kNcclInProgress);
-  out.result.set("message", nccl.describe(st, c.comm));
+  out.result.set("message", nccl.describe(st, comm));
   return out;
 }
 
@@ -547,13 +763,13 @@ void GpuRuntime::abortFromConnection(const CommPtr& cp, const std::string& reaso
   Comm& c = *cp;
   c.abortRequested = true;
   std::unique_lock<std::mutex> lk(c.m);
-  // The GPU thread polls the request flag between library calls and aborts itself; give it a moment.
-  c.cv.wait_for(lk, std::chrono::milliseconds(kAbortHandoffMs), [&] { return !c.busy || c.aborted; });
-  if (c.aborted) return;
-  // Either the communicator is idle, or the GPU thread is stuck inside a library call (a launch
-  // blocked on a full queue, a blocking init): NCCL allows ncclCommAbort from another thread, and
-  // the GPU thread, back from the call, sees `aborted` and releases the rest.
-  abortLocked(c, reason, !c.busy);
+  // The communicator's executor polls the request flag between library calls and aborts itself
+  // (one owner: no NCCL call of its own races the abort); give it a moment. Inside a call that
+  // blocks (a launch connecting to a peer, a full queue) it cannot: abort from here then, as the
+  // watchdog does, and the blocked call returns.
+  c.cv.wait_for(lk, std::chrono::milliseconds(kAbortHandoffMs), [&] { return !c.busy || c.aborted || c.inCall; });
+  if (!c.aborted) abortLocked(c, reason, !c.busy);
+  if (c.exec) c.exec->close();  // the handle is gone: its executor ends after what is queued
 }
 
 Response GpuRuntime::abort(const Request& req, uint64_t owner) {
@@ -648,24 +864,32 @@ Response GpuRuntime::destroy(const Request& req, const Deadline& d) {
     }
     if (aborted) {
       release();
+      if (c.exec) c.exec->close();
       return Response{};
     }
     cuda.setDevice(c.device);
     try {
       if (nccl.commFinalize) {
         // Finalize flushes outstanding work; a peer that never arrives must not hang us.
-        ncclResult_t r = nccl.commFinalize(c.comm);
+        const ncclComm_t comm = handleOf(c, "ncclCommFinalize");
+        ncclResult_t r;
+        {
+          InCall call(c, d, "ncclCommFinalize");  // blocking: waits for the communicator's work
+          r = nccl.commFinalize(comm);
+        }
         if (r == kNcclInProgress || (r == kNcclSuccess && c.nonblocking)) waitComm(c, d, "ncclCommFinalize");
-        else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, "ncclCommFinalize: " + nccl.describe(r, c.comm));
+        else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, "ncclCommFinalize: " + nccl.describe(r, comm));
       }
     } catch (...) {
       release();  // aborted: the handle goes
+      if (c.exec) c.exec->close();
       throw;
     }
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> lk(c.m);
       r = nccl.commDestroy(c.comm);
+      if (c.exec) c.exec->close();
       if (c.parent) nccl.commAbort(c.parent);  // its release after the split failed; after the child is safe
       c.comm = c.parent = nullptr;
       c.aborted = true;

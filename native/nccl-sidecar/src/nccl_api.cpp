@@ -75,6 +75,7 @@ NcclProbe loadNccl(const std::string& explicitPath, NcclApi& api) {
       attempts += (attempts.empty() ? "" : "; ") + path + ": missing symbols " + missing + " (NCCL >= 2.7 needed)";
       continue;
     }
+    candidate.commCuDevice = reinterpret_cast<decltype(candidate.commCuDevice)>(findSymbol(h, "ncclCommCuDevice"));
     candidate.commFinalize = reinterpret_cast<decltype(candidate.commFinalize)>(findSymbol(h, "ncclCommFinalize"));
     candidate.commInitRankConfig = reinterpret_cast<decltype(candidate.commInitRankConfig)>(findSymbol(h, "ncclCommInitRankConfig"));
     candidate.commSplit = reinterpret_cast<decltype(candidate.commSplit)>(findSymbol(h, "ncclCommSplit"));

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <condition_variable>
@@ -110,6 +111,7 @@ void Server::serveConnection(int fd, bool exitOnShutdown) {
   limits.maxFrameBytes = opts_.maxFrameBytes;
   limits.maxTimeoutMs = static_cast<uint64_t>(opts_.maxTimeoutMs);
   FrameReader reader(fd, limits, opts_.stallTimeoutMs);
+  Ordering order;
 
   // This thread reads requests and queues GPU work in order; a writer thread answers them in the
   // same order. `abort` alone is answered at once, from here, so it can interrupt a collective
@@ -208,7 +210,7 @@ void Server::serveConnection(int fd, bool exitOnShutdown) {
     o->h.idKnown = true;
     o->h.id = req.id;
     if (req.op == Op::Ping || GpuRuntime::handles(req.op)) {
-      o->job = submit(frame, owner);
+      o->job = submit(frame, owner, order);
     } else {
       o->resp = dispatch(frame, o->shutdown, o->h, o->error, owner);
     }
@@ -223,19 +225,35 @@ void Server::serveConnection(int fd, bool exitOnShutdown) {
   end->end = true;
   push(end);
   writer.join();
+  order.conn->close();
   ::close(fd);
   releaseConnection(owner);
 }
 
-Executor::JobPtr Server::submit(Frame& frame, uint64_t owner) {
+Executor::JobPtr Server::submit(Frame& frame, uint64_t owner, Ordering& order) {
   const Request req = frame.req;
   int64_t timeoutMs = req.timeoutMs ? static_cast<int64_t>(req.timeoutMs) : opts_.defaultTimeoutMs;
   Deadline deadline(timeoutMs);
+  // Finished requests need no waiting for.
+  order.since.erase(std::remove_if(order.since.begin(), order.since.end(), [](const Executor::JobPtr& j) { return j->finished(); }),
+                    order.since.end());
+  auto afterBarrier = [&] { return order.lastBarrier ? std::vector<Executor::JobPtr>{order.lastBarrier} : std::vector<Executor::JobPtr>{}; };
+  auto barrier = [&](Executor::JobPtr job) {
+    order.lastBarrier = job;
+    order.since.clear();
+    return job;
+  };
+  auto afterAll = [&] {
+    std::vector<Executor::JobPtr> v = order.since;
+    if (order.lastBarrier) v.push_back(order.lastBarrier);
+    return v;
+  };
   if (req.op == Op::Ping) {
     // Diagnostic: holds the executor for delayMs (as a long GPU call would), so clients can
     // check liveness and that timeouts are honoured.
+    // It follows every earlier request of the connection: a ping answered says they are done.
     int64_t delayMs = req.delayMs;
-    return executor_.submit("ping", deadline, [deadline, delayMs] {
+    return barrier(order.conn->submit("ping", deadline, [deadline, delayMs] {
       int64_t wait = std::min(delayMs, std::max<int64_t>(deadline.leftMs(), 0));
       std::this_thread::sleep_for(std::chrono::milliseconds(wait));
       if (wait < delayMs)
@@ -244,14 +262,36 @@ Executor::JobPtr Server::submit(Frame& frame, uint64_t owner) {
       Response r;
       r.result.set("delayedMs", delayMs);
       return r;
-    });
+    }, afterAll()));
   }
   std::string label = std::string(opName(static_cast<uint16_t>(req.op))) + " (request " + std::to_string(req.id) + ")";
   GpuRuntime* rt = &runtime_;
   // The task owns its inputs: if the reply gives up waiting, nothing it frees is used.
   auto payload = std::make_shared<std::vector<uint8_t>>(std::move(frame.payload));
-  return executor_.submit(label, deadline,
-                          [rt, req, payload, deadline, owner] { return rt->handle(req, *payload, deadline, owner); });
+  if (req.op == Op::CommInitRank) {
+    // A new communicator gets its own executor, which its init already runs on.
+    std::string claim;
+    try {
+      claim = runtime_.claimInit(req, *payload, owner);
+    } catch (const SidecarError& e) {
+      return Executor::failed(label, deadline, e.code(), e.what());
+    }
+    auto exec = std::make_shared<Executor>();
+    auto job = exec->submit(label, deadline, [rt, req, payload, deadline, owner, exec, claim] {
+      return rt->commInitRank(req, *payload, deadline, owner, exec, claim);
+    }, afterBarrier());
+    order.since.push_back(job);
+    return job;
+  }
+  auto task = [rt, req, payload, deadline, owner] { return rt->handle(req, *payload, deadline, owner); };
+  if (req.op == Op::Collective || req.op == Op::Destroy || req.op == Op::AsyncError) {
+    std::shared_ptr<Executor> exec = runtime_.executorOf(static_cast<int64_t>(req.comm), owner);
+    if (!exec) exec = order.conn;  // an unknown handle: answered NOT_FOUND in order
+    auto job = exec->submit(label, deadline, task, afterBarrier());
+    order.since.push_back(job);
+    return job;
+  }
+  return barrier(order.conn->submit(label, deadline, task, afterAll()));
 }
 
 void Server::releaseConnection(uint64_t owner) {

@@ -414,3 +414,222 @@ TEST(sim, the_simulation_keeps_cuda_contracts_events_complete_in_order_and_cudaF
   L.cuda.eventDestroy(ev);
   L.cuda.streamDestroy(s);
 }
+
+// ---- Deadlines, independent communicators, the device, errors (the contracts a GPU run meets) ----
+
+namespace {
+
+/** A 2-rank communicator: rank 0 on server 0 (device 0) over `a`, rank 1 on server 1 (device 1) over `b`. */
+std::pair<uint64_t, uint64_t> commInit2(Conn& a, Conn& b) {
+  auto id = uniqueId(a);
+  Request init = req(Op::CommInitRank);
+  init.nranks = 2;
+  init.payloadLength = 128;
+  init.device = 0;
+  init.rank = 0;
+  a.send(init, id);
+  init.device = 1;
+  init.rank = 1;
+  b.send(init, id);
+  Reply x = a.read(15000), y = b.read(15000);
+  CHECK(x.header.status == ErrorCode::Ok);
+  CHECK(y.header.status == ErrorCode::Ok);
+  return {static_cast<uint64_t>(field(x.body, "comm")), static_cast<uint64_t>(field(y.body, "comm"))};
+}
+
+Request p2p(uint64_t comm, bool send, uint64_t buf, uint64_t count, int peer) {
+  Request r = req(Op::Collective);
+  r.comm = comm;
+  r.collective = send ? 6 : 7;
+  r.dtype = 7;
+  r.count = count;
+  (send ? r.sendBuf : r.recvBuf) = buf;
+  (send ? r.sendPeer : r.recvPeer) = peer;
+  r.iters = 1;
+  return r;
+}
+
+/** The GPU thread(s) of a connection answer again: a ping within 1 s. */
+bool answers(Conn& c) {
+  Request p = req(Op::Ping);
+  p.timeoutMs = 1000;
+  return c.call(p).header.status == ErrorCode::Ok;
+}
+
+}  // namespace
+
+TEST(sim, a_launch_blocked_on_a_missing_peer_ends_at_its_deadline_and_aborts_the_communicator) {
+  // NCCL connects lazily inside the first launch: on the (blocking) ops communicator the launch
+  // call itself waits for the peer, where no poll sees the deadline.
+  Conn a(0), b(1);
+  auto [ca, cb] = commInit2(a, b);
+  uint64_t sa = alloc(a, 0, 64), ra = alloc(a, 0, 64);
+  Request ar = allReduce(ca, sa, ra, 16);
+  ar.timeoutMs = 1000;
+  auto t0 = Clock::now();
+  Reply rep = a.call(ar);  // rank 1 never joins
+  CHECK(rep.header.status == ErrorCode::Timeout);
+  CHECK_CONTAINS(rep.body, "communicator aborted");
+  CHECK(msSince(t0) < 1000 + 800);
+  CHECK(answers(a));
+  Request ab = req(Op::Abort);
+  ab.comm = cb;
+  b.call(ab);
+}
+
+TEST(sim, the_slowest_rank_exchange_keeps_its_deadline_when_a_peer_leaves_after_the_warm_up) {
+  // The alignment all-reduce's result is copied to the host: into pageable memory that copy
+  // returns only when the all-reduce is done, so a peer missing there held the thread.
+  Conn a(0), b(1);
+  auto [ca, cb] = commInit2(a, b);
+  uint64_t sa = alloc(a, 0, 64), ra = alloc(a, 0, 64), sb = alloc(b, 1, 64), rb = alloc(b, 1, 64);
+  a.send(allReduce(ca, sa, ra, 16));  // connects
+  b.send(allReduce(cb, sb, rb, 16));
+  CHECK(a.read(8000).header.status == ErrorCode::Ok);
+  CHECK(b.read(8000).header.status == ErrorCode::Ok);
+  Request ar = allReduce(ca, sa, ra, 16);
+  ar.warmup = 1;
+  ar.timeoutMs = 1500;
+  auto t0 = Clock::now();
+  a.send(ar);
+  CHECK(b.call(allReduce(cb, sb, rb, 16)).header.status == ErrorCode::Ok);  // rank 0's warm-up only
+  Reply rep = a.read(15000);
+  CHECK(rep.header.status == ErrorCode::Timeout);
+  CHECK_CONTAINS(rep.body, "communicator aborted");
+  CHECK(msSince(t0) < 1500 + 800);
+  CHECK(answers(a));
+  Request ab = req(Op::Abort);
+  ab.comm = cb;
+  b.call(ab);
+}
+
+TEST(sim, two_process_groups_issued_in_opposite_orders_on_two_ranks_both_complete) {
+  // Rank 0 runs group A then B, rank 1 B then A (torch allows it: each group has its own stream).
+  // Also with a send larger than NCCL's buffer, which completes only once its receive is posted.
+  ::setenv("CMESH_SIM_P2P_BUFFER", "64", 1);
+  for (bool sendRecv : {false, true}) {
+    Conn a(0), b(1);
+    auto [a0, a1] = commInit2(a, b);
+    auto [b0, b1] = commInit2(a, b);
+    uint64_t sa = alloc(a, 0, 1024), ra = alloc(a, 0, 1024), sb = alloc(b, 1, 1024), rb = alloc(b, 1, 1024);
+    Request first0 = sendRecv ? p2p(a0, true, sa, 256, 1) : allReduce(a0, sa, ra, 256);
+    Request last1 = sendRecv ? p2p(a1, false, rb, 256, 0) : allReduce(a1, sb, rb, 256);
+    Request second0 = allReduce(b0, sa, ra, 16), first1 = allReduce(b1, sb, rb, 16);
+    for (Request* r : {&first0, &second0, &first1, &last1}) r->timeoutMs = 3000;
+    auto t0 = Clock::now();
+    a.send(first0);
+    a.send(second0);
+    b.send(first1);
+    b.send(last1);
+    Reply x0 = a.read(8000), x1 = a.read(8000), y0 = b.read(8000), y1 = b.read(8000);
+    for (const Reply* r : {&x0, &x1, &y0, &y1}) {
+      CHECK(r->header.status == ErrorCode::Ok);
+      if (r->header.status != ErrorCode::Ok) std::fprintf(stderr, "    %s\n", r->body.c_str());
+    }
+    CHECK(msSince(t0) < 2000);
+  }
+  ::unsetenv("CMESH_SIM_P2P_BUFFER");
+}
+
+TEST(sim, two_ranks_of_one_communicator_on_one_sidecar_are_refused_at_once) {
+  // Local ranks that share one CMESH_NCCL_SOCKET: the second init must not queue behind the first,
+  // which waits for it.
+  Conn c1(0), c2(0);
+  auto id = uniqueId(c1);
+  Request init = req(Op::CommInitRank);
+  init.nranks = 2;
+  init.payloadLength = 128;
+  init.timeoutMs = 4000;
+  init.device = 0;
+  init.rank = 0;
+  c1.send(init, id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  init.device = 1;
+  init.rank = 1;
+  auto t0 = Clock::now();
+  c2.send(init, id);
+  Reply second = c2.read(8000);
+  CHECK(second.header.status == ErrorCode::InvalidArgument);
+  CHECK_CONTAINS(second.body, "one sidecar");
+  CHECK(msSince(t0) < 1000);
+  Reply first = c1.read(8000);
+  CHECK(first.header.status != ErrorCode::Ok);
+  CHECK(msSince(t0) < 1000);
+}
+
+TEST(sim, aborting_an_idle_communicator_does_not_wait_on_another_communicators_kernels) {
+  OneRank hung, idle;  // both on device 0
+  Fault f("stall");
+  Request ar = allReduce(hung.comm, hung.send, hung.recv, 16);
+  ar.timeoutMs = 20000;
+  hung.c.send(ar);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Request ab = req(Op::Abort);
+  ab.comm = idle.comm;
+  auto t0 = Clock::now();
+  Reply rep = idle.c.call(ab);
+  CHECK(rep.header.status == ErrorCode::Ok);
+  CHECK(msSince(t0) < 1000);
+  ab.comm = hung.comm;
+  hung.c.send(ab);
+  hung.c.read(4000);
+  hung.c.read(4000);
+}
+
+TEST(sim, a_communicator_that_nccl_placed_on_another_device_is_refused) {
+  // NCCL takes the device from its own CUDA runtime's current device: CMESH_SIM_NCCL_DEVICE=0
+  // stands for one that did not see the sidecar's cudaSetDevice(1).
+  ::setenv("CMESH_SIM_NCCL_DEVICE", "0", 1);
+  Conn c;
+  auto id = uniqueId(c);
+  Request init = req(Op::CommInitRank);
+  init.nranks = 1;
+  init.rank = 0;
+  init.device = 1;
+  init.payloadLength = 128;
+  Reply rep = c.call(init, id);
+  ::unsetenv("CMESH_SIM_NCCL_DEVICE");
+  CHECK(rep.header.status == ErrorCode::NcclError);
+  CHECK_CONTAINS(rep.body, "device 0");
+  CHECK_CONTAINS(rep.body, "device 1");
+  CHECK_EQ(field(hello(c), "comms"), 0);
+}
+
+TEST(sim, a_cuda_error_on_the_launch_path_aborts_the_communicator) {
+  OneRank r;
+  ::setenv("CMESH_SIM_CUDA_FAULT", "launch", 1);
+  Reply rep = r.c.call(allReduce(r.comm, r.send, r.recv, 16));
+  ::unsetenv("CMESH_SIM_CUDA_FAULT");
+  CHECK(rep.header.status == ErrorCode::CudaError);
+  CHECK_CONTAINS(rep.body, "cudaErrorLaunchFailure");
+  CHECK_CONTAINS(rep.body, "communicator aborted");
+  Request q = req(Op::AsyncError);
+  q.comm = r.comm;
+  CHECK_CONTAINS(r.c.call(q).body, "\"aborted\":true");
+}
+
+TEST(sim, an_abort_request_ends_a_launch_blocked_inside_nccl_and_nothing_uses_the_freed_communicator) {
+  // The simulation kills the process on any call on a communicator after ncclCommAbort freed it.
+  Conn a(0), b(1);
+  auto [ca, cb] = commInit2(a, b);
+  uint64_t sa = alloc(a, 0, 64), ra = alloc(a, 0, 64);
+  Request ar = allReduce(ca, sa, ra, 16);
+  ar.timeoutMs = 20000;
+  uint64_t collId = a.send(ar);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Request ab = req(Op::Abort);
+  ab.comm = ca;
+  auto t0 = Clock::now();
+  uint64_t abortId = a.send(ab);
+  Reply x = a.read(4000), y = a.read(4000);
+  const Reply& collReply = x.header.id == abortId ? y : x;
+  CHECK_EQ(collReply.header.id, collId);
+  CHECK(collReply.header.status == ErrorCode::Aborted);
+  CHECK(msSince(t0) < 2500);
+  CHECK(answers(a));
+  Request q = req(Op::AsyncError);
+  q.comm = ca;
+  CHECK(a.call(q).header.status == ErrorCode::NotFound);  // the handle went with the abort
+  ab.comm = cb;
+  b.call(ab);
+}

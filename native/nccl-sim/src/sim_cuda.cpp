@@ -1,7 +1,10 @@
 // Simulated CUDA runtime: host memory stands in for device memory, each stream is a worker thread
 // that runs its tasks in order, an event completes when the stream reaches it. It enforces what
-// the sidecar relies on: cudaFree waits for the device's pending work, a stream holds at most
-// CMESH_SIM_QUEUE_DEPTH tasks (launching more blocks), bad pointers and devices are errors.
+// the sidecar relies on: cudaFree and cudaFreeHost wait for the device's pending work, a stream
+// holds at most CMESH_SIM_QUEUE_DEPTH tasks (launching more blocks), a cudaMemcpyAsync to or from
+// pageable host memory (not from cudaMallocHost) returns only once the stream has run it, bad
+// pointers and devices are errors. CMESH_SIM_CUDA_FAULT=launch makes cudaEventRecord and
+// cudaMemcpyAsync fail with cudaErrorLaunchFailure, as a faulted kernel's sticky error does.
 #include <unistd.h>
 
 #include <chrono>
@@ -11,9 +14,11 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "sim.hpp"
 
@@ -22,13 +27,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr cudaError_t kSuccess = 0, kInvalidValue = 1, kMemoryAllocation = 2, kNoDevice = 100,
-                      kInvalidDevice = 101, kInvalidHandle = 400, kNotReady = 600, kLaunchTimeout = 702;
+                      kInvalidDevice = 101, kInvalidHandle = 400, kNotReady = 600, kLaunchTimeout = 702,
+                      kLaunchFailure = 719;
 
 int deviceCount() { return static_cast<int>(cmesh_sim::envInt(std::getenv("CMESH_SIM_DEVICES"), 2)); }
 size_t deviceMemory() { return static_cast<size_t>(cmesh_sim::envInt(std::getenv("CMESH_SIM_DEVICE_MEMORY"), int64_t(1) << 30)); }
 size_t queueDepth() { return static_cast<size_t>(cmesh_sim::envInt(std::getenv("CMESH_SIM_QUEUE_DEPTH"), 1024)); }
 
 thread_local int tlsDevice = 0;
+
+/** CMESH_SIM_CUDA_FAULT=launch: the device faulted; every launch-path call reports it. */
+bool launchFault() {
+  const char* f = std::getenv("CMESH_SIM_CUDA_FAULT");
+  return f && std::strcmp(f, "launch") == 0;
+}
 
 }  // namespace
 
@@ -54,6 +66,7 @@ struct Registry {
   std::condition_variable idle;  // a stream went idle or away
   std::set<CUstream_st*> streams;
   std::map<uintptr_t, std::pair<size_t, int>> allocations;  // base -> (bytes, device)
+  std::map<uintptr_t, size_t> pinned;                       // cudaMallocHost: base -> bytes
   std::map<int, size_t> usedBytes;
 };
 Registry& registry() {
@@ -103,6 +116,69 @@ bool deviceRange(const void* p, size_t n) {
   if (it == r.allocations.begin()) return false;
   --it;
   return u >= it->first && n <= it->second.first && u - it->first <= it->second.first - n;
+}
+
+/** True when [p, p+n) lies inside one cudaMallocHost allocation (page-locked host memory). */
+bool pinnedRange(const void* p, size_t n) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.m);
+  auto u = reinterpret_cast<uintptr_t>(p);
+  auto it = r.pinned.upper_bound(u);
+  if (it == r.pinned.begin()) return false;
+  --it;
+  return u >= it->first && n <= it->second && u - it->first <= it->second - n;
+}
+
+/**
+ * Waits (r.m held through `lk`) until no stream of `device` (-1: of any device) has work pending,
+ * as cudaFree and cudaFreeHost synchronise; false after the hang limit.
+ */
+bool waitDeviceIdle(std::unique_lock<std::mutex>& lk, int device, const char* what) {
+  Registry& r = registry();
+  auto pending = [&] {
+    for (CUstream_st* s : r.streams) {
+      if (device >= 0 && s->device != device) continue;
+      std::lock_guard<std::mutex> g(s->m);
+      if (!streamIdle(s)) return true;
+    }
+    return false;
+  };
+  auto until = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
+  while (pending()) {
+    if (r.idle.wait_until(lk, std::min(until, Clock::now() + std::chrono::milliseconds(20))) == std::cv_status::timeout &&
+        Clock::now() >= until) {
+      cmesh_sim::log(std::string(what) + " waited " + std::to_string(cmesh_sim::hangLimitMs()) +
+                     " ms for pending work on device " + std::to_string(device));
+      return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * A copy to or from pageable memory: CUDA stages it through its own pinned buffer, so the call
+ * returns only once the stream has reached and run it (behind whatever was queued before).
+ */
+cudaError_t enqueueAndWait(cudaStream_t s, cmesh_sim::Task t) {
+  auto done = std::make_shared<std::pair<std::mutex, bool>>();
+  done->second = false;
+  auto cv = std::make_shared<std::condition_variable>();
+  bool queued = cmesh_sim::enqueue(s, [t = std::move(t), done, cv] {
+    t();
+    {
+      std::lock_guard<std::mutex> lk(done->first);
+      done->second = true;
+    }
+    cv->notify_all();
+  });
+  if (!queued) return kLaunchTimeout;
+  std::unique_lock<std::mutex> lk(done->first);
+  if (!cv->wait_for(lk, std::chrono::milliseconds(cmesh_sim::hangLimitMs()), [&] { return done->second; })) {
+    cmesh_sim::log("a cudaMemcpyAsync with pageable host memory waited " + std::to_string(cmesh_sim::hangLimitMs()) +
+                   " ms for its stream (the work queued before it never finished)");
+    return kLaunchTimeout;
+  }
+  return kSuccess;
 }
 
 }  // namespace
@@ -172,6 +248,7 @@ CMESH_SIM_API const char* cudaGetErrorName(cudaError_t e) {
     case kInvalidHandle: return "cudaErrorInvalidResourceHandle";
     case kNotReady: return "cudaErrorNotReady";
     case kLaunchTimeout: return "cudaErrorLaunchTimeout";
+    case kLaunchFailure: return "cudaErrorLaunchFailure";
     default: return "cudaErrorUnknown";
   }
 }
@@ -186,6 +263,7 @@ CMESH_SIM_API const char* cudaGetErrorString(cudaError_t e) {
     case kInvalidHandle: return "invalid resource handle";
     case kNotReady: return "device not ready";
     case kLaunchTimeout: return "the launch timed out and was terminated (simulated: pending work never finished)";
+    case kLaunchFailure: return "unspecified launch failure (simulated: CMESH_SIM_CUDA_FAULT=launch)";
     default: return "unknown error";
   }
 }
@@ -227,23 +305,7 @@ CMESH_SIM_API cudaError_t cudaFree(void* p) {
   if (it == r.allocations.end()) return kInvalidValue;
   int device = it->second.second;
   // cudaFree synchronises the device: it returns only once no stream there has work pending.
-  auto pending = [&] {
-    for (CUstream_st* s : r.streams) {
-      if (s->device != device) continue;
-      std::lock_guard<std::mutex> g(s->m);
-      if (!streamIdle(s)) return true;
-    }
-    return false;
-  };
-  auto until = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
-  while (pending()) {
-    if (r.idle.wait_until(lk, std::min(until, Clock::now() + std::chrono::milliseconds(20))) == std::cv_status::timeout &&
-        Clock::now() >= until) {
-      cmesh_sim::log("cudaFree waited " + std::to_string(cmesh_sim::hangLimitMs()) + " ms for pending work on device " +
-                     std::to_string(device));
-      return kLaunchTimeout;
-    }
-  }
+  if (!waitDeviceIdle(lk, device, "cudaFree")) return kLaunchTimeout;
   it = r.allocations.find(reinterpret_cast<uintptr_t>(p));
   if (it == r.allocations.end()) return kInvalidValue;
   r.usedBytes[device] -= it->second.first;
@@ -255,18 +317,45 @@ CMESH_SIM_API cudaError_t cudaFree(void* p) {
 
 CMESH_SIM_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, int kind, cudaStream_t s) {
   if (!s) return kInvalidHandle;
+  if (launchFault()) return kLaunchFailure;
   if (n == 0) return kSuccess;
-  if (kind == 1) {  // host to device: the source is staged now, as CUDA stages pageable memory
+  if (kind == 1) {  // host to device
     if (!deviceRange(dst, n)) return kInvalidValue;
-    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
-    return cmesh_sim::enqueue(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); }) ? kSuccess
-                                                                                                   : kLaunchTimeout;
+    if (!pinnedRange(src, n)) {
+      auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+      return enqueueAndWait(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    }
+    return cmesh_sim::enqueue(s, [dst, src, n] { std::memcpy(dst, src, n); }) ? kSuccess : kLaunchTimeout;
   }
-  if (kind == 2) {
+  if (kind == 2) {  // device to host
     if (!deviceRange(src, n)) return kInvalidValue;
+    if (!pinnedRange(dst, n)) return enqueueAndWait(s, [dst, src, n] { std::memcpy(dst, src, n); });
     return cmesh_sim::enqueue(s, [dst, src, n] { std::memcpy(dst, src, n); }) ? kSuccess : kLaunchTimeout;
   }
   return kInvalidValue;
+}
+
+CMESH_SIM_API cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  void* mem = std::malloc(bytes ? bytes : 1);
+  if (!mem) return kMemoryAllocation;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.m);
+  r.pinned[reinterpret_cast<uintptr_t>(mem)] = bytes;
+  *p = mem;
+  return kSuccess;
+}
+
+CMESH_SIM_API cudaError_t cudaFreeHost(void* p) {
+  if (!p) return kSuccess;
+  Registry& r = registry();
+  std::unique_lock<std::mutex> lk(r.m);
+  if (!r.pinned.count(reinterpret_cast<uintptr_t>(p))) return kInvalidValue;
+  // Like cudaFree, an implicitly synchronising call: it waits for every device's pending work.
+  if (!waitDeviceIdle(lk, -1, "cudaFreeHost")) return kLaunchTimeout;
+  r.pinned.erase(reinterpret_cast<uintptr_t>(p));
+  lk.unlock();
+  std::free(p);
+  return kSuccess;
 }
 
 CMESH_SIM_API cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t s) {
@@ -313,6 +402,7 @@ CMESH_SIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* out, unsigned fl
 
 CMESH_SIM_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e || !s) return kInvalidHandle;
+  if (launchFault()) return kLaunchFailure;
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(e->m);

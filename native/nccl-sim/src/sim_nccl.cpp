@@ -6,12 +6,19 @@
 // non-blocking communicators (NCCL_COMM_BLOCKING=0) answer ncclInProgress and report errors
 // through ncclCommGetAsyncError, ncclCommAbort may be called from any thread and ends the
 // communicator's pending work. Faults come from the environment (README "Simulation").
+//
+// What breaks a host thread on real NCCL is enforced too: connections are set up lazily inside the
+// first launch that needs them (point-to-point always; collectives with NCCL_RUNTIME_CONNECT=1, the
+// default from 2.22), so on a blocking communicator that launch call waits for the peer; a send
+// larger than CMESH_SIM_P2P_BUFFER bytes completes only once the peer has received it; a call on a
+// communicator after ncclCommAbort / ncclCommDestroy freed it kills the process (use after free).
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -235,8 +242,16 @@ struct CommState {
   std::string lastError;
   std::vector<int> fds;  // per peer; -1 for self
   std::vector<std::unique_ptr<std::mutex>> sendLocks;
-  std::vector<std::deque<std::vector<char>>> inbox;
+  struct Msg {
+    std::vector<char> data;
+    bool ack = false;  // the sender waits until this rank has received it
+  };
+  std::vector<std::deque<Msg>> inbox;
   std::vector<bool> dead;
+  std::vector<int> acks;                        // per peer: receipts of our large sends
+  std::vector<int> connectsIn[2];               // per kind (p2p, collective) and peer: connect requests seen
+  std::vector<bool> connected[2];               // per kind and peer: the lazy connection is up
+  bool collectivesConnected = false;
   int listenFd = -1;
 
   ~CommState() {
@@ -262,7 +277,10 @@ struct CommState {
   }
   /** Ends every wait and connection (abort, destroy). */
   void shutdown() {
-    aborted = true;
+    {
+      std::lock_guard<std::mutex> lk(m);  // no waiter misses the flag between its check and its wait
+      aborted = true;
+    }
     for (int fd : fds)
       if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
     if (listenFd >= 0) ::shutdown(listenFd, SHUT_RDWR);
@@ -270,22 +288,62 @@ struct CommState {
   }
 };
 
+/**
+ * The handle NCCL hands out. ncclCommAbort and ncclCommDestroy free it in NCCL; here it is kept,
+ * marked freed, so that a later call on it is caught (and kills the process, as a use after free
+ * would sooner or later) instead of passing by luck.
+ */
 struct ncclComm {
   std::shared_ptr<CommState> s;
+  std::atomic<bool> freed{false};
+  std::atomic<int> calls{0};  // calls inside the library on this handle now
 };
 
 namespace {
 
+/** Marks one API call on a handle; a handle already freed is a use after free. */
+class Call {
+ public:
+  Call(ncclComm* c, const char* fn) : c_(c) {
+    if (!c_) return;
+    if (c_->freed) {
+      cmesh_sim::log(std::string(fn) + " called on a communicator that ncclCommAbort/ncclCommDestroy already freed "
+                                       "(a use after free in NCCL): aborting the process");
+      std::abort();
+    }
+    c_->calls++;
+  }
+  ~Call() {
+    if (c_) c_->calls--;
+  }
+
+ private:
+  ncclComm* c_;
+};
+
+}  // namespace
+
+namespace {
+
+enum : uint32_t { kMsgData = 0, kMsgAck = 1, kMsgConnect = 2 };
+struct WireHeader {
+  uint64_t bytes;
+  uint32_t type;
+  uint32_t flags;  // data: 1 = acknowledge on receipt; connect: the kind (0 p2p, 1 collective)
+};
+
 void readerLoop(std::shared_ptr<CommState> s, int peer) {
   int fd = s->fds[peer];
   for (;;) {
-    uint64_t bytes = 0;
-    if (!readAll(fd, &bytes, sizeof bytes)) break;
-    std::vector<char> data(bytes);
-    if (bytes && !readAll(fd, data.data(), bytes)) break;
+    WireHeader h{};
+    if (!readAll(fd, &h, sizeof h)) break;
+    std::vector<char> data(h.bytes);
+    if (h.bytes && !readAll(fd, data.data(), h.bytes)) break;
     {
       std::lock_guard<std::mutex> lk(s->m);
-      s->inbox[peer].push_back(std::move(data));
+      if (h.type == kMsgAck) s->acks[peer]++;
+      else if (h.type == kMsgConnect) s->connectsIn[h.flags & 1][peer]++;
+      else s->inbox[peer].push_back(CommState::Msg{std::move(data), (h.flags & 1) != 0});
     }
     s->cv.notify_all();
   }
@@ -296,45 +354,100 @@ void readerLoop(std::shared_ptr<CommState> s, int peer) {
   s->cv.notify_all();
 }
 
-bool sendTo(CommState& s, int peer, const void* data, size_t bytes) {
+bool sendTo(CommState& s, int peer, const void* data, size_t bytes, uint32_t type = kMsgData, uint32_t flags = 0) {
   if (peer == s.rank) {
     {
       std::lock_guard<std::mutex> lk(s.m);
-      s.inbox[peer].emplace_back(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+      if (type == kMsgAck) s.acks[peer]++;
+      else if (type == kMsgConnect) s.connectsIn[flags & 1][peer]++;
+      else s.inbox[peer].push_back(CommState::Msg{std::vector<char>(static_cast<const char*>(data), static_cast<const char*>(data) + bytes), (flags & 1) != 0});
     }
     s.cv.notify_all();
     return true;
   }
   std::lock_guard<std::mutex> lk(*s.sendLocks[peer]);
-  uint64_t n = bytes;
-  if (writeAll(s.fds[peer], &n, sizeof n) && (!bytes || writeAll(s.fds[peer], data, bytes))) return true;
+  WireHeader h{bytes, type, flags};
+  if (writeAll(s.fds[peer], &h, sizeof h) && (!bytes || writeAll(s.fds[peer], data, bytes))) return true;
   if (!s.aborted) s.fail(kRemoteError, "send to rank " + std::to_string(peer) + " failed: its connection is closed");
   return false;
 }
 
-/** The next message from `peer`; false (and the communicator's error set) when it cannot come. */
-bool recvFrom(CommState& s, int peer, std::vector<char>& out) {
-  std::unique_lock<std::mutex> lk(s.m);
+/** A send's buffer on the receiving side (NCCL_BUFFSIZE's role): larger sends wait for the receiver. */
+size_t p2pBufferBytes() {
+  return static_cast<size_t>(cmesh_sim::envInt(std::getenv("CMESH_SIM_P2P_BUFFER"), int64_t(4) << 20));
+}
+
+/**
+ * Waits (s.m held through `lk`) until `ready` holds; false, with the communicator's error set,
+ * when it was aborted, the peer went away or the hang limit passed.
+ */
+template <typename Ready>
+bool waitPeer(CommState& s, std::unique_lock<std::mutex>& lk, int peer, const std::string& what, Ready ready) {
   auto until = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
   for (;;) {
     if (s.aborted || s.asyncError != kSuccess) return false;
-    if (!s.inbox[peer].empty()) {
-      out = std::move(s.inbox[peer].front());
-      s.inbox[peer].pop_front();
-      return true;
-    }
+    if (ready()) return true;
     if (s.dead[peer]) {
       lk.unlock();
-      s.fail(kRemoteError, "rank " + std::to_string(peer) + " closed its connection (process gone?) mid-collective");
+      s.fail(kRemoteError, "rank " + std::to_string(peer) + " closed its connection (process gone?) while " + what);
+      lk.lock();
       return false;
     }
     if (s.cv.wait_until(lk, until) == std::cv_status::timeout && Clock::now() >= until) {
       lk.unlock();
       s.fail(kInternalError, "waited " + std::to_string(cmesh_sim::hangLimitMs()) + " ms for rank " +
-                                 std::to_string(peer) + " (CMESH_SIM_HANG_MS)");
+                                 std::to_string(peer) + " while " + what + " (CMESH_SIM_HANG_MS)");
+      lk.lock();
       return false;
     }
   }
+}
+
+/** A large send completes once the receiver took it. */
+bool waitAck(CommState& s, int peer) {
+  std::unique_lock<std::mutex> lk(s.m);
+  if (!waitPeer(s, lk, peer, "sending to it (a send larger than CMESH_SIM_P2P_BUFFER waits for the receive)",
+                [&] { return s.acks[peer] > 0; }))
+    return false;
+  s.acks[peer]--;
+  return true;
+}
+
+/**
+ * Lazy connection setup, as NCCL does it inside the first launch that needs a connection: a
+ * request to each peer not yet connected for this kind, then the peer's own request back (it sends
+ * one when it reaches its matching launch). Until then the calling thread waits.
+ */
+bool connectPeers(CommState& s, int kind, const std::vector<int>& peers) {
+  std::vector<int> todo;
+  {
+    std::lock_guard<std::mutex> lk(s.m);
+    for (int p : peers)
+      if (p != s.rank && !s.connected[kind][p] && std::find(todo.begin(), todo.end(), p) == todo.end()) todo.push_back(p);
+  }
+  for (int p : todo)
+    if (!sendTo(s, p, nullptr, 0, kMsgConnect, static_cast<uint32_t>(kind))) return false;
+  std::unique_lock<std::mutex> lk(s.m);
+  for (int p : todo) {
+    if (!waitPeer(s, lk, p, kind ? "connecting for a collective" : "connecting for a send/receive",
+                  [&] { return s.connectsIn[kind][p] > 0; }))
+      return false;
+    s.connectsIn[kind][p]--;
+    s.connected[kind][p] = true;
+  }
+  return true;
+}
+
+/** The next message from `peer`; false (and the communicator's error set) when it cannot come. */
+bool recvFrom(CommState& s, int peer, std::vector<char>& out) {
+  std::unique_lock<std::mutex> lk(s.m);
+  if (!waitPeer(s, lk, peer, "receiving from it", [&] { return !s.inbox[peer].empty(); })) return false;
+  CommState::Msg msg = std::move(s.inbox[peer].front());
+  s.inbox[peer].pop_front();
+  lk.unlock();
+  out = std::move(msg.data);
+  // The sender of a large message is waiting for this receipt.
+  return !msg.ack || sendTo(s, peer, nullptr, 0, kMsgAck);
 }
 
 /** Connects the full mesh and checks the ranks' devices. Returns the error (and sets lastError). */
@@ -415,6 +528,12 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
   }
   for (int p = 0; p < s.nranks; p++)
     if (p != s.rank) std::thread(readerLoop, sp, p).detach();
+  // NCCL_RUNTIME_CONNECT=0 (or NCCL before 2.22) connects the collectives' channels during init.
+  const char* rc = std::getenv("NCCL_RUNTIME_CONNECT");
+  if ((rc && rc[0] == '0') || cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) < 22200) {
+    std::lock_guard<std::mutex> lk(s.m);
+    s.connected[1].assign(s.nranks, true);
+  }
   return kSuccess;
 }
 
@@ -433,14 +552,27 @@ struct PendingGroup {
 };
 thread_local std::vector<PendingGroup> groupOps;
 
+constexpr int kConnectP2p = 0, kConnectCollective = 1;
+
 /**
  * Runs `body` on the stream as one operation of the communicator: skipped once it failed or was
- * aborted; the fault (if any) applies at its start.
+ * aborted; the fault (if any) applies at its start. The connections it needs (`kind` to `peers`)
+ * are set up first: inside this call on a blocking communicator (the calling thread waits for the
+ * peers), on the stream on a non-blocking one (the call is in progress meanwhile).
  */
-ncclResult_t launch(ncclComm* comm, cudaStream_t stream, std::function<void(CommState&)> body) {
+ncclResult_t launch(ncclComm* comm, cudaStream_t stream, std::function<void(CommState&)> body, int kind,
+                    std::vector<int> peers) {
   if (!comm || !comm->s) return kInvalidArgument;
+  Call call(comm, "a launch");
   std::shared_ptr<CommState> sp = comm->s;
   if (sp->initializing) return kInvalidUsage;
+  if (sp->blocking && !connectPeers(*sp, kind, peers)) {
+    std::lock_guard<std::mutex> lk(sp->m);
+    if (sp->asyncError != kSuccess) return sp->asyncError;
+    sp->lastError = "aborted while connecting to peers inside a launch";
+    return kInternalError;
+  }
+  if (sp->blocking) peers.clear();
   std::string fault = faultForLaunch();
   if (fault == "launch-fail") {
     std::lock_guard<std::mutex> lk(sp->m);
@@ -454,7 +586,8 @@ ncclResult_t launch(ncclComm* comm, cudaStream_t stream, std::function<void(Comm
     return sp->blocking ? kSuccess : kInProgress;
   }
   sp->pendingOps++;
-  bool queued = cmesh_sim::enqueue(stream, [sp, body, fault] {
+  bool queued = cmesh_sim::enqueue(stream, [sp, body, fault, kind, peers] {
+    if (!peers.empty() && !sp->failed()) connectPeers(*sp, kind, peers);
     if (fault == "die") {
       cmesh_sim::log("CMESH_SIM_FAULT=die: killing this process mid-collective");
       ::kill(::getpid(), SIGKILL);
@@ -573,6 +706,11 @@ std::shared_ptr<CommState> newState(const std::string& key, int nranks, int rank
   for (int i = 0; i < nranks; i++) sp->sendLocks.emplace_back(new std::mutex());
   sp->inbox.resize(nranks);
   sp->dead.assign(nranks, false);
+  sp->acks.assign(nranks, 0);
+  for (int k = 0; k < 2; k++) {
+    sp->connectsIn[k].assign(nranks, 0);
+    sp->connected[k].assign(nranks, false);
+  }
   return sp;
 }
 
@@ -584,7 +722,10 @@ ncclResult_t initComm(ncclComm** out, int nranks, ncclUniqueId id, int rank, boo
     key += hex[(id.internal[i] >> 4) & 0xf];
     key += hex[id.internal[i] & 0xf];
   }
-  auto sp = newState(key, nranks, rank, cmesh_sim::currentDevice(), blocking);
+  // CMESH_SIM_NCCL_DEVICE: NCCL ignores the caller's cudaSetDevice and takes this device, as a
+  // libnccl with its own CUDA runtime may when the device was set through another runtime.
+  const int device = static_cast<int>(cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_DEVICE"), cmesh_sim::currentDevice()));
+  auto sp = newState(key, nranks, rank, device, blocking);
   auto* comm = new ncclComm{sp};
   if (sp->blocking) {
     ncclResult_t r = rendezvous(sp);
@@ -624,6 +765,7 @@ CMESH_SIM_API ncclResult_t ncclCommInitRankConfig(ncclComm** out, int nranks, nc
 // written to *newcomm from another thread when it is ready.
 CMESH_SIM_API ncclResult_t ncclCommSplit(ncclComm* comm, int color, int key, ncclComm** newcomm, const SimConfig* config) {
   if (!comm || !comm->s || !newcomm) return kInvalidArgument;
+  Call call(comm, "ncclCommSplit");
   std::shared_ptr<CommState> parent = comm->s;
   *newcomm = nullptr;
   if (cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) < 21800) return kInvalidUsage;
@@ -650,8 +792,16 @@ CMESH_SIM_API ncclResult_t ncclCommSplit(ncclComm* comm, int color, int key, ncc
   return kSuccess;
 }
 
+CMESH_SIM_API ncclResult_t ncclCommCuDevice(ncclComm* comm, int* device) {
+  if (!comm || !comm->s || !device) return kInvalidArgument;
+  Call call(comm, "ncclCommCuDevice");
+  *device = comm->s->device;
+  return kSuccess;
+}
+
 CMESH_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm* comm, ncclResult_t* state) {
   if (!comm || !comm->s) return kInvalidArgument;
+  Call call(comm, "ncclCommGetAsyncError");
   CommState& s = *comm->s;
   {
     std::lock_guard<std::mutex> lk(s.m);
@@ -670,6 +820,7 @@ CMESH_SIM_API ncclResult_t ncclCommGetAsyncError(ncclComm* comm, ncclResult_t* s
 
 CMESH_SIM_API ncclResult_t ncclCommFinalize(ncclComm* comm) {
   if (!comm || !comm->s) return kInvalidArgument;
+  Call call(comm, "ncclCommFinalize");
   CommState& s = *comm->s;
   if (faultKind() == "finalize-fail") {
     std::lock_guard<std::mutex> lk(s.m);
@@ -684,20 +835,29 @@ CMESH_SIM_API ncclResult_t ncclCommFinalize(ncclComm* comm) {
   return kSuccess;
 }
 
-CMESH_SIM_API ncclResult_t ncclCommDestroy(ncclComm* comm) {
+namespace {
+
+/**
+ * Ends the communicator's work and frees the handle. A call still inside the library on another
+ * thread (a launch waiting for a peer) sees the abort and returns first; any call after this one
+ * is a use after free.
+ */
+ncclResult_t release(ncclComm* comm, const char* fn) {
   if (!comm) return kInvalidArgument;
+  { Call call(comm, fn); }
   comm->s->shutdown();
-  delete comm;
+  auto until = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
+  while (comm->calls > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  comm->freed = true;  // never deleted: later calls are caught (Call)
   return kSuccess;
 }
 
-CMESH_SIM_API ncclResult_t ncclCommAbort(ncclComm* comm) {
-  // Callable from any thread while the communicator's work is pending: that work ends at once.
-  if (!comm) return kInvalidArgument;
-  comm->s->shutdown();
-  delete comm;
-  return kSuccess;
-}
+}  // namespace
+
+CMESH_SIM_API ncclResult_t ncclCommDestroy(ncclComm* comm) { return release(comm, "ncclCommDestroy"); }
+
+// Callable from any thread while the communicator's work is pending: that work ends at once.
+CMESH_SIM_API ncclResult_t ncclCommAbort(ncclComm* comm) { return release(comm, "ncclCommAbort"); }
 
 CMESH_SIM_API ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, int dtype, int op, ncclComm* comm,
                                          cudaStream_t stream) {
@@ -708,7 +868,7 @@ CMESH_SIM_API ncclResult_t ncclAllReduce(const void* send, void* recv, size_t co
       if (p != s.rank && !sendTo(s, p, send, bytes)) return;
     std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
     reduceFromAll(s, mine.data(), count, dtype, op, static_cast<char*>(recv), allRanks(s.nranks), 0);
-  });
+  }, kConnectCollective, comm && comm->s ? allRanks(comm->s->nranks) : std::vector<int>{});
 }
 
 CMESH_SIM_API ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, int dtype, int root, ncclComm* comm,
@@ -724,7 +884,7 @@ CMESH_SIM_API ncclResult_t ncclBroadcast(const void* send, void* recv, size_t co
     }
     std::vector<char> got;
     if (recvFrom(s, root, got)) std::memcpy(recv, got.data(), bytes);
-  });
+  }, kConnectCollective, comm && comm->s ? allRanks(comm->s->nranks) : std::vector<int>{});
 }
 
 CMESH_SIM_API ncclResult_t ncclReduce(const void* send, void* recv, size_t count, int dtype, int op, int root,
@@ -738,7 +898,7 @@ CMESH_SIM_API ncclResult_t ncclReduce(const void* send, void* recv, size_t count
     }
     std::vector<char> mine(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
     reduceFromAll(s, mine.data(), count, dtype, op, static_cast<char*>(recv), allRanks(s.nranks), 0);
-  });
+  }, kConnectCollective, comm && comm->s ? allRanks(comm->s->nranks) : std::vector<int>{});
 }
 
 CMESH_SIM_API ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int dtype, ncclComm* comm,
@@ -755,7 +915,7 @@ CMESH_SIM_API ncclResult_t ncclAllGather(const void* send, void* recv, size_t co
       if (!recvFrom(s, p, got)) return;
       std::memcpy(static_cast<char*>(recv) + p * bytes, got.data(), bytes);
     }
-  });
+  }, kConnectCollective, comm && comm->s ? allRanks(comm->s->nranks) : std::vector<int>{});
 }
 
 CMESH_SIM_API ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, int dtype, int op,
@@ -768,7 +928,7 @@ CMESH_SIM_API ncclResult_t ncclReduceScatter(const void* send, void* recv, size_
       if (p != s.rank && !sendTo(s, p, in + p * bytes, bytes)) return;
     std::vector<char> mine(in + s.rank * bytes, in + (s.rank + 1) * bytes);
     reduceFromAll(s, mine.data(), count, dtype, op, static_cast<char*>(recv), allRanks(s.nranks), 0);
-  });
+  }, kConnectCollective, comm && comm->s ? allRanks(comm->s->nranks) : std::vector<int>{});
 }
 
 CMESH_SIM_API ncclResult_t ncclGroupStart() {
@@ -781,6 +941,7 @@ namespace {
 ncclResult_t p2p(bool isSend, const void* sendBuf, void* recvBuf, size_t count, int dtype, int peer, ncclComm* comm,
                  cudaStream_t stream) {
   if (!dtypeBytes(dtype) || !comm || !comm->s || peer < 0 || peer >= comm->s->nranks) return kInvalidArgument;
+  Call call(comm, isSend ? "ncclSend" : "ncclRecv");
   P2p op{isSend, sendBuf, recvBuf, count * dtypeBytes(dtype), peer};
   if (groupDepth > 0) {
     for (auto& g : groupOps)
@@ -793,12 +954,13 @@ ncclResult_t p2p(bool isSend, const void* sendBuf, void* recvBuf, size_t count, 
   }
   return launch(comm, stream, [op](CommState& s) {
     if (op.send) {
-      sendTo(s, op.peer, op.sendBuf, op.bytes);
+      const bool large = op.bytes > p2pBufferBytes();
+      if (sendTo(s, op.peer, op.sendBuf, op.bytes, kMsgData, large ? 1 : 0) && large) waitAck(s, op.peer);
       return;
     }
     std::vector<char> got;
     if (recvFrom(s, op.peer, got)) std::memcpy(op.recvBuf, got.data(), std::min(op.bytes, got.size()));
-  });
+  }, kConnectP2p, {op.peer});
 }
 
 }  // namespace
@@ -820,18 +982,28 @@ CMESH_SIM_API ncclResult_t ncclGroupEnd() {
   ncclResult_t result = kSuccess;
   for (auto& g : groups) {
     ncclComm handle{g.s};
-    // Sends never block (each peer's reader thread drains its socket), so the group's sends go
-    // first, then its receives in call order: no ordering between ranks can deadlock.
+    std::vector<int> peers;
+    for (const auto& op : g.ops) peers.push_back(op.peer);
+    // A group's operations progress together (NCCL runs them as one kernel): its sends go first,
+    // then its receives in call order, then the group waits for the receipts of its large sends.
+    // No ordering between ranks can deadlock.
     ncclResult_t r = launch(&handle, g.stream, [ops = g.ops](CommState& s) {
-      for (const auto& op : ops)
-        if (op.send && !sendTo(s, op.peer, op.sendBuf, op.bytes)) return;
+      std::vector<int> awaiting;
+      for (const auto& op : ops) {
+        if (!op.send) continue;
+        const bool large = op.bytes > p2pBufferBytes();
+        if (!sendTo(s, op.peer, op.sendBuf, op.bytes, kMsgData, large ? 1 : 0)) return;
+        if (large) awaiting.push_back(op.peer);
+      }
       for (const auto& op : ops) {
         if (op.send) continue;
         std::vector<char> got;
         if (!recvFrom(s, op.peer, got)) return;
         std::memcpy(op.recvBuf, got.data(), std::min(op.bytes, got.size()));
       }
-    });
+      for (int p : awaiting)
+        if (!waitAck(s, p)) return;
+    }, kConnectP2p, peers);
     if (result == kSuccess || result == kInProgress) result = r == kSuccess ? result : r;
   }
   return result;

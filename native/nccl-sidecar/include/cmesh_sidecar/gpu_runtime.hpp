@@ -1,8 +1,9 @@
 // The sidecar's GPU state (loaded libraries, device buffers, NCCL communicators) and the request
-// handlers that act on it. Handlers run on the executor thread, one at a time; abort and the
-// release of a closed connection's handles run on connection threads (so they can interrupt a
-// hung collective, as torch's watchdog aborts from its own thread). Every buffer and communicator
-// belongs to the connection that created it.
+// handlers that act on it. Handlers run on executor threads: a communicator's on its own (one
+// owner: only that thread calls NCCL on it), buffer requests on their connection's. Abort and the
+// release of a closed connection's handles run on connection threads, and a watchdog thread aborts
+// a communicator whose thread is stuck inside a library call past its request's deadline (as
+// torch's watchdog does). Every buffer and communicator belongs to the connection that created it.
 #pragma once
 
 #include <atomic>
@@ -12,9 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cmesh_sidecar/cuda_api.hpp"
+#include "cmesh_sidecar/executor.hpp"
 #include "cmesh_sidecar/nccl_api.hpp"
 #include "cmesh_sidecar/request.hpp"
 
@@ -28,6 +31,7 @@ struct RuntimeOptions {
 class GpuRuntime {
  public:
   explicit GpuRuntime(const RuntimeOptions& opts);
+  ~GpuRuntime();
 
   /** The "cuda", "nccl" and "devices" parts of hello; immutable after construction. */
   Json describe() const;
@@ -41,6 +45,22 @@ class GpuRuntime {
    * `payload` is the request payload (moved from).
    */
   Response handle(const Request& req, std::vector<uint8_t>& payload, const Deadline& deadline, uint64_t owner);
+  /**
+   * commInitRank on `exec`, the new communicator's own executor (the caller runs this there); the
+   * communicator keeps it. `claim` is the init's claim (claimInit), released here.
+   */
+  Response commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d, uint64_t owner,
+                        std::shared_ptr<Executor> exec, const std::string& claim);
+  /** The executor of a communicator of `owner`, or null (unknown handle: the request fails NOT_FOUND). */
+  std::shared_ptr<Executor> executorOf(int64_t handle, uint64_t owner) const;
+  /**
+   * On the connection thread, before an init is queued: registers which rank of which unique id
+   * this sidecar is initialising. Another rank of the same communicator on this sidecar (local
+   * ranks sharing one socket) is refused at once (INVALID_ARGUMENT), and the first init is
+   * interrupted: it would wait for a rank queued behind it. Returns the claim's key.
+   */
+  std::string claimInit(const Request& req, const std::vector<uint8_t>& payload, uint64_t owner);
+  void releaseInit(const std::string& claim);
 
   /**
    * The abort op, on the calling (connection) thread: asks the GPU thread to abort the
@@ -60,6 +80,8 @@ class GpuRuntime {
   /** Launches between two waits on the stream (a bounded launch queue, checked deadlines). */
   static constexpr int kLaunchesPerWait = 128;
   static constexpr int64_t kAbortHandoffMs = 1000;
+  /** How often the watchdog looks at the communicators' library calls. */
+  static constexpr int64_t kWatchdogPeriodMs = 20;
 
  private:
   struct Buffer {
@@ -69,6 +91,7 @@ class GpuRuntime {
     uint64_t owner = 0;
   };
   struct Comm {
+    // Read on the communicator's executor and written by aborts from other threads: under `m`.
     ncclComm_t comm = nullptr;      // the ops' communicator
     ncclComm_t parent = nullptr;    // the non-blocking one `comm` was split from, until released (aborted after `comm`)
     bool nonblocking = false;       // `comm` answers ncclInProgress
@@ -77,12 +100,23 @@ class GpuRuntime {
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr, sync = nullptr;
     void* scratch = nullptr;  // 8 device bytes for the timing alignment and the slowest-rank time
-    std::mutex m;             // guards aborted, abortReason, busy
+    double* hostScratch = nullptr;  // 8 pinned host bytes: its copies are asynchronous, event-polled
+    std::shared_ptr<Executor> exec;  // runs every request on this communicator
+    std::string claim;               // the init's claim while init runs (claimInit)
+    std::mutex m;             // guards comm, parent, aborted, abortReason, abortCode, busy, inCall*
     std::condition_variable cv;
     bool aborted = false;
     std::string abortReason;
-    bool busy = false;  // the GPU thread is running a request on it
+    std::string abortCode;  // the error later requests on it get (ABORTED, or TIMEOUT from the watchdog)
+    bool busy = false;  // its executor is running a request on it
+    // Its executor is inside a library call that may block (a launch connecting to peers, a full
+    // launch queue): what, and until when the request may take. The watchdog aborts past it.
+    bool inCall = false;
+    std::string inCallWhat;
+    Deadline::Clock::time_point inCallDeadline{};
+    int64_t inCallBudgetMs = 0;
     std::atomic<bool> abortRequested{false};
+    std::string abortRequestReason;  // under m
   };
   using CommPtr = std::shared_ptr<Comm>;
   /** Marks a communicator in use by the GPU thread for a scope (abort waits for it to notice). */
@@ -98,7 +132,8 @@ class GpuRuntime {
   };
 
   Response getUniqueId();
-  Response commInitRank(const Request& req, const std::vector<uint8_t>& payload, const Deadline& d);
+  /** The communicator's device as NCCL sees it (ncclCommCuDevice) must be the one asked for. */
+  void checkDevice(Comm& c, const std::string& what);
   /** Replaces the (non-blocking) communicator with a blocking one of the same ranks split from it. */
   void splitBlocking(Comm& c, const Deadline& d, const std::string& what);
   /** The timed loop's start and result across ranks: a 1-element all-reduce aligns them; max gives the slowest. */
@@ -115,6 +150,23 @@ class GpuRuntime {
   void requireCuda() const;
   void requireNccl() const;
   void check(cudaError_t e, const std::string& what) const;
+  /** check() on a communicator's launch path: an error aborts it (peers may be inside the op). */
+  void checkComm(Comm& c, cudaError_t e, const std::string& what);
+  /** The communicator's handle (under its lock); throws ABORTED once aborted. */
+  ncclComm_t handleOf(Comm& c, const std::string& what);
+  /** Marks a library call that may block on the communicator, for the watchdog (RAII). */
+  class InCall {
+   public:
+    InCall(Comm& c, const Deadline& d, const std::string& what);
+    ~InCall();
+
+   private:
+    Comm& c_;
+  };
+  void watchdog();
+  /** Pinned host and device scratch slots: reused, never freed (cudaFree would wait on every kernel of the device). */
+  void takeScratch(Comm& c);
+  void returnScratch(Comm& c);
   Buffer& buffer(int64_t handle);
   /** A communicator of this connection (NOT_FOUND otherwise). */
   CommPtr findComm(int64_t handle);
@@ -134,7 +186,7 @@ class GpuRuntime {
   /** Aborts the communicator and keeps the handle, marked, so later calls say why. */
   [[noreturn]] void abortAndThrow(Comm& c, const std::string& code, const std::string& reason);
   /** ncclCommAbort once, then the stream, events and scratch buffer (c.m held by the caller). */
-  void abortLocked(Comm& c, const std::string& reason, bool releaseResources);
+  void abortLocked(Comm& c, const std::string& reason, bool releaseResources, const std::string& code = codes::kAborted);
   void releaseComm(Comm& c);
   /** Throws ABORTED when an abort was requested from a connection thread. */
   void checkAbortRequest(Comm& c, const std::string& what);
@@ -145,12 +197,18 @@ class GpuRuntime {
   NcclApi nccl;
   CudaProbe cuda_;
   NcclProbe nccl_;
-  uint64_t owner_ = 0;  // the connection of the request running on the GPU thread
-  mutable std::mutex m_;  // guards the maps; only the GPU thread adds or frees buffers
+  static thread_local uint64_t owner_;  // the connection of the request running on this executor thread
+  mutable std::mutex m_;  // guards the maps; a connection's executor adds and frees its buffers
   std::map<int64_t, Buffer> buffers_;
   std::map<int64_t, CommPtr> comms_;
+  std::vector<std::weak_ptr<Comm>> watched_;  // every communicator, from init on (the watchdog's)
+  std::map<std::string, std::pair<int, std::weak_ptr<Comm>>> claims_;  // unique id -> (rank, comm) while init runs
+  std::map<std::string, std::string> refused_;  // a claim interrupted by another rank's init -> why
   std::map<int, cudaStream_t> copyStreams_;
+  std::map<int, std::vector<std::pair<void*, double*>>> freeScratch_;  // per device
   int64_t nextHandle_ = 1;
+  std::atomic<bool> stopping_{false};
+  std::thread watchdogThread_;
 };
 
 }  // namespace cmesh

@@ -51,6 +51,7 @@ struct NcclApi {
   ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
   ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t*) = nullptr;
+  ncclResult_t (*commCuDevice)(ncclComm_t, int*) = nullptr;  // optional (every 2.x has it; checked when found)
   const char* (*getErrorString)(ncclResult_t) = nullptr;
   const char* (*getLastError)(ncclComm_t) = nullptr;  // optional (2.13+)
   ncclResult_t (*allReduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;

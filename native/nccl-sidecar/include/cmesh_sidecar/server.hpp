@@ -43,14 +43,25 @@ class Server {
  private:
   /** Runs one decoded request; sets `reply` and returns the result (never throws). */
   Response dispatch(Frame& frame, bool& shutdown, ReplyHeader& reply, std::string& errorMessage, uint64_t owner);
-  /** Queues a ping or GPU request on the executor. */
-  Executor::JobPtr submit(Frame& frame, uint64_t owner);
+  /**
+   * How one connection's requests are ordered across executors: a communicator's requests run on
+   * its executor, in order, after the connection's buffer requests that came before them, and
+   * independently of other communicators; a buffer request (copies, frees), ping or
+   * getUniqueId runs on the connection's executor after every earlier request of the connection.
+   */
+  struct Ordering {
+    std::shared_ptr<Executor> conn = std::make_shared<Executor>();
+    Executor::JobPtr lastBarrier;
+    std::vector<Executor::JobPtr> since;  // communicator requests queued after lastBarrier
+  };
+  /** Queues a ping or GPU request on its executor. */
+  Executor::JobPtr submit(Frame& frame, uint64_t owner, Ordering& order);
   /** Aborts a closed connection's communicators and frees its buffers. */
   void releaseConnection(uint64_t owner);
 
   ServerOptions opts_;
   GpuRuntime& runtime_;
-  Executor executor_;
+  Executor executor_;  // clean-up of closed connections' buffers
   int listenFd_ = -1;
   std::atomic<uint64_t> nextConnection_{1};
 };

@@ -45,6 +45,10 @@ describe('cmesh bench, nccl-tests flags', () => {
     const unknown = bench(['--no-such-flag']);
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/unknown option '--no-such-flag'/);
+    // nccl-tests' flags with no meaning here say why
+    const gpus = bench(['-g', '8']);
+    expect([gpus.status, gpus.stderr]).toEqual([2, 'cmesh: -g, --ngpus (an nccl-tests flag) has no meaning for cmesh bench: one rank per process; -np sets the ranks\n']);
+    expect(bench(['--blocking=0']).stderr).toMatch(/^cmesh: -z, --blocking \(an nccl-tests flag\)/);
     expect(bench(['--help']).status).toBe(0);
   }, 60_000);
 });

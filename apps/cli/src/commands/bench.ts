@@ -17,6 +17,31 @@ interface Opts extends BenchCliOptions {
 
 export const DEFAULT_COLLECTIVE = 'all_reduce';
 
+/** nccl-tests' flags that mean nothing on this data plane: refused saying why, not as unknown. */
+const NCCL_TESTS_ONLY: Record<string, [string, string]> = {
+  '-t': ['--nthreads', 'one rank per process; -np sets the ranks'],
+  '-g': ['--ngpus', 'one rank per process; -np sets the ranks'],
+  '-m': ['--agg_iters', 'each timed iteration is one call'],
+  '-N': ['--run_cycles', 'one run; run the command again'],
+  '-p': ['--parallel_init', 'ranks always initialise in parallel'],
+  '-z': ['--blocking', 'calls always return when complete'],
+  '-y': ['--stream_null', 'no CUDA streams on the CPU data plane'],
+  '-G': ['--cudagraph', 'no CUDA graphs on the CPU data plane'],
+  '-C': ['--report_cputime', 'times are wall-clock'],
+  '-a': ['--average', 'the time is the median over iterations of the slowest rank'],
+  '-R': ['--local_register', 'no buffer registration on the CPU data plane'],
+};
+
+/** Refuses nccl-tests' flags cmesh bench has no use for, with the reason. */
+export function refuseNcclTestsOnly(argv: readonly string[]): void {
+  for (const a of argv) {
+    const flag = a.split('=')[0];
+    // -g, --ngpus, --ngpus=8, and the value glued on as nccl-tests' getopt takes it: -g8
+    const entry = Object.entries(NCCL_TESTS_ONLY).find(([short, [long]]) => flag === long || flag === short || (!flag.startsWith('--') && flag.startsWith(short)));
+    if (entry) throw new UsageError(`${entry[0]}, ${entry[1][0]} (an nccl-tests flag) has no meaning for cmesh bench: ${entry[1][1]}`);
+  }
+}
+
 export function register(program: Command): void {
   const cmd = addMeshOptions(program.command('bench'))
     .argument('[collective]', `collective(s), nccl-tests' names, comma separated, or all (default ${DEFAULT_COLLECTIVE})`)
@@ -45,7 +70,11 @@ export function register(program: Command): void {
     });
   // nccl-tests and mpirun spell the rank count `-np`, which commander would read as `-n p`.
   const parseOptions = cmd.parseOptions.bind(cmd);
-  cmd.parseOptions = (argv: string[]) => parseOptions(argv.map((a) => (a === '-np' ? '--np' : a.startsWith('-np=') ? `--np=${a.slice(4)}` : a)));
+  cmd.parseOptions = (argv: string[]) => {
+    const args = argv.map((a) => (a === '-np' ? '--np' : a.startsWith('-np=') ? `--np=${a.slice(4)}` : a));
+    refuseNcclTestsOnly(args);
+    return parseOptions(args);
+  };
 }
 
 /** Runs every requested sweep and writes one table per collective (or JSON). Returns true when any element was wrong. */

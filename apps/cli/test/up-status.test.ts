@@ -87,6 +87,9 @@ describe('cmesh up / status / bench --mesh', () => {
     for (const l of rows) expect([l.trim().split(/\s+/)[8], l.trim().split(/\s+/)[12]]).toEqual(['0', '0']); // #wrong
     expect(bench.stdout).toMatch(/Rank {2}1 Group {2}0 Pid +\d+ on +127\.0\.0\.1 device tcp slot 1 \(agent-1\)/);
 
+    // spawnSync blocked this process while the coordinator closed the idle keep-alive socket: one
+    // turn of the event loop lets the client see that before the POST (not safe to send twice)
+    await new Promise((r) => setTimeout(r, 20));
     const g = await fetch(`${url}/groups`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }) });
     expect(g.status).toBe(201);
     const group = ((await g.json()) as { id: string }).id;

@@ -511,10 +511,12 @@ TEST(sim, two_process_groups_issued_in_opposite_orders_on_two_ranks_both_complet
     Conn a(0), b(1);
     auto [a0, a1] = commInit2(a, b);
     auto [b0, b1] = commInit2(a, b);
+    // Separate buffers per group: the two groups' ops run at the same time.
     uint64_t sa = alloc(a, 0, 1024), ra = alloc(a, 0, 1024), sb = alloc(b, 1, 1024), rb = alloc(b, 1, 1024);
+    uint64_t sa2 = alloc(a, 0, 64), ra2 = alloc(a, 0, 64), sb2 = alloc(b, 1, 64), rb2 = alloc(b, 1, 64);
     Request first0 = sendRecv ? p2p(a0, true, sa, 256, 1) : allReduce(a0, sa, ra, 256);
     Request last1 = sendRecv ? p2p(a1, false, rb, 256, 0) : allReduce(a1, sb, rb, 256);
-    Request second0 = allReduce(b0, sa, ra, 16), first1 = allReduce(b1, sb, rb, 16);
+    Request second0 = allReduce(b0, sa2, ra2, 16), first1 = allReduce(b1, sb2, rb2, 16);
     for (Request* r : {&first0, &second0, &first1, &last1}) r->timeoutMs = 3000;
     auto t0 = Clock::now();
     a.send(first0);

@@ -381,10 +381,9 @@ CMESH_SIM_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned 
 CMESH_SIM_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
   // As in CUDA, the call returns at once; the stream finishes its work, then goes away.
   if (!s) return kInvalidHandle;
-  {
-    std::lock_guard<std::mutex> lk(s->m);
-    s->destroyed = true;
-  }
+  // Notified under the lock: the worker deletes the stream as soon as it sees the flag.
+  std::lock_guard<std::mutex> lk(s->m);
+  s->destroyed = true;
   s->cv.notify_all();
   return kSuccess;
 }

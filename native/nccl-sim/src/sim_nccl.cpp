@@ -278,12 +278,14 @@ struct CommState {
   /** Ends every wait and connection (abort, destroy). */
   void shutdown() {
     {
-      std::lock_guard<std::mutex> lk(m);  // no waiter misses the flag between its check and its wait
+      // Under the lock: no waiter misses the flag between its check and its wait, and the
+      // rendezvous (which sets the descriptors under it) is not mid-way.
+      std::lock_guard<std::mutex> lk(m);
       aborted = true;
+      for (int fd : fds)
+        if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+      if (listenFd >= 0) ::shutdown(listenFd, SHUT_RDWR);
     }
-    for (int fd : fds)
-      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
-    if (listenFd >= 0) ::shutdown(listenFd, SHUT_RDWR);
     cv.notify_all();
   }
 };
@@ -469,7 +471,10 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
 
   socklen_t len;
   sockaddr_un addr = rankAddress(s.key, s.rank, len);
-  s.listenFd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  {
+    std::lock_guard<std::mutex> lk(s.m);
+    s.listenFd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  }
   if (::bind(s.listenFd, reinterpret_cast<sockaddr*>(&addr), len) != 0)
     return failWith(kInvalidUsage, "rank " + std::to_string(s.rank) + " of this communicator is already taken (" +
                                        std::strerror(errno) + ")");
@@ -489,7 +494,10 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
           ::close(fd);
           return failWith(kRemoteError, "rank " + std::to_string(p) + " hung up during setup");
         }
-        s.fds[p] = fd;
+        {
+          std::lock_guard<std::mutex> lk(s.m);
+          s.fds[p] = fd;
+        }
         peers[p] = h;
         break;
       }
@@ -510,12 +518,18 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
       ::close(fd);
       return failWith(kInvalidUsage, "a peer joined with a bad or duplicate rank");
     }
-    s.fds[h.rank] = fd;
+    {
+      std::lock_guard<std::mutex> lk(s.m);
+      s.fds[h.rank] = fd;
+    }
     peers[h.rank] = h;
     accepted++;
   }
-  ::close(s.listenFd);
-  s.listenFd = -1;
+  {
+    std::lock_guard<std::mutex> lk(s.m);
+    ::close(s.listenFd);
+    s.listenFd = -1;
+  }
   for (int p = 0; p < s.nranks; p++) {
     if (peers[p].nranks != s.nranks)
       return failWith(kInvalidUsage, "rank " + std::to_string(p) + " was initialised with nranks " +

@@ -1,7 +1,7 @@
 // `npm run pack [-- <dir>]`: every publishable package of the workspace (those not marked
 // private) as an npm tarball in <dir> (default dist-packages/), for `npm install <tarball>` in a
 // project outside this checkout while the packages are not on a registry. Each package's prepack
-// compiles it, so a fresh clone needs only `npm install` first. The native addons
+// compiles it, so a fresh clone needs only `npm ci` first. The native addons
 // (SIMD reduce, shared-memory transport) are built when missing and a C++ toolchain is present:
 // @cmesh/collectives carries them in prebuilds/, and without them uses its JavaScript kernels and
 // TCP. The folder's tarballs are removed first, so a second run leaves exactly one per package.

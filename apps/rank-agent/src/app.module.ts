@@ -56,6 +56,8 @@ export class AppModule {
               config.ncclEnabled ? new NcclBackend({ attachSocketPath: config.ncclSocket }) : null,
               config.deviceIndex,
               async (prefix) => openJobStore(await nats.connection(), prefix),
+              undefined,
+              config.deviceNamed,
             );
             await nccl.start();
             return { tcp, nccl };

@@ -32,7 +32,12 @@ export const AgentSettings = z.object({
   name: setting(agentName.optional(), { env: 'CMESH_AGENT_NAME', flag: '--name', help: 'agent name', defaultText: '<hostname>-<device index>' }),
   agentId: setting(z.string().min(1).optional(), { env: 'CMESH_AGENT_ID', flag: '--id', help: 'stable id the coordinator keys the agent by', defaultText: 'the name' }),
   /** GPU index for the nccl backend; the CPU slot number otherwise */
-  deviceIndex: setting(intSetting(0, 1 << 16).default(0), { env: 'CMESH_DEVICE_INDEX', flag: '--device', help: 'GPU index for the nccl backend; the slot number otherwise' }),
+  deviceIndex: setting(intSetting(0, 1 << 16).optional(), {
+    env: 'CMESH_DEVICE_INDEX',
+    flag: '--device',
+    help: 'GPU index for the nccl backend; the slot number otherwise',
+    defaultText: 'LOCAL_RANK, else 0 (refused on a host with several GPUs)',
+  }),
   /** where the agent listens for HTTP and the data plane, and what it advertises to peers */
   host: setting(z.string().min(1).default('127.0.0.1'), { env: 'CMESH_AGENT_HOST', flag: '--host', help: 'address the agent listens on and advertises to peers' }),
   /** HTTP port for /health and /metrics (0: any free port) */
@@ -71,8 +76,12 @@ export const AgentSettings = z.object({
 });
 
 type Parsed = z.output<typeof AgentSettings>;
-export type AgentConfig = Omit<Parsed, 'name' | 'agentId'> & {
+export type AgentConfig = Omit<Parsed, 'name' | 'agentId' | 'deviceIndex'> & {
   name: string;
+  /** CMESH_DEVICE_INDEX (--device), else LOCAL_RANK (one agent per GPU, as torchrun numbers them), else 0 */
+  deviceIndex: number;
+  /** false when neither named the device: the nccl backend then refuses a host with several GPUs */
+  deviceNamed: boolean;
   /** stable id: the name unless CMESH_AGENT_ID says otherwise; with a NATS login, that login's user */
   agentId: string;
   /** where the agent listens for HTTP and the data plane (the host) */
@@ -81,15 +90,20 @@ export type AgentConfig = Omit<Parsed, 'name' | 'agentId'> & {
 
 export function loadConfig(argv: readonly string[] = process.argv.slice(2), env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const s = loadSettings(AgentSettings, argv, env);
+  const localRank = env.LOCAL_RANK === undefined || env.LOCAL_RANK === '' ? undefined : Number(env.LOCAL_RANK);
+  if (localRank !== undefined && !(Number.isInteger(localRank) && localRank >= 0 && localRank <= 1 << 16))
+    throw new RangeError(`LOCAL_RANK must be an integer in [0, 65536] to pick the GPU, got ${JSON.stringify(env.LOCAL_RANK)}; set CMESH_DEVICE_INDEX (--device)`);
+  const named = s.deviceIndex ?? localRank;
+  const deviceIndex = named ?? 0;
   // the default name is checked like a given one (a host name may hold other characters)
-  const name = s.name ?? `${hostname()}-${s.deviceIndex}`;
+  const name = s.name ?? `${hostname()}-${deviceIndex}`;
   const checked = agentName.safeParse(name);
   if (!checked.success) throw new RangeError(`agent name ${JSON.stringify(name)}: ${checked.error.issues[0].message}; set CMESH_AGENT_NAME (--name)`);
   const agentId = s.agentId ?? name;
   // the coordinator knows an agent by the subjects its login may publish on (agents.register.<user>)
   const user = env.NATS_USER;
   if (user && user !== agentId) throw new RangeError(`agent id ${JSON.stringify(agentId)} is not its NATS login ${JSON.stringify(user)}: an agent's id is its NATS user; set CMESH_AGENT_ID (or CMESH_AGENT_NAME) to ${user}`);
-  return { ...s, name, agentId, bindHost: s.host };
+  return { ...s, name, agentId, bindHost: s.host, deviceIndex, deviceNamed: named !== undefined };
 }
 
 export function agentHelp(): string {

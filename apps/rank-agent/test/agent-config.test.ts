@@ -24,6 +24,17 @@ describe('agent config', () => {
   });
 });
 
+describe('agent config: the device', () => {
+  it('takes CMESH_DEVICE_INDEX, else LOCAL_RANK, else 0 marked as not named', () => {
+    expect(loadConfig(['--device', '2'], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: '5' })).toMatchObject({ deviceIndex: 2, deviceNamed: true });
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: '5' })).toMatchObject({ deviceIndex: 5, deviceNamed: true });
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: '' })).toMatchObject({ deviceIndex: 0, deviceNamed: false });
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a' })).toMatchObject({ deviceIndex: 0, deviceNamed: false });
+    expect(loadConfig([], { LOCAL_RANK: '3' }).name).toMatch(/-3$/);
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: 'x' })).toThrow('LOCAL_RANK must be an integer in [0, 65536] to pick the GPU, got "x"; set CMESH_DEVICE_INDEX (--device)');
+  });
+});
+
 describe('agent config: cluster', () => {
   it('takes the cluster from CMESH_CLUSTER or --cluster and refuses a bad name with a typed error', () => {
     expect(loadConfig([], { CMESH_AGENT_NAME: 'a' }).cluster).toBe('default');

@@ -15,7 +15,7 @@ import { CUDART_SIM_LIB, NCCL_SIM_ENV, NCCL_SIM_LIB } from '@cmesh/testing';
 import { NcclBackend, NcclSweepRow } from '../src/backends/nccl';
 import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
 import { JobAbortedError } from '../src/execution/job-backend';
-import { NcclJobBackend } from '../src/backends/nccl-job-backend';
+import { DeviceNotNamedError, NcclJobBackend } from '../src/backends/nccl-job-backend';
 
 /** 8 B (count 0 for split ops at world 4), an uneven count, and a few KiB. */
 const SIZES = [8, 96, 4096];
@@ -318,6 +318,19 @@ describe("the agent's nccl job backend over the simulation", () => {
     for (const j of jobs) expect(await j.start()).toEqual({ ok: true });
     return { jobs, backends };
   }
+
+  it('an agent told no device refuses to start where CUDA sees several, and starts where it sees one', async () => {
+    const start = async (devices: string) => {
+      const b = new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, CMESH_SIM_DEVICES: devices } });
+      live.push(b);
+      return new NcclJobBackend(b, 0, async () => new MemoryStore(), undefined, false).start();
+    };
+    const err = await start('4').catch((e: Error) => e);
+    expect(err).toBeInstanceOf(DeviceNotNamedError);
+    expect((err as Error).message).toContain('this host has 4 CUDA devices and the agent was not told which is its own: set CMESH_DEVICE_INDEX (--device) or LOCAL_RANK');
+    expect(live[live.length - 1].socketPath).toBeNull(); // its sidecar was stopped
+    expect(await start('1')).toEqual({ ok: true });
+  }, 60_000);
 
   it("runs each rank on its agent's own device (never rank % device count)", async () => {
     // Agents configured for devices 1 and 0: fine. Both for device 1: NCCL's duplicate-GPU error,

@@ -12,6 +12,16 @@ import { NcclBackend } from './nccl';
 const RESTART_FIRST_MS = 1_000;
 const RESTART_MAX_MS = 60_000;
 
+/** Several GPUs and no CMESH_DEVICE_INDEX / LOCAL_RANK: every agent of the host would pick device 0. */
+export class DeviceNotNamedError extends Error {
+  constructor(readonly deviceCount: number) {
+    super(
+      `this host has ${deviceCount} CUDA devices and the agent was not told which is its own: set CMESH_DEVICE_INDEX (--device) or LOCAL_RANK, one agent per GPU (CMESH_NCCL=0 runs it without the nccl backend)`,
+    );
+    this.name = 'DeviceNotNamedError';
+  }
+}
+
 export class NcclJobBackend implements JobBackend {
   readonly name = 'nccl' as const;
   private status: BackendAvailability = { ok: false, reason: 'nccl backend not started' };
@@ -24,14 +34,25 @@ export class NcclJobBackend implements JobBackend {
     /** the coordinator's store under a job's prefix (the unique id travels through it) */
     private readonly openStore: (prefix: string) => Promise<Store>,
     disabledReason = 'nccl backend disabled (CMESH_NCCL=0)',
+    /** false: the device is the default (0), refused where CUDA sees several */
+    private readonly deviceNamed = true,
   ) {
     if (!nccl) this.status = { ok: false, reason: disabledReason };
   }
 
-  /** Starts the sidecar; one that cannot run NCCL here is stopped at once (by pid), keeping its reason. */
+  /**
+   * Starts the sidecar; one that cannot run NCCL here is stopped at once (by pid), keeping its
+   * reason. Throws DeviceNotNamedError (the agent does not start) on a host with several GPUs
+   * when no device was named.
+   */
   async start(): Promise<BackendAvailability> {
     if (!this.nccl) return this.status;
     const status = await this.nccl.start();
+    const deviceCount = this.nccl.hello?.deviceCount ?? 0;
+    if (status.ok && !this.deviceNamed && deviceCount > 1) {
+      await this.nccl.stop();
+      throw new DeviceNotNamedError(deviceCount);
+    }
     if (!status.ok) await this.nccl.stop();
     this.status = { ...status };
     return this.status;

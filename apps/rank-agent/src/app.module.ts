@@ -2,11 +2,11 @@
 // nats/nats-transport.ts), the job runner with its
 // backends (tcp: the CPU data plane, a child process per job; nccl: the sidecar), /health and
 // /metrics over HTTP.
-import { DynamicModule, Module } from '@nestjs/common';
+import { DynamicModule, Logger, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { clusterNames, printableLogHooks } from '@cmesh/protocol';
 import { NcclBackend } from './backends/nccl';
-import { NcclJobBackend } from './backends/nccl-job-backend';
+import { NcclJobBackend, SidecarLog } from './backends/nccl-job-backend';
 import { TcpBackend } from './backends/tcp/tcp-backend';
 import { agentMemoryLimit } from './backends/tcp/worker-memory';
 import { AGENT_CONFIG, AgentConfig } from './config';
@@ -52,12 +52,22 @@ export class AppModule {
             // the agent registers once its first job worker has loaded: a job it takes then
             // does not wait for a cold start (seconds on a busy host) inside the job's timeout
             await tcp.warm();
+            // the sidecar's output in this log, tagged with the job: NCCL's warnings (NCCL_DEBUG=WARN
+            // unless set otherwise) are what a failed multi-GPU run is read from
+            const sidecarLogger = new Logger('NcclSidecar');
+            const sidecarLog = new SidecarLog((line, { stream, job }) => {
+              const text = job ? `job ${job}: ${line}` : line;
+              if (stream === 'stderr' || line.includes(' NCCL WARN ')) sidecarLogger.warn(text);
+              else sidecarLogger.log(text);
+            });
+            const sidecarEnv = { ...process.env, NCCL_DEBUG: process.env.NCCL_DEBUG || 'WARN' };
             const nccl = new NcclJobBackend(
-              config.ncclEnabled ? new NcclBackend({ attachSocketPath: config.ncclSocket }) : null,
+              config.ncclEnabled
+                ? new NcclBackend({ attachSocketPath: config.ncclSocket, env: sidecarEnv, onSidecarStdout: sidecarLog.stdout, onSidecarStderr: sidecarLog.stderr })
+                : null,
               config.deviceIndex,
               async (prefix) => openJobStore(await nats.connection(), prefix),
-              undefined,
-              config.deviceNamed,
+              { deviceNamed: config.deviceNamed, sidecarLog },
             );
             await nccl.start();
             return { tcp, nccl };

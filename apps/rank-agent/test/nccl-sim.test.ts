@@ -15,7 +15,7 @@ import { CUDART_SIM_LIB, NCCL_SIM_ENV, NCCL_SIM_LIB } from '@cmesh/testing';
 import { NcclBackend, NcclSweepRow } from '../src/backends/nccl';
 import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
 import { JobAbortedError } from '../src/execution/job-backend';
-import { DeviceNotNamedError, NcclJobBackend } from '../src/backends/nccl-job-backend';
+import { DeviceNotNamedError, NcclJobBackend, SidecarLog } from '../src/backends/nccl-job-backend';
 
 /** 8 B (count 0 for split ops at world 4), an uneven count, and a few KiB. */
 const SIZES = [8, 96, 4096];
@@ -319,11 +319,36 @@ describe("the agent's nccl job backend over the simulation", () => {
     return { jobs, backends };
   }
 
+  it("NCCL_DEBUG's lines (the sidecar's stdout) reach the agent's log, tagged with the job they came during", async () => {
+    const store = new MemoryStore();
+    const lines: Array<{ line: string; stream: string; job: string | null }> = [];
+    const jobs = [0, 1].map((device) => {
+      const log = new SidecarLog((line, meta) => lines.push({ line, ...meta }));
+      const b = new NcclBackend({
+        binary,
+        ncclLib: NCCL_SIM_LIB,
+        cudartLib: CUDART_SIM_LIB,
+        env: { ...process.env, ...NCCL_SIM_ENV, NCCL_DEBUG: 'INFO' },
+        onSidecarStdout: log.stdout,
+        onSidecarStderr: log.stderr,
+      });
+      live.push(b);
+      return new NcclJobBackend(b, device, async () => Object.assign(store, { close: async () => undefined }), { sidecarLog: log });
+    });
+    for (const j of jobs) expect(await j.start()).toEqual({ ok: true });
+    const signal = new AbortController().signal;
+    await Promise.all(jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: () => undefined, onSize: () => undefined }, signal)));
+    const init = lines.filter((l) => l.stream === 'stdout' && / NCCL INFO .*Init COMPLETE/.test(l.line));
+    expect(init.length).toBeGreaterThanOrEqual(2); // each rank's sidecar, each communicator
+    for (const l of init) expect(l.job).toBe('sim-job');
+    expect(lines.some((l) => l.line.includes('"event":"listening"'))).toBe(false);
+  }, 60_000);
+
   it('an agent told no device refuses to start where CUDA sees several, and starts where it sees one', async () => {
     const start = async (devices: string) => {
       const b = new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, CMESH_SIM_DEVICES: devices } });
       live.push(b);
-      return new NcclJobBackend(b, 0, async () => new MemoryStore(), undefined, false).start();
+      return new NcclJobBackend(b, 0, async () => new MemoryStore(), { deviceNamed: false }).start();
     };
     const err = await start('4').catch((e: Error) => e);
     expect(err).toBeInstanceOf(DeviceNotNamedError);

@@ -24,6 +24,8 @@
 #include <climits>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -171,6 +173,23 @@ std::string hostName() {
   ::gethostname(buf, sizeof buf - 1);
   return buf;
 }
+/**
+ * NCCL_DEBUG's lines, as NCCL writes them: on stdout (NCCL_DEBUG_FILE aside), "host:pid:tid
+ * [device] NCCL WARN|INFO text". WARN at NCCL_DEBUG=WARN and above, INFO at INFO and TRACE.
+ */
+void ncclDebug(bool info, int device, const std::string& text) {
+  const char* level = std::getenv("NCCL_DEBUG");
+  if (!level) return;
+  const std::string l = level;
+  const bool warnOn = l == "WARN" || l == "INFO" || l == "TRACE", infoOn = l == "INFO" || l == "TRACE";
+  if (!(info ? infoOn : warnOn)) return;
+  char host[64] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::printf("%s:%d:%d [%d] NCCL %s %s\n", host, static_cast<int>(::getpid()), static_cast<int>(::gettid()), device,
+              info ? "INFO" : "WARN", text.c_str());
+  std::fflush(stdout);
+}
+
 std::string faultKind() {
   const char* f = std::getenv("CMESH_SIM_FAULT");
   return f ? f : "";
@@ -269,6 +288,7 @@ struct CommState {
       }
     }
     cmesh_sim::log("rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ": " + why);
+    ncclDebug(false, device, why);
     cv.notify_all();
   }
   bool failed() {
@@ -542,6 +562,8 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
   }
   for (int p = 0; p < s.nranks; p++)
     if (p != s.rank) std::thread(readerLoop, sp, p).detach();
+  ncclDebug(true, s.device, "comm " + s.key + " rank " + std::to_string(s.rank) + " nRanks " + std::to_string(s.nranks) +
+                                " cudaDev " + std::to_string(s.device) + " - Init COMPLETE (simulated)");
   // NCCL_RUNTIME_CONNECT=0 (or NCCL before 2.22) connects the collectives' channels during init.
   const char* rc = std::getenv("NCCL_RUNTIME_CONNECT");
   if ((rc && rc[0] == '0') || cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) < 22200) {

@@ -22,6 +22,31 @@ export class DeviceNotNamedError extends Error {
   }
 }
 
+export interface SidecarLine {
+  stream: 'stdout' | 'stderr';
+  /** the job running on the sidecar when the line came, if any */
+  job: string | null;
+}
+
+/**
+ * The sidecar's output for the agent's log, each line tagged with the job it came during:
+ * NCCL_DEBUG's lines (stdout) first of all, the first thing to read on a failed multi-GPU run.
+ */
+export class SidecarLog {
+  job: string | null = null;
+  constructor(private readonly write: (line: string, meta: SidecarLine) => void) {}
+  readonly stdout = (line: string): void => this.write(line, { stream: 'stdout', job: this.job });
+  readonly stderr = (line: string): void => this.write(line, { stream: 'stderr', job: this.job });
+}
+
+export interface NcclJobBackendOptions {
+  disabledReason?: string;
+  /** false: the device is the default (0), refused where CUDA sees several. Default true. */
+  deviceNamed?: boolean;
+  /** tagged with the running job while one runs (the sidecar was made with its stdout/stderr) */
+  sidecarLog?: SidecarLog;
+}
+
 export class NcclJobBackend implements JobBackend {
   readonly name = 'nccl' as const;
   private status: BackendAvailability = { ok: false, reason: 'nccl backend not started' };
@@ -33,11 +58,9 @@ export class NcclJobBackend implements JobBackend {
     private readonly deviceIndex: number,
     /** the coordinator's store under a job's prefix (the unique id travels through it) */
     private readonly openStore: (prefix: string) => Promise<Store>,
-    disabledReason = 'nccl backend disabled (CMESH_NCCL=0)',
-    /** false: the device is the default (0), refused where CUDA sees several */
-    private readonly deviceNamed = true,
+    private readonly opts: NcclJobBackendOptions = {},
   ) {
-    if (!nccl) this.status = { ok: false, reason: disabledReason };
+    if (!nccl) this.status = { ok: false, reason: opts.disabledReason ?? 'nccl backend disabled (CMESH_NCCL=0)' };
   }
 
   /**
@@ -49,7 +72,7 @@ export class NcclJobBackend implements JobBackend {
     if (!this.nccl) return this.status;
     const status = await this.nccl.start();
     const deviceCount = this.nccl.hello?.deviceCount ?? 0;
-    if (status.ok && !this.deviceNamed && deviceCount > 1) {
+    if (status.ok && this.opts.deviceNamed === false && deviceCount > 1) {
       await this.nccl.stop();
       throw new DeviceNotNamedError(deviceCount);
     }
@@ -105,6 +128,8 @@ export class NcclJobBackend implements JobBackend {
     const avail = this.available();
     if (!this.nccl || !avail.ok) throw new NcclUnavailableError(avail.reason ?? 'unavailable', a.sweep.op);
     const store = await this.openStore(a.storePrefix);
+    const log = this.opts.sidecarLog;
+    if (log) log.job = a.jobId;
     try {
       const nccl = this.nccl;
       const sweep = nccl.runSweep({
@@ -144,6 +169,7 @@ export class NcclJobBackend implements JobBackend {
         });
       }
     } finally {
+      if (log?.job === a.jobId) log.job = null;
       await store.close().catch(() => undefined);
     }
   }

@@ -10,6 +10,8 @@ import { NcclUnavailableError, SidecarConnectionError, SidecarTimeoutError } fro
 export const SIDECAR_SOURCE_DIR = path.resolve(__dirname, '../../../../../native/nccl-sidecar');
 export const SIDECAR_BUILD_DIR = path.join(SIDECAR_SOURCE_DIR, 'build');
 const BINARY_NAME = 'cmesh-nccl-sidecar';
+/** A line of sidecar output longer than this is cut (its head dropped) before it is forwarded. */
+const MAX_PARTIAL_LINE = 64 * 1024;
 
 /** The sidecar binary: $CMESH_NCCL_SIDECAR, else the repository's CMake build output, else on PATH. */
 export function locateSidecarBinary(): string {
@@ -57,6 +59,11 @@ export interface SpawnSidecarOptions {
   startTimeoutMs?: number;
   /** Receives the sidecar's stderr lines (diagnostics). */
   onStderr?: (line: string) => void;
+  /**
+   * Receives the stdout lines after the "listening" line: NCCL_DEBUG's output (NCCL writes it to
+   * stdout), the first thing to read on a failed multi-GPU run. Without it they are dropped.
+   */
+  onStdout?: (line: string) => void;
 }
 
 export interface SidecarExit {
@@ -170,11 +177,30 @@ export function spawnSidecar(opts: SpawnSidecarOptions): Promise<SidecarProcess>
     const onStdout = (s: string) => {
       stdout += s;
       if (!stdout.includes('"event":"listening"')) return;
-      // Only the listening line matters: later output (NCCL_DEBUG=INFO writes to stdout) is
-      // drained and dropped, never kept, or a long-lived sidecar's would grow without bound.
+      // Later output (NCCL_DEBUG writes to stdout) goes to onStdout line by line, or is drained
+      // and dropped: never kept, or a long-lived sidecar's would grow without bound.
+      const eol = stdout.indexOf('\n', stdout.indexOf('"event":"listening"'));
+      let partial = eol < 0 ? '' : stdout.slice(eol + 1);
+      let restOfListening = eol < 0; // the listening line's tail is still to come
       stdout = '';
       child.stdout!.off('data', onStdout);
-      child.stdout!.resume();
+      const forward = opts.onStdout;
+      if (forward) {
+        const emit = (s: string) => {
+          partial += s;
+          const lines = partial.split('\n');
+          partial = lines.pop()!.slice(-MAX_PARTIAL_LINE);
+          if (restOfListening && lines.length) {
+            lines.shift();
+            restOfListening = false;
+          }
+          for (const l of lines) if (l) forward(l);
+        };
+        emit('');
+        child.stdout!.on('data', emit);
+      } else {
+        child.stdout!.resume();
+      }
       settle(() => resolve(proc));
     };
     child.stdout!.on('data', onStdout);

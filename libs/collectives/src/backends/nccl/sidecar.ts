@@ -21,6 +21,8 @@ export interface NcclSidecarOptions {
   requestTimeoutMs?: number;
   startTimeoutMs?: number;
   onSidecarStderr?: (line: string) => void;
+  /** NCCL_DEBUG's lines (the sidecar's stdout after it started); dropped without it. */
+  onSidecarStdout?: (line: string) => void;
   /** The spawned sidecar's environment (default: this process's). */
   env?: NodeJS.ProcessEnv;
 }
@@ -72,6 +74,7 @@ export class NcclSidecar {
           cudartLib: this.opts.cudartLib,
           startTimeoutMs: this.opts.startTimeoutMs,
           onStderr: this.opts.onSidecarStderr,
+          onStdout: this.opts.onSidecarStdout,
           env: this.opts.env,
         });
       }

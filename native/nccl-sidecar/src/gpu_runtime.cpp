@@ -380,6 +380,9 @@ std::string GpuRuntime::claimInit(const Request& req, const std::vector<uint8_t>
     claims_[key] = {rank, {}};
     return key;
   }
+  if (it->second.first == rank)
+    throw SidecarError(codes::kInvalidArgument, "commInitRank: rank " + std::to_string(rank) +
+                                                    " of this communicator is already being initialised on this sidecar");
   // NCCL wants one process per rank of a communicator here: local ranks that share one sidecar
   // socket would each wait for the other's init. Both fail now, saying why.
   const std::string why = "ranks " + std::to_string(it->second.first) + " and " + std::to_string(rank) +

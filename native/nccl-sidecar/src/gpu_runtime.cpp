@@ -1,5 +1,6 @@
 #include "cmesh_sidecar/gpu_runtime.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -601,6 +602,29 @@ Response GpuRuntime::memset(const Request& req, const Deadline& d) {
   return Response{};
 }
 
+char* GpuRuntime::takeStaging() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    if (!freeStaging_.empty()) {
+      char* p = freeStaging_.back();
+      freeStaging_.pop_back();
+      return p;
+    }
+  }
+  void* p = nullptr;
+  check(cuda.mallocHost(&p, kStagingBytes), "cudaMallocHost(staging)");
+  return static_cast<char*>(p);
+}
+
+void GpuRuntime::returnStaging(char* p) {
+  std::lock_guard<std::mutex> lk(m_);
+  freeStaging_.push_back(p);
+}
+
+// Copies go through a pinned staging buffer, a piece at a time: a cudaMemcpyAsync with pageable
+// memory returns only when done, where no deadline is seen; from pinned memory it is queued and
+// the stream polled against the deadline. A buffer whose copy did not finish (deadline, error) is
+// not reused: the DMA may still touch it.
 Response GpuRuntime::copyIn(const Request& req, std::vector<uint8_t>& payload, const Deadline& d) {
   Buffer& b = buffer(static_cast<int64_t>(req.buf));
   size_t offset = static_cast<size_t>(req.offset);
@@ -608,8 +632,15 @@ Response GpuRuntime::copyIn(const Request& req, std::vector<uint8_t>& payload, c
   if (payload.empty()) return Response{};
   check(cuda.setDevice(b.device), "cudaSetDevice");
   cudaStream_t s = copyStream(b.device);
-  check(cuda.memcpyAsync(dst, payload.data(), payload.size(), kCudaMemcpyHostToDevice, s), "cudaMemcpyAsync(H2D)");
-  waitStream(s, d, "copyIn");
+  char* stage = takeStaging();
+  for (size_t done = 0; done < payload.size();) {
+    const size_t n = std::min(kStagingBytes, payload.size() - done);
+    std::memcpy(stage, payload.data() + done, n);
+    check(cuda.memcpyAsync(dst + done, stage, n, kCudaMemcpyHostToDevice, s), "cudaMemcpyAsync(H2D)");
+    waitStream(s, d, "copyIn");
+    done += n;
+  }
+  returnStaging(stage);
   Response out;
   out.result.set("bytes", static_cast<int64_t>(payload.size()));
   return out;
@@ -626,8 +657,15 @@ Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
   if (bytes == 0) return out;
   check(cuda.setDevice(b.device), "cudaSetDevice");
   cudaStream_t s = copyStream(b.device);
-  check(cuda.memcpyAsync(out.payload.data(), src, bytes, kCudaMemcpyDeviceToHost, s), "cudaMemcpyAsync(D2H)");
-  waitStream(s, d, "copyOut");
+  char* stage = takeStaging();
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(kStagingBytes, bytes - done);
+    check(cuda.memcpyAsync(stage, src + done, n, kCudaMemcpyDeviceToHost, s), "cudaMemcpyAsync(D2H)");
+    waitStream(s, d, "copyOut");
+    std::memcpy(out.payload.data() + done, stage, n);
+    done += n;
+  }
+  returnStaging(stage);
   return out;
 }
 

@@ -42,16 +42,29 @@ Server& server(int i) {
   return *srvs[i];
 }
 
+/** Server 0's runtime behind a 16 MiB frame limit: copies of several staging buffers' worth. */
+Server& bigFrameServer() {
+  static Server* srv = nullptr;
+  if (!srv) {
+    ServerOptions o;
+    o.socketPath = "/nonexistent/cmesh-sim-test-big.sock";
+    o.maxFrameBytes = 16 << 20;
+    o.graceMs = 500;
+    srv = new Server(o, runtime(0));
+  }
+  return *srv;
+}
+
 struct Conn {
   SocketPair sp;
   std::thread t;
   uint64_t nextId = 1;
-  explicit Conn(int srv = 0) {
+  // made here, not on the connection thread: two threads creating servers at once would race
+  // on the lazy statics and on setenv against the other runtime's getenv (a segfault under load)
+  explicit Conn(int srv = 0) : Conn(server(srv)) {}
+  explicit Conn(Server& s) {
     int fd = sp.b;
     sp.b = -1;
-    // made here, not on the connection thread: two threads creating servers at once would race
-    // on the lazy statics and on setenv against the other runtime's getenv (a segfault under load)
-    Server& s = server(srv);
     t = std::thread([fd, &s] { s.serveConnection(fd, false); });
   }
   ~Conn() { close(); }
@@ -634,4 +647,27 @@ TEST(sim, an_abort_request_ends_a_launch_blocked_inside_nccl_and_nothing_uses_th
   CHECK(a.call(q).header.status == ErrorCode::NotFound);  // the handle went with the abort
   ab.comm = cb;
   b.call(ab);
+}
+
+TEST(sim, copies_larger_than_a_staging_buffer_round_trip_at_an_offset) {
+  // copyIn / copyOut go through 4 MiB pinned staging buffers, a piece at a time.
+  Conn c(bigFrameServer());
+  const size_t n = (size_t(10) << 20) + 5, offset = 3;
+  uint64_t buf = alloc(c, 0, n + offset);
+  std::vector<uint8_t> data(n);
+  for (size_t i = 0; i < n; i++) data[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  Request in = req(Op::CopyIn);
+  in.dtype = 1;
+  in.buf = buf;
+  in.offset = offset;
+  in.count = in.payloadLength = n;
+  CHECK(c.call(in, data).header.status == ErrorCode::Ok);
+  Request out = req(Op::CopyOut);
+  out.dtype = 1;
+  out.buf = buf;
+  out.offset = offset;
+  out.count = n;
+  Reply rep = c.call(out);
+  CHECK(rep.header.status == ErrorCode::Ok);
+  CHECK(rep.payload == data);
 }

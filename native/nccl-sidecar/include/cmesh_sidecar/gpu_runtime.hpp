@@ -167,6 +167,10 @@ class GpuRuntime {
   /** Pinned host and device scratch slots: reused, never freed (cudaFree would wait on every kernel of the device). */
   void takeScratch(Comm& c);
   void returnScratch(Comm& c);
+  /** Pinned staging buffers for copyIn / copyOut (kStagingBytes each): reused, never freed. */
+  char* takeStaging();
+  void returnStaging(char* p);
+  static constexpr size_t kStagingBytes = size_t(4) << 20;
   Buffer& buffer(int64_t handle);
   /** A communicator of this connection (NOT_FOUND otherwise). */
   CommPtr findComm(int64_t handle);
@@ -206,6 +210,7 @@ class GpuRuntime {
   std::map<std::string, std::string> refused_;  // a claim interrupted by another rank's init -> why
   std::map<int, cudaStream_t> copyStreams_;
   std::map<int, std::vector<std::pair<void*, double*>>> freeScratch_;  // per device
+  std::vector<char*> freeStaging_;
   int64_t nextHandle_ = 1;
   std::atomic<bool> stopping_{false};
   std::thread watchdogThread_;

@@ -110,19 +110,18 @@ void GpuRuntime::takeScratch(Comm& c) {
       return;
     }
   }
-  check(cuda.malloc(&c.scratch, sizeof(double)), "cudaMalloc(scratch)");
+  void* dev = nullptr;
   void* host = nullptr;
-  cudaError_t e = cuda.mallocHost(&host, sizeof(double));
-  if (e != kCudaSuccess) {
-    returnScratch(c);  // the device half goes back to the pool
-    check(e, "cudaMallocHost(scratch)");
-  }
+  check(cuda.malloc(&dev, sizeof(double)), "cudaMalloc(scratch)");
+  // On failure the 8 device bytes stay allocated: freeing them would synchronise the device.
+  check(cuda.mallocHost(&host, sizeof(double)), "cudaMallocHost(scratch)");
+  c.scratch = dev;
   c.hostScratch = static_cast<double*>(host);
 }
 
 void GpuRuntime::returnScratch(Comm& c) {
   // A slot whose stream may still copy into it (work left after an abort) is not reused.
-  if (c.scratch && (!c.stream || cuda.streamQuery(c.stream) == kCudaSuccess)) {
+  if (c.scratch && c.hostScratch && (!c.stream || cuda.streamQuery(c.stream) == kCudaSuccess)) {
     std::lock_guard<std::mutex> lk(m_);
     freeScratch_[c.device].emplace_back(c.scratch, c.hostScratch);
   }

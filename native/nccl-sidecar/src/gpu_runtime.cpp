@@ -64,7 +64,7 @@ void GpuRuntime::watchdog() {
       {
         std::lock_guard<std::mutex> lk(c.m);
         if (c.aborted || !c.inCall || Deadline::Clock::now() < c.inCallDeadline) continue;
-        abortLocked(c, "the sidecar's watchdog aborted it: " + c.inCallWhat + " was still inside NCCL at its deadline of " +
+        abortLocked(c, "the sidecar's watchdog aborted it: " + *c.inCallWhat + " was still inside NCCL at its deadline of " +
                            std::to_string(c.inCallBudgetMs) + " ms (rank " + std::to_string(c.rank) + " of " +
                            std::to_string(c.nranks) + ")",
                     false, codes::kTimeout);
@@ -77,7 +77,7 @@ void GpuRuntime::watchdog() {
 GpuRuntime::InCall::InCall(Comm& c, const Deadline& d, const std::string& what) : c_(c) {
   std::lock_guard<std::mutex> lk(c.m);
   c.inCall = true;
-  c.inCallWhat = what;
+  c.inCallWhat = &what;  // the caller's, alive for the call: no copy per launch
   c.inCallDeadline = d.at();
   c.inCallBudgetMs = d.budgetMs();
 }
@@ -722,7 +722,7 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
   // Every error aborts the communicator (as nccl-tests does), CUDA's included: a failed launch may
   // leave peers inside the collective, and a later free would wait on their kernels.
   auto record = [&](cudaEvent_t ev, const std::string& phase) {
-    InCall call(c, d, what + phase);  // a full launch queue blocks the call
+    InCall call(c, d, what);  // a full launch queue blocks the call
     checkComm(c, cuda.eventRecord(ev, c.stream), what + phase + ": cudaEventRecord");
   };
   int sinceWait = 0;
@@ -733,7 +733,7 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
     {
       // The first launch on a communicator sets up its connections inside this call and waits for
       // the peers there (NCCL's lazy connect): the watchdog ends it at the deadline.
-      InCall call(c, d, what + phase);
+      InCall call(c, d, what);
       r = enqueueCollective(nccl, s, send, recv, c.nranks, c.rank, comm, c.stream);
     }
     if (r == kNcclInProgress) waitComm(c, d, what);
@@ -914,7 +914,8 @@ Response GpuRuntime::destroy(const Request& req, const Deadline& d) {
         const ncclComm_t comm = handleOf(c, "ncclCommFinalize");
         ncclResult_t r;
         {
-          InCall call(c, d, "ncclCommFinalize");  // blocking: waits for the communicator's work
+          static const std::string kFinalize = "ncclCommFinalize";
+          InCall call(c, d, kFinalize);  // blocking: waits for the communicator's work
           r = nccl.commFinalize(comm);
         }
         if (r == kNcclInProgress || (r == kNcclSuccess && c.nonblocking)) waitComm(c, d, "ncclCommFinalize");

@@ -112,7 +112,7 @@ class GpuRuntime {
     // Its executor is inside a library call that may block (a launch connecting to peers, a full
     // launch queue): what, and until when the request may take. The watchdog aborts past it.
     bool inCall = false;
-    std::string inCallWhat;
+    const std::string* inCallWhat = nullptr;
     Deadline::Clock::time_point inCallDeadline{};
     int64_t inCallBudgetMs = 0;
     std::atomic<bool> abortRequested{false};
@@ -157,6 +157,7 @@ class GpuRuntime {
   /** Marks a library call that may block on the communicator, for the watchdog (RAII). */
   class InCall {
    public:
+    /** `what` must outlive the call (it is kept by reference). */
     InCall(Comm& c, const Deadline& d, const std::string& what);
     ~InCall();
 

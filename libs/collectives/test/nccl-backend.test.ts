@@ -25,7 +25,11 @@ beforeAll(() => {
 describe.each([1, 2, 4])('initProcessGroup({ backend: "nccl" }) over the simulation, world %i', (world) => {
   it('runs every collective x dtype x reduce op, groups and send/recv, element by element; refuses what NCCL lacks', async () => {
     // each rank's GPU comes from its LOCAL_RANK
-    const r = results(await runRanks('nccl', world, { timeoutMs: 110_000, env: (rank) => ({ ...SIM_ENV, LOCAL_RANK: String(rank) }) }));
+    // NCCL_DEBUG=INFO at world 2: NCCL's lines reach each rank's stderr
+    const debug: Record<string, string> = world === 2 ? { NCCL_DEBUG: 'INFO' } : {};
+    const runs = await runRanks('nccl', world, { timeoutMs: 110_000, env: (rank) => ({ ...SIM_ENV, ...debug, LOCAL_RANK: String(rank) }) });
+    if (world === 2) for (const run of runs) expect(run.stderr).toMatch(/ NCCL INFO .*nRanks 2 cudaDev \d - Init COMPLETE/);
+    const r = results(runs.map((run) => ({ ...run, stderr: run.stderr.split('\n').filter((l) => !/ NCCL (INFO|WARN) /.test(l)).join('\n') })));
     for (const [rank, o] of r.entries()) {
       expect({ rank, failures: o.failures }).toEqual({ rank, failures: [] });
       expect(o.checks).toBeGreaterThan(300);

@@ -35,7 +35,10 @@ export interface OpenNcclOptions {
 export async function openNccl(o: OpenNcclOptions): Promise<BackendProvider> {
   const env = o.env ?? process.env;
   const attach = o.nccl?.attachSocketPath ?? (env[NCCL_SOCKET_ENV] || undefined);
-  const sidecar = new NcclSidecar({ requestTimeoutMs: o.timeoutMs, ...o.nccl, attachSocketPath: attach });
+  // NCCL_DEBUG's lines (the sidecar's stdout) reach this process's stderr unless the caller takes
+  // them: with NCCL in-process (torch) they would be in its own output. Not stdout, which programs parse.
+  const ncclLog = env.NCCL_DEBUG ? (line: string) => process.stderr.write(`${line}\n`) : undefined;
+  const sidecar = new NcclSidecar({ requestTimeoutMs: o.timeoutMs, onSidecarStdout: ncclLog, ...o.nccl, attachSocketPath: attach });
   const avail = await sidecar.start();
   if (!avail.ok) {
     await sidecar.stop();

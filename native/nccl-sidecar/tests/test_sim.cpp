@@ -671,3 +671,23 @@ TEST(sim, copies_larger_than_a_staging_buffer_round_trip_at_an_offset) {
   CHECK(rep.header.status == ErrorCode::Ok);
   CHECK(rep.payload == data);
 }
+
+TEST(sim, a_launch_blocked_on_a_full_launch_queue_ends_at_its_deadline) {
+  // A queue shorter than the launches between two stream waits: the launch call itself blocks
+  // (as a full CUDA launch queue blocks the host), and only the watchdog sees the deadline there.
+  ::setenv("CMESH_SIM_QUEUE_DEPTH", "40", 1);
+  OneRank r;
+  {
+    Fault f("stall");
+    Request ar = allReduce(r.comm, r.send, r.recv, 16);
+    ar.iters = 1000;
+    ar.timeoutMs = 1500;
+    auto t0 = Clock::now();
+    Reply rep = r.c.call(ar);
+    CHECK(rep.header.status == ErrorCode::Timeout);
+    CHECK_CONTAINS(rep.body, "watchdog");
+    CHECK(msSince(t0) < 1500 + 1000);
+  }
+  CHECK(answers(r.c));
+  ::unsetenv("CMESH_SIM_QUEUE_DEPTH");
+}

@@ -26,6 +26,8 @@ interface RankOutcome {
   result?: Record<string, unknown>;
   error?: { name: string; message: string };
   stderr: string;
+  /** lines of NCCL's own log (NCCL_DEBUG) that reached the rank's stderr */
+  ncclLogLines: number;
 }
 
 /** One rank: this script again with --rank, its last stdout line the JSON outcome. */
@@ -47,7 +49,7 @@ function spawnRank(rank: number, env: NodeJS.ProcessEnv): Promise<RankOutcome> {
       } catch {
         parsed = { error: { name: 'NoResult', message: code === null ? `killed after ${RANK_TIMEOUT_MS} ms (hung)` : `exited ${code} without a result` } };
       }
-      resolve({ rank, ms: Date.now() - started, code, stderr: stderr.slice(-1500), ...parsed });
+      resolve({ rank, ms: Date.now() - started, code, stderr: stderr.slice(-1500), ncclLogLines: stderr.split('\n').filter((l) => / NCCL (INFO|WARN) /.test(l)).length, ...parsed });
     }),
   );
 }
@@ -96,6 +98,11 @@ async function main(): Promise<number> {
     const failures = r.failures ?? [];
     failed ||= failures.length > 0 || !(r.checks! > 300) || r.backend !== 'nccl';
     console.log(`rank ${o.rank}: backend ${r.backend}, ${r.checks} checks, ${failures.length} wrong, ${o.ms} ms`);
+    if (process.env.NCCL_DEBUG === 'INFO') {
+      // NCCL's log must reach the rank's stderr: the first thing anyone reads on a failed run
+      failed ||= o.ncclLogLines === 0;
+      console.log(`  NCCL_DEBUG=INFO: ${o.ncclLogLines} lines of NCCL's log on the rank's stderr${o.ncclLogLines ? '' : '  <- expected some'}`);
+    }
     for (const f of failures) console.log(`  ${f}`);
     for (const k of ['bitwise', 'anySource', 'algorithm']) console.log(`  refused as expected: ${String((r as Record<string, unknown>)[k]).slice(0, 110)}`);
   }

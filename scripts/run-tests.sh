@@ -8,6 +8,9 @@ mkdir -p .tmp
 export NX_DAEMON=false NX_ISOLATE_PLUGINS=false
 # children started through swc from the sources find the workspace's path mapping
 export TS_NODE_PROJECT="$PWD/tsconfig.json"
+# the hundreds of processes the tests start load the same modules: V8's code cache (Node 22+)
+# saves about a fifth of each start
+export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$PWD/.tmp/node-compile-cache}"
 
 checks_passed=0
 checks_failed=0

@@ -6,7 +6,8 @@
 //   node -r @swc-node/register bench/nats-payload.ts [--payloads 1M,8M] [--sizes 1M,8M,64M] [--reps 3]
 // (nats-server advises max_payload of at most 8 MiB; 64 MiB messages stalled here.)
 import { startNatsServer } from '@cmesh/testing';
-import { connect, headers, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { headers, NatsConnection } from '@nats-io/nats-core';
 import { parseSize } from '../apps/cli/src/bench/options';
 
 const HEADER_ROOM = 1024;

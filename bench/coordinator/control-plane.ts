@@ -7,12 +7,12 @@
 // The old positional form `control-plane.ts N` runs the one size N.
 import { ChildProcess, fork } from 'child_process';
 import { readFileSync } from 'fs';
-import { JSONCodec, NatsConnection, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { startNatsServer } from '@cmesh/testing';
 import { startCoordinatorProcess } from '../../apps/coordinator/test/support/coordinator-process';
 
-const json = JSONCodec();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface ControlPlaneRow {
@@ -74,9 +74,9 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
   let nc: NatsConnection | undefined;
   const beaters: ChildProcess[] = [];
   try {
-    nc = await connect({ servers: nats.url, maxPingOut: 20 });
-    const conn = nc;
-    const req = async (s: string, b: unknown) => json.decode((await conn.request(s, json.encode(b), { timeout: 30_000 })).data) as any;
+    const conn: NatsConnection = await connect({ servers: nats.url, maxPingOut: 20 });
+    nc = conn;
+    const req = async (s: string, b: unknown) => (await conn.request(s, JSON.stringify(b), { timeout: 30_000 })).json() as any;
     const ids = Array.from({ length: agents }, (_, i) => `bench-${i}`);
     // every agent beats once per interval from its registration on, at its own phase, as agents
     // do, from `procs` processes with a connection each (agents are processes of their own: one
@@ -210,8 +210,8 @@ function beater(): void {
             const at = Date.now();
             const s = performance.now();
             const r = await nc
-              .request(AGENT_SUBJECTS.heartbeat(id), json.encode({ agentId: id }), { timeout: 30_000 })
-              .then((x) => json.decode(x.data) as { ok?: boolean })
+              .request(AGENT_SUBJECTS.heartbeat(id), JSON.stringify({ agentId: id }), { timeout: 30_000 })
+              .then((x) => x.json() as { ok?: boolean })
               .catch(() => undefined);
             if (at >= window.from && at < window.to) {
               if (r?.ok) lat.push(performance.now() - s);

@@ -3,7 +3,9 @@
 // inherit), runs short jobs one after another, and samples each process's heap before and after
 // a full GC, its RSS, and what the job stores hold in JetStream. Used by bench/coordinator/memory.ts
 // and by test/robustness/memory.test.ts.
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { Inspector, freePort, startNatsServer, NatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
@@ -92,7 +94,7 @@ export class MeshMemory {
   }
 
   async storeState(): Promise<StoreState> {
-    const jsm = await this.nc.jetstreamManager();
+    const jsm = await jetstreamManager(this.nc);
     const records = await jsm.streams.info(`KV_${clusterNames().buckets.jobs}`, { subjects_filter: '>' });
     let jobStoreBuckets = 0;
     for await (const name of jsm.streams.names()) if (name.startsWith('KV_') && clusterNames().stores.parse(name.slice(3))?.kind === 'jobs') jobStoreBuckets++;

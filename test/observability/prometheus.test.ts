@@ -10,7 +10,7 @@ import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join, resolve } from 'path';
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
 import { JobRecord, RDZV_SUBJECTS, ScanRecord } from '@cmesh/protocol';
 import { NatsServer, Prometheus, Sample, freePortPair, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';

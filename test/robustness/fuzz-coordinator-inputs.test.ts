@@ -19,7 +19,9 @@
 // Pass: no process crashed or printed an unhandled error, none went deaf (afterwards the
 // coordinator answers a request on NATS and REST, and a checked job finishes correctly).
 import fc from 'fast-check';
-import { connect, headers, JSONCodec, KV, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { headers, NatsConnection } from '@nats-io/nats-core';
+import { KV, Kvm } from '@nats-io/kv';
 import { TRACE_MAC_HEADER } from '@cmesh/collectives';
 import { clusterNames, decodeMessage, ErrorReplySchema, JobRecord, ScanRequestSchema, TraceReport, TraceReportSchema } from '@cmesh/protocol';
 import { ForgedAnswer, forgedTraceAnswer, fuzzPlan, invalidJsonPayload, runFuzz } from '@cmesh/testing';
@@ -27,7 +29,6 @@ import { connectMesh } from '@cmesh/client';
 import { crashLines } from '../../apps/coordinator/test/support/fuzz-fixture';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 
-const json = JSONCodec();
 const enc = new TextEncoder();
 const n = clusterNames();
 
@@ -77,7 +78,7 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     await mesh?.stop();
   });
 
-  const request = async (subject: string, data: Uint8Array) => json.decode((await nc.request(subject, data, { timeout: 15_000 })).data) as Record<string, unknown>;
+  const request = async (subject: string, data: Uint8Array) => (await nc.request(subject, data, { timeout: 15_000 })).json() as Record<string, unknown>;
 
   /** One checked job on both agents, to the end: every element of both modes right. */
   async function checkedJob(iters: number): Promise<string> {
@@ -260,11 +261,11 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     const BATCH = 100;
     const plan = fuzzPlan('coordinator kv records', BATCH, 3000);
     const started = Date.now();
-    const js = nc.jetstream();
-    const open = async (b: string) => js.views.kv(b, { bindOnly: true });
+    const kvm = new Kvm(nc);
+    const open = async (b: string) => kvm.open(b, { bindOnly: true });
     const state = await open(n.buckets.state);
     const buckets: Record<string, KV> = { state, jobs: await open(n.buckets.jobs), claims: await open(n.buckets.claims), replicas: await open(n.buckets.replicas), scans: await open(n.buckets.scans) };
-    const real = async (kv: KV, key: string) => json.decode((await kv.get(key))!.value) as Record<string, unknown>;
+    const real = async (kv: KV, key: string) => (await kv.get(key))!.json() as Record<string, unknown>;
     const agent = await real(state, 'agents.agent-0');
     const lastJob = (await mesh.client.jobs(1))[0];
     const templates: Array<{ bucket: string; keys: string[]; valid: Record<string, unknown> }> = [

@@ -8,7 +8,8 @@
 // job succeeds.
 import { spawnSync } from 'child_process';
 import { join, resolve } from 'path';
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { busBwFactor } from '@cmesh/bench';
 import { AGENT_SUBJECTS, GROUP_SUBJECTS, JOB_SUBJECTS, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, isAlive, startNatsServer } from '@cmesh/testing';

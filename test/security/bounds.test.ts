@@ -16,14 +16,14 @@
 // After each attack a victim's job (timeout 24 h, the longest allowed) succeeds on both agents
 // with every element checked (#wrong 0), and both agents are alive.
 import { mkdtempSync, readFileSync, rmSync } from 'fs';
-import { connect, JSONCodec, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { StoreLimitError, TcpStore, startTcpStoreServer } from '@cmesh/collectives';
 import { clusterNames, JobRecord, JobRequestInput } from '@cmesh/protocol';
 import { Mesh, listAgents, startMesh } from '../../apps/cli/src/mesh/launch';
 
-const json = JSONCodec();
 const n = clusterNames();
 const MiB = 2 ** 20;
 const VICTIM: JobRequestInput = { op: 'allReduce', sizes: [8, 4096, MiB], iters: 5, warmup: 1, check: true, nranks: 2, timeoutMs: 24 * 3600_000 };
@@ -44,7 +44,7 @@ describe('bounds on what a peer controls', () => {
 
   /** cmesh.jobs.submit as the client login (a tenant's CLI or service). */
   async function submitOverNats(body: unknown): Promise<any> {
-    return json.decode((await client.request(n.jobs.submit, json.encode(body), { timeout: 10_000 })).data);
+    return (await client.request(n.jobs.submit, JSON.stringify(body), { timeout: 10_000 })).json();
   }
 
   async function jobCount(): Promise<number> {

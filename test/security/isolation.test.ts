@@ -13,7 +13,8 @@
 //   cluster, with one value per key and its byte and age limits.
 import { randomBytes } from 'crypto';
 import * as path from 'path';
-import { JSONCodec } from 'nats';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { clusterNames, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, natsPermissions, NatsRole } from '@cmesh/protocol';
 import { NatsKvStore } from '@cmesh/collectives';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
@@ -23,7 +24,6 @@ import { rdzvBucket } from '../../apps/cli/src/run/rdzv-nats';
 import { rdzvIdFor } from '../../apps/cli/src/commands/run';
 import { cmesh, CmeshResult } from '../../apps/cli/test/support/cmesh';
 
-const json = JSONCodec();
 const FIX = path.resolve(__dirname, '../../apps/cli/test/fixtures/env-allreduce.ts');
 const USERS: { user: string; role: NatsRole; cluster: string }[] = [
   { user: 'coordinator', role: 'coordinator', cluster: 'default' },
@@ -85,26 +85,26 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     expect(clusterNames('lab').stores.parse(theirs)).toMatchObject({ kind: 'rdzv' });
     // the launchers may not delete streams any more: the buckets stay until the coordinator's sweep
     const coordinator = await login('coordinator');
-    const cjsm = await coordinator.nc.jetstreamManager();
+    const cjsm = await jetstreamManager(coordinator.nc);
     await expect(cjsm.streams.info(`KV_${mine}`)).resolves.toBeTruthy();
     await expect(cjsm.streams.info(`KV_${theirs}`)).resolves.toBeTruthy();
 
     // lab's client, even knowing the default cluster's bucket name, can neither list nor delete it,
     // nor have either coordinator create a bucket of the other cluster
     const lab = await login('lab-client');
-    const ljsm = await lab.nc.jetstreamManager({ checkAPI: false });
+    const ljsm = await jetstreamManager(lab.nc, { checkAPI: false });
     await expect(ljsm.streams.names().next()).rejects.toThrow(/Permissions Violation/);
     await expect(ljsm.streams.list().next()).rejects.toThrow(/Permissions Violation/);
     await expect(ljsm.streams.delete(`KV_${mine}`)).rejects.toThrow(/Permissions Violation/);
     await expect(ljsm.streams.purge(`KV_${mine}`)).rejects.toThrow(/Permissions Violation/);
     const otherCluster = clusterNames().stores.bucket('rdzv', 'f'.repeat(32));
-    const refused = json.decode((await lab.nc.request(clusterNames('lab').stores.open, json.encode({ bucket: otherCluster }), { timeout: 10_000 })).data);
+    const refused = (await lab.nc.request(clusterNames('lab').stores.open, JSON.stringify({ bucket: otherCluster }), { timeout: 10_000 })).json();
     expect(refused).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringContaining('not a store bucket of cluster lab') } });
     const before = lab.violations.length;
-    lab.nc.publish(clusterNames().stores.open, json.encode({ bucket: otherCluster }));
+    lab.nc.publish(clusterNames().stores.open, JSON.stringify({ bucket: otherCluster }));
     await lab.nc.flush();
     await new Promise((r) => setTimeout(r, 200));
-    expect(lab.violations.slice(before)).toEqual(['PERMISSIONS_VIOLATION']);
+    expect(lab.violations.slice(before)).toEqual([`PermissionViolationError: Permissions Violation for Publish to "${clusterNames().stores.open}"`]);
     await expect(cjsm.streams.info(`KV_${otherCluster}`)).rejects.toThrow(/stream not found/);
     await expect(cjsm.streams.info(`KV_${mine}`)).resolves.toBeTruthy();
   }, 180_000);
@@ -117,7 +117,7 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     // created by the coordinator on the client's request (the client may not create streams)
     const store = await NatsKvStore.open({ connection: client.nc, bucket, timeoutMs: 10_000 });
     await store.set('rdzv/x/master', '10.0.0.1:29500');
-    const info = await (await client.nc.jetstreamManager({ checkAPI: false })).streams.info(`KV_${bucket}`);
+    const info = await (await jetstreamManager(client.nc, { checkAPI: false })).streams.info(`KV_${bucket}`);
     expect({ history: info.config.max_msgs_per_subject, bytes: info.config.max_bytes, ageS: info.config.max_age / 1e9 }).toEqual({ history: 1, bytes: DEFAULT_STORE_MAX_BYTES, ageS: DEFAULT_STORE_MAX_AGE_S });
 
     // team-b names the same id from its own secret: another bucket, empty
@@ -126,7 +126,7 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     const its = await NatsKvStore.open({ connection: teamB.nc, bucket: guess, timeoutMs: 10_000 });
     expect(await its.check(['rdzv/x/master'])).toBe(false);
     // and cannot find the client's by listing, nor delete or purge it
-    const tjsm = await teamB.nc.jetstreamManager({ checkAPI: false });
+    const tjsm = await jetstreamManager(teamB.nc, { checkAPI: false });
     await expect(tjsm.streams.names().next()).rejects.toThrow(/Permissions Violation/);
     await expect(tjsm.streams.delete(`KV_${bucket}`)).rejects.toThrow(/Permissions Violation/);
     await expect(tjsm.streams.purge(`KV_${bucket}`)).rejects.toThrow(/Permissions Violation/);
@@ -161,12 +161,12 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     const client = await login('client');
     const n = clusterNames();
     const bucket = n.stores.bucket('init', randomBytes(16).toString('hex'));
-    const jsm = await client.nc.jetstreamManager({ checkAPI: false });
+    const jsm = await jetstreamManager(client.nc, { checkAPI: false });
     await expect(jsm.streams.add({ name: `KV_${bucket}`, subjects: [`$KV.${bucket}.>`] })).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.add({ name: 'capture', subjects: ['cmesh.>'] })).rejects.toThrow(/Permissions Violation/);
-    await expect(client.nc.jetstream().views.kv(bucket, { history: 1 })).rejects.toThrow(/Permissions Violation/);
+    await expect(new Kvm(client.nc).create(bucket, { history: 1 })).rejects.toThrow(/Permissions Violation/);
     // stores.open: a name of the cluster's store pattern only, else a typed refusal and nothing made
-    const ask = async (b: unknown) => json.decode((await client.nc.request(n.stores.open, json.encode({ bucket: b }), { timeout: 10_000 })).data);
+    const ask = async (b: unknown) => (await client.nc.request(n.stores.open, JSON.stringify({ bucket: b }), { timeout: 10_000 })).json();
     expect(await ask(n.buckets.state)).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringContaining('not a store bucket of cluster default') } });
     expect(await ask(clusterNames('lab').stores.bucket('jobs', 'x'))).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST' } });
     expect(await ask('KV_x.>')).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST' } });
@@ -175,6 +175,6 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     // a bucket name outside the pattern: the client cannot make it, and nobody makes it for it
     await expect(NatsKvStore.open({ connection: client.nc, bucket: 'legacy_bucket', timeoutMs: 1500 })).rejects.toThrow(/cannot open JetStream KV bucket legacy_bucket/);
     const coordinator = await login('coordinator');
-    await expect((await coordinator.nc.jetstreamManager()).streams.info('KV_legacy_bucket')).rejects.toThrow(/stream not found/);
+    await expect((await jetstreamManager(coordinator.nc)).streams.info('KV_legacy_bucket')).rejects.toThrow(/stream not found/);
   }, 60_000);
 });

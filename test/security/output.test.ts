@@ -7,7 +7,6 @@
 // succeeds with every element right.
 import { randomBytes } from 'crypto';
 import { mkdtempSync, rmSync } from 'fs';
-import { JSONCodec } from 'nats';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { clusterNames, JobRecord, PROTOCOL_VERSION } from '@cmesh/protocol';
@@ -15,7 +14,6 @@ import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 import { statePassword, TestLogins } from './support/logins';
 import { cmesh } from '../../apps/cli/test/support/cmesh';
 
-const json = JSONCodec();
 const n = clusterNames();
 /** clears the screen, turns red, a C1 CSI, DEL, a right-to-left override, and markup */
 const HOSTILE = 'evil\u001b[2J\u001b[31mred\u009b1m\u007f\u202egnp.exe<script>x</script>';
@@ -57,11 +55,11 @@ describe('what peers named reaches no terminal or page raw', () => {
       backends: [{ name: 'tcp', available: true }, { name: 'nccl', available: false, reason: HOSTILE }],
       dataPlane: real.dataPlane,
     };
-    expect(json.decode((await agent.request(n.agents.register('agent-0'), json.encode(reg), { timeout: 10_000 })).data)).toMatchObject({ ok: true });
+    expect((await agent.request(n.agents.register('agent-0'), JSON.stringify(reg), { timeout: 10_000 })).json()).toMatchObject({ ok: true });
     // a client joins a service group under a hostile label (two members wanted, one agent: it ends with an error, label shown)
     const client = await login('client');
     const join = { name: 'grads', size: 2, member: `m${randomBytes(6).toString('hex')}`, label: HOSTILE, key: randomBytes(32).toString('base64') };
-    expect(json.decode((await client.request(n.svc.join, json.encode(join), { timeout: 10_000 })).data)).toMatchObject({ ok: true });
+    expect((await client.request(n.svc.join, JSON.stringify(join), { timeout: 10_000 })).json()).toMatchObject({ ok: true });
     // a job on the renamed agent: its record and the coordinator's log line name the agent
     const job = await mesh.client.submitJob({ op: 'allReduce', sizes: [4096], iters: 5, warmup: 1, check: true, nranks: 1 });
     const done: JobRecord = await mesh.client.waitJob(job.id, undefined, { timeoutMs: 120_000 });

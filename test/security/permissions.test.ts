@@ -13,7 +13,9 @@
 //   subject: FORBIDDEN, refused;
 // - another tenant reads the replies of the client login (its inbox): refused.
 import { mkdtempSync, rmSync } from 'fs';
-import { AckPolicy, DeliverPolicy, JSONCodec, NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
+import { AckPolicy, DeliverPolicy, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { clusterNames, JobRecord, PROTOCOL_VERSION } from '@cmesh/protocol';
@@ -21,7 +23,6 @@ import { rejectedMessages } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 import { statePassword, TestLogins } from './support/logins';
 
-const json = JSONCodec();
 const n = clusterNames();
 const TENANT = 'team-b';
 
@@ -35,7 +36,7 @@ describe('every login can do only its own job', () => {
   /** Publishes and waits for the server's verdict (a violation arrives before the flush's PONG). */
   async function refused(c: { nc: NatsConnection; violations: string[] }, subject: string, body: unknown = {}): Promise<boolean> {
     const before = c.violations.length;
-    c.nc.publish(subject, json.encode(body));
+    c.nc.publish(subject, JSON.stringify(body));
     await c.nc.flush();
     await new Promise((r) => setTimeout(r, 100));
     return c.violations.length > before;
@@ -57,7 +58,7 @@ describe('every login can do only its own job', () => {
     const client = await login('client');
     const agent0 = await login('agent-0');
     const other = await login(TENANT);
-    const jsm = await client.nc.jetstreamManager({ checkAPI: false });
+    const jsm = await jetstreamManager(client.nc, { checkAPI: false });
 
     // JetStream: no stream of a client's, so nothing captures, republishes or answers for the coordinator
     await expect(jsm.streams.add({ name: 'capture', subjects: [n.jobs.start('agent-0')] })).rejects.toThrow(/Permissions Violation/);
@@ -66,7 +67,7 @@ describe('every login can do only its own job', () => {
     await expect(jsm.streams.names().next()).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.delete(`KV_${n.buckets.jobs}`)).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.purge(`KV_${n.buckets.state}`)).rejects.toThrow(/Permissions Violation/);
-    await expect(client.nc.jetstream().views.kv(n.buckets.state, { bindOnly: true }).then((kv) => kv.get('agents.agent-0'))).rejects.toThrow(/Permissions Violation/);
+    await expect(new Kvm(client.nc).open(n.buckets.state, { bindOnly: true }).then((kv) => kv.get('agents.agent-0'))).rejects.toThrow(/Permissions Violation/);
     // a job's record names no store bucket and no secret
     const rec = JSON.stringify(await mesh.client.job(victim.id));
     expect(rec).not.toMatch(/cmesh_store|secret/);
@@ -77,13 +78,13 @@ describe('every login can do only its own job', () => {
     expect(await refused(agent0, n.agents.heartbeat('agent-1'), { agentId: 'agent-1', busy: false })).toBe(true);
     expect(await refused(agent0, n.jobs.events(victim.id, 'agent-1'), { jobId: victim.id, agentId: 'agent-1', rank: 1, type: 'done' })).toBe(true);
     expect(await refused(agent0, n.jobs.start('agent-1'))).toBe(true);
-    const forbidden = json.decode((await agent0.nc.request(n.agents.deregister('agent-0'), json.encode({ agentId: 'agent-1' }), { timeout: 5000 })).data);
+    const forbidden = (await agent0.nc.request(n.agents.deregister('agent-0'), JSON.stringify({ agentId: 'agent-1' }), { timeout: 5000 })).json();
     expect(forbidden).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
     const reg = { protocolVersion: PROTOCOL_VERSION, agentId: 'agent-9', name: 'agent-9', host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
-    expect(json.decode((await agent0.nc.request(n.agents.register('agent-0'), json.encode(reg), { timeout: 5000 })).data)).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
+    expect((await agent0.nc.request(n.agents.register('agent-0'), JSON.stringify(reg), { timeout: 5000 })).json()).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
     // the agent's events forged on its own subject for the other rank: refused, counted
     const eventsRefused = await rejectedMessages(`${mesh.coordinatorUrl}/metrics`, n.jobs.eventsWildcard);
-    agent0.nc.publish(n.jobs.events(victim.id, 'agent-0'), json.encode({ jobId: victim.id, agentId: 'agent-1', rank: 1, type: 'failed', error: { name: 'Forged', message: 'forged' } }));
+    agent0.nc.publish(n.jobs.events(victim.id, 'agent-0'), JSON.stringify({ jobId: victim.id, agentId: 'agent-1', rank: 1, type: 'failed', error: { name: 'Forged', message: 'forged' } }));
     await agent0.nc.flush();
 
     // another tenant cannot read the client's replies
@@ -96,10 +97,10 @@ describe('every login can do only its own job', () => {
     // delivering forged assignments to agent-1's subject: refused by the agent, no job starts there
     const coordinator = await login('coordinator');
     const bucket = n.stores.bucket('jobs', 'forged-0123456789abcdef');
-    await coordinator.nc.jetstream().views.kv(bucket, { history: 1 });
-    const kv = await client.nc.jetstream().views.kv(bucket, { bindOnly: true });
+    await new Kvm(coordinator.nc).create(bucket, { history: 1 });
+    const kv = await new Kvm(client.nc).open(bucket, { bindOnly: true });
     const forgedAssignment = { jobId: 'jforged', sweep: victim.sweep, members: [{ agentId: 'agent-1', name: 'agent-1', rank: 0 }], storePrefix: bucket, secret: 'forged-secret-0123456789' };
-    await kv.put('a', json.encode(forgedAssignment));
+    await kv.put('a', JSON.stringify(forgedAssignment));
     const agentMetrics = `${(await mesh.client.get<{ agents: { agentId: string; httpUrl: string }[] }>('/agents')).agents.find((a) => a.agentId === 'agent-1')!.httpUrl}/metrics`;
     await jsm.consumers.add(`KV_${bucket}`, { deliver_subject: n.jobs.start('agent-1'), ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
     const deadline = Date.now() + 10_000;

@@ -13,7 +13,7 @@ import { Server, createServer, connect as netConnect } from 'net';
 import fc from 'fast-check';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { headers, Msg, NatsConnection } from 'nats';
+import { headers, Msg, NatsConnection } from '@nats-io/nats-core';
 import { MeshConnection, ServiceGroup, connectMesh } from '@cmesh/client';
 import { SVC_HEADERS, SVC_MAC_HEADER, SvcGroupDetail, SvcPlaced, clusterNames } from '@cmesh/protocol';
 import { fuzzPlan, invalidJsonPayload, rejectedMessages, runFuzz } from '@cmesh/testing';
@@ -61,10 +61,13 @@ describe('service groups cannot be forged by another tenant', () => {
     const [client] = attackers;
     // the placement as every client sees it
     const placements: SvcPlaced[] = [];
-    const placedSub = client.subscribe(n.svc.placed(GROUP), { callback: (_, m) => placements.push(JSON.parse(Buffer.from(m.data).toString()) as SvcPlaced) });
+    const placedSub = client.subscribe(n.svc.placed(GROUP), { callback: (_, m) => { placements.push(JSON.parse(Buffer.from(m.data).toString()) as SvcPlaced); } });
     // everything the group sends, replayed by the attacker as it was (headers and all)
     const seen: Msg[] = [];
-    const replaySub = client.subscribe(n.svc.groupWildcard, { callback: (_, m) => m.subject.includes(`.${GROUP}_`) && seen.length < 20_000 && seen.push(m) });
+    const replaySub = client.subscribe(n.svc.groupWildcard, { callback: (_, m) => {
+        if (m.subject.includes(`.${GROUP}_`) && seen.length < 20_000) seen.push(m);
+      },
+    });
 
     let groupId = '';
     let flooding = true;

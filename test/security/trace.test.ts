@@ -7,7 +7,7 @@
 // --stuck` name only its two real ranks, verified; the forged answers for it are dropped and
 // counted; the made-up job is shown, marked unverified. The job finishes with every element right.
 import { mkdtempSync, rmSync } from 'fs';
-import { headers, JSONCodec } from 'nats';
+import { headers } from '@nats-io/nats-core';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { TRACE_MAC_HEADER, traceAnswerKey, traceAnswerMac } from '@cmesh/collectives';
@@ -17,7 +17,6 @@ import { renderStuck } from '../../apps/cli/src/commands/status';
 import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
 import { statePassword, TestLogins } from './support/logins';
 
-const json = JSONCodec();
 const n = clusterNames();
 const enc = new TextEncoder();
 
@@ -64,7 +63,7 @@ describe('forged flight recorder answers', () => {
       a.nc.subscribe(n.trace.collect, {
         callback: (err, m) => {
           if (err) return;
-          const req = json.decode(m.data) as { job?: string; nonce?: string };
+          const req = m.json() as { job?: string; nonce?: string };
           const f = forgeries(user, req.nonce ?? '');
           const x: { data: Uint8Array; mac?: string } = req.job ? f.forJob[asked++ % f.forJob.length] : f.forAll;
           const h = headers();

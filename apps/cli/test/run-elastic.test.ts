@@ -8,7 +8,8 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { freePort } from '@cmesh/testing';
 import { rdzvBucket } from '../src/run/rdzv-nats';
 
@@ -162,7 +163,7 @@ describe.each(['c10d', 'nats'] as const)('cmesh run --max-restarts (%s rendezvou
       // the job finished everywhere: the last launcher deleted the rendezvous bucket
       const nc = await connect({ servers: `nats://127.0.0.1:${nats!.port}` });
       try {
-        const jsm = await nc.jetstreamManager();
+        const jsm = await jetstreamManager(nc);
         await expect(jsm.streams.info(`KV_${rdzvBucket(id)}`)).rejects.toThrow(/stream not found/);
       } finally {
         await nc.close();

@@ -1,6 +1,7 @@
 // Agent claims in KV (real nats-server): a job's release must free its agents even when a renewal
 // of the same claims races it, as the job runner's tick does at the end of a job.
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { AgentClaims } from '../src/jobs/agent-claims';

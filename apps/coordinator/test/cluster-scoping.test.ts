@@ -4,7 +4,10 @@
 // job submitted in each at once (onBusy: refuse) completes on that cluster's agents only, and each
 // listing shows only its own. Before subjects and buckets carried the cluster, both coordinators
 // answered the same subjects, agents registered with either, and the second job was refused.
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../cli/src/mesh/launch';
@@ -125,7 +128,7 @@ describe('two clusters on one nats-server', () => {
     // while both run (they were claimed before the replies; the workers' start-up alone outlasts
     // these reads), each cluster's claims bucket holds its own job on both agents
     const claims = async (bucket: string) => {
-      const kv = await nc.jetstream().views.kv(bucket);
+      const kv = await new Kvm(nc).create(bucket);
       const out: Record<string, string> = {};
       for (const agent of ['agent-0', 'agent-1']) {
         const e = await kv.get(agent);
@@ -149,11 +152,11 @@ describe('two clusters on one nats-server', () => {
     expect((await fetch(`${mesh('default').coordinatorUrl}/jobs/${jl.id}`)).status).toBe(404);
     expect((await fetch(`${mesh('lab').coordinatorUrl}/jobs/${jd.id}`)).status).toBe(404);
     // every bucket of each cluster exists under its own name
-    const jsm = await nc.jetstreamManager();
+    const jsm = await jetstreamManager(nc);
     const streams: string[] = [];
     for await (const si of jsm.streams.list()) streams.push(si.config.name);
     for (const c of ['default', 'lab']) for (const b of Object.values(clusterNames(c).buckets)) expect(streams).toContain(`KV_${b}`);
-    const jobKeys = async (bucket: string) => kvKeys(await nc.jetstream().views.kv(bucket));
+    const jobKeys = async (bucket: string) => kvKeys(await new Kvm(nc).create(bucket));
     expect(await jobKeys(clusterNames().buckets.jobs)).toEqual([jd.id]);
     expect(await jobKeys(clusterNames('lab').buckets.jobs)).toEqual([jl.id]);
   }, 120_000);

@@ -4,12 +4,12 @@
 // worth at the small size). A per-join read-modify-write of the whole round, as before, cost
 // 3943 compare-and-set conflicts for 128 agents and 15742 for 256: far outside that.
 import { readFileSync } from 'fs';
-import { JSONCodec, NatsConnection, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
 
-const json = JSONCodec();
 let nats: NatsServer;
 let nc: NatsConnection;
 let coord: CoordinatorProcess;
@@ -22,7 +22,7 @@ function cpuMs(): number {
 }
 
 async function req(subject: string, body: unknown): Promise<any> {
-  return json.decode((await nc.request(subject, json.encode(body), { timeout: 60_000 })).data);
+  return (await nc.request(subject, JSON.stringify(body), { timeout: 60_000 })).json();
 }
 
 /** Registers n agents and rendezvouses them; the coordinator's CPU for each phase, and the round. */

@@ -1,19 +1,19 @@
 // The control plane against a real nats-server and real coordinator processes: registration and
 // heartbeats, rendezvous rounds (16 agents, MIN:MAX with a late joiner, a coordinator killed -9
 // mid-rendezvous), groups, lost agents, malformed messages.
-import { JSONCodec, NatsConnection, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
 
-const json = JSONCodec();
 let nats: NatsServer;
 let nc: NatsConnection;
 let coord: CoordinatorProcess | undefined;
 
 async function req(subject: string, body: unknown): Promise<any> {
-  const m = await nc.request(subject, typeof body === 'string' ? new TextEncoder().encode(body) : json.encode(body), { timeout: 5000 });
-  return json.decode(m.data);
+  const m = await nc.request(subject, typeof body === 'string' ? new TextEncoder().encode(body) : JSON.stringify(body), { timeout: 5000 });
+  return m.json();
 }
 
 function registration(agentId: string) {

@@ -1,20 +1,20 @@
 // Requests the coordinator must refuse without changing anything, against a real nats-server and a
 // real coordinator process: leaves by nodes that are not in the run, a waiting node leaving, and ids
 // that cannot be KV keys (REST and NATS alike).
-import { JSONCodec, NatsConnection, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, AgentRecordSchema, GROUP_SUBJECTS, HttpErrorSchema, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { z } from 'zod';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
 
-const json = JSONCodec();
 let nats: NatsServer;
 let nc: NatsConnection;
 let coord: CoordinatorProcess | undefined;
 
 async function req(subject: string, body: unknown): Promise<any> {
-  const m = await nc.request(subject, json.encode(body), { timeout: 5000 });
-  return json.decode(m.data);
+  const m = await nc.request(subject, JSON.stringify(body), { timeout: 5000 });
+  return m.json();
 }
 
 async function http(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {

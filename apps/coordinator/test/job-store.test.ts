@@ -1,7 +1,10 @@
 // Job record retention against a real nats-server: the newest `kept` records, and none older than
 // maxAgeMs, in memory and in the KV bucket alike; a record is removed without a delete marker,
 // and opening a bucket an older version filled with markers clears them and sets its max_age.
-import { connect, NatsConnection, nanos } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection, nanos } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { JobStore } from '../src/jobs/job-store';
@@ -35,12 +38,12 @@ describe('JobStore retention', () => {
     await nats?.stop();
   });
   afterEach(async () => {
-    const jsm = await nc.jetstreamManager();
+    const jsm = await jetstreamManager(nc);
     await jsm.streams.delete(`KV_${JOBS_BUCKET}`).catch(() => undefined);
   });
 
   const subjects = async () => {
-    const jsm = await nc.jetstreamManager();
+    const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(`KV_${JOBS_BUCKET}`, { subjects_filter: '>' });
     return { keys: Object.keys(info.state.subjects ?? {}).map((s) => s.split('.').pop()).sort(), maxAge: info.config.max_age, messages: info.state.messages };
   };
@@ -69,7 +72,7 @@ describe('JobStore retention', () => {
   });
 
   it('opening a bucket full of delete markers clears them and takes the configured max_age', async () => {
-    const kv = await nc.jetstream().views.kv(JOBS_BUCKET, { history: 1 });
+    const kv = await new Kvm(nc).create(JOBS_BUCKET, { history: 1 });
     for (let i = 0; i < 5; i++) {
       await kv.put(`jm${i}`, new TextEncoder().encode(JSON.stringify(rec(`jm${i}`))));
       if (i < 4) await kv.delete(`jm${i}`);

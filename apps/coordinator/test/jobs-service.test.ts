@@ -5,7 +5,9 @@
 import 'reflect-metadata';
 import { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { connect, JSONCodec, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
 import { busBwFactor } from '@cmesh/bench';
 import { ErrorReplySchema, clusterNames, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JOB_SUBJECTS, JobAssignment, JobRecord } from '@cmesh/protocol';
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
@@ -17,8 +19,6 @@ import { JobStore } from '../src/jobs/job-store';
 import { JobsService } from '../src/jobs/jobs.service';
 import { CLAIM_RENEW_MS, CLAIM_STALE_MS } from '../src/jobs/agent-claims';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-
-const json = JSONCodec();
 
 class FixedDirectory extends AgentDirectory {
   constructor(readonly list: AgentView[]) {
@@ -38,15 +38,15 @@ type Behaviour = { dieAtSize?: number; skipSize?: number; failAtSize?: { peers?:
 function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Behaviour) {
   const seen: JobAssignment[] = [];
   const cancelled = new Set<string>(); // like a real agent, a cancelled job's sweep stops
-  nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, msg) => cancelled.add((json.decode(msg.data) as { jobId: string }).jobId) });
+  nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, msg) => { cancelled.add((msg.json() as { jobId: string }).jobId); } });
   nc.subscribe(JOB_SUBJECTS.start(agentId), {
     callback: (_e, msg) => {
-      const a = json.decode(msg.data) as JobAssignment;
+      const a = msg.json() as JobAssignment;
       const me = a.members.find((m) => m.agentId === agentId);
       if (!me) return;
       seen.push(a);
       const b = behaviour();
-      const emit = (ev: Record<string, unknown>) => nc.publish(JOB_SUBJECTS.events(a.jobId, agentId), json.encode({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
+      const emit = (ev: Record<string, unknown>) => nc.publish(JOB_SUBJECTS.events(a.jobId, agentId), JSON.stringify({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
       emit({ type: 'accepted', pid: 1000 + me.rank, host: 'h', device: 'cpu' });
       const ping = setInterval(() => emit({ type: 'ping' }), JOB_PING_INTERVAL_MS);
       let i = 0;
@@ -161,21 +161,21 @@ describe('coordinator jobs (real nats-server)', () => {
   });
 
   it('serves the same over NATS request/reply', async () => {
-    const r = json.decode((await nc.request(JOB_SUBJECTS.submit, json.encode({ op: 'broadcast', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a3'], root: 1 }), { timeout: 5000 })).data) as { ok: boolean; job: JobRecord };
+    const r = (await nc.request(JOB_SUBJECTS.submit, JSON.stringify({ op: 'broadcast', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a3'], root: 1 }), { timeout: 5000 })).json() as { ok: boolean; job: JobRecord };
     expect(r.ok).toBe(true);
     const job = await wait(r.job.id);
     expect(job.state).toBe('succeeded');
     expect(job.members.map((m) => m.name)).toEqual(['a1', 'a3']);
-    const g = json.decode((await nc.request(JOB_SUBJECTS.get, json.encode({ id: job.id }), { timeout: 5000 })).data) as { job: JobRecord };
+    const g = (await nc.request(JOB_SUBJECTS.get, JSON.stringify({ id: job.id }), { timeout: 5000 })).json() as { job: JobRecord };
     expect(g.job.rows[0].root).toBe(1);
-    const bad = json.decode((await nc.request(JOB_SUBJECTS.submit, json.encode({ op: 'nope' }), { timeout: 5000 })).data);
+    const bad = (await nc.request(JOB_SUBJECTS.submit, JSON.stringify({ op: 'nope' }), { timeout: 5000 })).json();
     expect(ErrorReplySchema.parse(bad).error).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^op: /)] });
   });
 
   it('validates every NATS job request and answers errors like the other coordinator endpoints', async () => {
     const req = async (subject: string, body: unknown) => {
-      const data = typeof body === 'string' ? new TextEncoder().encode(body) : json.encode(body);
-      return json.decode((await nc.request(subject, data, { timeout: 5000 })).data) as Record<string, unknown>;
+      const data = typeof body === 'string' ? new TextEncoder().encode(body) : JSON.stringify(body);
+      return (await nc.request(subject, data, { timeout: 5000 })).json() as Record<string, unknown>;
     };
     const err = async (subject: string, body: unknown) => ErrorReplySchema.parse(await req(subject, body)).error;
     for (const s of [JOB_SUBJECTS.submit, JOB_SUBJECTS.get, JOB_SUBJECTS.list]) {
@@ -317,7 +317,7 @@ describe('coordinator jobs (real nats-server)', () => {
       expect(started.state).toBe('running');
       // "kill" it right after it released the claims: no claim goes stale, the record says running
       stopReplica(replica);
-      const claims = await nc.jetstream().views.kv(clusterNames().buckets.claims);
+      const claims = await new Kvm(nc).create(clusterNames().buckets.claims);
       for (const a of ['a2', 'a3']) await claims.delete(a);
       const t0 = Date.now();
       const j = await wait(started.id, 3 * CLAIM_STALE_MS);
@@ -383,7 +383,7 @@ describe('coordinator jobs (real nats-server)', () => {
     const queued = await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1'] });
     expect([run.body.state, queued.body.state]).toEqual(['running', 'queued']);
     const cancels: string[] = [];
-    const sub = nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, m) => cancels.push((json.decode(m.data) as { jobId: string }).jobId) });
+    const sub = nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, m) => { cancels.push((m.json() as { jobId: string }).jobId); } });
     const del = async (id: string) => (await (await fetch(`${base}/jobs/${id}`, { method: 'DELETE' })).json()) as JobRecord;
     expect((await del(queued.body.id)).state).toBe('cancelled');
     const c = await del(run.body.id);

@@ -1,6 +1,8 @@
 // Listing a KV bucket while its keys are rewritten (agents heartbeat, claims are renewed) must
 // return every key.
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { kvKeys } from '../src/state/kv-keys';
 
@@ -17,7 +19,7 @@ describe('kvKeys (real nats-server)', () => {
   });
 
   it('lists every key while all of them are being rewritten, skips none after deletes', async () => {
-    const kv = await nc.jetstream().views.kv('kvkeys_test', { history: 1 });
+    const kv = await new Kvm(nc).create('kvkeys_test', { history: 1 });
     const names = Array.from({ length: 24 }, (_, i) => `agents.a${String(i).padStart(2, '0')}`);
     for (const n of names) await kv.put(n, 'x');
     await kv.put('groups.g0', 'x');

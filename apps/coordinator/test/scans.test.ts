@@ -7,14 +7,14 @@
 import { execFile } from 'child_process';
 import { join } from 'path';
 import { promisify } from 'util';
-import { JSONCodec, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { Kvm } from '@nats-io/kv';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { ScanRecord, ScanRecordSchema, clusterNames } from '@cmesh/protocol';
 import { Mesh, startMesh } from '../../cli/src/mesh/launch';
 
 const CLI = join(__dirname, '../../cli/bin/cmesh.js');
 const run = promisify(execFile);
-const json = JSONCodec<Record<string, unknown>>();
 
 async function cmesh(args: string[], coordinator: string): Promise<{ stdout: string; code: number }> {
   try {
@@ -101,15 +101,15 @@ describe('fabric scans on a mesh of 4 agents', () => {
   it('stores the scan in the cluster scans bucket; REST, NATS and cmesh scan --list list it', async () => {
     const nc = await connect({ servers: nats.url });
     try {
-      const kv = await nc.jetstream().views.kv(clusterNames().buckets.scans);
+      const kv = await new Kvm(nc).create(clusterNames().buckets.scans);
       const e = await kv.get(`scan.${scan.id}`);
       expect(ScanRecordSchema.parse(JSON.parse(new TextDecoder().decode(e!.value)))).toEqual(scan);
       const names = clusterNames();
-      const listed = json.decode((await nc.request(names.scans.list, json.encode({ limit: 5 }), { timeout: 10_000 })).data);
+      const listed = (await nc.request(names.scans.list, JSON.stringify({ limit: 5 }), { timeout: 10_000 })).json();
       expect(listed).toMatchObject({ ok: true, scans: [{ id: scan.id }] });
-      const got = json.decode((await nc.request(names.scans.get, json.encode({ id: scan.id }), { timeout: 10_000 })).data);
+      const got = (await nc.request(names.scans.get, JSON.stringify({ id: scan.id }), { timeout: 10_000 })).json();
       expect(got).toMatchObject({ ok: true, scan: { id: scan.id, state: 'succeeded' } });
-      const bad = json.decode((await nc.request(names.scans.run, json.encode({ agents: ['agent-0'] }), { timeout: 10_000 })).data);
+      const bad = (await nc.request(names.scans.run, JSON.stringify({ agents: ['agent-0'] }), { timeout: 10_000 })).json();
       expect(bad).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST' } });
     } finally {
       await nc.close();

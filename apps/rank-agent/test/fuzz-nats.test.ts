@@ -6,14 +6,13 @@
 // job (/health), accepted nothing (no event on cmesh.jobs.events.*.*), printed no unhandled
 // rejection, and still runs a real job.
 import fc from 'fast-check';
-import { JSONCodec, NatsConnection, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, JOB_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, fuzzPlan, invalidJsonPayload, rejectedMessages, runFuzz, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../cli/src/mesh/launch';
 
 const BATCH = 100;
-const json = JSONCodec();
-
 let nats: NatsServer;
 let nc: NatsConnection;
 let mesh: Mesh;
@@ -22,7 +21,7 @@ const jobEvents: string[] = [];
 let agent: { agentId: string; httpUrl: string };
 
 async function agentRecord(): Promise<{ agentId: string; httpUrl: string; lastHeartbeat: string; state: string }> {
-  const r = (await json.decode((await nc.request(AGENT_SUBJECTS.list, json.encode({}), { timeout: 10_000 })).data)) as { agents: Array<{ agentId: string; httpUrl: string; lastHeartbeat: string; state: string }> };
+  const r = (await (await nc.request(AGENT_SUBJECTS.list, JSON.stringify({}), { timeout: 10_000 })).json()) as { agents: Array<{ agentId: string; httpUrl: string; lastHeartbeat: string; state: string }> };
   return r.agents[0];
 }
 

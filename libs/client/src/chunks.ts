@@ -2,7 +2,7 @@
 // max_payload, each with the op's number and the chunk's offset in headers, so the receiver puts
 // each chunk in place whatever the order (GroupChannel.chunks publishes them under the group's
 // MAC). Shared by the client and the agents' member workers.
-import { Msg } from 'nats';
+import type { Msg } from '@nats-io/nats-core';
 import { SVC_HEADERS } from '@cmesh/protocol';
 
 /** A data chunk's op number and offset, or null when the message is not a chunk (a JSON header). */

@@ -3,7 +3,8 @@
 // on the returned group. The join sends a key of this member's; the placement carries the group's
 // secret sealed under it, which no other client can open.
 import { randomUUID } from 'crypto';
-import { connect, ConnectionOptions, ErrorCode, JSONCodec, NatsConnection, NatsError } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { ConnectionOptions, NatsConnection, RequestError, TimeoutError } from '@nats-io/nats-core';
 import {
   ClusterNames,
   ErrorReplySchema,
@@ -22,8 +23,6 @@ import { CmeshError, DistTimeoutError, InvalidArgumentError } from '@cmesh/colle
 import { hostIdentity } from '@cmesh/collectives/host-identity';
 import { natsInboxPrefix, natsLogin } from '@cmesh/collectives/nats-login';
 import { ServiceGroup } from './service-group';
-
-const json = JSONCodec();
 
 export interface ConnectMeshOptions {
   /** the mesh's NATS server(s), e.g. nats://127.0.0.1:4222 */
@@ -100,10 +99,10 @@ export class MeshConnection {
     // subscribed before joining: the round may be placed by the next member's join at once
     const placedSub = this.nc.subscribe(this.names.svc.placed(name));
     try {
-      const reply = await this.nc.request(this.names.svc.join, json.encode(shape.data), { timeout: Math.min(timeoutMs, 10_000) }).catch((e: NatsError) => {
+      const reply = await this.nc.request(this.names.svc.join, JSON.stringify(shape.data), { timeout: Math.min(timeoutMs, 10_000) }).catch((e: Error) => {
         // the coordinator (or NATS) away: typed, as every refusal of the library is
-        if (e.code === ErrorCode.Timeout) throw new DistTimeoutError(`join ${JSON.stringify(name)}: no coordinator answered within ${Math.min(timeoutMs, 10_000)} ms`);
-        if (e.code === ErrorCode.NoResponders) throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: no coordinator is listening (503)`);
+        if (e instanceof TimeoutError) throw new DistTimeoutError(`join ${JSON.stringify(name)}: no coordinator answered within ${Math.min(timeoutMs, 10_000)} ms`);
+        if (e instanceof RequestError && e.isNoResponders()) throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: no coordinator is listening (503)`);
         throw new ServiceRequestError('UNAVAILABLE', `join ${JSON.stringify(name)}: ${e.message}`);
       });
       const refused = decodeMessage(ErrorReplySchema, reply.data);
@@ -150,7 +149,7 @@ export class MeshConnection {
     } finally {
       clearTimeout(timer);
     }
-    await this.nc.request(this.names.svc.leave, json.encode({ name, member }), { timeout: 5000 }).catch(() => undefined);
+    await this.nc.request(this.names.svc.leave, JSON.stringify({ name, member }), { timeout: 5000 }).catch(() => undefined);
     throw new DistTimeoutError(`join ${JSON.stringify(name)}: the group was not complete and placed in time`);
   }
 

@@ -3,7 +3,7 @@
 // every message received is checked first and dropped when the MAC fails, and nothing a publisher
 // sends reaches nats.js as an exception (a throw in a subscription callback leaves the connection
 // connected but deaf). Drops are counted by reason and logged at most once per interval.
-import { Msg, NatsConnection, Subscription, headers } from 'nats';
+import { Msg, NatsConnection, Subscription, headers } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { DEFAULT_MAX_PAYLOAD, RateLimitedLog, SVC_HEADERS, SVC_MAC_HEADER, decodeMessage, svcMac, svcMacValid } from '@cmesh/protocol';
 

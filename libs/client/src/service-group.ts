@@ -3,7 +3,7 @@
 // member leaves, a member or agent is lost, or an op fails: pending and later ops then fail with
 // the library's typed error naming who. Every message of the group carries the group's MAC
 // (GroupChannel): what a stranger publishes on the group's subjects is dropped and counted.
-import { Msg, NatsConnection, Subscription } from 'nats';
+import { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import {
   ClusterNames,
   SVC_HEARTBEAT_MS,

@@ -9,7 +9,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
 import { buildSidecar, SidecarProcess, spawnSidecar } from '@cmesh/collectives';
 import { SvcGroupDetail, SvcGroupDetailSchema, SvcPlaced, clusterNames } from '@cmesh/protocol';
 import { NatsServer, NCCL_SIM_ENV as SIM_ENV, startNatsServer } from '@cmesh/testing';

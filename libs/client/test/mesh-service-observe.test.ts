@@ -6,7 +6,7 @@
 // and /ui show the groups; every agent's /metrics has the ops its member ran, by group name.
 import { readFileSync } from 'fs';
 import { busBwFactor } from '@cmesh/bench';
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
 import { HttpErrorSchema, SvcGroup, SvcGroupDetail, SvcGroupDetailSchema, SvcGroupSchema, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Member, TS_MEMBER } from './support/member-process';

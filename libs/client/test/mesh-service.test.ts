@@ -8,7 +8,8 @@ import { spawnSync } from 'child_process';
 import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { Kvm } from '@nats-io/kv';
 import { KV_KEYS, SvcRound, clusterNames } from '@cmesh/protocol';
 import { Member, RAW_MEMBER, TS_MEMBER } from './support/member-process';
 import { checkedBy } from './support/scenario-data';
@@ -121,7 +122,7 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     const list = (Array.isArray(agents) ? agents : agents.agents).slice(0, 3);
     const nc = await connect({ servers: nats.url });
     try {
-      const kv = await nc.jetstream().views.kv(clusterNames().buckets.state);
+      const kv = await new Kvm(nc).create(clusterNames().buckets.state);
       const long = new Date(Date.now() - 60_000).toISOString();
       const members = list.map((a, rank) => ({ rank, member: `m${rank}`, agentId: a.agentId, agentName: a.name }));
       const ghost: SvcRound = { name: 'ghost', size: 3, round: 1, state: 'placed', joined: members.map((m) => ({ member: m.member })), placed: { name: 'ghost', round: 1, groupId: 'ghost_1', size: 3, members }, secret: Buffer.alloc(32, 7).toString('base64'), storePrefix: 'svc-ghost_1', updatedAt: long };

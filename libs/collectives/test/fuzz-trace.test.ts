@@ -6,14 +6,13 @@
 // summary otherwise. Checked: every answer is a summary of this rank, the process is alive,
 // printed nothing about an unhandled error, and still answers a valid request after the flood.
 import fc from 'fast-check';
-import { JSONCodec, NatsConnection, connect, createInbox } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection, createInbox } from '@nats-io/nats-core';
 import { NatsServer, freePort, fuzzPlan, invalidJsonPayload, runFuzz, startNatsServer } from '@cmesh/testing';
 import { TargetProcess, startTarget } from './fuzz/target-process';
 
 const SUBJECT = 'cmesh.trace.collect';
 const BATCH = 100;
-const json = JSONCodec();
-
 let nats: NatsServer;
 let nc: NatsConnection;
 let target: TargetProcess;
@@ -32,14 +31,14 @@ afterAll(async () => {
 });
 
 async function ask(body: unknown): Promise<Record<string, unknown>> {
-  return json.decode((await nc.request(SUBJECT, json.encode(body), { timeout: 10_000 })).data) as Record<string, unknown>;
+  return (await nc.request(SUBJECT, JSON.stringify(body), { timeout: 10_000 })).json() as Record<string, unknown>;
 }
 
 it('flight recorder requests: random, malformed, oversized', async () => {
   const plan = fuzzPlan('rank nats cmesh.trace.collect', BATCH);
   const inbox = createInbox();
   const answers: unknown[] = [];
-  const sub = nc.subscribe(inbox, { callback: (_err, m) => answers.push(json.decode(m.data)) });
+  const sub = nc.subscribe(inbox, { callback: (_err, m) => { answers.push(m.json()); } });
   const started = Date.now();
   const problems = await runFuzz(plan, fc.array(invalidJsonPayload({ job: 'fz-job' }, { required: ['job'], constrained: ['job'] }), { minLength: BATCH, maxLength: BATCH }), async (cases) => {
     for (const c of cases) nc.publish(SUBJECT, c.data, { reply: inbox });

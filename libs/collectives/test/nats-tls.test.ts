@@ -3,7 +3,7 @@
 // cmesh process uses) connects over TLS, verifying the server; without the CA it cannot.
 import { execFileSync } from 'child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'fs';
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';

@@ -4,7 +4,8 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { FileStore, InvalidArgumentError, TRACE_MAC_HEADER, TraceDump, checkTraceAnswerMac, resetFlightRecorder, traceAnswerKey } from '../src';
 import { startTraceResponder } from '../src/trace/responder';

@@ -1,4 +1,5 @@
-import { connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { Kvm } from '@nats-io/kv';
 import { isAlive } from './free-port';
 import { startNatsServer } from './nats-server';
 
@@ -6,7 +7,7 @@ it('starts a real nats-server with JetStream and stops it by pid', async () => {
   const server = await startNatsServer();
   try {
     const nc = await connect({ servers: server.url });
-    const kv = await nc.jetstream().views.kv('fixture_check');
+    const kv = await new Kvm(nc).create('fixture_check');
     await kv.put('k', new TextEncoder().encode('v'));
     expect(new TextDecoder().decode((await kv.get('k'))!.value)).toBe('v');
     await nc.close();

@@ -2,12 +2,13 @@
 // permissions let it read), no reconnect, and the permission violations the server reported to
 // it; every connection is closed by closeAll().
 import { readFileSync } from 'fs';
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { join } from 'path';
 
 export interface TestLogin {
   nc: NatsConnection;
-  /** what the server answered with -ERR (permission violations), in order */
+  /** what the server answered with -ERR (permission violations), as `<error class>: <message>`, in order */
   violations: string[];
 }
 
@@ -25,7 +26,7 @@ export class TestLogins {
     this.open.push(nc);
     const violations: string[] = [];
     void (async () => {
-      for await (const s of nc.status()) if (s.type === 'error') violations.push(String(s.data));
+      for await (const s of nc.status()) if (s.type === 'error') violations.push(`${s.error.name}: ${s.error.message}`);
     })();
     return { nc, violations };
   }

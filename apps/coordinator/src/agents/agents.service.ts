@@ -6,7 +6,7 @@
 // is whole without a JetStream write per beat.
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION, decodeMessage, subjectAgent, subjectCovers } from '@cmesh/protocol';
-import { NatsConnection, Subscription } from 'nats';
+import { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
 import { NATS_CONNECTION } from '../nats/nats.module';

@@ -1,15 +1,13 @@
 // Process groups: an id from a KV counter, a store prefix for the members' bootstrap keys,
 // membership in KV, and a notification to every member.
 import { Inject, Injectable } from '@nestjs/common';
-import { JSONCodec, NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
 import { AgentEvent, ClusterNames, GroupCreate, GroupIdSchema, GroupRecord, KV_KEYS } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ReplyError } from '../nats/reply-error';
 import { KvState } from '../state/kv-state';
-
-const json = JSONCodec();
 
 @Injectable()
 export class GroupsService {
@@ -33,7 +31,7 @@ export class GroupsService {
     await this.state.put(KV_KEYS.group(id), group);
     body.members.forEach((agentId, rank) => {
       const ev: AgentEvent = { type: 'group-joined', groupId: id, rank, size: body.members.length, storePrefix: group.storePrefix };
-      this.nc.publish(this.names.agents.events(agentId), json.encode(ev));
+      this.nc.publish(this.names.agents.events(agentId), JSON.stringify(ev));
     });
     return group;
   }

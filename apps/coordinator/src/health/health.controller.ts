@@ -2,7 +2,7 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
-import { NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
 import { LeaderService } from '../leader/leader.service';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { KvState } from '../state/kv-state';

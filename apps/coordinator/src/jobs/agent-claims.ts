@@ -2,7 +2,8 @@
 // shared by every coordinator replica: a claim is created with compare-and-set, so two replicas
 // never put two jobs on one agent. The replica running a job renews its claims; a claim not
 // renewed for CLAIM_STALE_MS belongs to a replica that stopped, and may be taken over.
-import { JSONCodec, KV, NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
+import { KV, Kvm } from '@nats-io/kv';
 import { z } from 'zod';
 import { kvKeys } from '../state/kv-keys';
 import { RecordCheck } from '../state/kv-records';
@@ -16,7 +17,6 @@ export interface Claim {
   renewedAt: number;
 }
 
-const json = JSONCodec<Claim>();
 const ClaimSchema = z.object({ jobId: z.string(), replica: z.string(), renewedAt: z.number() });
 
 export class AgentClaims {
@@ -33,7 +33,7 @@ export class AgentClaims {
   ) {}
 
   async open(): Promise<void> {
-    this.kv = await this.nc.jetstream().views.kv(this.bucket, { history: 1 });
+    this.kv = await new Kvm(this.nc).create(this.bucket, { history: 1 });
   }
 
   private get store(): KV {
@@ -62,7 +62,7 @@ export class AgentClaims {
   async claimAll(agentIds: string[], jobId: string): Promise<{ ok: true; takenOver: Claim[] } | { ok: false; agentId: string; holder: Claim }> {
     const mine: string[] = [];
     const takenOver: Claim[] = [];
-    const value = () => json.encode({ jobId, replica: this.replica, renewedAt: Date.now() });
+    const value = () => JSON.stringify({ jobId, replica: this.replica, renewedAt: Date.now() });
     for (const agentId of agentIds) {
       const taken = await this.take(agentId, jobId, value);
       if (taken.ok) {
@@ -76,7 +76,7 @@ export class AgentClaims {
     return { ok: true, takenOver };
   }
 
-  private async take(agentId: string, jobId: string, value: () => Uint8Array): Promise<{ ok: true; stale?: Claim } | { ok: false; holder: Claim }> {
+  private async take(agentId: string, jobId: string, value: () => string): Promise<{ ok: true; stale?: Claim } | { ok: false; holder: Claim }> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const e = await this.store.get(agentId);
       const c = e && e.operation === 'PUT' && e.value.length ? this.check.decode(agentId, e.value, ClaimSchema) : undefined;
@@ -95,7 +95,7 @@ export class AgentClaims {
 
   /** Refreshes this job's claims (a replica that stops renewing loses them after CLAIM_STALE_MS). */
   async renew(agentIds: string[], jobId: string): Promise<void> {
-    await this.eachOwn(agentIds, jobId, (agentId, revision) => this.store.update(agentId, json.encode({ jobId, replica: this.replica, renewedAt: Date.now() }), revision));
+    await this.eachOwn(agentIds, jobId, (agentId, revision) => this.store.update(agentId, JSON.stringify({ jobId, replica: this.replica, renewedAt: Date.now() }), revision));
   }
 
   /** Drops this job's claims (leaves other jobs' claims alone). */

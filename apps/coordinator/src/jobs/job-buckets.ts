@@ -3,21 +3,21 @@
 // Its name carries 128 random bits made here (clusterNames().jobStorePrefix): a bucket name is
 // its capability, and only the job's members are told it.
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { NatsConnection, NatsError } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { ClusterNames, JobRecord, isFinished } from '@cmesh/protocol';
 import { randomStoreId } from '@cmesh/collectives';
 import { DEFAULT_STORE_LIMITS, openStoreBucket, StoreLimits } from '../stores/store-buckets';
 import { STORE_LIMITS } from '../stores/stores.nats';
 import { Clock } from './clock';
 import { JobStore } from './job-store';
+import { isStreamNotFound } from '../nats/stream-not-found';
 import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER } from './tokens';
 
 /** How often job store buckets nobody needs any more are looked for. */
 export const STORE_SWEEP_MS = 60_000;
 /** A job store bucket without a job record is left alone this long (its job may be starting). */
 export const STORE_ORPHAN_MS = 10 * 60_000;
-/** JetStream's "stream not found" error code. */
-const STREAM_NOT_FOUND = 10059;
 
 /** The stream of a job's store bucket, in this cluster. */
 export function jobStream(names: ClusterNames, id: string, storeId: string): string {
@@ -79,13 +79,13 @@ export class JobBuckets {
     const bucket = this.named.get(id);
     this.named.delete(id);
     try {
-      const jsm = await this.nc.jetstreamManager();
+      const jsm = await jetstreamManager(this.nc);
       if (bucket) return void (await jsm.streams.delete(`KV_${bucket}`));
       // a job another replica started: its bucket is found by the job id in its name
       for await (const name of jsm.streams.names()) if (jobOfStream(this.names, name) === id) await jsm.streams.delete(name);
     } catch (e) {
       // never created (a job that failed early) or already gone: nothing to do
-      if ((e as NatsError).api_error?.err_code === STREAM_NOT_FOUND) return;
+      if (isStreamNotFound(e)) return;
       this.log.warn(`job ${id}: cannot drop its store bucket (${(e as Error).message}); the sweep will`);
     }
   }
@@ -97,7 +97,7 @@ export class JobBuckets {
    * delete streams where logins are enforced, so they leave them behind.
    */
   async dropUnneeded(runsHere: (id: string) => boolean): Promise<void> {
-    const jsm = await this.nc.jetstreamManager();
+    const jsm = await jetstreamManager(this.nc);
     const now = this.clock.now();
     for await (const si of jsm.streams.list()) {
       const store = si.config.name.startsWith('KV_') ? this.names.stores.parse(si.config.name.slice(3)) : null;
@@ -108,8 +108,8 @@ export class JobBuckets {
       const id = jobOfStream(this.names, si.config.name);
       if (!id || runsHere(id)) continue;
       if (bucketUnneeded(await this.store.read(id), now - Date.parse(si.created))) {
-        await jsm.streams.delete(si.config.name).catch((e: NatsError) => {
-          if (e.api_error?.err_code !== STREAM_NOT_FOUND) this.log.warn(`job ${id}: cannot drop its store bucket (${e.message})`);
+        await jsm.streams.delete(si.config.name).catch((e: Error) => {
+          if (!isStreamNotFound(e)) this.log.warn(`job ${id}: cannot drop its store bucket (${e.message})`);
         });
       }
     }

@@ -6,12 +6,12 @@
 // written (the bucket's max_age, which the server enforces; the index forgets them too). A
 // record is removed by purging its subject, which leaves no delete marker behind: a marker per
 // finished job would grow the stream without bound, and every key listing would read it.
-import { JetStreamManager, JSONCodec, KV, NatsConnection, nanos } from 'nats';
+import { NatsConnection, nanos } from '@nats-io/nats-core';
+import { JetStreamManager } from '@nats-io/jetstream';
+import { KV, Kvm } from '@nats-io/kv';
 import { JobRecord, JobRecordSchema, isFinished } from '@cmesh/protocol';
 import { kvKeys } from '../state/kv-keys';
 import { RecordCheck } from '../state/kv-records';
-
-const json = JSONCodec<JobRecord>();
 
 export interface JobRetention {
   /** records kept, newest first */
@@ -46,7 +46,7 @@ export class JobStore {
   ) {}
 
   async open(): Promise<void> {
-    const kv = await this.nc.jetstream().views.kv(this.bucket, { history: 1, ttl: this.retention.maxAgeMs });
+    const kv = await new Kvm(this.nc).create(this.bucket, { history: 1, ttl: this.retention.maxAgeMs });
     this.kv = kv;
     // a bucket made with another max_age (an earlier setting) takes this one
     const b = kv as unknown as BucketInternals;
@@ -79,7 +79,7 @@ export class JobStore {
   write(rec: JobRecord): Promise<void> {
     const kv = this.kv;
     if (!kv) return Promise.reject(new Error('job store is not open'));
-    const snapshot = json.encode(rec);
+    const snapshot = JSON.stringify(rec);
     this.cache.set(rec.id, rec);
     this.index.set(rec.id, Date.now()); // a new id goes last; a known one keeps its place
     const evicted = this.evict(rec.id);

@@ -3,7 +3,8 @@
 import { DynamicModule, Inject, Injectable, Module, ModuleMetadata, OnApplicationShutdown, Provider } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { ClusterNames, clusterNames } from '@cmesh/protocol';
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { InboundMessages } from '../nats/inbound-messages';
 import { AgentClaims } from './agent-claims';
 import { AgentDirectory } from './agent-directory';

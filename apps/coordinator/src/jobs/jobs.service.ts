@@ -11,7 +11,7 @@
 // reporter is (a bad backend, a wrong result, a timeout of its own).
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import { randomBytes } from 'crypto';
-import { JSONCodec, NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
 import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobRecord, JobRequest, isFinished } from '@cmesh/protocol';
 import { generateSecret } from '@cmesh/collectives';
 import { ReplyError } from '../nats/reply-error';
@@ -32,7 +32,6 @@ import { LocalJobs, ReplicaUpkeep } from './replica-upkeep';
 import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_LIMITS, JOB_RESULT_SINK, JobResultSink } from './tokens';
 import { DEFAULT_JOB_LIMITS, JobLimits, checkJobBytes, checkQueueRoom } from './job-limits';
 
-const json = JSONCodec();
 const TICK_MS = 100;
 
 @Injectable()
@@ -337,7 +336,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
 
   private publish(subject: string, body: unknown): void {
     try {
-      this.nc.publish(subject, json.encode(body));
+      this.nc.publish(subject, JSON.stringify(body));
     } catch (e) {
       this.log.error(`cannot publish ${subject}: ${(e as Error).message}`);
     }

@@ -1,7 +1,8 @@
 // Which coordinator replicas are alive, in JetStream KV (the cluster's replicas bucket, one
 // key per replica, renewed like agent claims): a replica that stops renewing has died, and the
 // jobs it had queued (kept in its memory) are failed by another replica instead of staying queued.
-import { NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
 import { z } from 'zod';
 import { KvState } from '../state/kv-state';
 import { RecordCheck } from '../state/kv-records';
@@ -23,7 +24,7 @@ export class ReplicaLeases {
   ) {}
 
   async open(): Promise<void> {
-    this.state = new KvState(await this.nc.jetstream().views.kv(this.bucket, { history: 1 }), this.check, () => LeaseSchema);
+    this.state = new KvState(await new Kvm(this.nc).create(this.bucket, { history: 1 }), this.check, () => LeaseSchema);
     await this.renew();
   }
 

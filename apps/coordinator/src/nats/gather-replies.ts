@@ -4,12 +4,10 @@
 // sink is given) until `waitMs` is over, nobody listens (NATS answers 503 at once), too many
 // replies or bytes came, or the caller stops: `break`, or `close()` from a timer. Decoding goes
 // through the guarded decoder: no reply, however made, throws out of the iteration.
-import { JSONCodec, MsgHdrs, NatsConnection, Subscription, createInbox } from 'nats';
+import { MsgHdrs, NatsConnection, Subscription, createInbox } from '@nats-io/nats-core';
 import { connectionInboxPrefix } from '@cmesh/collectives';
 import { z } from 'zod';
 import { RejectReason, decodeMessage } from '@cmesh/protocol';
-
-const json = JSONCodec();
 
 /** Replies gathered at most, and their bytes (a flood of answers must not fill the memory). */
 export const GATHER_MAX_REPLIES = 65_536;
@@ -46,7 +44,7 @@ export class GatherReplies<T> implements AsyncIterable<T> {
     this.inbox = createInbox(connectionInboxPrefix(nc));
     this.sub = nc.subscribe(this.inbox);
     this.deadline = setTimeout(() => this.close(), waitMs);
-    nc.publish(subject, json.encode(body), { reply: this.inbox });
+    nc.publish(subject, JSON.stringify(body), { reply: this.inbox });
   }
 
   /** Ends the iteration (after the replies already yielded). */

@@ -1,7 +1,9 @@
 // One NATS connection (its subscriptions are InboundTransport's, see nats-transport.ts), the decoder
 // for inbound messages and the cluster's KV state bucket, for the whole coordinator.
 import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
-import { connect, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
 import { ClusterNames } from '@cmesh/protocol';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { KvState } from '../state/kv-state';
@@ -32,7 +34,7 @@ class NatsCloser implements OnApplicationShutdown {
       provide: KvState,
       inject: [NATS_CONNECTION, CLUSTER_NAMES, InboundMessages],
       useFactory: async (nc: NatsConnection, names: ClusterNames, inbound: InboundMessages) =>
-        new KvState(await nc.jetstream().views.kv(names.buckets.state, { history: 1 }), inbound.records(names.buckets.state), stateRecordSchema),
+        new KvState(await new Kvm(nc).create(names.buckets.state, { history: 1 }), inbound.records(names.buckets.state), stateRecordSchema),
     },
     InboundMessages,
     NatsCloser,

@@ -3,13 +3,14 @@
 // delete marker (as the job store does). The same bucket holds `lease`: the scan running now, so
 // that no two scans run at once on any replica (a scan's pairs would share agents and measure
 // each other).
-import { JetStreamManager, JSONCodec, KV, KvEntry, NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
+import { JetStreamManager } from '@nats-io/jetstream';
+import { KV, KvEntry, Kvm } from '@nats-io/kv';
 import { z } from 'zod';
 import { ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
 import { kvKeys } from '../state/kv-keys';
 import { RecordCheck } from '../state/kv-records';
 
-const json = JSONCodec<unknown>();
 const PREFIX = 'scan.';
 const LEASE = 'lease';
 
@@ -40,7 +41,7 @@ export class ScanStore {
   ) {}
 
   async open(): Promise<void> {
-    this.kv = await this.nc.jetstream().views.kv(this.bucket, { history: 1 });
+    this.kv = await new Kvm(this.nc).create(this.bucket, { history: 1 });
   }
 
   private bucketOrThrow(): KV {
@@ -58,7 +59,7 @@ export class ScanStore {
   /** Writes in order; a new scan purges the records past the newest `kept`. */
   write(rec: ScanRecord): Promise<void> {
     const kv = this.bucketOrThrow();
-    const body = json.encode(rec);
+    const body = JSON.stringify(rec);
     const next = this.chain.then(async () => {
       await kv.put(PREFIX + rec.id, body);
       const ids = await this.ids();
@@ -96,8 +97,8 @@ export class ScanStore {
     if (cur && cur.scanId !== scanId && cur.expiresAt > now) return false;
     const lease: ScanLease = { scanId, replica, expiresAt: now + ttlMs };
     try {
-      if (e) await kv.update(LEASE, json.encode(lease), e.revision);
-      else await kv.create(LEASE, json.encode(lease));
+      if (e) await kv.update(LEASE, JSON.stringify(lease), e.revision);
+      else await kv.create(LEASE, JSON.stringify(lease));
       return true;
     } catch {
       return false; // another replica wrote it first
@@ -115,7 +116,7 @@ export class ScanStore {
     const kv = this.bucketOrThrow();
     const e = await kv.get(LEASE);
     const cur = this.lease(e);
-    if (e && cur?.scanId === scanId) await kv.update(LEASE, json.encode({ ...cur, expiresAt: 0 }), e.revision).catch(() => undefined);
+    if (e && cur?.scanId === scanId) await kv.update(LEASE, JSON.stringify({ ...cur, expiresAt: 0 }), e.revision).catch(() => undefined);
   }
 
   private lease(e: KvEntry | null): ScanLease | null {

@@ -3,7 +3,7 @@
 // JobsModule), with the agents module (the leader) and the metrics module.
 import { DynamicModule, Module, ModuleMetadata } from '@nestjs/common';
 import { ClusterNames } from '@cmesh/protocol';
-import { NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { NATS_CONNECTION } from '../nats/nats.module';
 import { ScanMetrics } from './scan-metrics';

@@ -4,7 +4,7 @@
 // the ranks that did not answer are named, not waited for). The request and every answer carry
 // the group's MAC: a worker answers only the coordinator, and only the group's workers count.
 import { Inject, Injectable } from '@nestjs/common';
-import { NatsConnection, createInbox, headers } from 'nats';
+import { NatsConnection, createInbox, headers } from '@nats-io/nats-core';
 import { connectionInboxPrefix } from '@cmesh/collectives';
 import {
   ClusterNames,

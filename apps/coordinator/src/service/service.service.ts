@@ -7,7 +7,8 @@
 // member's agent on its own events subject, and kept here (the state bucket is the coordinator's
 // alone) to check and sign the group's ends.
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { JSONCodec, Msg, NatsConnection, Subscription, headers } from 'nats';
+import { Msg, NatsConnection, Subscription, headers } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { jobBucket, randomStoreId } from '@cmesh/collectives';
 import {
   AgentNotification,
@@ -42,7 +43,6 @@ import { chooseBackend, ncclWhyNot } from './choose-backend';
 import { matchHosts } from './match-hosts';
 import { KvState } from '../state/kv-state';
 
-const json = JSONCodec();
 /** A placed group is looked at for abandonment every this many seconds, once placed this long (ms). */
 const ABANDONED_CHECK_TICKS = 5;
 const ABANDONED_AFTER_MS = 10_000;
@@ -304,7 +304,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     for (const m of placed.members) {
       // on the agent's own subject: only its login reads it
       const ev: AgentNotification = { type: 'svc-member', rank: m.rank, placed, secret: kept.secret!, storePrefix };
-      this.nc.publish(this.names.agents.events(m.agentId), json.encode(ev));
+      this.nc.publish(this.names.agents.events(m.agentId), JSON.stringify(ev));
     }
     // G sealed per member under the key it joined with: svc.placed is readable by every client
     const sealed = secret
@@ -313,7 +313,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
           return key ? sealSvcSecret(key, secret, groupId, rank) : '';
         })
       : undefined;
-    this.nc.publish(this.names.svc.placed(round.name), json.encode({ ...placed, ...(sealed ? { sealed } : {}) } satisfies SvcPlaced));
+    this.nc.publish(this.names.svc.placed(round.name), JSON.stringify({ ...placed, ...(sealed ? { sealed } : {}) } satisfies SvcPlaced));
   }
 
   /** A group ended (end event): its round is ended and its store bucket deleted. */
@@ -328,7 +328,7 @@ export class ServiceGroupsService implements OnApplicationBootstrap, OnModuleDes
     );
     if (rec?.state !== 'ended' || rec.round !== round || !rec.placed) return;
     this.log.log(`group ${groupId} ended: ${end.reason}${end.who ? ` (${end.who})` : ''}${end.error ? `: ${end.error.message}` : ''}`);
-    const jsm = await this.nc.jetstreamManager();
+    const jsm = await jetstreamManager(this.nc);
     if (rec.storePrefix) await jsm.streams.delete(`KV_${jobBucket(rec.storePrefix)}`).catch(() => undefined);
     void this.sweep();
   }

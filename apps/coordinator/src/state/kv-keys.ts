@@ -4,7 +4,8 @@
 // listings had a duplicate (agents listed twice, so "4 agents up" was seen with 3). nats.go fixed
 // the same race (nats-io/nats.go#1884). Deleted keys keep their delete marker's subject: callers
 // read each key and skip the missing ones.
-import type { JetStreamManager, KV } from 'nats';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
 
 /** The fields of nats.js's Bucket (the class behind every KV) that this needs. */
 interface BucketInternals {

@@ -3,12 +3,14 @@
 // watch entry of the same key supersedes them), so a replica reads its own writes. A record that
 // is not valid is skipped (counted and logged by the state's RecordCheck), and drops an earlier
 // value of its key: nothing a bucket holds can end the watch.
-import { KV, KvEntry, QueuedIterator } from 'nats';
+import { QueuedIterator } from '@nats-io/nats-core';
+import { KV, KvWatchEntry } from '@nats-io/kv';
+import { kvKeys } from './kv-keys';
 import { KvState } from './kv-state';
 
 export class KvMirror<T> {
   private readonly records = new Map<string, T>();
-  private watcher?: QueuedIterator<KvEntry>;
+  private watcher?: QueuedIterator<KvWatchEntry>;
   private ready = false;
   private readonly kv: KV;
   private readonly state: KvState;
@@ -26,15 +28,20 @@ export class KvMirror<T> {
   async start(): Promise<void> {
     let loaded!: () => void;
     const initialized = new Promise<void>((r) => (loaded = r));
-    this.watcher = await this.kv.watch({ key: `${this.prefix}>`, initializedFn: () => loaded() });
+    this.watcher = await this.kv.watch({ key: `${this.prefix}>` });
     void (async () => {
       for await (const e of this.watcher!) {
         const id = e.key.substring(this.prefix.length);
         const rec = this.state.decode<T>(e);
         if (rec !== undefined) this.records.set(id, rec);
         else this.records.delete(id);
+        // the last value the bucket held when the watch began (nothing pending), or a later write
+        if (e.delta === 0 || e.isUpdate) loaded();
       }
     })().catch(() => undefined);
+    // nothing under the prefix (not even a delete marker): the watch has no value to deliver
+    // until a write, and the mirror is complete as it is
+    if (!(await kvKeys(this.kv, `${this.prefix}>`)).length) loaded();
     await initialized;
     this.ready = true;
   }

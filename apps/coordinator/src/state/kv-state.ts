@@ -2,12 +2,11 @@
 // compare-and-set on the revision read, so replicas (and a restarted coordinator) never lose or
 // overwrite each other's changes. A record read back that is not JSON or does not fit its kind's
 // schema is skipped as missing (kv-records.ts): an update overwrites it.
-import { JSONCodec, KV, KvEntry } from 'nats';
+import { KV, KvEntry } from '@nats-io/kv';
 import { z } from 'zod';
 import { kvKeys } from './kv-keys';
 import { RecordCheck } from './kv-records';
 
-const json = JSONCodec();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class ConflictError extends Error {}
@@ -32,13 +31,13 @@ export class KvState {
   }
 
   async put<T>(key: string, value: T): Promise<void> {
-    await this.kv.put(key, json.encode(value));
+    await this.kv.put(key, JSON.stringify(value));
   }
 
   /** Writes `value` only if `key` has none: false when it has (another writer was first). */
   async create<T>(key: string, value: T): Promise<boolean> {
     try {
-      await this.kv.create(key, json.encode(value));
+      await this.kv.create(key, JSON.stringify(value));
       return true;
     } catch {
       return false;
@@ -61,9 +60,9 @@ export class KvState {
       const next = fn(cur);
       if (next === undefined) return cur;
       try {
-        if (e && e.operation === 'PUT') await this.kv.update(key, json.encode(next), e.revision);
-        else if (e) await this.kv.update(key, json.encode(next), e.revision);
-        else await this.kv.create(key, json.encode(next));
+        if (e && e.operation === 'PUT') await this.kv.update(key, JSON.stringify(next), e.revision);
+        else if (e) await this.kv.update(key, JSON.stringify(next), e.revision);
+        else await this.kv.create(key, JSON.stringify(next));
         return next;
       } catch {
         await sleep(Math.random() * 5);

@@ -1,9 +1,12 @@
 // Creating a store bucket: the coordinator is the only login that may create streams, so it makes
 // every store bucket (its jobs' and service groups' own, and those ranks ask for on
 // `<cluster>.stores.open`), each with one value per key and limits on bytes and age.
-import type { NatsConnection } from 'nats';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { ClusterNames, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
+import { isStreamNotFound } from '../nats/stream-not-found';
 
 export interface StoreLimits {
   /** bytes one bucket may hold; a write past it is refused (discard new) */
@@ -13,9 +16,6 @@ export interface StoreLimits {
 }
 
 export const DEFAULT_STORE_LIMITS: StoreLimits = { maxBytes: DEFAULT_STORE_MAX_BYTES, maxAgeS: DEFAULT_STORE_MAX_AGE_S };
-
-/** JetStream's "stream not found" error code. */
-const STREAM_NOT_FOUND = 10059;
 
 /** A name that is not one of this cluster's store buckets: refused with BAD_REQUEST, nothing created. */
 export function checkStoreBucket(names: ClusterNames, bucket: string): void {
@@ -31,14 +31,14 @@ export function checkStoreBucket(names: ClusterNames, bucket: string): void {
  */
 export async function openStoreBucket(nc: NatsConnection, names: ClusterNames, bucket: string, limits: StoreLimits = DEFAULT_STORE_LIMITS): Promise<boolean> {
   checkStoreBucket(names, bucket);
-  const jsm = await nc.jetstreamManager();
+  const jsm = await jetstreamManager(nc);
   try {
     await jsm.streams.info(`KV_${bucket}`);
     return false;
   } catch (e) {
-    if ((e as { api_error?: { err_code?: number } }).api_error?.err_code !== STREAM_NOT_FOUND) throw e;
+    if (!isStreamNotFound(e)) throw e;
   }
-  // views.kv creates it when missing, and takes it as it is when another made it meanwhile
-  await nc.jetstream().views.kv(bucket, { history: 1, max_bytes: limits.maxBytes, ttl: limits.maxAgeS * 1000 });
+  // Kvm.create creates it when missing, and takes it as it is when another made it meanwhile
+  await new Kvm(nc).create(bucket, { history: 1, max_bytes: limits.maxBytes, ttl: limits.maxAgeS * 1000 });
   return true;
 }

@@ -1,7 +1,7 @@
 // NATS for store buckets: <cluster>.stores.open (one coordinator replica answers each).
 import { Controller, Inject, UseFilters } from '@nestjs/common';
 import { MessagePattern } from '@nestjs/microservices';
-import { NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
 import { InboundErrors } from '@cmesh/protocol/nest';
 import { ClusterNames, StoreOpen, StoreOpenReply, StoreOpenSchema } from '@cmesh/protocol';
 import { CLUSTER_NAMES } from '../config/coordinator-config';

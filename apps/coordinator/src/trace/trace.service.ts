@@ -12,7 +12,7 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { TRACE_MAC_HEADER, TraceDump, analyzeTraces, checkTraceAnswerMac, traceAnswerKey } from '@cmesh/collectives';
 import { ClusterNames, TRACE_COLLECT_DEFAULT_MS, TraceCollect, TraceDumpSchema, TraceReport } from '@cmesh/protocol';
-import { NatsConnection } from 'nats';
+import { NatsConnection } from '@nats-io/nats-core';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
 import { JobSecrets } from '../jobs/job-secrets';
 import { GatherReplies } from '../nats/gather-replies';

@@ -1,12 +1,12 @@
 // What the coordinator fuzz tests share: a real nats-server and coordinator process holding some
 // state (an agent, a group, a closed rendezvous round), a snapshot of every KV bucket and REST
 // registry to compare before and after, and the coordinator's output scanned for crashes.
-import { JSONCodec, NatsConnection, connect } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
 import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from './coordinator-process';
-
-const json = JSONCodec();
 
 export const FIXTURE_AGENT = {
   protocolVersion: PROTOCOL_VERSION,
@@ -24,7 +24,7 @@ export interface CoordinatorFuzzFixture {
   coord: CoordinatorProcess;
   /** every line the coordinator wrote after it started */
   output: string[];
-  request(subject: string, data: Uint8Array, timeoutMs?: number): Promise<unknown>;
+  request(subject: string, data: string | Uint8Array, timeoutMs?: number): Promise<unknown>;
   /** KV buckets (leases left out: they are renewed on a timer) and the REST registries */
   snapshot(): Promise<Record<string, unknown>>;
   /** the coordinator still answers a valid request and its process is alive */
@@ -43,9 +43,9 @@ export async function startCoordinatorFuzzFixture(opts: { token?: string; readTo
   const output: string[] = [];
   for (const s of [coord.proc.stdout!, coord.proc.stderr!]) s.on('data', (d: Buffer) => output.push(...d.toString().split('\n').filter(Boolean)));
 
-  const request = async (subject: string, data: Uint8Array, timeoutMs = 15_000) => json.decode((await nc.request(subject, data, { timeout: timeoutMs })).data);
+  const request = async (subject: string, data: string | Uint8Array, timeoutMs = 15_000) => (await nc.request(subject, data, { timeout: timeoutMs })).json();
   const ok = async (subject: string, body: unknown) => {
-    const r = (await request(subject, json.encode(body))) as { ok: boolean };
+    const r = (await request(subject, JSON.stringify(body))) as { ok: boolean };
     if (!r.ok) throw new Error(`fixture ${subject}: ${JSON.stringify(r)}`);
     return r;
   };
@@ -54,11 +54,11 @@ export async function startCoordinatorFuzzFixture(opts: { token?: string; readTo
   await ok(RDZV_SUBJECTS.join, { runId: 'fz-run', nodeId: 'fz-node', minNodes: 1, maxNodes: 1, lastCallMs: 0 });
 
   const names = clusterNames();
-  const js = nc.jetstream();
+  const kvm = new Kvm(nc);
   const snapshot = async () => {
     const out: Record<string, unknown> = {};
     for (const bucket of [names.buckets.state, names.buckets.jobs, names.buckets.claims]) {
-      const kv = await js.views.kv(bucket);
+      const kv = await kvm.create(bucket);
       const keys: string[] = [];
       for await (const k of await kv.keys()) keys.push(k);
       for (const k of keys.sort()) {
@@ -72,7 +72,7 @@ export async function startCoordinatorFuzzFixture(opts: { token?: string; readTo
   };
   const healthy = async () => {
     if (coord.proc.exitCode !== null || coord.proc.signalCode !== null) return false;
-    const r = (await request(AGENT_SUBJECTS.list, json.encode({}))) as { ok: boolean; agents?: Array<{ agentId: string }> };
+    const r = (await request(AGENT_SUBJECTS.list, JSON.stringify({}))) as { ok: boolean; agents?: Array<{ agentId: string }> };
     const h = await fetch(`${coord.url}/health`);
     return r.ok && !!r.agents?.some((a) => a.agentId === FIXTURE_AGENT.agentId) && h.status === 200;
   };

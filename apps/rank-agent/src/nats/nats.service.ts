@@ -1,13 +1,12 @@
 // The agent's own NATS connection: publishes job events and registration messages, and opens
 // the coordinator's store. The NATS controllers are subscribed on it by InboundTransport (nats-transport.ts).
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
-import { connect, JSONCodec, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { NatsConnection } from '@nats-io/nats-core';
 import { decodeMessage } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
 import { natsLogin } from '@cmesh/collectives';
-
-const json = JSONCodec();
 
 @Injectable()
 export class NatsService implements OnApplicationShutdown {
@@ -17,20 +16,21 @@ export class NatsService implements OnApplicationShutdown {
 
   async connection(): Promise<NatsConnection> {
     // reconnects for as long as the agent lives: a restarted nats-server must not orphan it
-    if (!this.nc) this.nc = await connect({ ...natsLogin(), servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000, maxReconnectAttempts: -1 });
-    return this.nc;
+    if (this.nc) return this.nc;
+    const nc: NatsConnection = await connect({ ...natsLogin(), servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000, maxReconnectAttempts: -1 });
+    return (this.nc = nc);
   }
 
   /** Publishes now if connected; messages before the connection exists are dropped with a reason. */
   publish(subject: string, body: unknown): void {
     if (!this.nc || this.nc.isClosed()) throw new Error(`NATS is not connected; cannot publish ${subject}`);
-    this.nc.publish(subject, json.encode(body));
+    this.nc.publish(subject, JSON.stringify(body));
   }
 
   /** A request whose reply is validated like any inbound message: a malformed one is an error naming why. */
   async request<S extends z.ZodTypeAny>(subject: string, body: unknown, reply: S, timeoutMs = 5000): Promise<z.infer<S>> {
     const nc = await this.connection();
-    const msg = await nc.request(subject, json.encode(body), { timeout: timeoutMs });
+    const msg = await nc.request(subject, JSON.stringify(body), { timeout: timeoutMs });
     const d = decodeMessage(reply, msg.data);
     if (!d.ok) throw new Error(`malformed reply on ${subject} (${d.reason}): ${d.message}${d.issues ? `: ${d.issues.join('; ')}` : ''}`);
     return d.value;

@@ -27,7 +27,8 @@ import {
   svcElements,
   svcGroupKeys,
 } from '@cmesh/protocol';
-import { connect, Msg, NatsConnection } from 'nats';
+import { connect } from '@nats-io/transport-node';
+import { Msg, NatsConnection } from '@nats-io/nats-core';
 import { natsInitMethod } from '../backends/tcp/nats-init-method';
 import { FromMemberWorker, MemberOpStats } from './member-stats';
 import { LocalServer } from './local-server';

@@ -1,8 +1,8 @@
 // A service member written against the documented wire protocol only (docs/api.md, "Collectives
-// as a service"), with the stock `nats` client and nothing of cmesh: what a Go or Python service
-// does. Runs the 'all' scenario of member.ts and checks every element; JSON lines on stdout.
+// as a service"), with the stock NATS client (@nats-io/transport-node) and nothing of cmesh: what
+// a Go or Python service does. Runs the 'all' scenario of member.ts and checks every element; JSON lines on stdout.
 'use strict';
-const { connect, headers } = require('nats');
+const { connect, headers } = require('@nats-io/transport-node');
 const { createDecipheriv, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } = require('crypto');
 const { SCENARIOS, inputs, expected } = require('./scenario-data');
 

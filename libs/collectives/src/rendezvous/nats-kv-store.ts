@@ -1,11 +1,12 @@
 // A c10d Store on a NATS JetStream KV bucket (one bucket per job): the library's nats:// init
-// method, and the store of jobs that the coordinator dispatches. The `nats` client is loaded
-// lazily so the library core does not depend on it.
+// method, and the store of jobs that the coordinator dispatches. The NATS client (@nats-io/*) is
+// loaded lazily so the library core does not depend on it.
 import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
 import { Store, StoreValue, toBuffer } from '../store/store';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from '../store/validate';
 import { DEFAULT_STORE_TIMEOUT_MS } from '../store/tcp-store';
 import { natsLogin } from './nats-credentials';
+import { NatsKvClient, isTransientNatsError, loadNatsKv } from './nats-client';
 import { parseStoreBucket, storesOpenSubject } from './store-names';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -20,13 +21,8 @@ function kvKey(key: string): string {
   return VALID.test(key) && !key.startsWith('.') && !key.endsWith('.') ? `k.${key}` : `x.${Buffer.from(key).toString('hex')}`;
 }
 
-function loadNats(): typeof import('nats') {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer dependency, loaded only for nats://
-    return require('nats');
-  } catch {
-    throw new StoreError('the nats:// init method needs the `nats` package (npm install nats)');
-  }
+function loadNats(): NatsKvClient {
+  return loadNatsKv('the nats:// init method', (m) => new StoreError(m));
 }
 
 /** JetStream answers 503 (no responders) for a moment while a stream is created or elected. */
@@ -35,8 +31,7 @@ async function retryTransient<T>(fn: () => Promise<T>, attempts = 8): Promise<T>
     try {
       return await fn();
     } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (i >= attempts || (code !== '503' && !/503|no responders|timeout/i.test(String((err as Error).message)))) throw err;
+      if (i >= attempts || !isTransientNatsError(err)) throw err;
       await sleep(10 * 2 ** i);
     }
   }
@@ -54,8 +49,9 @@ async function askToCreate(nc: NatsConnection, subject: string, bucket: string, 
   try {
     msg = await nc.request(subject, Buffer.from(JSON.stringify({ bucket })), { timeout: Math.min(timeoutMs, 5000), noMux: true });
   } catch (e) {
-    const code = String((e as { code?: string }).code ?? '');
-    if (code === '503' || /no responders|permission/i.test(`${code} ${(e as Error).message}`)) return false;
+    // no responders, or a permission violation (a RequestError whose cause names it)
+    const cause = (e as { cause?: { name?: string } }).cause?.name;
+    if ((e as Error).name === 'NoResponders' || cause === 'NoResponders' || cause === 'PermissionViolationError') return false;
     throw e; // a timeout: the caller retries until its deadline
   }
   let reply: { ok?: boolean; error?: { code?: string; message?: string } };
@@ -99,20 +95,21 @@ export class NatsKvStore implements Store {
   static async open(opts: { servers?: string; connection?: NatsConnection; bucket: string; timeoutMs?: number }): Promise<NatsKvStore> {
     if (!/^[A-Za-z0-9_-]+$/.test(opts.bucket)) throw new InvalidArgumentError(`invalid KV bucket name ${JSON.stringify(opts.bucket)}`);
     const nats = loadNats();
-    const nc = opts.connection ?? (await nats.connect({ ...natsLogin(), servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
+    const kvm = (nc: NatsConnection) => new nats.kv.Kvm(nc);
+    const nc = opts.connection ?? (await nats.transport.connect({ ...natsLogin(), servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
     // ranks open the job's bucket at once: JetStream may answer 503 while another creates it
     const deadline = Date.now() + Math.min(opts.timeoutMs ?? 10_000, 10_000);
     const store = parseStoreBucket(opts.bucket);
     let asked = false;
     for (let delay = 10; ; delay = Math.min(delay * 2, 500)) {
       try {
-        const jsm = await nc.jetstreamManager();
+        const jsm = await nats.jetstream.jetstreamManager(nc);
         const info = await jsm.streams.info(`KV_${opts.bucket}`).catch((e: Error) => {
-          if (/stream not found/i.test(e.message)) return null;
+          if (e instanceof nats.jetstream.JetStreamApiError && e.code === nats.jetstream.JetStreamApiCodes.StreamNotFound) return null;
           throw e;
         });
         if (info) {
-          const kv = await nc.jetstream().views.kv(opts.bucket, { bindOnly: true, allow_direct: info.config.allow_direct === true });
+          const kv = await kvm(nc).open(opts.bucket, { bindOnly: true, allow_direct: info.config.allow_direct === true });
           return new NatsKvStore(nc, kv, !opts.connection, opts.timeoutMs);
         }
         // missing: the coordinator creates it (once); nobody there to answer: create it here
@@ -121,7 +118,7 @@ export class NatsKvStore implements Store {
           const answered = await askToCreate(nc, storesOpenSubject(store.cluster), opts.bucket, Math.max(1, deadline - Date.now()));
           if (answered) continue;
         }
-        const kv = await nc.jetstream().views.kv(opts.bucket, { history: 1 });
+        const kv = await kvm(nc).create(opts.bucket, { history: 1 });
         return new NatsKvStore(nc, kv, !opts.connection, opts.timeoutMs);
       } catch (err) {
         if (err instanceof StoreRefusedError || Date.now() + delay > deadline) {

@@ -6,6 +6,8 @@
 import { InvalidArgumentError } from '../errors';
 import type { WorldTrace } from './world-trace';
 import { natsLogin } from '../rendezvous/nats-credentials';
+import { loadNatsTransport } from '../rendezvous/nats-client';
+import type { MsgHdrs } from '@nats-io/nats-core';
 import { TRACE_MAC_HEADER, TRACE_NONCE_MAX, traceAnswerKey, traceAnswerMac } from './answer-mac';
 
 export const TRACE_NATS_URL_ENV = 'CMESH_TRACE_NATS_URL';
@@ -29,8 +31,7 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
   if (!url) return undefined;
   const subject = env[TRACE_SUBJECT_ENV];
   if (!subject) throw new InvalidArgumentError(`${TRACE_NATS_URL_ENV} is set but ${TRACE_SUBJECT_ENV} is not: the subject to answer on is needed`);
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- optional peer dependency, loaded only when asked
-  const nats = require('nats') as typeof import('nats');
+  const nats = loadNatsTransport('the trace responder', (m) => new InvalidArgumentError(`${TRACE_NATS_URL_ENV} is set: ${m}`));
   const nc = await nats.connect({ ...natsLogin(), servers: url, name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000, maxReconnectAttempts: -1 });
   const enc = new TextEncoder();
   // the process group's data-plane secret: the coordinator that made it can check our answers
@@ -45,7 +46,7 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
         const req = traceRequest(msg.data);
         if (!req || (req.job !== undefined && req.job !== trace.job) || !msg.reply) return;
         const data = enc.encode(JSON.stringify(trace.summary()));
-        let headers: import('nats').MsgHdrs | undefined;
+        let headers: MsgHdrs | undefined;
         if (key) {
           headers = nats.headers();
           headers.set(TRACE_MAC_HEADER, traceAnswerMac(key, req.nonce ?? '', data));

@@ -11,7 +11,7 @@
 // whatever the handler returns is the reply body exactly.
 import { ArgumentsHost, Catch, RpcExceptionFilter } from '@nestjs/common';
 import { CustomTransportStrategy, MessageHandler, Server } from '@nestjs/microservices';
-import type { NatsConnection, Subscription } from 'nats';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { Observable, isObservable, lastValueFrom, throwError } from 'rxjs';
 import type { z } from 'zod';
 import type { Inbound } from '../inbound';

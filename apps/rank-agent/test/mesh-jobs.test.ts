@@ -232,7 +232,7 @@ describe('an agent that cannot report its samples (nats-server max_payload 32 Ki
     const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 2000, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
     expect(job.state).toBe('failed');
     expect(job.failedAgent).toBe('agent-0');
-    expect(job.reason).toMatch(/^agent agent-0 \(rank 0\) failed: JobReportError: cannot report the samples of size 8 to the coordinator: .*MAX_PAYLOAD_EXCEEDED/);
+    expect(job.reason).toMatch(/^agent agent-0 \(rank 0\) failed: JobReportError: cannot report the samples of size 8 to the coordinator: 'payload' max_payload size exceeded$/);
     expect([job.rows.length, job.progress]).toEqual([0, { done: 0, total: 2 }]);
     const next = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 3, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
     expectCorrect(next, [8, 16], 1);

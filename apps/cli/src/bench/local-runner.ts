@@ -6,6 +6,7 @@ import { BenchRow, BenchSweep } from '@cmesh/protocol';
 import { ChildProcess, fork } from 'child_process';
 import { execArgvFor, programEnv, sibling } from '../programs';
 import { placementEnv } from '../run/binding';
+import { cpuBudget } from '../run/cpu-quota';
 import type { ParentMessage, RankMessage } from './ipc';
 import { BenchRankInfo, SizeSamples, rowFromRanks } from '@cmesh/bench';
 
@@ -49,6 +50,7 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
         clearTimeout(timer);
         reject(err);
       };
+      const budget = cpuBudget();
       for (let rank = 0; rank < np; rank++) {
         const worker = sibling(__dirname, 'rank-worker');
         const child = fork(worker, [], {
@@ -64,7 +66,7 @@ export async function runLocalBench(opts: LocalBenchOptions): Promise<{ ranks: B
             MASTER_ADDR: '127.0.0.1',
             MASTER_PORT: String(port),
             // bound like `cmesh run` binds its workers (the library binds only when asked)
-            ...placementEnv({}, { ...process.env, ...opts.env }, rank, np),
+            ...placementEnv({}, { ...process.env, ...opts.env }, rank, np, undefined, budget),
           },
           stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         });

@@ -47,9 +47,9 @@ export function quotaNote(localWorldSize: number, budget: CpuBudget, env: NodeJS
   const limited = quotaLimited(localWorldSize, budget);
   if (!limited && (bindTo ?? env.CMESH_BIND) !== 'core') return undefined;
   const where = limited ? `a CPU quota of ${+budget.quota!.toFixed(2)} (${budget.source})` : `${budget.affinity} CPUs allowed`;
-  if (!limited) return `${localWorldSize} workers on ${budget.cpus} usable CPUs (${where}): not pinned to cores`;
-  const spin = env.CMESH_SPIN_US ? `busy-polling as CMESH_SPIN_US=${env.CMESH_SPIN_US} says` : 'no busy-polling';
-  return `${localWorldSize} workers on ${budget.cpus} usable CPUs (${where}): not pinned to cores, ${spin}`;
+  const held = `${localWorldSize} workers on ${budget.cpus} usable CPUs (${where}): not pinned to cores`;
+  if (!limited) return held;
+  return `${held}, ${env.CMESH_SPIN_US ? `busy-polling as CMESH_SPIN_US=${env.CMESH_SPIN_US} says` : 'no busy-polling'}`;
 }
 
 /** Where local rank `local` of `localWorldSize` is bound (planned with the launcher's own allowed cores). */

@@ -3,6 +3,7 @@
 import { spawn } from 'child_process';
 import { ChildGroup, toEnvVars } from '@cmesh/collectives';
 import { placementEnv } from './binding';
+import { cpuBudget } from './cpu-quota';
 import { traceEnv } from './trace-env';
 import type { RoundAssignment, RunOptions } from './rdzv';
 import { WorkerStreams, routeStream } from './worker-logs';
@@ -19,6 +20,7 @@ export interface WorkerGroup {
 
 export function startWorkers(o: RunOptions, round: RoundAssignment, cmd: { command: string; args: string[]; env: Record<string, string> }, streams: WorkerStreams[]): WorkerGroup {
   const outputs: Promise<void>[] = [];
+  const budget = cpuBudget();
   const children = streams.map((s, local) => {
     const rank = round.rankOffset + local;
     const child = spawn(cmd.command, cmd.args, {
@@ -49,7 +51,7 @@ export function startWorkers(o: RunOptions, round: RoundAssignment, cmd: { comma
           // the run's secret: the workers' store and data plane admit only each other
           ...(o.secret ? { CMESH_SECRET: o.secret } : {}),
         }),
-        ...placementEnv(o.placement ?? {}, process.env, local, o.nprocPerNode),
+        ...placementEnv(o.placement ?? {}, process.env, local, o.nprocPerNode, undefined, budget),
         ...traceEnv(o),
       },
     });

@@ -7,8 +7,8 @@
 // even looked at. NATS handlers are not HTTP and are guarded by NATS credentials instead.
 import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { createHash, timingSafeEqual } from 'crypto';
 import { ReplyError } from '../nats/reply-error';
+import { sameSecret } from './same-secret';
 import { UiSessions, cookieValue, uiCookieName } from './ui-session';
 
 export const PUBLIC_ROUTE = 'cmesh:public-route';
@@ -26,10 +26,6 @@ export interface ApiTokens {
 
 /** Whether the REST API asks for tokens at all. */
 export const authEnabled = (t: ApiTokens): boolean => !!(t.admin || t.read);
-
-// compared as digests: equal length, so timingSafeEqual says nothing about the token's length
-const digest = (s: string) => createHash('sha256').update(s).digest();
-const same = (a: Buffer, b: string | undefined) => b !== undefined && timingSafeEqual(a, digest(b));
 
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join('; ') : v);
 
@@ -62,9 +58,8 @@ export class ApiTokenGuard implements CanActivate {
     }
     const m = typeof header === 'string' ? /^Bearer[ ]+(\S+)\s*$/i.exec(header) : null;
     if (!m) throw new ReplyError('UNAUTHORIZED', `a bearer token is required: Authorization: Bearer <token>${reads ? ' (a browser: open the login link cmesh ui prints)' : ''}`);
-    const given = digest(m[1]);
-    if (same(given, this.tokens.admin)) return true;
-    if (!same(given, this.tokens.read)) throw new ReplyError('UNAUTHORIZED', 'the bearer token is not valid');
+    if (sameSecret(m[1], this.tokens.admin)) return true;
+    if (!sameSecret(m[1], this.tokens.read)) throw new ReplyError('UNAUTHORIZED', 'the bearer token is not valid');
     if (reads) return true;
     throw new ReplyError('FORBIDDEN', `the read-only token may not ${req.method} ${req.url.split('?')[0]}`);
   }

@@ -4,9 +4,10 @@
 // API tokens, so every replica with the same tokens accepts it and rotating a token ends every
 // session. The guard honours it on GET and HEAD only: it reads, it never changes anything, which
 // with SameSite leaves nothing for a cross-site request to forge.
-import { createHash, createHmac, timingSafeEqual } from 'crypto';
+import { createHmac } from 'crypto';
 import { uiLoginToken } from '@cmesh/protocol';
 import type { ApiTokens } from './api-auth.guard';
+import { sameSecret } from './same-secret';
 
 /** How long a session lasts: a working day; the login link gives a new one. */
 export const UI_SESSION_S = 12 * 3600;
@@ -14,10 +15,6 @@ export const UI_SESSION_S = 12 * 3600;
 /** The one scope a session has. */
 const SCOPE = 'ui-read';
 const KEY_LABEL = 'cmesh ui session key v1';
-
-// compared as digests: equal length, so timingSafeEqual says nothing about the lengths
-const digest = (s: string) => createHash('sha256').update(s).digest();
-const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
 
 /**
  * The cookie's name for the address the browser used (its Host header): cookies do not tell
@@ -54,7 +51,7 @@ export class UiSessions {
   loginValid(given: unknown): boolean {
     if (typeof given !== 'string' || !given) return false;
     // every candidate compared, so the time taken does not say which one matched
-    return this.loginTokens.map((t) => same(given, t)).includes(true);
+    return this.loginTokens.map((t) => sameSecret(given, t)).includes(true);
   }
 
   private sign(expiry: number): string {
@@ -77,6 +74,6 @@ export class UiSessions {
     const now = Math.floor(this.nowMs() / 1000);
     // no session outlives UI_SESSION_S from now, whatever its expiry says
     if (expiry <= now || expiry > now + UI_SESSION_S) return false;
-    return same(m[2], this.sign(expiry));
+    return sameSecret(m[2], this.sign(expiry));
   }
 }

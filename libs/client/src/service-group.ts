@@ -41,9 +41,10 @@ const CLIENT_GRACE_MS = 5_000;
 /**
  * How long ops of ours still wait for results already on their way: after another member left,
  * or, when an op failed, the ops before it (they ran; their results come from our agent, the
- * failure's notice perhaps from another, sooner).
+ * failure's notice perhaps from another, sooner). As long as the grace after the agents'
+ * deadline: on a loaded host a result through NATS can trail a member's leave by over a second.
  */
-const RESULT_GRACE_MS = 1_000;
+const RESULT_GRACE_MS = CLIENT_GRACE_MS;
 
 export interface OpOptions {
   /** the op's deadline, ms (default 60 s) */

@@ -16,7 +16,7 @@ export PATH := $(NODE_HOME)/bin:$(PATH)
 # environment variable, as it outranks an npmrc's nodedir)
 NODE_GYP = env $$([ -d $(NODE_HOME)/include/node ] && echo npm_config_nodedir=$(NODE_HOME)) npx --no-install node-gyp rebuild --loglevel=error
 
-.PHONY: setup apt node deps native demo test test-node24 test-unit test-gpu clean
+.PHONY: setup apt node deps native demo test test-node24 test-unit test-integration test-system test-gpu clean
 
 setup: apt node deps native
 
@@ -65,9 +65,17 @@ test: setup
 test-node24:
 	$(MAKE) test NODE_MAJOR=24
 
-# the fast tier: unit tests beside the sources (*.spec.ts), no processes or servers, seconds
+# one tier of the suite (jest projects, see jest.config.js): unit tests beside the sources
+# (*.spec.ts: no process or server started, seconds); each package's test/ against real processes;
+# the cross-package tests in test/
 test-unit: deps
 	npm run --silent test:unit
+
+test-integration: setup
+	npm run --silent test:integration
+
+test-system: setup
+	npm run --silent test:system
 
 clean:
 	rm -rf $(NATIVE_BUILD) native/reduce-addon/build native/shm-transport/build .tmp .tools

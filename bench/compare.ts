@@ -25,10 +25,11 @@ import { writeFileSync } from 'fs';
 import { AddressInfo, Server, Socket, createServer } from 'net';
 import { join } from 'path';
 import { createInterface } from 'readline';
-import { PeerCommand, PeerReply, SvcBreakdown, peerVariant } from './peers/protocol';
-import { parseSize } from '../apps/cli/src/bench/options';
-import { placementEnv } from '../apps/cli/src/run/binding';
-import { Mesh, startMesh } from '../apps/cli/src/mesh/launch';
+import * as os from 'os';
+import { PeerCommand, PeerReply, ServiceGroupBreakdown, peerVariant } from './peers/protocol';
+import { TargetCheck, formatTargets, serviceTargetsFor, summarizeTargets, targetsFor } from './peers/targets';
+import { parseSize, placementEnv } from '@cmesh/cli/commands';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 const ROOT = join(__dirname, '..');
 const PEERS = join(__dirname, 'peers');
@@ -41,8 +42,8 @@ const NET_BACKENDS = ['cmesh', 'cmesh-ring', 'cmesh-hierarchical', 'gloo'] as co
 type NetBackend = (typeof NET_BACKENDS)[number];
 // service mode: the library on tcp directly, and the same world's members through the service:
 // by the local path (Unix socket and shared memory, the default on the agents' host) and over NATS
-const SVC_BACKENDS = ['cmesh-tcp', 'cmesh-svc', 'cmesh-svc-nats'] as const;
-type SvcBackend = (typeof SVC_BACKENDS)[number];
+const SERVICE_GROUP_BACKENDS = ['cmesh-tcp', 'cmesh-svc', 'cmesh-svc-nats'] as const;
+type ServiceGroupBackend = (typeof SERVICE_GROUP_BACKENDS)[number];
 
 const MiB = 1 << 20;
 const pow2 = (lo: number, hi: number) => Array.from({ length: Math.log2(hi / lo) + 1 }, (_, i) => lo * 2 ** i);
@@ -70,19 +71,19 @@ const WARMUP: [number, number][] = [
   [MiB, 20],
 ];
 /** Service mode's: an op through the service takes milliseconds, the JIT is warm sooner. */
-const SVC_WARMUP: [number, number][] = [
+const SERVICE_GROUP_WARMUP: [number, number][] = [
   [8, 200],
   [4096, 100],
   [MiB, 10],
 ];
 
-function svcPlans(quick: boolean): Plan[] {
+function serviceGroupPlans(quick: boolean): Plan[] {
   return [{ op: 'allReduce', sizes: quick ? [8, 4096, MiB, 8 * MiB] : pow2(8, 64 * MiB) }];
 }
 
 /** The mesh service-mode members join (started by main). */
-let svcMesh: Mesh | undefined;
-let svcGroups = 0;
+let serviceGroupMesh: Mesh | undefined;
+let serviceGroups = 0;
 
 /** More iterations for small sizes (noise), few for large ones (time): ~64 MiB moved per cell. */
 export function itersFor(bytes: number): { iters: number; warmup: number } {
@@ -153,7 +154,7 @@ class ControlServer {
   }
 }
 
-function launch(backend: Backend | SvcBackend, world: number, control: string, masterPort: number): ChildProcess[] {
+function launch(backend: Backend | ServiceGroupBackend, world: number, control: string, masterPort: number): ChildProcess[] {
   const quiet: { stdio: ['ignore', 'inherit', 'inherit'] } = { stdio: ['ignore', 'inherit', 'inherit'] };
   const rankEnv = (rank: number) => ({
     ...process.env,
@@ -180,15 +181,28 @@ function launch(backend: Backend | SvcBackend, world: number, control: string, m
     }
     case 'cmesh-svc':
     case 'cmesh-svc-nats': {
-      if (!svcMesh) throw new Error('cmesh-svc runs in service mode (--service), which starts the mesh');
+      if (!serviceGroupMesh) throw new Error('cmesh-svc runs in service mode (--service), which starts the mesh');
       // a fresh group name per world: each is one round on the mesh's agents
-      const group = `bench-w${world}-${++svcGroups}`;
+      const group = `bench-w${world}-${++serviceGroups}`;
       return Array.from({ length: world }, (_, r) =>
-        spawn(process.execPath, ['-r', '@swc-node/register', join(PEERS, 'service_peer.ts'), '--control', control, '--name', backend, ...(backend === 'cmesh-svc-nats' ? ['--nats-only'] : [])], {
-          ...quiet,
-          cwd: ROOT,
-          env: { ...rankEnv(r), NATS_URL: svcMesh!.natsUrl, GROUP: group },
-        }),
+        spawn(
+          process.execPath,
+          [
+            '-r',
+            '@swc-node/register',
+            join(PEERS, 'service_peer.ts'),
+            '--control',
+            control,
+            '--name',
+            backend,
+            ...(backend === 'cmesh-svc-nats' ? ['--nats-only'] : []),
+          ],
+          {
+            ...quiet,
+            cwd: ROOT,
+            env: { ...rankEnv(r), NATS_URL: serviceGroupMesh!.natsUrl, GROUP: group },
+          },
+        ),
       );
     }
     case 'gloo':
@@ -205,7 +219,7 @@ function launch(backend: Backend | SvcBackend, world: number, control: string, m
 }
 
 export interface Cell {
-  backend: Backend | NetBackend | SvcBackend;
+  backend: Backend | NetBackend | ServiceGroupBackend;
   /** the algorithm cmesh ran (multi-host mode) */
   algorithm?: string;
   world: number;
@@ -215,10 +229,16 @@ export interface Cell {
   m?: BenchMeasurement;
   error?: string;
   /** cmesh-svc: where an all_reduce's time went (each part's median, averaged over the members) */
-  split?: SvcBreakdown;
+  split?: ServiceGroupBreakdown;
 }
 
-async function runCell(backend: Backend | NetBackend | SvcBackend, ranks: Rank[], world: number, op: BenchOp, cmd: Omit<PeerCommand, 'op'>): Promise<Cell> {
+async function runCell(
+  backend: Backend | NetBackend | ServiceGroupBackend,
+  ranks: Rank[],
+  world: number,
+  op: BenchOp,
+  cmd: Omit<PeerCommand, 'op'>,
+): Promise<Cell> {
   ranks.forEach((r) => r.send({ ...cmd, op: ncclTestsOp(op) } satisfies PeerCommand));
   const replies = await Promise.all(ranks.map((r) => r.next()));
   const failed = replies.find((r): r is { error: string } => 'error' in r);
@@ -229,22 +249,52 @@ async function runCell(backend: Backend | NetBackend | SvcBackend, ranks: Rank[]
   const ok = replies as Extract<PeerReply, { times: number[] }>[];
   if (ok[0].count === 0) return { backend, world, op, bytes: 0, count: 0 };
   const wrong = ok.reduce((a, r) => a + r.wrong, 0);
-  const m = measurementFromSamples(op, ok[0].bytes, world, ok.map((r) => r.times), wrong);
-  const splits = ok.map((r) => r.split).filter((x): x is SvcBreakdown => !!x);
-  const split = splits.length ? (Object.fromEntries(SPLIT_PARTS.map((k) => [k, splits.reduce((a, x) => a + x[k], 0) / splits.length])) as unknown as SvcBreakdown) : undefined;
+  const m = measurementFromSamples(
+    op,
+    ok[0].bytes,
+    world,
+    ok.map((r) => r.times),
+    wrong,
+  );
+  const splits = ok.map((r) => r.split).filter((x): x is ServiceGroupBreakdown => !!x);
+  const split = splits.length
+    ? (Object.fromEntries(SPLIT_PARTS.map((k) => [k, splits.reduce((a, x) => a + x[k], 0) / splits.length])) as unknown as ServiceGroupBreakdown)
+    : undefined;
   return { backend, world, op, bytes: ok[0].bytes, count: ok[0].count, m, algorithm: ok[0].algorithm, split };
 }
 
-const splitNote = (x?: SvcBreakdown) =>
-  x ? ` [send ${x.send.toFixed(0)}, to agent ${x.toAgent.toFixed(0)}, queue ${x.wait.toFixed(0)}, op ${x.op.toFixed(0)}, back ${x.back.toFixed(0)}, copy ${x.copyOut.toFixed(0)}]` : '';
+const splitNote = (x?: ServiceGroupBreakdown) =>
+  x
+    ? ` [send ${x.send.toFixed(0)}, to agent ${x.toAgent.toFixed(0)}, queue ${x.wait.toFixed(0)}, op ${x.op.toFixed(0)}, back ${x.back.toFixed(0)}, copy ${x.copyOut.toFixed(0)}]`
+    : '';
 const fmtUs = (c?: Cell) => (!c ? '' : c.error ? 'n/a' : c.m ? (c.m.timeUs >= 1000 ? c.m.timeUs.toFixed(0) : c.m.timeUs.toFixed(1)) : '');
 const fmtBw = (c?: Cell) => (c?.m ? c.m.busBwGBs.toFixed(3) : c?.error ? 'n/a' : '');
 const ratio = (a?: Cell, b?: Cell) => (a?.m && b?.m ? (a.m.timeUs / b.m.timeUs).toFixed(2) : '');
 const human = (b: number) => (b >= MiB ? `${b / MiB}M` : b >= 1024 ? `${b / 1024}K` : `${b}`);
 
-export function table(cells: Cell[]): string {
-  const head = ['world', 'op', 'size (B)', 'count', 'cmesh us', 'cmesh-tcp us', 'gloo us', 'mpi-shm us', 'mpi-tcp us', 'cmesh/gloo', 'cmesh/mpi-shm', 'cmesh/mpi-tcp',
-    'cmesh busbw', 'cmesh-tcp busbw', 'gloo busbw', 'mpi-shm busbw', 'mpi-tcp busbw', '#wrong'];
+/** The side-by-side table with a `targets` column (bench/peers/targets.ts), and a line counting the targets met. */
+export function table(cells: Cell[], cores = os.availableParallelism()): string {
+  const head = [
+    'world',
+    'op',
+    'size (B)',
+    'count',
+    'cmesh us',
+    'cmesh-tcp us',
+    'gloo us',
+    'mpi-shm us',
+    'mpi-tcp us',
+    'cmesh/gloo',
+    'cmesh/mpi-shm',
+    'cmesh/mpi-tcp',
+    'cmesh busbw',
+    'cmesh-tcp busbw',
+    'gloo busbw',
+    'mpi-shm busbw',
+    'mpi-tcp busbw',
+    '#wrong',
+    'targets',
+  ];
   const rows = new Map<string, Partial<Record<Backend, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -252,21 +302,53 @@ export function table(cells: Cell[]): string {
     rows.set(k, { ...rows.get(k), [c.backend]: c });
   }
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  const checked: { label: string; checks: TargetCheck[] }[] = [];
   for (const r of rows.values()) {
     const any = Object.values(r)[0]!;
     const wrong = BACKENDS.map((b) => r[b]?.m?.wrong ?? 0).reduce((a, b) => a + b, 0);
+    const checks = targetsFor(
+      {
+        world: any.world,
+        bytes: any.bytes,
+        cmesh: r.cmesh?.m?.timeUs,
+        mpiShm: r['mpi-shm']?.m?.timeUs,
+        mpiTcp: r['mpi-tcp']?.m?.timeUs,
+        cmeshBusBw: r.cmesh?.m?.busBwGBs,
+        mpiShmBusBw: r['mpi-shm']?.m?.busBwGBs,
+      },
+      cores,
+    );
+    checked.push({ label: `w${any.world} ${ncclTestsOp(any.op)} ${human(any.bytes)}`, checks });
     lines.push(
-      `| ${[any.world, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), fmtUs(r['cmesh-tcp']), fmtUs(r.gloo), fmtUs(r['mpi-shm']), fmtUs(r['mpi-tcp']),
-        ratio(r.cmesh, r.gloo), ratio(r.cmesh, r['mpi-shm']), ratio(r.cmesh, r['mpi-tcp']), fmtBw(r.cmesh), fmtBw(r['cmesh-tcp']), fmtBw(r.gloo), fmtBw(r['mpi-shm']), fmtBw(r['mpi-tcp']),
-        wrong].join(' | ')} |`,
+      `| ${[
+        any.world,
+        ncclTestsOp(any.op),
+        human(any.bytes),
+        any.count,
+        fmtUs(r.cmesh),
+        fmtUs(r['cmesh-tcp']),
+        fmtUs(r.gloo),
+        fmtUs(r['mpi-shm']),
+        fmtUs(r['mpi-tcp']),
+        ratio(r.cmesh, r.gloo),
+        ratio(r.cmesh, r['mpi-shm']),
+        ratio(r.cmesh, r['mpi-tcp']),
+        fmtBw(r.cmesh),
+        fmtBw(r['cmesh-tcp']),
+        fmtBw(r.gloo),
+        fmtBw(r['mpi-shm']),
+        fmtBw(r['mpi-tcp']),
+        wrong,
+        formatTargets(checks),
+      ].join(' | ')} |`,
     );
   }
-  return lines.join('\n');
+  return `${lines.join('\n')}\n\n${summarizeTargets(checked)} (${cores} cores: worlds above that share cores)`;
 }
 
 type Launcher<B> = (backend: B, world: number, control: string, masterPort: number) => ChildProcess[];
 
-async function runWorld<B extends Backend | NetBackend | SvcBackend>(
+async function runWorld<B extends Backend | NetBackend | ServiceGroupBackend>(
   server: ControlServer,
   control: string,
   world: number,
@@ -316,13 +398,20 @@ async function runWorld<B extends Backend | NetBackend | SvcBackend>(
         const by = Object.fromEntries(got.map((c) => [c.backend, c]));
         log(
           `# world ${world} ${ncclTestsOp(op)} ${human(bytes)} (${peerVariant(op)}, ${cmd.iters} iters): ` +
-            backends.filter((b) => by[b]).map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}${splitNote(by[b].split)}`).join(', ') +
+            backends
+              .filter((b) => by[b])
+              .map((b) => `${b} ${fmtUs(by[b])} us${by[b].algorithm ? ` (${by[b].algorithm})` : ''}${splitNote(by[b].split)}`)
+              .join(', ') +
             `, #wrong ${got.reduce((a, c) => a + (c.m?.wrong ?? 0), 0)}`,
         );
       }
     }
     for (const b of backends) ranks.get(b)!.forEach((r) => r.send({ quit: true }));
-    await Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r)))).map((p) => Promise.race([p, new Promise((r) => setTimeout(r, 10_000))])));
+    await Promise.all(
+      children
+        .map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r))))
+        .map((p) => Promise.race([p, new Promise((r) => setTimeout(r, 10_000))])),
+    );
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     for (const b of backends) server.forget(b);
@@ -332,17 +421,31 @@ async function runWorld<B extends Backend | NetBackend | SvcBackend>(
 
 // ---- service mode ------------------------------------------------------------------------------
 
-const SPLIT_PARTS: (keyof SvcBreakdown)[] = ['send', 'toAgent', 'wait', 'op', 'back', 'copyOut'];
+const SPLIT_PARTS: (keyof ServiceGroupBreakdown)[] = ['send', 'toAgent', 'wait', 'op', 'back', 'copyOut'];
 
 /** Where the service's all_reduce time goes, per world and size (microseconds, medians averaged over members). */
-export function svcSplitTable(cells: Cell[]): string {
-  const head = ['world', 'path', 'size (B)', 'service us', 'send', 'client->agent', 'agent queue', 'agent all_reduce', 'agent->client', 'copy out', 'library us'];
+export function serviceGroupSplitTable(cells: Cell[]): string {
+  const head = [
+    'world',
+    'path',
+    'size (B)',
+    'service us',
+    'send',
+    'client->agent',
+    'agent queue',
+    'agent all_reduce',
+    'agent->client',
+    'copy out',
+    'library us',
+  ];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
   for (const c of cells) {
     if (!c.backend.startsWith('cmesh-svc') || !c.split || !c.m) continue;
     const lib = cells.find((x) => x.backend === 'cmesh-tcp' && x.world === c.world && x.bytes === c.bytes);
     const f = (us: number) => (us >= 1000 ? us.toFixed(0) : us.toFixed(1));
-    lines.push(`| ${[c.world, c.backend === 'cmesh-svc' ? 'local' : 'NATS', c.bytes, fmtUs(c), ...SPLIT_PARTS.map((k) => f(c.split![k])), fmtUs(lib)].join(' | ')} |`);
+    lines.push(
+      `| ${[c.world, c.backend === 'cmesh-svc' ? 'local' : 'NATS', c.bytes, fmtUs(c), ...SPLIT_PARTS.map((k) => f(c.split![k])), fmtUs(lib)].join(' | ')} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -350,8 +453,26 @@ export function svcSplitTable(cells: Cell[]): string {
 const fmtBwOf = (c: Cell | undefined, k: 'algBwGBs' | 'busBwGBs') => (c?.m ? c.m[k].toFixed(3) : c?.error ? 'n/a' : '');
 
 /** nccl-tests' columns (size, count, type, time, algbw, busbw, #wrong) for the library and the service side by side. */
-export function svcTable(cells: Cell[]): string {
-  const head = ['world', 'op', 'size (B)', 'count', 'type', 'library us', 'algbw', 'busbw', 'service us', 'algbw', 'busbw', 'service/library', 'over NATS us', 'busbw', 'NATS/library', '#wrong'];
+export function serviceGroupTable(cells: Cell[]): string {
+  const head = [
+    'world',
+    'op',
+    'size (B)',
+    'count',
+    'type',
+    'library us',
+    'algbw',
+    'busbw',
+    'service us',
+    'algbw',
+    'busbw',
+    'service/library',
+    'over NATS us',
+    'busbw',
+    'NATS/library',
+    '#wrong',
+    'targets',
+  ];
   const rows = new Map<string, Partial<Record<string, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -359,16 +480,36 @@ export function svcTable(cells: Cell[]): string {
     rows.set(k, { ...rows.get(k), [c.backend]: c });
   }
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  const checked: { label: string; checks: TargetCheck[] }[] = [];
   for (const r of rows.values()) {
     const any = Object.values(r)[0]!;
     const [lib, svc, nats] = [r['cmesh-tcp'], r['cmesh-svc'], r['cmesh-svc-nats']];
     const wrong = (lib?.m?.wrong ?? 0) + (svc?.m?.wrong ?? 0) + (nats?.m?.wrong ?? 0);
+    const checks = serviceTargetsFor({ world: any.world, bytes: any.bytes, service: svc?.m?.timeUs, library: lib?.m?.timeUs });
+    checked.push({ label: `w${any.world} ${ncclTestsOp(any.op)} ${human(any.bytes)}`, checks });
     lines.push(
-      `| ${[any.world, ncclTestsOp(any.op), any.bytes, any.count, 'float', fmtUs(lib), fmtBwOf(lib, 'algBwGBs'), fmtBwOf(lib, 'busBwGBs'), fmtUs(svc), fmtBwOf(svc, 'algBwGBs'), fmtBwOf(svc, 'busBwGBs'),
-        ratio(svc, lib), fmtUs(nats), fmtBwOf(nats, 'busBwGBs'), ratio(nats, lib), wrong].join(' | ')} |`,
+      `| ${[
+        any.world,
+        ncclTestsOp(any.op),
+        any.bytes,
+        any.count,
+        'float',
+        fmtUs(lib),
+        fmtBwOf(lib, 'algBwGBs'),
+        fmtBwOf(lib, 'busBwGBs'),
+        fmtUs(svc),
+        fmtBwOf(svc, 'algBwGBs'),
+        fmtBwOf(svc, 'busBwGBs'),
+        ratio(svc, lib),
+        fmtUs(nats),
+        fmtBwOf(nats, 'busBwGBs'),
+        ratio(nats, lib),
+        wrong,
+        formatTargets(checks),
+      ].join(' | ')} |`,
     );
   }
-  return lines.join('\n');
+  return `${lines.join('\n')}\n\n${summarizeTargets(checked)} (the local path)`;
 }
 
 /** Starts a local mesh with one agent per member of the largest world, runs every world, stops the mesh. */
@@ -379,14 +520,14 @@ async function serviceMode(server: ControlServer, control: string, worlds: numbe
   // the agents' data plane on TCP, as the library's ranks it is compared with (CMESH_TRANSPORT
   // overrides: on a host with fewer cores than processes, shared memory's busy polling costs more)
   const transport = process.env.CMESH_TRANSPORT ?? 'tcp';
-  svcMesh = await startMesh({ agents, port: 0, write: () => undefined, readyTimeoutMs: 120_000, agentEnv: { CMESH_TRANSPORT: transport } });
-  log(`# service: agents' data plane ${transport}; mesh of ${agents} agents up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${svcMesh.natsUrl})`);
+  serviceGroupMesh = await startMesh({ agents, port: 0, write: () => undefined, readyTimeoutMs: 120_000, agentEnv: { CMESH_TRANSPORT: transport } });
+  log(`# service: agents' data plane ${transport}; mesh of ${agents} agents up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${serviceGroupMesh.natsUrl})`);
   const cells: Cell[] = [];
   try {
-    for (const w of worlds) cells.push(...(await runWorld(server, control, w, plan, SVC_BACKENDS, log, launch, SVC_WARMUP)));
+    for (const w of worlds) cells.push(...(await runWorld(server, control, w, plan, SERVICE_GROUP_BACKENDS, log, launch, SERVICE_GROUP_WARMUP)));
   } finally {
-    await svcMesh.stop();
-    svcMesh = undefined;
+    await serviceGroupMesh.stop();
+    serviceGroupMesh = undefined;
   }
   return cells;
 }
@@ -427,7 +568,10 @@ function launchNetns(net: NetnsDriver): Launcher<NetBackend> {
       };
       const inHost = ['netns', 'exec', net.names[host]];
       if (backend === 'gloo') {
-        return spawn('ip', [...inHost, PYTHON, join(PEERS, 'gloo_peer.py'), '--control', control], { ...quiet, env: { ...env, OMP_NUM_THREADS: '1', GLOO_SOCKET_IFNAME: net.ifname } });
+        return spawn('ip', [...inHost, PYTHON, join(PEERS, 'gloo_peer.py'), '--control', control], {
+          ...quiet,
+          env: { ...env, OMP_NUM_THREADS: '1', GLOO_SOCKET_IFNAME: net.ifname },
+        });
       }
       const algo = backend === 'cmesh-ring' ? 'ring' : backend === 'cmesh-hierarchical' ? 'hierarchical' : undefined;
       const peer = [process.execPath, '-r', '@swc-node/register', join(PEERS, 'cmesh_peer.ts'), '--control', control, '--name', backend, '--report-algorithm'];
@@ -439,8 +583,25 @@ function launchNetns(net: NetnsDriver): Launcher<NetBackend> {
 const busbw = (c?: Cell) => c?.m?.busBwGBs;
 
 export function netTable(cells: Cell[], net: { hosts: number; perHost: number }): string {
-  const head = ['world', 'hosts x ranks', 'op', 'size (B)', 'count', 'cmesh us', 'cmesh picks', 'ring us', 'hierarchical us', 'gloo us',
-    'cmesh busbw', 'ring busbw', 'hierarchical busbw', 'gloo busbw', 'hierarchical/ring busbw', 'cmesh/gloo', '#wrong'];
+  const head = [
+    'world',
+    'hosts x ranks',
+    'op',
+    'size (B)',
+    'count',
+    'cmesh us',
+    'cmesh picks',
+    'ring us',
+    'hierarchical us',
+    'gloo us',
+    'cmesh busbw',
+    'ring busbw',
+    'hierarchical busbw',
+    'gloo busbw',
+    'hierarchical/ring busbw',
+    'cmesh/gloo',
+    '#wrong',
+  ];
   const rows = new Map<string, Partial<Record<string, Cell>>>();
   for (const c of cells) {
     if (c.count === 0) continue;
@@ -453,8 +614,25 @@ export function netTable(cells: Cell[], net: { hosts: number; perHost: number })
     const wrong = Object.values(r).reduce((a, c) => a + (c?.m?.wrong ?? 0), 0);
     const [h, ring] = [busbw(r['cmesh-hierarchical']), busbw(r['cmesh-ring'])];
     lines.push(
-      `| ${[any.world, `${net.hosts} x ${net.perHost}`, ncclTestsOp(any.op), human(any.bytes), any.count, fmtUs(r.cmesh), r.cmesh?.algorithm ?? '', fmtUs(r['cmesh-ring']), fmtUs(r['cmesh-hierarchical']), fmtUs(r.gloo),
-        fmtBw(r.cmesh), fmtBw(r['cmesh-ring']), fmtBw(r['cmesh-hierarchical']), fmtBw(r.gloo), h && ring ? (h / ring).toFixed(2) : '', ratio(r.cmesh, r.gloo), wrong].join(' | ')} |`,
+      `| ${[
+        any.world,
+        `${net.hosts} x ${net.perHost}`,
+        ncclTestsOp(any.op),
+        human(any.bytes),
+        any.count,
+        fmtUs(r.cmesh),
+        r.cmesh?.algorithm ?? '',
+        fmtUs(r['cmesh-ring']),
+        fmtUs(r['cmesh-hierarchical']),
+        fmtUs(r.gloo),
+        fmtBw(r.cmesh),
+        fmtBw(r['cmesh-ring']),
+        fmtBw(r['cmesh-hierarchical']),
+        fmtBw(r.gloo),
+        h && ring ? (h / ring).toFixed(2) : '',
+        ratio(r.cmesh, r.gloo),
+        wrong,
+      ].join(' | ')} |`,
     );
   }
   return lines.join('\n');
@@ -471,7 +649,14 @@ async function netnsParent(shape: string, rate: string, delayUs: number): Promis
   if (why) throw new Error(`--netns: ${why}`);
   const hosts = createNetnsHosts({ hosts: Number(m[1]), rate, delayUs, prefix: 'cmesh-bench' });
   console.error(`# netns: ${hosts.names.join(', ')}: ${hosts.shaping}`);
-  const info: NetnsDriver = { names: hosts.names, addrs: hosts.addrs, ifname: hosts.ifname, shaping: hosts.shaping, hosts: Number(m[1]), perHost: Number(m[2]) };
+  const info: NetnsDriver = {
+    names: hosts.names,
+    addrs: hosts.addrs,
+    ifname: hosts.ifname,
+    shaping: hosts.shaping,
+    hosts: Number(m[1]),
+    perHost: Number(m[2]),
+  };
   const args = [...process.execArgv, ...process.argv.slice(1), '--netns-driver', JSON.stringify(info)];
   const child = spawn('ip', ['netns', 'exec', hosts.names[0], process.execPath, ...args], { stdio: 'inherit', cwd: ROOT });
   const stop = () => child.kill('SIGTERM');
@@ -494,7 +679,9 @@ async function main(): Promise<void> {
   const backends = (arg('--backends')?.split(',') ?? [...BACKENDS]) as Backend[];
   const plan = plans(process.argv.includes('--quick'));
   // --ops in nccl-tests' names, like the table prints them
-  const ops = arg('--ops')?.split(',').map((name) => opFromNcclTests(name) ?? name);
+  const ops = arg('--ops')
+    ?.split(',')
+    .map((name) => opFromNcclTests(name) ?? name);
   const sizes = arg('--sizes')?.split(',').map(parseSize);
   const chosen = (ops ? plan.filter((p) => ops.includes(p.op)) : plan).map((p) => (sizes ? { ...p, sizes } : p));
   const netns = arg('--netns');
@@ -507,7 +694,7 @@ async function main(): Promise<void> {
   const cells: Cell[] = [];
   try {
     if (process.argv.includes('--service')) {
-      const plan = svcPlans(process.argv.includes('--quick')).map((p) => (sizes ? { ...p, sizes } : p));
+      const plan = serviceGroupPlans(process.argv.includes('--quick')).map((p) => (sizes ? { ...p, sizes } : p));
       cells.push(...(await serviceMode(server, `127.0.0.1:${port}`, worlds, plan, (s) => console.error(s))));
     } else if (net) {
       const plan = netPlans(process.argv.includes('--quick'), sizes).filter((p) => !ops || ops.includes(p.op));
@@ -521,9 +708,10 @@ async function main(): Promise<void> {
   }
   const secs = ((Date.now() - started) / 1000).toFixed(0);
   const body = process.argv.includes('--service')
-    ? `${svcTable(cells)}\n\nWhere the service's time goes (us):\n\n${svcSplitTable(cells)}\n\nlibrary: cmesh's tcp backend, ranks launched directly; service: @cmesh/client members, each placed on a rank agent of a local mesh (same host).`
+    ? `${serviceGroupTable(cells)}\n\nWhere the service's time goes (us):\n\n${serviceGroupSplitTable(cells)}\n\nlibrary: cmesh's tcp backend, ranks launched directly; service: @cmesh/client members, each placed on a rank agent of a local mesh (same host).`
     : net
-      ? `${netTable(cells, net)}\n\n${net.hosts} hosts x ${net.perHost} ranks (network namespaces), link: ${net.shaping}.` : table(cells);
+      ? `${netTable(cells, net)}\n\n${net.hosts} hosts x ${net.perHost} ranks (network namespaces), link: ${net.shaping}.`
+      : table(cells);
   const out = `${body}\n\nTimes in microseconds (median over iterations of the slowest rank); busbw in GB/s with nccl-tests' factors. Run took ${secs} s.\n`;
   console.log(out);
   const md = arg('--markdown');

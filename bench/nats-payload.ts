@@ -8,7 +8,7 @@
 import { startNatsServer } from '@cmesh/testing';
 import { connect } from '@nats-io/transport-node';
 import { headers, NatsConnection } from '@nats-io/nats-core';
-import { parseSize } from '../apps/cli/src/bench/options';
+import { parseSize } from '@cmesh/cli/commands';
 
 const HEADER_ROOM = 1024;
 

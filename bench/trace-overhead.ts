@@ -31,7 +31,14 @@ async function rank(r: number, ports: number[], world = 2): Promise<void> {
     const order = round % 2 ? [...SIZES].reverse() : SIZES;
     for (const size of order) {
       dist.resetFlightRecorder(size);
-      await dist.initProcessGroup({ initMethod: `tcp://127.0.0.1:${ports[k++]}`, rank: r, worldSize: world, transport: TRANSPORT, timeout: 60_000, bindToCore: r });
+      await dist.initProcessGroup({
+        initMethod: `tcp://127.0.0.1:${ports[k++]}`,
+        rank: r,
+        worldSize: world,
+        transport: TRANSPORT,
+        timeout: 60_000,
+        bindToCore: r,
+      });
       for (let i = 0; i < ITERS / 10; i++) await dist.allReduce(t);
       await dist.barrier();
       const t0 = performance.now();
@@ -50,10 +57,16 @@ async function rank(r: number, ports: number[], world = 2): Promise<void> {
     const off = median(results[0]);
     const on = median(results[SIZES[1]]);
     const min = (xs: number[]) => Math.min(...xs);
-    console.log(`${world === 1 ? 'one rank (the call path alone, CPU time per call)' : `transport ${TRANSPORT}, 2 ranks (wall time per call)`}, all_reduce 8 B, ${ITERS} calls per round, ${ROUNDS} rounds`);
+    console.log(
+      `${world === 1 ? 'one rank (the call path alone, CPU time per call)' : `transport ${TRANSPORT}, 2 ranks (wall time per call)`}, all_reduce 8 B, ${ITERS} calls per round, ${ROUNDS} rounds`,
+    );
     console.log(`recorder off  (0):    ${results[0].map((x) => x.toFixed(2)).join(' ')} us; median ${off.toFixed(2)}, min ${min(results[0]).toFixed(2)} us`);
-    console.log(`recorder on (${SIZES[1]}): ${results[SIZES[1]].map((x) => x.toFixed(2)).join(' ')} us; median ${on.toFixed(2)}, min ${min(results[SIZES[1]]).toFixed(2)} us`);
-    console.log(`overhead: ${(on - off).toFixed(2)} us per call (${(((on - off) / off) * 100).toFixed(1)} %) by the medians, ${(min(results[SIZES[1]]) - min(results[0])).toFixed(2)} us by the minima`);
+    console.log(
+      `recorder on (${SIZES[1]}): ${results[SIZES[1]].map((x) => x.toFixed(2)).join(' ')} us; median ${on.toFixed(2)}, min ${min(results[SIZES[1]]).toFixed(2)} us`,
+    );
+    console.log(
+      `overhead: ${(on - off).toFixed(2)} us per call (${(((on - off) / off) * 100).toFixed(1)} %) by the medians, ${(min(results[SIZES[1]]) - min(results[0])).toFixed(2)} us by the minima`,
+    );
   }
 }
 

@@ -12,8 +12,7 @@ async function initProcess(): Promise<void> {
 
 async function exampleGather(): Promise<void> {
   const tensor = new Float32Array(5).fill(dist.getRank() + 1);
-  const gatherList =
-    dist.getRank() === 0 ? Array.from({ length: dist.getWorldSize() }, () => new Float32Array(5)) : undefined;
+  const gatherList = dist.getRank() === 0 ? Array.from({ length: dist.getWorldSize() }, () => new Float32Array(5)) : undefined;
   console.log(`Before gather on rank ${dist.getRank()}: ${new Shaped(tensor)}`);
   await dist.gather(tensor, { gatherList, dst: 0 });
   if (dist.getRank() === 0) {

@@ -14,9 +14,7 @@ async function exampleReduceScatter(): Promise<void> {
   const rank = dist.getRank();
   const worldSize = dist.getWorldSize();
   // [torch.tensor([(rank + 1) * i for i in range(1, 3)]) ** (j + 1) for j in range(world_size)]
-  const inputTensor = Array.from({ length: worldSize }, (_, j) =>
-    Float32Array.from([1, 2].map((i) => ((rank + 1) * i) ** (j + 1))),
-  );
+  const inputTensor = Array.from({ length: worldSize }, (_, j) => Float32Array.from([1, 2].map((i) => ((rank + 1) * i) ** (j + 1))));
   const outputTensor = new Float32Array(2);
   console.log(`Before ReduceScatter on rank ${rank}: ${listRepr(inputTensor)}`);
   await dist.reduceScatter(outputTensor, inputTensor, { op: dist.ReduceOp.SUM });

@@ -18,9 +18,7 @@ function fn(rank: number, param1: string, param2: string): void {
 function exited(p: ChildProcess): Promise<void> {
   return new Promise((resolve, reject) => {
     p.once('error', reject);
-    p.once('exit', (code, signal) =>
-      code === 0 ? resolve() : reject(new Error(`process ${p.pid} exited with ${signal ?? code}`)),
-    );
+    p.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`process ${p.pid} exited with ${signal ?? code}`))));
   });
 }
 
@@ -42,6 +40,5 @@ if (childAt >= 0) {
     for (const process_ of processes) {
       await process_; // 서브 프로세스 join (=완료되면 종료)
     }
-
   });
 }

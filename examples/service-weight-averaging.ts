@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   for (let step = 0; step < STEPS; step++) {
     // a local step on this service's own data: a gradient that differs per rank
     for (let i = 0; i < PARAMS; i++) weights[i] -= 0.01 * ((rank + 1) * ((i % 13) - 6));
-    await group.allReduce(weights, { op: 'avg', timeoutMs: 30_000 });
+    await group.allReduce(weights, { op: 'avg', timeout: 30_000 });
     console.log(`rank ${rank}: step ${step} weights[0..3] = ${Array.from(weights.subarray(0, 4), (w) => w.toFixed(4)).join(', ')}`);
   }
   // everyone must hold rank 0's weights, bit for bit

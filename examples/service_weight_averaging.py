@@ -158,8 +158,8 @@ async def main() -> int:
     same = reference == weights.tobytes()
     print(f"rank {rank}: weights identical on all {size} members" if same else f"rank {rank}: weights differ from rank 0's", flush=True)
 
-    # 4. leave: the group ends for everyone
-    await pub(f"{g}.end", enc({"groupId": placed["groupId"], "reason": "left", "rank": rank, "who": f'member "python-{os.getpid()}" (rank {rank})'}))
+    # 4. leave: the group ends for everyone (the others' ops up to our last, `seq`, still complete)
+    await pub(f"{g}.end", enc({"groupId": placed["groupId"], "reason": "left", "rank": rank, "seq": seq, "who": f'member "python-{os.getpid()}" (rank {rank})'}))
     beating.cancel()
     await nc.drain()
     return 0 if same else 1

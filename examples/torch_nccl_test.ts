@@ -59,8 +59,7 @@ async function distBroadcast(): Promise<void> {
 
   const srcRank = 0;
   // torch.tensor(world_size) is a 0-dim int64 tensor; the others hold torch.zeros(1, dtype=torch.int64)
-  const tensor =
-    rank === srcRank ? new Shaped(BigInt64Array.from([BigInt(worldSize)]), []) : new Shaped(new BigInt64Array(1));
+  const tensor = rank === srcRank ? new Shaped(BigInt64Array.from([BigInt(worldSize)]), []) : new Shaped(new BigInt64Array(1));
   const beforeTensor = new Shaped(tensor.data.slice(), tensor.shape);
   await dist.broadcast(tensor.data, { src: srcRank });
   console.log(`broadcast, rank: ${rank}, before broadcast tensor: ${beforeTensor} after broadcast tensor: ${tensor}`);
@@ -90,9 +89,7 @@ async function distAllreduce(): Promise<void> {
   const inputTensor = tensor.slice();
   await dist.allReduce(tensor);
 
-  console.log(
-    `all_reduce, rank: ${rank}, before allreduce tensor: ${new Shaped(inputTensor)}, after allreduce tensor: ${new Shaped(tensor)}`,
-  );
+  console.log(`all_reduce, rank: ${rank}, before allreduce tensor: ${new Shaped(inputTensor)}, after allreduce tensor: ${new Shaped(tensor)}`);
   await dist.barrier();
 }
 

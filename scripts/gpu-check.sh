@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check for the nccl backend: builds the sidecar, runs a verified sweep of every collective
-# through it (world 1 on one GPU, and world N over all N GPUs when N > 1) and the same sweep
-# through torch.distributed's nccl backend for comparison, in the same run; then the library's
+# and dtype through it, out of place and in place (world 1 on one GPU, and world N over all N GPUs
+# when N > 1) and the same sweep through torch.distributed's nccl backend, printed side by side; then the library's
 # nccl backend in user processes (initProcessGroup, every collective x dtype x reduce op checked
 # element by element), and two ranks on one GPU (NCCL refuses it: a typed error on every rank).
 # Without a GPU it prints "skipped: no GPU" and exits 0.
@@ -9,91 +9,42 @@
 # Env: CMESH_NCCL_LIB (libnccl.so.2 to use; default: torch's nvidia-nccl wheel, then the
 # loader's search), CMESH_CUDART_LIB (libcudart to use; default: the nvidia-cuda-runtime wheel
 # beside it, then the loader's search), GPU_CHECK_MAX_BYTES (largest size, default 64 MiB),
-# GPU_CHECK_ITERS (20). The world is the number of devices CUDA sees (CUDA_VISIBLE_DEVICES and
-# MIG respected), from the sidecar's probe.
+# GPU_CHECK_VERIFY_MAX_BYTES (sizes checked element by element, default 8 MiB; larger ones are
+# timed only), GPU_CHECK_DTYPES (all, or a comma list: float32,bfloat16), GPU_CHECK_ITERS (20).
+# The world is the number of devices CUDA sees (CUDA_VISIBLE_DEVICES and MIG respected), from the
+# sidecar's probe. The rows are kept as JSON in .tmp/gpu-check/. The multi-GPU first run (devices,
+# transports, a dead peer, two process groups, two nodes): scripts/gpu-first-run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-gpus=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-fi
-if [ "${gpus:-0}" -eq 0 ]; then
-  echo "skipped: no GPU (nvidia-smi lists no device)"
-  exit 0
-fi
-echo "# gpu-check: nvidia-smi lists $gpus GPU(s)"
-nvidia-smi -L
-
-cmake -S native/nccl-sidecar -B native/nccl-sidecar/build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-  cmake --build native/nccl-sidecar/build -j"$(nproc)" >/dev/null || { echo "gpu-check: sidecar build failed"; exit 1; }
-
-have_torch=0
-if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then have_torch=1; fi
-
-# torch's wheels bring libnccl.so.2 (nvidia-nccl-cu12/cu13) and libcudart (nvidia-cuda-runtime):
-# use the same libraries as the peer. wheel_lib MODULE PATTERN prints the first match.
-wheel_lib() {
-  python3 - "$1" "$2" <<'PY' 2>/dev/null
-import glob, importlib, os, sys
-try:
-    roots = list(importlib.import_module(sys.argv[1]).__path__)
-except Exception:
-    roots = []
-for r in roots:
-    # nvidia/nccl/lib (cu12 wheels), nvidia/cu13/lib (cu13 wheels), or deeper
-    for p in sorted(glob.glob(os.path.join(r, "**", "lib", sys.argv[2]), recursive=True)):
-        print(p); raise SystemExit
-PY
-}
-[ -z "${CMESH_NCCL_LIB:-}" ] && CMESH_NCCL_LIB=$(wheel_lib nvidia.nccl 'libnccl.so*')
-[ -z "${CMESH_NCCL_LIB:-}" ] && CMESH_NCCL_LIB=$(wheel_lib nvidia 'libnccl.so*')
-[ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia.cuda_runtime 'libcudart.so*')
-[ -z "${CMESH_CUDART_LIB:-}" ] && CMESH_CUDART_LIB=$(wheel_lib nvidia 'libcudart.so*')
-export CMESH_NCCL_LIB CMESH_CUDART_LIB
-echo "# libnccl: ${CMESH_NCCL_LIB:-<loader search>}"
-echo "# libcudart: ${CMESH_CUDART_LIB:-<loader search>}"
-probe=$(native/nccl-sidecar/build/cmesh-nccl-sidecar --probe)
-echo "$probe"
-# What CUDA sees (CUDA_VISIBLE_DEVICES, MIG instances), not every board nvidia-smi lists.
-gpus=$(printf '%s' "$probe" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("deviceCount", 0))' 2>/dev/null || echo 0)
-if [ "${gpus:-0}" -eq 0 ]; then
-  echo "gpu-check: CUDA sees no device (CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES-}'); see the probe above"
-  exit 1
-fi
-echo "# world: $gpus visible device(s)"
-
-# The cmesh scripts (scripts/gpu-check/*.ts): from the sources (node_modules present), else the
-# bundles that scripts/gpu-check/pack.sh made for a host without Node.js.
-if command -v node >/dev/null 2>&1 && [ -d node_modules/@swc-node ]; then
-  cmesh_script() { node -r @swc-node/register "scripts/gpu-check/$1.ts" "${@:2}"; }
-elif [ -f .gpu/nccl-sweep.js ] && [ -f .gpu/node.gz ]; then
-  [ -x .gpu/node ] || { gunzip -c .gpu/node.gz >.gpu/node && chmod +x .gpu/node; }
-  # a bundle cannot find the sidecar relative to its sources: name the build output
-  export CMESH_NCCL_SIDECAR=${CMESH_NCCL_SIDECAR:-$PWD/native/nccl-sidecar/build/cmesh-nccl-sidecar}
-  cmesh_script() { .gpu/node ".gpu/$1.js" "${@:2}"; }
-else
-  echo "gpu-check: node_modules missing: run 'npm ci' (or 'make deps') first, or scripts/gpu-check/pack.sh on a machine with Node.js"
-  exit 1
-fi
+. scripts/gpu-check/env.sh
 
 max=${GPU_CHECK_MAX_BYTES:-$((64 << 20))}
+check_max=${GPU_CHECK_VERIFY_MAX_BYTES:-$((8 << 20))}
+dtypes=${GPU_CHECK_DTYPES:-all}
 iters=${GPU_CHECK_ITERS:-20}
 worlds=1
 [ "$gpus" -gt 1 ] && worlds="1 $gpus"
+out=.tmp/gpu-check
+mkdir -p "$out"
 
 rc=0
 for w in $worlds; do
   echo
-  echo "## cmesh nccl sidecar, world $w"
-  cmesh_script nccl-sweep --world "$w" --max "$max" --iters "$iters" || rc=1
+  echo "## cmesh nccl sidecar, world $w: every collective, types $dtypes, out of place and in place, one communicator"
+  cmesh_script nccl-sweep --world "$w" --max "$max" --check-max "$check_max" --dtype "$dtypes" --iters "$iters" --json "$out/cmesh-w$w.json" || rc=1
   echo
   echo "## cmesh library, initProcessGroup({ backend: 'nccl' }) in $w user process(es)"
   cmesh_script library-nccl --world "$w" || rc=1
   echo
   if [ "$have_torch" -eq 1 ]; then
-    echo "## torch.distributed nccl, world $w"
-    python3 scripts/gpu-check/torch_nccl_sweep.py --world "$w" --max "$max" --iters "$iters" || rc=1
+    echo "## torch.distributed nccl, world $w (the same steps; torch has all_reduce, broadcast and reduce in place only)"
+    python3 scripts/gpu-check/torch_nccl_sweep.py --world "$w" --max "$max" --check-max "$check_max" --dtype "$dtypes" --iters "$iters" --json "$out/torch-w$w.json" || rc=1
+    if [ -s "$out/cmesh-w$w.json" ] && [ -s "$out/torch-w$w.json" ]; then
+      echo
+      echo "## cmesh beside torch, world $w"
+      cmesh_script compare "$out/cmesh-w$w.json" "$out/torch-w$w.json" || rc=1
+    fi
   else
     echo "## torch.distributed nccl: skipped (python3 has no torch with CUDA)"
   fi

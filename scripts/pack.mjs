@@ -38,8 +38,15 @@ function buildAddons() {
     const dir = join(ROOT, 'native', name);
     if (existsSync(join(dir, 'build/Release', file))) continue;
     say(`building native/${name} (node-gyp)`);
-    const r = spawnSync('npx', ['--no-install', 'node-gyp', 'rebuild', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
-    if (r.status !== 0) say(`native/${name} not built (a C++ compiler, make and python3 are needed): @cmesh/collectives will go without it\n${r.stderr.trim().split('\n').slice(-5).join('\n')}`);
+    const r = spawnSync('npx', ['--no-install', 'node-gyp', 'rebuild', '--loglevel=error'], {
+      cwd: dir,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      encoding: 'utf8',
+    });
+    if (r.status !== 0)
+      say(
+        `native/${name} not built (a C++ compiler, make and python3 are needed): @cmesh/collectives will go without it\n${r.stderr.trim().split('\n').slice(-5).join('\n')}`,
+      );
   }
 }
 
@@ -50,7 +57,9 @@ mkdirSync(out, { recursive: true });
 for (const f of readdirSync(out)) if (f.endsWith('.tgz')) rmSync(join(out, f));
 say(`${names.join(' ')} -> ${shown(out)}/`);
 execFileSync('npm', ['pack', '--silent', '--pack-destination', out, ...names.flatMap((n) => ['-w', n])], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
-const tarballs = readdirSync(out).filter((f) => f.endsWith('.tgz')).sort();
+const tarballs = readdirSync(out)
+  .filter((f) => f.endsWith('.tgz'))
+  .sort();
 if (tarballs.length !== names.length) throw new Error(`pack: ${names.length} packages but ${tarballs.length} tarballs in ${out}`);
 for (const t of tarballs) say(`${join(shown(out), t)}  ${Math.round(statSync(join(out, t)).size / 1024)} KiB`);
 const collectives = tarballs.find((t) => t.startsWith('cmesh-collectives-'));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole suite and ends with one line "N passed, N failed, N skipped": the build
-# (tsc -b through Nx), the type check and the linter count as one check each, then jest (unit
-# and multi-process tests, the package install outside the repository, the deploy tests).
+# (tsc -b through Nx), the type check, the linter and the sidecar's sanitizer run count as one
+# check each, then jest over its three tiers in one run (jest.config.js: unit, integration,
+# system; arguments go to jest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .tmp
@@ -23,11 +24,16 @@ check() {
   else
     echo "== $name FAILED"
     checks_failed=$((checks_failed + 1))
+    return 1
   fi
 }
-check build npm run --silent build
+# the programs the tests start (coordinator, agents, workers, the cmesh command) run from this
+# build rather than through swc (apps/cli/src/programs.ts)
+check build npm run --silent build && export CMESH_PROGRAMS=dist
 check typecheck npm run --silent typecheck
 check lint npm run --silent lint
+# the nccl sidecar, its C++ tests and the CPU simulation under AddressSanitizer and UBSan (ctest)
+check sanitizers bash native/nccl-sidecar/sanitize.sh
 
 report=.tmp/jest-report.json
 rm -f "$report"

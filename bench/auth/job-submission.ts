@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { startMesh } from '../../apps/cli/src/mesh/launch';
+import { startMesh } from '@cmesh/testing/mesh';
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(name);

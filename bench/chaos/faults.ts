@@ -1,10 +1,11 @@
 // The soak's fault driver: at random intervals it SIGKILLs an agent, a coordinator replica or
-// the nats-server and starts it again, or pauses a running job's rank (SIGSTOP) past the job's
+// a nats-server (one of a cluster's) and starts it again, or pauses a running job's rank (SIGSTOP) past the job's
 // collective timeout and resumes it. Witnesses (the processes whose memory and descriptors the
 // report follows) are never killed. Every fault is logged with the time it was made.
 import { ChaosMesh } from './chaos-mesh';
 import { ChaosProcess } from './processes';
 import { Workload } from './workload';
+import { setTimeout as sleep } from 'timers/promises';
 
 export type FaultKind = 'kill-agent' | 'kill-replica' | 'kill-nats' | 'pause-rank';
 
@@ -28,8 +29,6 @@ export interface FaultOptions {
 }
 
 const KINDS: FaultKind[] = ['kill-agent', 'pause-rank', 'kill-replica', 'kill-nats'];
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class FaultDriver {
   readonly faults: Fault[] = [];
@@ -86,7 +85,9 @@ export class FaultDriver {
     const { mesh } = this;
     if (kind === 'pause-rank') return this.pause();
     const target =
-      kind === 'kill-nats' ? mesh.nats : this.pick(this.killable(kind === 'kill-agent' ? mesh.agents : mesh.replicas.map((r) => r.proc)));
+      kind === 'kill-nats'
+        ? this.pick(mesh.natsNodes.map((n) => n.proc).filter((p) => p.alive))
+        : this.pick(this.killable(kind === 'kill-agent' ? mesh.agents : mesh.replicas.map((r) => r.proc)));
     if (!target) return;
     const fault: Fault = { kind, target: target.name, at: Date.now() };
     this.faults.push(fault);

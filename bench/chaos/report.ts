@@ -2,10 +2,11 @@
 // allReduces), how long each fault took to fail the jobs it hit, and how the processes that lived
 // through the whole run grew.
 import { isFinished } from '@cmesh/protocol';
+import { canCause } from './causes';
 import { Fault } from './faults';
 import { ProcessSample } from './processes';
 import { ServiceCall } from './service-workload';
-import { TrackedJob } from './workload';
+import { ANSWER_MS, TrackedJob, Unanswered } from './workload';
 
 export interface JobOutcomes {
   submitted: number;
@@ -17,7 +18,7 @@ export interface JobOutcomes {
   /** failed with a reason no fault of the run explains */
   failedUnexplained: { id: string; reason: string; faultsNear: string[]; openFrom: number; openUntil: number; output?: string[] }[];
   cancelled: number;
-  /** accepted, never seen ending, and no replica knows the job any more */
+  /** never answered (the user never learnt a job id), or accepted and no replica knows the job any more */
   lost: string[];
   /** accepted, known, and still not ended when the soak gave up waiting */
   hung: { id: string; state: string }[];
@@ -64,7 +65,15 @@ export interface ServiceOutcomes {
   /** member joins: placed, failed with a typed error a fault explains, anything else */
   joins: { attempted: number; placed: number; failedExplained: number; failedUnexplained: ServiceFailure[]; hung: ServiceFailure[] };
   /** member allReduce calls: every element correct, failed with a typed error a fault explains, anything else */
-  ops: { attempted: number; correct: number; elementsChecked: number; failedExplained: number; failedUnexplained: ServiceFailure[]; wrong: ServiceFailure[]; hung: ServiceFailure[] };
+  ops: {
+    attempted: number;
+    correct: number;
+    elementsChecked: number;
+    failedExplained: number;
+    failedUnexplained: ServiceFailure[];
+    wrong: ServiceFailure[];
+    hung: ServiceFailure[];
+  };
   /** failures by error (numbers and ids replaced by N), for the reader to judge */
   errors: Record<string, number>;
 }
@@ -86,21 +95,39 @@ const ms = (iso?: string) => (iso ? Date.parse(iso) : NaN);
  * failure that blames the same agent within RANK_AFTERMATH_MS of its recovery.
  */
 const RANK_AFTERMATH_MS = 10_000;
+/**
+ * The coordinators and agents are back on a restarted nats-server (or moved to another of the
+ * cluster) only after their client's reconnect wait and resubscribing, and JetStream's streams
+ * elect leaders again: until then a join finds nobody to answer and a job's store may be away.
+ */
+const NATS_AFTERMATH_MS = 5_000;
 function explains(f: Fault, j: TrackedJob, end: number): boolean {
   const rec = j.last!;
   const rankFault = f.kind === 'kill-agent' || f.kind === 'pause-rank';
-  const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : 0);
+  const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : f.kind === 'kill-nats' ? NATS_AFTERMATH_MS : 0);
   if (f.at > end || until < j.submittedAt) return false;
-  // a fault of one rank must be the rank blamed, when the coordinator blames one
-  return !rankFault || !rec.failedAgent || rec.failedAgent === f.target || (rec.reason ?? '').includes(f.target);
+  // and the failure is one this fault can cause (causes.ts)
+  return canCause(f, { reason: rec.reason ?? '', failedAgent: rec.failedAgent });
 }
 
-export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[], known: Set<string>): JobOutcomes {
-  const out: JobOutcomes = { submitted: jobs.length, succeeded: 0, failedExplained: 0, failures: [], failedUnexplained: [], cancelled: 0, lost: [], hung: [], refused: refused.length, refusals: {} };
+export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[], known: Set<string>, unanswered: Unanswered[] = []): JobOutcomes {
+  const out: JobOutcomes = {
+    submitted: jobs.length + unanswered.length,
+    succeeded: 0,
+    failedExplained: 0,
+    failures: [],
+    failedUnexplained: [],
+    cancelled: 0,
+    lost: [],
+    hung: [],
+    refused: refused.length,
+    refusals: {},
+  };
   for (const m of refused) {
     const key = m.replace(/\d+/g, 'N');
     out.refusals[key] = (out.refusals[key] ?? 0) + 1;
   }
+  for (const u of unanswered) out.lost.push(`a submission never answered (key ${u.key}, ${u.attempts} attempts over ${ANSWER_MS} ms: ${u.lastError})`);
   for (const j of jobs) {
     const rec = j.last;
     if (!known.has(j.id) && !(rec && isFinished(rec.state))) out.lost.push(j.id);
@@ -113,19 +140,15 @@ export function classify(jobs: TrackedJob[], refused: string[], faults: Fault[],
       if (rec.reason && faults.some((f) => explains(f, j, ms(rec.finishedAt) || Date.now()))) out.failedExplained++;
       else {
         const end = ms(rec.finishedAt);
-        const near = faults.filter((f) => Math.abs(f.at - j.submittedAt) < 30_000).map((f) => `${f.kind} ${f.target} at ${f.at - j.submittedAt} ms, recovered ${(f.recoveredAt ?? NaN) - j.submittedAt} ms`);
+        const near = faults
+          .filter((f) => Math.abs(f.at - j.submittedAt) < 30_000)
+          .map((f) => `${f.kind} ${f.target} at ${f.at - j.submittedAt} ms, recovered ${(f.recoveredAt ?? NaN) - j.submittedAt} ms`);
         out.failedUnexplained.push({ id: j.id, reason, faultsNear: near, openFrom: j.submittedAt, openUntil: end });
       }
     }
   }
   return out;
 }
-
-/**
- * The coordinators and agents are back on a restarted nats-server only after their client's
- * reconnect wait (2 s and jitter) and resubscribing: until then a join finds nobody to answer.
- */
-const NATS_AFTERMATH_MS = 5_000;
 
 /**
  * A fault explains a service call's failure when it lasted into the call's window (a join: from
@@ -136,7 +159,7 @@ function explainsService(f: Fault, c: ServiceCall): boolean {
   const rankFault = f.kind === 'kill-agent' || f.kind === 'pause-rank';
   const until = (f.recoveredAt ?? Infinity) + (rankFault ? RANK_AFTERMATH_MS : f.kind === 'kill-nats' ? NATS_AFTERMATH_MS : 0);
   if (f.at > c.endedAt || until < c.openFrom) return false;
-  return !rankFault || !c.agents.length || c.agents.includes(f.target);
+  return canCause(f, { reason: c.detail ?? '', agents: c.agents, join: c.what === 'join' });
 }
 
 export function classifyService(calls: ServiceCall[], groups: number, faults: Fault[]): ServiceOutcomes {
@@ -165,7 +188,9 @@ export function classifyService(calls: ServiceCall[], groups: number, faults: Fa
       outcome: c.outcome,
       detail: c.detail,
       groupMs: c.endedAt - c.openFrom,
-      faultsNear: faults.filter((f) => f.at <= c.endedAt + 5000 && (f.recoveredAt ?? Infinity) >= c.openFrom - 30_000).map((f) => `${f.kind} ${f.target} at ${f.at - c.openFrom} ms, recovered ${(f.recoveredAt ?? NaN) - c.openFrom} ms`),
+      faultsNear: faults
+        .filter((f) => f.at <= c.endedAt + 5000 && (f.recoveredAt ?? Infinity) >= c.openFrom - 30_000)
+        .map((f) => `${f.kind} ${f.target} at ${f.at - c.openFrom} ms, recovered ${(f.recoveredAt ?? NaN) - c.openFrom} ms`),
     };
     if (c.outcome === 'wrong') out.ops.wrong.push(failure);
     else if (c.outcome === 'hung') kind.hung.push(failure);
@@ -180,7 +205,7 @@ export function classifyService(calls: ServiceCall[], groups: number, faults: Fa
   return out;
 }
 
-function percentile(xs: number[], p: number): number | null {
+export function percentile(xs: number[], p: number): number | null {
   if (!xs.length) return null;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
@@ -218,7 +243,11 @@ export function formatReport(r: SoakReport): string {
   const j = r.jobs;
   const mb = (b: number) => (b / 2 ** 20).toFixed(1);
   const lines = [
-    `soak: ${r.seconds.toFixed(0)} s, faults: ${Object.entries(r.faults).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`,
+    `soak: ${r.seconds.toFixed(0)} s, faults: ${
+      Object.entries(r.faults)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || 'none'
+    }`,
     '',
     '| jobs submitted | succeeded | failed, reason names the fault | failed, unexplained | cancelled | lost | hung | refused at submit |',
     '|---|---|---|---|---|---|---|---|',
@@ -248,12 +277,22 @@ export function formatReport(r: SoakReport): string {
   for (const [m, n] of Object.entries(sv?.errors ?? {})) lines.push(`service failure (${n}x): ${m}`);
   const svBad = sv ? [...sv.ops.wrong, ...sv.ops.hung, ...sv.joins.hung, ...sv.ops.failedUnexplained, ...sv.joins.failedUnexplained] : [];
   for (const f of svBad) {
-    lines.push(`service ${f.outcome === 'typed' || f.outcome === 'untyped' ? `unexplained ${f.outcome} failure` : f.outcome}: ${f.what} of ${f.group} rank ${f.rank}, ${f.groupMs} ms into the group's ${f.what === 'join' ? 'join' : 'life'} (faults near: ${f.faultsNear.join('; ') || 'none'}): ${f.detail ?? ''}`);
+    lines.push(
+      `service ${f.outcome === 'typed' || f.outcome === 'untyped' ? `unexplained ${f.outcome} failure` : f.outcome}: ${f.what} of ${f.group} rank ${f.rank}, ${f.groupMs} ms into the group's ${f.what === 'join' ? 'join' : 'life'} (faults near: ${f.faultsNear.join('; ') || 'none'}): ${f.detail ?? ''}`,
+    );
     if (f.output?.length) lines.push('  what the mesh printed about the group:', ...f.output.map((l) => `  ${l}`));
   }
   for (const [m, n] of Object.entries(j.refusals)) lines.push(`refused at submit (${n}x): ${m}`);
+  const reasons: Record<string, number> = {};
+  for (const f of j.failures) {
+    const key = f.reason.replace(/[0-9a-f]{12,}|\d+/gi, 'N');
+    reasons[key] = (reasons[key] ?? 0) + 1;
+  }
+  for (const [m, n] of Object.entries(reasons)) lines.push(`job failed (${n}x): ${m}`);
   for (const u of j.failedUnexplained) {
-    lines.push(`unexplained failure: ${u.id} (submitted, ended ${u.openUntil - u.openFrom} ms later; faults near its submission: ${u.faultsNear.join('; ') || 'none'}): ${u.reason}`);
+    lines.push(
+      `unexplained failure: ${u.id} (submitted, ended ${u.openUntil - u.openFrom} ms later; faults near its submission: ${u.faultsNear.join('; ') || 'none'}): ${u.reason}`,
+    );
     if (u.output?.length) lines.push('  what the agents printed meanwhile:', ...u.output.map((l) => `  ${l}`));
   }
   for (const h of j.hung) lines.push(`hung: ${h.id} (${h.state})`);

@@ -5,6 +5,7 @@
 // pair sends its data through its agent's local path, the other over NATS. Every call is watched:
 // one that neither resolves nor rejects well after its own deadline is recorded as hung.
 import { CmeshError, MeshConnection, ServiceGroup, connectMesh } from '@cmesh/client';
+import { setTimeout as sleep } from 'timers/promises';
 
 /** What became of one member's call. */
 export type ServiceOutcome = 'correct' | 'wrong' | 'typed' | 'untyped' | 'hung';
@@ -31,6 +32,7 @@ export interface ServiceCall {
 }
 
 export interface ServiceWorkloadOptions {
+  /** the NATS servers, comma-separated */
   servers: string;
   user: string;
   pass: string;
@@ -62,8 +64,6 @@ const COUNTS = [1, 100, 4096, 16_384];
 /** Rank r's element k of the pair's n-th op: small integers, exact in every dtype used. */
 const input = (r: number, n: number, k: number) => ((k * 7 + n * 13 + r * 31) % 1000) - 500;
 const reduce = (op: (typeof REDOPS)[number], a: number, b: number) => (op === 'sum' ? a + b : op === 'max' ? Math.max(a, b) : Math.min(a, b));
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Watched<T> = { ok: true; value: T } | { ok: false; error: unknown } | { hung: true };
 
@@ -130,7 +130,13 @@ export class ServiceWorkload {
   private connect(rank: number): Promise<MeshConnection> {
     const { servers, user, pass } = this.o;
     // a long-lived tenant: it rides out a nats-server restart however long it takes
-    return connectMesh({ servers, user, pass, local: rank === 0, nats: { maxReconnectAttempts: -1, reconnectTimeWait: 250, timeout: 5000 } });
+    return connectMesh({
+      servers: servers.split(','),
+      user,
+      pass,
+      local: rank === 0,
+      nats: { maxReconnectAttempts: -1, reconnectTimeWait: 250, timeout: 5000 },
+    });
   }
 
   private async pair(p: number): Promise<void> {
@@ -157,15 +163,28 @@ export class ServiceWorkload {
   /** Both members join `name`, run allReduces for `forMs` (at least one) and leave; false when anything failed. */
   private async round(pair: number, name: string, conns: MeshConnection[], forMs: number): Promise<boolean> {
     const groupFrom = Date.now();
-    const joins = conns.map((c, rank) => c.join(name, { size: 2, label: `pair ${pair} member ${rank}`, timeoutMs: this.o.joinTimeoutMs }));
+    const joins = conns.map((c, rank) => c.join(name, { size: 2, label: `pair ${pair} member ${rank}`, timeout: this.o.joinTimeoutMs }));
     const watched = await Promise.all(joins.map((j) => watch(j, this.o.joinTimeoutMs + HUNG_AFTER_MS)));
     const groups: ServiceGroup[] = [];
     watched.forEach((w, i) => {
-      const call: ServiceCall = { pair, group: name, rank: i, what: 'join', openFrom: groupFrom, startedAt: groupFrom, endedAt: Date.now(), agents: [], outcome: 'correct' };
+      const call: ServiceCall = {
+        pair,
+        group: name,
+        rank: i,
+        what: 'join',
+        openFrom: groupFrom,
+        startedAt: groupFrom,
+        endedAt: Date.now(),
+        agents: [],
+        outcome: 'correct',
+      };
       if ('hung' in w) {
         call.outcome = 'hung';
         // should it ever be placed: leave at once
-        void joins[i].then((g) => g.leave(), () => undefined);
+        void joins[i].then(
+          (g) => g.leave(),
+          () => undefined,
+        );
       } else if (w.ok) {
         groups[i] = w.value;
         call.agents = w.value.placed.members.map((m) => m.agentName);
@@ -173,7 +192,12 @@ export class ServiceWorkload {
       this.calls.push(call);
     });
     if (groups.filter(Boolean).length !== 2) {
-      this.o.log?.(`service: ${name}: not placed after ${Date.now() - groupFrom} ms: ${this.calls.slice(-2).map((c) => c.detail ?? c.outcome).join('; ')}`);
+      this.o.log?.(
+        `service: ${name}: not placed after ${Date.now() - groupFrom} ms: ${this.calls
+          .slice(-2)
+          .map((c) => c.detail ?? c.outcome)
+          .join('; ')}`,
+      );
       for (const g of groups) await g?.leave().catch(() => undefined);
       return false;
     }
@@ -187,7 +211,9 @@ export class ServiceWorkload {
       ok = await this.op(pair, name, groups, agents, placedAt, n);
     }
     const last = this.calls[this.calls.length - 1];
-    this.o.log?.(`service: ${name} on ${agents.join(', ')} (${groups.map((g) => g.transport).join(', ')}): placed after ${placedAt - groupFrom} ms, ${n} allReduces in ${Date.now() - placedAt} ms${ok ? '' : `, ended by ${last.outcome}: ${last.detail}`}`);
+    this.o.log?.(
+      `service: ${name} on ${agents.join(', ')} (${groups.map((g) => g.transport).join(', ')}): placed after ${placedAt - groupFrom} ms, ${n} allReduces in ${Date.now() - placedAt} ms${ok ? '' : `, ended by ${last.outcome}: ${last.detail}`}`,
+    );
     if (ok) for (const g of groups) await g.leave().catch(() => undefined);
     // a failed group is closed: what it still had pending fails here, nothing waits on it
     else for (const g of groups) g.close();
@@ -206,7 +232,9 @@ export class ServiceWorkload {
       return t;
     });
     const startedAt = Date.now();
-    const runs = gs.map((g, r) => watch(g.allReduce(tensors[r], { op: redop, timeoutMs: this.o.opTimeoutMs }), this.o.opTimeoutMs + CLIENT_GRACE_MS + HUNG_AFTER_MS));
+    const runs = gs.map((g, r) =>
+      watch(g.allReduce(tensors[r], { op: redop, timeout: this.o.opTimeoutMs }), this.o.opTimeoutMs + CLIENT_GRACE_MS + HUNG_AFTER_MS),
+    );
     const results = await Promise.all(runs);
     let ok = true;
     results.forEach((w, r) => {

@@ -6,7 +6,7 @@
 // calls correct / failed with a typed error a fault explains / wrong / hung, the time from a
 // rank's fault to the failed job naming it, and the RSS and descriptors of the processes that
 // lived through the run. test/robustness/chaos.test.ts runs it for a few minutes; longer:
-//   node -r @swc-node/register bench/chaos/soak.ts --seconds 1800 --seed 7 [--json out.json]
+//   node -r @swc-node/register bench/chaos/soak.ts --seconds 1800 --seed 7 [--nats-nodes 3] [--agents 4 --in-flight 1] [--json out.json]
 import { writeFileSync } from 'fs';
 import { parseArgs } from 'util';
 import { ChaosMesh } from './chaos-mesh';
@@ -15,7 +15,7 @@ import { ProcessSample } from './processes';
 import { SoakReport, classify, classifyService, detection, formatReport, growth } from './report';
 import { ServiceWorkload } from './service-workload';
 import { SOAK_JOB, Workload } from './workload';
-import { MeshApiError } from '../../apps/cli/src/mesh/client';
+import { setTimeout as sleep } from 'timers/promises';
 
 export interface SoakOptions {
   seconds: number;
@@ -32,11 +32,23 @@ export interface SoakOptions {
   servicePairs: number;
   /** how long a pair keeps one group before it leaves and joins the next, ms */
   serviceGroupMs: number;
+  /** nats-servers: 1, or a JetStream cluster of this many (each kill-nats fault then kills one of them) */
+  natsNodes?: number;
   log?: (line: string) => void;
 }
 
 /** six agents: two jobs of two ranks and a service pair's group fit at once, so none waits on another for agents */
-export const DEFAULT_SOAK: SoakOptions = { seconds: 120, seed: 1, agents: 6, replicas: 2, inFlight: 2, faultEveryMs: 6000, settleMs: 90_000, servicePairs: 1, serviceGroupMs: 15_000 };
+export const DEFAULT_SOAK: SoakOptions = {
+  seconds: 120,
+  seed: 1,
+  agents: 6,
+  replicas: 2,
+  inFlight: 2,
+  faultEveryMs: 6000,
+  settleMs: 90_000,
+  servicePairs: 1,
+  serviceGroupMs: 15_000,
+};
 
 /** mulberry32: a seeded generator, so a run's choice of faults can be repeated */
 function seeded(seed: number): () => number {
@@ -50,12 +62,16 @@ function seeded(seed: number): () => number {
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const log = o.log ?? (() => undefined);
   // every record kept, so that the end of the run can read each job the run submitted
-  const mesh = await ChaosMesh.start({ agents: o.agents, replicas: o.replicas, env: { CMESH_JOBS_KEPT: '100000' }, readyTimeoutMs: 120_000 });
+  const mesh = await ChaosMesh.start({
+    agents: o.agents,
+    replicas: o.replicas,
+    natsNodes: o.natsNodes,
+    env: { CMESH_JOBS_KEPT: '100000' },
+    readyTimeoutMs: 120_000,
+  });
   try {
     // warm-up, no faults: every process has run the job path before its first sample (a job
     // that fails here, on a machine too busy for the short timeouts, is tried again)
@@ -66,7 +82,16 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       else if (tries >= 12) throw new Error(`warm-up job ${done.id}: ${done.state}: ${done.reason}`);
     }
     const service = new ServiceWorkload(
-      { servers: mesh.natsUrl, ...mesh.clientLogin(), pairs: o.servicePairs, groupMs: o.serviceGroupMs, opGapMs: 200, opTimeoutMs: 10_000, joinTimeoutMs: 30_000, log },
+      {
+        servers: mesh.natsUrl,
+        ...mesh.clientLogin(),
+        pairs: o.servicePairs,
+        groupMs: o.serviceGroupMs,
+        opGapMs: 200,
+        opTimeoutMs: 10_000,
+        joinTimeoutMs: 30_000,
+        log,
+      },
       seeded(o.seed + 2),
     );
     if (o.servicePairs) await service.warmUp(60_000);
@@ -81,7 +106,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     workload.start(o.inFlight);
     service.start();
     faults.start();
-    log(`soak: ${o.seconds} s, seed ${o.seed}, ${o.agents} agents, ${o.replicas} replicas, ${o.servicePairs} service pairs, authentication on`);
+    log(
+      `soak: ${o.seconds} s, seed ${o.seed}, ${o.natsNodes ?? 1} nats-servers, ${o.agents} agents, ${o.replicas} replicas, ${o.servicePairs} service pairs, authentication on`,
+    );
     await sleep(o.seconds * 1000);
     await faults.stop();
     // the pair ends its group (or its join) while the jobs settle
@@ -91,14 +118,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     await workload.settle(o.settleMs);
     await serviceStopped;
     // lost: no live replica knows the job (404 everywhere)
-    const known = new Set<string>();
-    for (const j of workload.jobs) {
-      const answers = await Promise.all(mesh.clients().map((c) => c.job(j.id).then((r) => ((j.last = r), 'known'), (e) => (e instanceof MeshApiError && e.status === 404 ? 'missing' : 'unreachable'))));
-      if (!answers.every((a) => a === 'missing')) known.add(j.id);
-    }
+    const known = await workload.known();
     const counts: Record<string, number> = {};
     for (const f of faults.faults) counts[f.kind] = (counts[f.kind] ?? 0) + 1;
-    const jobs = classify(workload.jobs, workload.refused, faults.faults, known);
+    const jobs = classify(workload.jobs, workload.refused, faults.faults, known, workload.unanswered);
     for (const u of jobs.failedUnexplained) u.output = printedWhile(mesh, u.openFrom, u.openUntil + 1000);
     const serviceOutcomes = o.servicePairs ? classifyService(service.calls, service.groups, faults.faults) : undefined;
     if (serviceOutcomes) {
@@ -129,7 +152,9 @@ function printedWhile(mesh: ChaosMesh, from: number, to: number): string[] {
 
 /** What the mesh's processes printed about service group `name` (its rounds are `name`_N; the last 30 lines). */
 function printedAbout(mesh: ChaosMesh, name: string): string[] {
-  const lines = mesh.all.flatMap((p) => p.tail.filter((t) => t.line.includes(`${name}_`) || t.line.includes(`"${name}"`)).map((t) => ({ at: t.at, line: `${p.name}: ${t.line}` })));
+  const lines = mesh.all.flatMap((p) =>
+    p.tail.filter((t) => t.line.includes(`${name}_`) || t.line.includes(`"${name}"`)).map((t) => ({ at: t.at, line: `${p.name}: ${t.line}` })),
+  );
   return lines
     .sort((x, y) => x.at - y.at)
     .slice(-30)
@@ -145,6 +170,8 @@ async function main(): Promise<void> {
       replicas: { type: 'string' },
       'fault-every-ms': { type: 'string' },
       'service-pairs': { type: 'string' },
+      'nats-nodes': { type: 'string' },
+      'in-flight': { type: 'string' },
       json: { type: 'string' },
     },
   });
@@ -157,6 +184,8 @@ async function main(): Promise<void> {
     replicas: num(values.replicas, DEFAULT_SOAK.replicas),
     faultEveryMs: num(values['fault-every-ms'], DEFAULT_SOAK.faultEveryMs),
     servicePairs: num(values['service-pairs'], DEFAULT_SOAK.servicePairs),
+    natsNodes: num(values['nats-nodes'], 1),
+    inFlight: num(values['in-flight'], DEFAULT_SOAK.inFlight),
     log: (l) => console.error(l),
   });
   console.log(formatReport(report));

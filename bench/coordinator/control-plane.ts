@@ -11,9 +11,8 @@ import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { startNatsServer } from '@cmesh/testing';
-import { startCoordinatorProcess } from '../../apps/coordinator/test/support/coordinator-process';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { startCoordinatorProcess } from '@cmesh/testing/mesh';
+import { setTimeout as sleep } from 'timers/promises';
 
 export interface ControlPlaneRow {
   agents: number;
@@ -64,13 +63,28 @@ function quantile(sorted: number[], p: number): number {
 }
 
 function registration(id: string) {
-  return { protocolVersion: PROTOCOL_VERSION, agentId: id, name: id, host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
+  return {
+    protocolVersion: PROTOCOL_VERSION,
+    agentId: id,
+    name: id,
+    host: '127.0.0.1',
+    device: { kind: 'cpu', index: 0 },
+    backends: [{ name: 'tcp', available: true }],
+    dataPlane: { host: '127.0.0.1' },
+  };
 }
 
 /** Registers `agents`, rendezvouses them, and heartbeats them all for `steadyS` seconds. */
-export async function measureControlPlane(agents: number, opts: { steadyS?: number; cpuProfDir?: string; env?: Record<string, string>; agentProcs?: number } = {}): Promise<ControlPlaneRow> {
+export async function measureControlPlane(
+  agents: number,
+  opts: { steadyS?: number; cpuProfDir?: string; env?: Record<string, string>; agentProcs?: number } = {},
+): Promise<ControlPlaneRow> {
   const nats = await startNatsServer();
-  const coord = await startCoordinatorProcess(nats.url, { LOG_LEVEL: 'error', ...opts.env }, opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []);
+  const coord = await startCoordinatorProcess(
+    nats.url,
+    { LOG_LEVEL: 'error', ...opts.env },
+    opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [],
+  );
   let nc: NatsConnection | undefined;
   const beaters: ChildProcess[] = [];
   try {
@@ -85,7 +99,11 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
     const procs = Math.max(1, Math.min(opts.agentProcs ?? 4, agents));
     await Promise.all(
       Array.from({ length: procs }, () => {
-        const child = fork(__filename, [], { execArgv: process.execArgv, env: { ...process.env, [BEATER_ENV]: '1' }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+        const child = fork(__filename, [], {
+          execArgv: process.execArgv,
+          env: { ...process.env, [BEATER_ENV]: '1' },
+          stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        });
         beaters.push(child);
         const ready = new Promise((r) => child.once('message', r));
         child.send({ type: 'connect', natsUrl: nats.url } satisfies ToBeater);
@@ -102,22 +120,25 @@ export async function measureControlPlane(agents: number, opts: { steadyS?: numb
       }),
     );
     const t1 = performance.now();
-    beaters.forEach((b, p) => b.send({ type: 'start', ids: ids.filter((_, i) => i % procs === p), total: agents, first: p, stride: procs, heartbeatMs } satisfies ToBeater));
+    beaters.forEach((b, p) =>
+      b.send({ type: 'start', ids: ids.filter((_, i) => i % procs === p), total: agents, first: p, stride: procs, heartbeatMs } satisfies ToBeater),
+    );
     const refused = regs.find((r) => !r.ok);
     if (refused) throw new Error(`registration refused: ${JSON.stringify(refused.error)}`);
 
     // brief joins: each answer is the node's rank and the size, not the whole round (O(N) each)
     const rdzvCpu0 = cpuSeconds(coord.pid);
-    const joins = await Promise.all(
-      ids.map((id) => req(RDZV_SUBJECTS.join, { runId: 'bench', nodeId: id, minNodes: agents, maxNodes: agents, brief: true })),
-    );
+    const joins = await Promise.all(ids.map((id) => req(RDZV_SUBJECTS.join, { runId: 'bench', nodeId: id, minNodes: agents, maxNodes: agents, brief: true })));
     const bad = joins.find((j) => !j.ok);
     if (bad) throw new Error(`join refused: ${JSON.stringify(bad.error)}`);
     let closed = joins.some((j) => j.state === 'closed');
     for (const deadline = performance.now() + 120_000; !closed; await sleep(20)) {
       const r = await req(RDZV_SUBJECTS.get, { runId: 'bench' });
       closed = r.ok && r.record.state === 'closed';
-      if (!closed && performance.now() > deadline) throw new Error(`the round did not close in 120 s: ${r.ok ? `${r.record.participants.length} of ${agents} in round ${r.record.round}` : r.error.message}`);
+      if (!closed && performance.now() > deadline)
+        throw new Error(
+          `the round did not close in 120 s: ${r.ok ? `${r.record.participants.length} of ${agents} in round ${r.record.round}` : r.error.message}`,
+        );
     }
     const t2 = performance.now();
     const rdzvCpu = cpuSeconds(coord.pid) - rdzvCpu0;
@@ -237,7 +258,9 @@ async function main() {
   const steadyS = Number(arg('--steady-s') ?? (quick ? 3 : 5));
   const cpuProfDir = arg('--cpu-prof');
   const agentProcs = Number(arg('--agent-procs') ?? 4);
-  console.log('| agents | register | rendezvous (join to closed) | per agent | coordinator CPU in rendezvous | heartbeat p50 / p99 (steady, all agents) | coordinator event-loop delay p99 | /metrics scrape | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS | simulated agents CPU |');
+  console.log(
+    '| agents | register | rendezvous (join to closed) | per agent | coordinator CPU in rendezvous | heartbeat p50 / p99 (steady, all agents) | coordinator event-loop delay p99 | /metrics scrape | coordinator CPU | coordinator RSS | nats-server CPU | nats-server RSS | simulated agents CPU |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const n of sizes) {
     try {

@@ -8,7 +8,7 @@ import { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { JobRecord, clusterNames } from '@cmesh/protocol';
 import { Inspector, freePort, startNatsServer, NatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 export interface ProcessMemory {
   name: string;
@@ -60,7 +60,9 @@ export class MeshMemory {
   /** Runs `n` small checked all-reduce jobs one after another; throws on the first that does not succeed. */
   async runJobs(n: number): Promise<void> {
     for (let i = 0; i < n; i++) {
-      const job: JobRecord = await this.mesh.client.waitJob((await this.mesh.client.submitJob({ op: 'allReduce', sizes: [8, 64, 1024], iters: 2, warmup: 0, check: true })).id);
+      const job: JobRecord = await this.mesh.client.waitJob(
+        (await this.mesh.client.submitJob({ op: 'allReduce', sizes: [8, 64, 1024], iters: 2, warmup: 0, check: true })).id,
+      );
       if (job.state !== 'succeeded') throw new Error(`job ${job.id}: ${job.state}: ${job.reason}`);
     }
   }
@@ -85,7 +87,13 @@ export class MeshMemory {
           returnByValue: true,
         });
         const after = gc ? await insp.heapAfterGc() : { heapUsed: NaN, codeUsed: NaN, rss: before.result.value.rss };
-        out.push({ name, heapUsed: before.result.value.heapUsed, heapAfterGc: after.heapUsed, objectsAfterGc: after.heapUsed - after.codeUsed, rss: after.rss });
+        out.push({
+          name,
+          heapUsed: before.result.value.heapUsed,
+          heapAfterGc: after.heapUsed,
+          objectsAfterGc: after.heapUsed - after.codeUsed,
+          rss: after.rss,
+        });
       } finally {
         insp.close();
       }

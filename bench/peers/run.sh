@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side comparison: cmesh (its default: shared memory on one host; and forced onto TCP) vs
 # torch Gloo vs Open MPI (shared memory, TCP loopback), one run.
+# The table's `targets` column checks cmesh against Open MPI of the same run (bench/peers/targets.ts:
+# ranks with a core each: <= 4 KiB within 2x Open MPI shm, from 1 MiB at least its busbw; more
+# ranks than cores: never slower than Open MPI TCP, <= 4 KiB within 3x Open MPI shm), and a line
+# below it counts the targets met.
 # Installs the peers from Debian if missing, then runs bench/compare.ts. Arguments pass through:
 #   bench/peers/run.sh                      # full run: worlds 2 and 4 (see bench/RESULTS.md)
 #   bench/peers/run.sh --quick --worlds 2   # a few sizes, ~10 s

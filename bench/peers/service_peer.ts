@@ -7,16 +7,13 @@
 import type * as Collectives from '@cmesh/collectives';
 import { ReduceOp } from '@cmesh/collectives/names';
 import { ServiceGroup, ServiceTensor, connectMesh } from '@cmesh/client';
-import { BenchSweepSchema } from '@cmesh/protocol';
-import { connect } from 'net';
-import { createInterface } from 'readline';
 import { opFromNcclTests, prepareStep, timeStep } from '@cmesh/bench';
-import { PeerCommand, PeerReply, SvcBreakdown, peerVariant } from './protocol';
+import { ServiceGroupBreakdown, commandSweep, servePeer } from './protocol';
 
 type Dist = typeof Collectives;
 
-/** Where one all_reduce's time went, in ms (see SvcBreakdown in protocol.ts). */
-type Split = SvcBreakdown;
+/** Where one all_reduce's time went, in ms (see ServiceGroupBreakdown in protocol.ts). */
+type Split = ServiceGroupBreakdown;
 const PARTS: (keyof Split)[] = ['send', 'toAgent', 'wait', 'op', 'back', 'copyOut'];
 
 const nowMs = () => performance.timeOrigin + performance.now();
@@ -28,7 +25,7 @@ function asDist(g: ServiceGroup, splits: Split[]): Dist {
     getRank: () => g.rank,
     getWorldSize: () => g.size,
     allReduce: async (t: ServiceTensor, o: { op?: ReduceOp; timeout?: number }) => {
-      await g.allReduce(t, { op: o.op, timeoutMs: o.timeout });
+      await g.allReduce(t, { op: o.op, timeout: o.timeout });
       const end = nowMs();
       const x = g.lastTiming;
       if (!x) return;
@@ -41,7 +38,7 @@ function asDist(g: ServiceGroup, splits: Split[]): Dist {
         copyOut: end - x.doneMs,
       });
     },
-    barrier: (o: { timeout?: number } = {}) => g.barrier({ timeoutMs: o.timeout }),
+    barrier: (o: { timeout?: number } = {}) => g.barrier({ timeout: o.timeout }),
   };
   return shim as unknown as Dist;
 }
@@ -50,39 +47,29 @@ const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1];
 
 async function main(): Promise<void> {
   const at = process.argv.indexOf('--control');
-  if (at < 0 || !process.env.NATS_URL || !process.env.GROUP) throw new Error('usage: service_peer.ts --control HOST:PORT (with NATS_URL, GROUP, WORLD_SIZE set)');
-  const [host, port] = process.argv[at + 1].split(':');
+  if (at < 0 || !process.env.NATS_URL || !process.env.GROUP)
+    throw new Error('usage: service_peer.ts --control HOST:PORT (with NATS_URL, GROUP, WORLD_SIZE set)');
   const name = process.argv.includes('--name') ? process.argv[process.argv.indexOf('--name') + 1] : 'cmesh-svc';
   // --nats-only: the data over NATS even where the local path is offered
   const mesh = await connectMesh({ servers: process.env.NATS_URL, local: !process.argv.includes('--nats-only') });
-  const g = await mesh.join(process.env.GROUP, { size: Number(process.env.WORLD_SIZE), label: `bench-${process.env.RANK ?? '?'}`, timeoutMs: 120_000 });
+  const g = await mesh.join(process.env.GROUP, { size: Number(process.env.WORLD_SIZE), label: `bench-${process.env.RANK ?? '?'}`, timeout: 120_000 });
   const splits: Split[] = [];
   const dist = asDist(g, splits);
-  if (!process.argv.includes('--nats-only') && g.transport !== 'local') console.error(`service_peer rank ${g.rank}: on NATS, the local path is unused: ${g.localUnused}`);
-  const sock = connect(Number(port), host);
-  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
-  sock.write(JSON.stringify({ hello: name, rank: g.rank, world: g.size }) + '\n');
-  for await (const line of createInterface({ input: sock })) {
-    const cmd = JSON.parse(line) as PeerCommand | { quit: true };
-    if ('quit' in cmd) break;
-    let reply: object;
-    try {
-      const op = opFromNcclTests(cmd.op);
-      if (op !== 'allReduce') throw new RangeError(`the service bench runs all_reduce only, not ${JSON.stringify(cmd.op)}`);
-      const mode = peerVariant(op);
-      const sweep = BenchSweepSchema.parse({ op, root: cmd.root ?? 0, sizes: [cmd.bytes], iters: cmd.iters, warmup: cmd.warmup, check: cmd.check ?? true, modes: [mode] });
-      const step = prepareStep({ dist, rank: g.rank, nranks: g.size, sweep }, cmd.bytes, mode);
-      splits.length = 0;
-      const s = await timeStep(dist, undefined, step, sweep, mode);
-      const timed = splits.slice(-s.times.length);
-      const split = timed.length ? (Object.fromEntries(PARTS.map((k) => [k, median(timed.map((x) => x[k])) * 1e3])) as unknown as SvcBreakdown) : undefined;
-      reply = { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes, split } satisfies PeerReply;
-    } catch (err) {
-      reply = { error: `${(err as Error).name}: ${(err as Error).message}` };
-    }
-    sock.write(JSON.stringify(reply) + '\n');
-  }
-  sock.end();
+  if (!process.argv.includes('--nats-only') && g.transport !== 'local')
+    console.error(`service_peer rank ${g.rank}: on NATS, the local path is unused: ${g.localUnused}`);
+  await servePeer(process.argv[at + 1], { hello: name, rank: g.rank, world: g.size }, async (cmd) => {
+    const op = opFromNcclTests(cmd.op);
+    if (op !== 'allReduce') throw new RangeError(`the service bench runs all_reduce only, not ${JSON.stringify(cmd.op)}`);
+    const { mode, sweep } = commandSweep(op, cmd);
+    const step = prepareStep({ dist, rank: g.rank, nranks: g.size, sweep }, cmd.bytes, mode);
+    splits.length = 0;
+    const s = await timeStep(dist, undefined, step, sweep, mode);
+    const timed = splits.slice(-s.times.length);
+    const split = timed.length
+      ? (Object.fromEntries(PARTS.map((k) => [k, median(timed.map((x) => x[k])) * 1e3])) as unknown as ServiceGroupBreakdown)
+      : undefined;
+    return { times: s.times, wrong: s.wrong ?? 0, count: step.shape.count, bytes: step.shape.bytes, split };
+  });
   await mesh.close();
 }
 

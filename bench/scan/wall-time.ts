@@ -5,8 +5,8 @@
 //
 //   node -r @swc-node/register bench/scan/wall-time.ts [--agents 16] [--scans 2] [--bandwidth-size 4194304]
 import { startNatsServer } from '@cmesh/testing';
-import { runScan } from '../../apps/cli/src/commands/scan';
-import { startMesh } from '../../apps/cli/src/mesh/launch';
+import { runScan } from '@cmesh/cli/commands';
+import { startMesh } from '@cmesh/testing/mesh';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

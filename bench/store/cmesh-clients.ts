@@ -6,7 +6,8 @@
 // real rank runs its few requests in its own process, while here one process runs those of
 // thousands, and V8 would still be compiling the client's code during the first of them.
 import * as readline from 'readline';
-import { startTcpStoreServer, TcpStore } from '../../libs/collectives/src/store';
+import { startTcpStoreServer, TcpStore } from '@cmesh/collectives';
+import { exercise } from './warm-up';
 
 const [host, portArg, firstArg, countArg, totalArg] = process.argv.slice(2);
 const port = Number(portArg);
@@ -47,19 +48,7 @@ async function phase(name: string, step: (i: number, span: Span) => Promise<numb
 /** Runs the client's calls a few thousand times against a throwaway server in this process. */
 async function warmUp(): Promise<void> {
   const server = await startTcpStoreServer({ host: '127.0.0.1', port: 0 });
-  const clients = await Promise.all(Array.from({ length: 8 }, () => TcpStore.create({ host: '127.0.0.1', port: server.port, timeoutMs: 30_000 })));
-  for (let round = 0; round < 300; round++) {
-    await Promise.all(
-      clients.map(async (c, i) => {
-        const got = c.get(`w/${round}/${(i + 1) % clients.length}`);
-        await c.set(`w/${round}/${i}`, String(i));
-        await got;
-        if ((await c.add(`w/${round}`, 1)) === clients.length) await c.set(`w/${round}/done`, '1');
-        await c.wait([`w/${round}/done`]);
-      }),
-    );
-  }
-  await Promise.all(clients.map((c) => c.close()));
+  await exercise(server.port);
   await server.close();
 }
 

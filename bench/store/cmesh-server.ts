@@ -1,11 +1,14 @@
 // cmesh's TcpStore server in a process of its own, for bench/store/store-scale.ts: prints
 // {"port": N} once it listens and serves until stdin closes; a line "gc" on stdin collects garbage
-// (run with --expose-gc) and answers {"gc": true}, so RSS readings count live memory.
+// (run with --expose-gc) and answers {"gc": true}, so RSS readings count live memory. With --warm,
+// its code is warmed first by the clients' calls of warm-up.ts from this process (leaving no key).
 import * as readline from 'readline';
-import { startTcpStoreServer } from '../../libs/collectives/src/store';
+import { startTcpStoreServer } from '@cmesh/collectives';
+import { exercise } from './warm-up';
 
 async function main() {
   const server = await startTcpStoreServer({ host: '127.0.0.1', port: 0 });
+  if (process.argv.includes('--warm')) await exercise(server.port);
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
   const lines = readline.createInterface({ input: process.stdin });
   lines.on('line', (line) => {

@@ -7,19 +7,22 @@
 //   wait     every client waits on "release"; one set releases them all: time from that set to the last release
 // and the server's RSS growth per client and its CPU time. Times are first start to last end over
 // all clients (wall clock); every result is checked (neighbour values, the adds are exactly 1..N).
+// A last table, `targets`, gives cmesh's time over torch's per phase and size (the target: <= 1).
 //   node -r @swc-node/register bench/store/store-scale.ts [--clients 64,256,1024,4096,10240] [--procs 4]
-//        [--only cmesh|torch] [--quick] [--json FILE] [--cpu-prof DIR] [--settle-ms MS] [--cold-clients]
+//        [--only cmesh|torch] [--quick] [--json FILE] [--cpu-prof DIR] [--settle-ms MS] [--cold-clients] [--warm-server]
 // cmesh's client processes warm their code up on a private server before they connect (see
-// cmesh-clients.ts); --cold-clients leaves that out. The server is never warmed up.
+// cmesh-clients.ts); --cold-clients leaves that out. The server starts cold, as a rank's would;
+// --warm-server runs warm-up.ts against it first, to show what V8's compiling costs each phase
+// (a run with it prints no targets table: the target is for the server as it starts).
 // --cpu-prof writes V8 CPU profiles of cmesh's server and client processes (their pids are printed).
 import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { readFileSync, writeFileSync } from 'fs';
 import * as path from 'path';
+import { setTimeout as sleep } from 'timers/promises';
 
 const HERE = __dirname;
 const PYTHON = '/usr/bin/python3';
 const PHASE_TIMEOUT_MS = 300_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export type StoreKind = 'cmesh' | 'torch';
 
@@ -73,7 +76,10 @@ export function fileLimit(): { soft: number; hard: number } {
   const line = readFileSync('/proc/self/limits', 'utf8')
     .split('\n')
     .find((l) => l.startsWith('Max open files'))!;
-  const [soft, hard] = line.split(/\s{2,}/).slice(1, 3).map((v) => (v === 'unlimited' ? Infinity : Number(v)));
+  const [soft, hard] = line
+    .split(/\s{2,}/)
+    .slice(1, 3)
+    .map((v) => (v === 'unlimited' ? Infinity : Number(v)));
   return { soft, hard };
 }
 
@@ -158,7 +164,9 @@ class Child {
 }
 
 function nodeChild(script: string, args: string[], flags: string[] = []): Child {
-  return new Child(process.execPath, [...flags, '-r', '@swc-node/register', path.join(HERE, script), ...args], { SWC_NODE_PROJECT: path.join(HERE, '../../tsconfig.json') });
+  return new Child(process.execPath, [...flags, '-r', '@swc-node/register', path.join(HERE, script), ...args], {
+    SWC_NODE_PROJECT: path.join(HERE, '../../tsconfig.json'),
+  });
 }
 
 /** Every client process's answer to one phase, combined: first start to last end. */
@@ -175,7 +183,11 @@ async function phase(procs: Child[], name: string): Promise<{ ms: number; result
   };
 }
 
-export async function measureStore(store: StoreKind, clients: number, opts: { procs?: number; cpuProfDir?: string; settleMs?: number; coldClients?: boolean } = {}): Promise<StoreScaleRow> {
+export async function measureStore(
+  store: StoreKind,
+  clients: number,
+  opts: { procs?: number; cpuProfDir?: string; settleMs?: number; coldClients?: boolean; warmServer?: boolean } = {},
+): Promise<StoreScaleRow> {
   const nprocs = Math.min(opts.procs ?? 4, clients);
   const connectionsPerClient = store === 'torch' ? 2 : 1;
   const row: StoreScaleRow = {
@@ -199,18 +211,28 @@ export async function measureStore(store: StoreKind, clients: number, opts: { pr
     return row;
   }
   const prof = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
-  const server = store === 'cmesh' ? nodeChild('cmesh-server.ts', [], ['--expose-gc', ...prof]) : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'server']);
+  const server =
+    store === 'cmesh'
+      ? nodeChild('cmesh-server.ts', opts.warmServer ? ['--warm'] : [], ['--expose-gc', ...prof])
+      : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'server']);
   const procs: Child[] = [];
   try {
     const { port } = await server.next((o) => o.port !== undefined, 'server start', 60_000);
     for (let p = 0, first = 0; p < nprocs; p++) {
       const count = Math.floor(clients / nprocs) + (p < clients % nprocs ? 1 : 0);
       const args = ['127.0.0.1', String(port), String(first), String(count), String(clients), ...(p === 0 ? ['--setter'] : [])];
-      procs.push(store === 'cmesh' ? nodeChild('cmesh-clients.ts', [...args, ...(opts.coldClients ? ['--cold'] : [])], prof) : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'clients', ...args]));
+      procs.push(
+        store === 'cmesh'
+          ? nodeChild('cmesh-clients.ts', [...args, ...(opts.coldClients ? ['--cold'] : [])], prof)
+          : new Child(PYTHON, [path.join(HERE, 'torch_store.py'), 'clients', ...args]),
+      );
       first += count;
     }
     await Promise.all(procs.map((p) => p.next((o) => o.ready, 'client start', 120_000)));
-    if (opts.cpuProfDir) console.error(`${store} ${clients}: CPU profiles of the server (pid ${server.pid}) and clients (pids ${procs.map((p) => p.pid).join(', ')}) in ${opts.cpuProfDir}`);
+    if (opts.cpuProfDir)
+      console.error(
+        `${store} ${clients}: CPU profiles of the server (pid ${server.pid}) and clients (pids ${procs.map((p) => p.pid).join(', ')}) in ${opts.cpuProfDir}`,
+      );
     // live memory only: the server collects garbage before each RSS reading
     const collect = async () => {
       server.send('gc');
@@ -287,6 +309,25 @@ export function formatRow(r: StoreScaleRow): string {
   return `| ${r.clients} | ${r.store} | ${ms(r.connectMs)} | ${ms(r.setGetMs)} | ${ms(r.barrierMs)} | ${ms(r.waitReleaseMs)} | ${kib} | ${r.serverRssMiB.toFixed(0)} MiB | ${cpu(r.serverCpuMs)} | ${cpu(r.clientsCpuMs)} | ${wrong} |`;
 }
 
+/** The target: cmesh's time no more than torch's in every phase, at every size measured with both. */
+export function targetRows(rows: StoreScaleRow[]): string[] {
+  const phases: [string, keyof StoreScaleRow][] = [
+    ['connect', 'connectMs'],
+    ['set + get', 'setGetMs'],
+    ['barrier', 'barrierMs'],
+    ['wait', 'waitReleaseMs'],
+  ];
+  const out: string[] = [];
+  for (const c of rows.filter((r) => r.store === 'cmesh')) {
+    const t = rows.find((r) => r.store === 'torch' && r.clients === c.clients);
+    if (!t || t.error || c.error) continue;
+    const ratios = phases.map(([, k]) => (c[k] as number) / (t[k] as number));
+    const missed = phases.filter((_, i) => !(ratios[i] <= 1)).map(([name]) => name);
+    out.push(`| ${c.clients} | ${ratios.map((v) => v.toFixed(2)).join(' | ')} | ${missed.length ? `missed: ${missed.join(', ')}` : 'met'} |`);
+  }
+  return out;
+}
+
 async function main() {
   const quick = process.argv.includes('--quick');
   const sizes = (arg('--clients') ?? (quick ? '64,256,1024' : '64,256,1024,4096,10240')).split(',').map(Number);
@@ -296,6 +337,7 @@ async function main() {
   const jsonOut = arg('--json');
   const cpuProfDir = arg('--cpu-prof');
   const coldClients = process.argv.includes('--cold-clients');
+  const warmServer = process.argv.includes('--warm-server');
   if (sizes.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--clients: positive integers expected, got ${arg('--clients')}`);
   if (!Number.isInteger(procs) || procs < 1) throw new Error(`--procs: a positive integer expected, got ${arg('--procs')}`);
   if (only && only !== 'cmesh' && only !== 'torch') throw new Error(`--only: cmesh or torch, got ${only}`);
@@ -307,15 +349,31 @@ async function main() {
   }
   const lim = fileLimit();
   console.log(`open files: soft ${lim.soft}, hard ${lim.hard}; ${procs} client processes${torch ? `; torch ${torch}` : ''}`);
-  console.log('| clients | store | connect | set + get neighbour | add barrier | wait: set to last release | server RSS per client | server RSS | server CPU: connect / set+get / barrier / wait (ms) | clients CPU: same phases (ms) | #wrong |');
+  console.log(
+    '| clients | store | connect | set + get neighbour | add barrier | wait: set to last release | server RSS per client | server RSS | server CPU: connect / set+get / barrier / wait (ms) | clients CPU: same phases (ms) | #wrong |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   const rows: StoreScaleRow[] = [];
   for (const n of sizes) {
     for (const s of stores) {
-      const r = await measureStore(s, n, { procs, cpuProfDir: s === 'cmesh' ? cpuProfDir : undefined, settleMs: settle ? Number(settle) : undefined, coldClients });
+      const r = await measureStore(s, n, {
+        procs,
+        cpuProfDir: s === 'cmesh' ? cpuProfDir : undefined,
+        settleMs: settle ? Number(settle) : undefined,
+        coldClients,
+        warmServer,
+      });
       rows.push(r);
       console.log(formatRow(r));
     }
+  }
+  const targets = warmServer ? [] : targetRows(rows);
+  if (warmServer) console.log("\ncmesh's server was warmed up before the clients connected (--warm-server): no targets table");
+  if (targets.length) {
+    console.log('\ntargets: cmesh time / torch time per phase, each at most 1');
+    console.log('| clients | connect | set + get | barrier | wait | target |');
+    console.log('|---|---|---|---|---|---|');
+    for (const line of targets) console.log(line);
   }
   if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ fileLimit: lim, procs, torch: torch ?? null, rows }, null, 2));
 }

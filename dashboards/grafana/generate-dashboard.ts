@@ -28,24 +28,40 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
     panels: [
       {
         title: 'Bus bandwidth by op and size class (last sweep)',
-        description: "The coordinator's nccl-tests busbw of the last sweep: per iteration the slowest rank, median over iterations; one bar per power-of-two size class (the sweep's largest size in it).",
+        description:
+          "The coordinator's nccl-tests busbw of the last sweep: per iteration the slowest rank, median over iterations; one bar per power-of-two size class (the sweep's largest size in it).",
         type: 'bargauge',
         unit: 'Bps',
-        targets: [{ expr: 'max by (op, size_class) (cmesh_collective_busbw_bytes_per_second{cluster=~"$cluster", job=~"$coordinator_job", op=~"$op"})', legend: '{{op}} <= {{size_class}} B' }],
+        targets: [
+          {
+            expr: 'max by (op, size_class) (cmesh_collective_busbw_bytes_per_second{cluster=~"$cluster", job=~"$coordinator_job", op=~"$op"})',
+            legend: '{{op}} <= {{size_class}} B',
+          },
+        ],
       },
       {
         title: 'Algorithm bandwidth by op and size class (last sweep)',
         description: 'size / time of the last sweep, as nccl-tests reports algbw.',
         type: 'bargauge',
         unit: 'Bps',
-        targets: [{ expr: 'max by (op, size_class) (cmesh_collective_algbw_bytes_per_second{cluster=~"$cluster", job=~"$coordinator_job", op=~"$op"})', legend: '{{op}} <= {{size_class}} B' }],
+        targets: [
+          {
+            expr: 'max by (op, size_class) (cmesh_collective_algbw_bytes_per_second{cluster=~"$cluster", job=~"$coordinator_job", op=~"$op"})',
+            legend: '{{op}} <= {{size_class}} B',
+          },
+        ],
       },
       {
         title: "Each rank's own busbw (last sweep)",
         description: "Every agent's busbw from its own median time: the slow rank stands out.",
         type: 'timeseries',
         unit: 'Bps',
-        targets: [{ expr: 'max by (instance, op) (cmesh_collective_busbw_bytes_per_second{cluster=~"$cluster", job=~"$agent_job", op=~"$op"})', legend: '{{instance}} {{op}}' }],
+        targets: [
+          {
+            expr: 'max by (instance, op) (cmesh_collective_busbw_bytes_per_second{cluster=~"$cluster", job=~"$agent_job", op=~"$op"})',
+            legend: '{{instance}} {{op}}',
+          },
+        ],
       },
     ],
   },
@@ -68,7 +84,12 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         description: 'Timed collective calls (sweep iterations on agents, every call in library jobs).',
         type: 'timeseries',
         unit: 'ops',
-        targets: [{ expr: 'sum by (job, op) (rate(cmesh_collective_duration_seconds_count{cluster=~"$cluster", op=~"$op"}[$__rate_interval]))', legend: '{{job}} {{op}}' }],
+        targets: [
+          {
+            expr: 'sum by (job, op) (rate(cmesh_collective_duration_seconds_count{cluster=~"$cluster", op=~"$op"}[$__rate_interval]))',
+            legend: '{{job}} {{op}}',
+          },
+        ],
       },
       {
         title: 'Rendezvous duration p50 / mean (since start)',
@@ -77,7 +98,10 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         unit: 's',
         targets: [
           { expr: 'histogram_quantile(0.5, sum by (le) (cmesh_rendezvous_duration_seconds_bucket{cluster=~"$cluster"}))', legend: 'p50' },
-          { expr: 'sum(cmesh_rendezvous_duration_seconds_sum{cluster=~"$cluster"}) / sum(cmesh_rendezvous_duration_seconds_count{cluster=~"$cluster"})', legend: 'mean' },
+          {
+            expr: 'sum(cmesh_rendezvous_duration_seconds_sum{cluster=~"$cluster"}) / sum(cmesh_rendezvous_duration_seconds_count{cluster=~"$cluster"})',
+            legend: 'mean',
+          },
         ],
       },
     ],
@@ -90,7 +114,12 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         description: 'Failed collectives (library jobs) and failed job runs (agents, coordinator).',
         type: 'timeseries',
         unit: 'ops',
-        targets: [{ expr: 'sum by (job, op, reason) (rate(cmesh_collective_errors_total{cluster=~"$cluster"}[$__rate_interval]))', legend: '{{job}} {{op}} {{reason}}' }],
+        targets: [
+          {
+            expr: 'sum by (job, op, reason) (rate(cmesh_collective_errors_total{cluster=~"$cluster"}[$__rate_interval]))',
+            legend: '{{job}} {{op}} {{reason}}',
+          },
+        ],
       },
       {
         title: 'Wrong elements (verification)',
@@ -147,14 +176,29 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
       {
         title: "Last scan: each link's bandwidth / reference",
         description:
-          'The last scan\'s pairwise matrix, one bar per link (agent_a<->agent_b): sendRecv bandwidth over the scan\'s reference (the median of the agents\' median bandwidths). Every link up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS agents, only flagged links above. cmesh scan --show <id> prints the whole matrix.',
+          "The last scan's pairwise matrix, one bar per link (agent_a<->agent_b): sendRecv bandwidth over the reference of its class, intra_node (both agents on one node) or inter_node (the median of the agents' median bandwidths in that class). Every link up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS agents, only flagged links above. cmesh scan --show <id> prints the whole matrix.",
         type: 'bargauge',
         unit: 'percentunit',
-        targets: [{ expr: 'max by (agent_a, agent_b, flagged) (cmesh_scan_link_bandwidth_ratio{cluster=~"$cluster", job=~"$coordinator_job"})', legend: '{{agent_a}}<->{{agent_b}} flagged={{flagged}}' }],
+        targets: [
+          {
+            expr: 'max by (agent_a, agent_b, flagged, link) (cmesh_scan_link_bandwidth_ratio{cluster=~"$cluster", job=~"$coordinator_job"})',
+            legend: '{{agent_a}}<->{{agent_b}} {{link}} flagged={{flagged}}',
+          },
+        ],
+      },
+      {
+        title: 'Scan reference bandwidth per link class',
+        description:
+          "Each scan's reference, per link class: intra_node (agents of one node: NVLink/PCIe, shared memory) and inter_node (the network). A drop in one class with the other steady points at that kind of path.",
+        type: 'timeseries',
+        unit: 'Bps',
+        targets: [
+          { expr: 'max by (link) (cmesh_scan_reference_bandwidth_bytes_per_second{cluster=~"$cluster", job=~"$coordinator_job"})', legend: '{{link}}' },
+        ],
       },
       {
         title: "Agents' median bandwidth / reference, per scan",
-        description: 'Each agent\'s median link bandwidth over the scan\'s reference; the CmeshAgentSlowInScans alert fires below 0.5 in 2 consecutive scans.',
+        description: "Each agent's median link bandwidth over the scan's reference; the CmeshAgentSlowInScans alert fires below 0.5 in 2 consecutive scans.",
         type: 'timeseries',
         unit: 'percentunit',
         targets: [{ expr: 'max by (agent) (cmesh_scan_agent_bandwidth_ratio{cluster=~"$cluster", job=~"$coordinator_job"})', legend: '{{agent}}' }],
@@ -195,7 +239,8 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
       },
       {
         title: 'Service bus bandwidth by group and op',
-        description: "nccl-tests' busbw of the service ops, averaged over the members' agents: bus bytes (size × the op's bus factor at the group's size) over the time the ops took.",
+        description:
+          "nccl-tests' busbw of the service ops, averaged over the members' agents: bus bytes (size × the op's bus factor at the group's size) over the time the ops took.",
         type: 'timeseries',
         unit: 'Bps',
         targets: [
@@ -210,16 +255,28 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         description: "Tensor bytes of the service ops that succeeded (nccl-tests' size), summed over the members' agents.",
         type: 'timeseries',
         unit: 'Bps',
-        targets: [{ expr: 'sum by (group) (rate(cmesh_service_op_bytes_total{cluster=~"$cluster", job=~"$agent_job", op=~"$op"}[$__rate_interval]))', legend: '{{group}}' }],
+        targets: [
+          {
+            expr: 'sum by (group) (rate(cmesh_service_op_bytes_total{cluster=~"$cluster", job=~"$agent_job", op=~"$op"}[$__rate_interval]))',
+            legend: '{{group}}',
+          },
+        ],
       },
       {
         title: 'Service ops and failures per second',
-        description: 'Ops that succeeded, by group and op, and ops that failed, by group, op and reason (the library error code: PEER_FAILURE, TIMEOUT, COLLECTIVE_MISMATCH, …). A failure ends the group.',
+        description:
+          'Ops that succeeded, by group and op, and ops that failed, by group, op and reason (the library error code: PEER_FAILURE, TIMEOUT, COLLECTIVE_MISMATCH, …). A failure ends the group.',
         type: 'timeseries',
         unit: 'ops',
         targets: [
-          { expr: 'sum by (group, op) (rate(cmesh_service_op_duration_seconds_count{cluster=~"$cluster", job=~"$agent_job", op=~"$op"}[$__rate_interval]))', legend: '{{group}} {{op}}' },
-          { expr: 'sum by (group, op, reason) (rate(cmesh_service_op_errors_total{cluster=~"$cluster", job=~"$agent_job", op=~"$op"}[$__rate_interval]))', legend: 'failed {{group}} {{op}} {{reason}}' },
+          {
+            expr: 'sum by (group, op) (rate(cmesh_service_op_duration_seconds_count{cluster=~"$cluster", job=~"$agent_job", op=~"$op"}[$__rate_interval]))',
+            legend: '{{group}} {{op}}',
+          },
+          {
+            expr: 'sum by (group, op, reason) (rate(cmesh_service_op_errors_total{cluster=~"$cluster", job=~"$agent_job", op=~"$op"}[$__rate_interval]))',
+            legend: 'failed {{group}} {{op}} {{reason}}',
+          },
         ],
       },
     ],
@@ -232,14 +289,24 @@ const rows: { title: string; panels: PanelSpec[] }[] = [
         description: 'Bytes each rank of a cmesh run job sent and received (CMESH_METRICS_PORT).',
         type: 'timeseries',
         unit: 'Bps',
-        targets: [{ expr: 'sum by (instance, direction) (rate(cmesh_collective_bytes_total{cluster=~"$cluster", op=~"$op"}[$__rate_interval]))', legend: '{{instance}} {{direction}}' }],
+        targets: [
+          {
+            expr: 'sum by (instance, direction) (rate(cmesh_collective_bytes_total{cluster=~"$cluster", op=~"$op"}[$__rate_interval]))',
+            legend: '{{instance}} {{direction}}',
+          },
+        ],
       },
       {
         title: 'Per-rank tensor bytes',
         description: 'Bytes of the tensors each rank ran collectives on (agents and library jobs).',
         type: 'timeseries',
         unit: 'Bps',
-        targets: [{ expr: 'sum by (job, instance) (rate(cmesh_collective_payload_bytes_total{cluster=~"$cluster", op=~"$op"}[$__rate_interval]))', legend: '{{job}} {{instance}}' }],
+        targets: [
+          {
+            expr: 'sum by (job, instance) (rate(cmesh_collective_payload_bytes_total{cluster=~"$cluster", op=~"$op"}[$__rate_interval]))',
+            legend: '{{job}} {{instance}}',
+          },
+        ],
       },
       {
         title: 'Resident memory',

@@ -18,7 +18,8 @@ export function prometheusRuleYaml(): string {
     metadata: { name: 'cmesh', labels: { 'app.kubernetes.io/name': 'cmesh', 'app.kubernetes.io/part-of': 'cmesh' } },
     spec: { groups },
   };
-  const header = '# Generated from dashboards/prometheus/rules/cmesh.rules.yml by\n# dashboards/prometheus/generate-prometheus-rule.ts: edit the rules there, then run it.\n';
+  const header =
+    '# Generated from dashboards/prometheus/rules/cmesh.rules.yml by\n# dashboards/prometheus/generate-prometheus-rule.ts: edit the rules there, then run it.\n';
   return header + dump(rule, { lineWidth: -1, noRefs: true });
 }
 

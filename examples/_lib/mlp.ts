@@ -39,13 +39,7 @@ export function initParameters(s: MlpShape, seed: number): Float32Array {
  * Sum over `indices` of the NLL loss; when `grad` is given, adds the sum of the per-sample
  * gradients into it (a sum, not a mean, so shards of a batch add up to the whole batch's).
  */
-export function lossAndGradSum(
-  s: MlpShape,
-  params: Float32Array,
-  data: Dataset,
-  indices: ArrayLike<number>,
-  grad?: Float64Array,
-): number {
+export function lossAndGradSum(s: MlpShape, params: Float32Array, data: Dataset, indices: ArrayLike<number>, grad?: Float64Array): number {
   const L = layout(s);
   const { features: F, hidden: H, classes: C } = s;
   const h = new Float64Array(H);

@@ -48,7 +48,9 @@ export function formatFixed(x: number, precision: number): string {
   const special = nonFinite(x);
   if (special !== undefined) return special;
   const { digits, scale } = exactDecimal(Math.abs(x));
-  const n = roundHalfEven(digits, scale - precision).toString().padStart(precision + 1, '0');
+  const n = roundHalfEven(digits, scale - precision)
+    .toString()
+    .padStart(precision + 1, '0');
   const intPart = n.slice(0, n.length - precision);
   const frac = n.slice(n.length - precision);
   return signOf(x) + intPart + (precision > 0 ? '.' + frac : '');

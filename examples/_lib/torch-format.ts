@@ -35,7 +35,10 @@ class Formatter {
   private sciMode = false;
   private maxWidth = 1;
 
-  constructor(private readonly floating: boolean, values: Scalar[]) {
+  constructor(
+    private readonly floating: boolean,
+    values: Scalar[],
+  ) {
     if (!floating) {
       for (const v of values) this.maxWidth = Math.max(this.maxWidth, String(v).length);
       return;
@@ -114,11 +117,7 @@ function vectorStr(v: View, indent: number, summarize: boolean, fmt: Formatter):
   const at = (i: number) => fmt.format(v.values[v.offset + i * v.strides[0]]);
   let data: string[];
   if (summarize && size > 2 * EDGEITEMS) {
-    data = [
-      ...Array.from({ length: EDGEITEMS }, (_, i) => at(i)),
-      ' ...',
-      ...Array.from({ length: EDGEITEMS }, (_, i) => at(size - EDGEITEMS + i)),
-    ];
+    data = [...Array.from({ length: EDGEITEMS }, (_, i) => at(i)), ' ...', ...Array.from({ length: EDGEITEMS }, (_, i) => at(size - EDGEITEMS + i))];
   } else {
     data = Array.from({ length: size }, (_, i) => at(i));
   }
@@ -196,7 +195,10 @@ export function tensorRepr(t: Tensor, shape: readonly number[] = [t.length]): st
 
 /** A tensor with a shape, printable in template strings like a torch tensor. */
 export class Shaped {
-  constructor(readonly data: Tensor, readonly shape: readonly number[] = [data.length]) {}
+  constructor(
+    readonly data: Tensor,
+    readonly shape: readonly number[] = [data.length],
+  ) {}
   toString(): string {
     return tensorRepr(this.data, this.shape);
   }

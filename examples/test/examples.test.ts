@@ -12,7 +12,11 @@ const started = new Map<string, Promise<RunResult>>();
 
 /** Registers an example; it starts at once (in the background, within the limit). */
 function example(name: string, spec: RunSpec): () => Promise<RunResult> {
-  if (!started.has(name)) started.set(name, runLimited(() => runExample(spec)));
+  if (!started.has(name))
+    started.set(
+      name,
+      runLimited(() => runExample(spec)),
+    );
   return () => started.get(name)!;
 }
 
@@ -72,15 +76,24 @@ describe('multi-processing', () => {
   });
 
   test('multi_process_1_v2 (notebook version): four children, no final line', async () => {
-    expectLinesAnyOrder(await mp1v2(), ranks(4).map((k) => `A0 B1 - rank: ${k}`));
+    expectLinesAnyOrder(
+      await mp1v2(),
+      ranks(4).map((k) => `A0 B1 - rank: ${k}`),
+    );
   });
 
   test('multi_process_2: dist.spawn passes rank and args', async () => {
-    expectLinesAnyOrder(await mp2(), ranks(4).map((k) => `A0 B1 - rank: ${k}`));
+    expectLinesAnyOrder(
+      await mp2(),
+      ranks(4).map((k) => `A0 B1 - rank: ${k}`),
+    );
   });
 
   test('mp_spawn_test (seed 003 test.py): spawn with world_size arg', async () => {
-    expectLinesAnyOrder(await spawnTest(), ranks(4).map((k) => ` 4 rank: ${k}`));
+    expectLinesAnyOrder(
+      await spawnTest(),
+      ranks(4).map((k) => ` 4 rank: ${k}`),
+    );
   });
 
   test('multi_process_3: the launcher sets RANK', async () => {
@@ -115,7 +128,10 @@ describe('process groups', () => {
   });
 
   test('process_group_3: spawn x4, init + newGroup(all) on each', async () => {
-    expectLinesAnyOrder(await pg3(), ranks(4).map((k) => new RegExp(`ProcessGroup.* - rank: ${k}$`)));
+    expectLinesAnyOrder(
+      await pg3(),
+      ranks(4).map((k) => new RegExp(`ProcessGroup.* - rank: ${k}$`)),
+    );
   });
 
   test('process_group_4: launcher x4, newGroup(all)', async () => {
@@ -123,7 +139,10 @@ describe('process groups', () => {
   });
 
   test('multiprocess_spawn (seed 003): spawn x4, default group', async () => {
-    expectLinesAnyOrder(await spawnPg(), ranks(4).map((k) => new RegExp(`ProcessGroup.* - rank: ${k}$`)));
+    expectLinesAnyOrder(
+      await spawnPg(),
+      ranks(4).map((k) => new RegExp(`ProcessGroup.* - rank: ${k}$`)),
+    );
   });
 
   test('multiprocess_launch_v2 (seed 003): launcher x4, default group', async () => {
@@ -138,10 +157,8 @@ describe('P2P', () => {
   const blocking = example('p2p_communication', { via: 'run', file: 'p2p_communication.ts', nproc: 2 });
   const nonBlocking = example('p2p_communication_non_blocking', { via: 'run', file: 'p2p_communication_non_blocking.ts', nproc: 2 });
 
-  test('p2p_communication: rank 1 receives rank 0\'s randn(2, 2) with send/recv', async () => {
-    expectPerRank(await blocking(), 2, (k) =>
-      k === 0 ? [] : [`rank 1 before: ${t22('0.')[0]}`, t22('0.')[1], `rank 1 after: ${randn22[0]}`, randn22[1]],
-    );
+  test("p2p_communication: rank 1 receives rank 0's randn(2, 2) with send/recv", async () => {
+    expectPerRank(await blocking(), 2, (k) => (k === 0 ? [] : [`rank 1 before: ${t22('0.')[0]}`, t22('0.')[1], `rank 1 after: ${randn22[0]}`, randn22[1]]));
   });
 
   test('p2p_communication_non_blocking: isend/irecv + wait, both ranks print the same tensor', async () => {
@@ -166,7 +183,7 @@ describe('collectives (seed 000, 4 ranks)', () => {
   const reduceScatter = run4('reduce_scatter');
   const barrier = run4('barrier');
 
-  test('broadcast: rank 0\'s randn(2, 2) reaches every rank', async () => {
+  test("broadcast: rank 0's randn(2, 2) reaches every rank", async () => {
     expectPerRank(await broadcast(), 4, (k) => [
       `before rank ${k}: ${k === 0 ? randn22[0] : t22('0.')[0]}`,
       k === 0 ? randn22[1] : t22('0.')[1],
@@ -192,9 +209,7 @@ describe('collectives (seed 000, 4 ranks)', () => {
   });
 
   test('gather: rank 0 collects [0, 1, 2, 3]', async () => {
-    expectPerRank(await gather(), 4, (k) =>
-      k === 0 ? ['[tensor([0.]), tensor([1.]), tensor([2.]), tensor([3.])]'] : [],
-    );
+    expectPerRank(await gather(), 4, (k) => (k === 0 ? ['[tensor([0.]), tensor([1.]), tensor([2.]), tensor([3.])]'] : []));
   });
 
   test('allreduce_sum: every rank has 6', async () => {
@@ -212,10 +227,7 @@ describe('collectives (seed 000, 4 ranks)', () => {
   });
 
   test('reduce_scatter: rank k gets the sum of the k-th column (int64)', async () => {
-    expectPerRank(await reduceScatter(), 4, (k) => [
-      `Before: rank ${k} output: tensor([0])`,
-      `After: rank ${k} output: tensor([${6 * 10 ** k}])`,
-    ]);
+    expectPerRank(await reduceScatter(), 4, (k) => [`Before: rank ${k} output: tensor([0])`, `After: rank ${k} output: tensor([${6 * 10 ** k}])`]);
   });
 
   test('barrier: nobody passes before rank 0 has counted 4 seconds', async () => {
@@ -258,10 +270,7 @@ describe('collectives with before/after (seed 002, 3 ranks)', () => {
   });
 
   test('example_reduce: rank 0 gets 6; the others keep their input (as the seed shows)', async () => {
-    expectPerRank(await reduce(), 3, (k) => [
-      `Before reduce on rank ${k}: ${fill5(k + 1)}`,
-      `After reduce on rank ${k}: ${k === 0 ? fill5(6) : fill5(k + 1)}`,
-    ]);
+    expectPerRank(await reduce(), 3, (k) => [`Before reduce on rank ${k}: ${fill5(k + 1)}`, `After reduce on rank ${k}: ${k === 0 ? fill5(6) : fill5(k + 1)}`]);
   });
 
   test('example_all_reduce', async () => {
@@ -269,10 +278,7 @@ describe('collectives with before/after (seed 002, 3 ranks)', () => {
   });
 
   test('example_gather', async () => {
-    expectPerRank(await gather(), 3, (k) => [
-      `Before gather on rank ${k}: ${fill5(k + 1)}`,
-      ...(k === 0 ? [`After gather on rank 0: ${list123}`] : []),
-    ]);
+    expectPerRank(await gather(), 3, (k) => [`Before gather on rank ${k}: ${fill5(k + 1)}`, ...(k === 0 ? [`After gather on rank 0: ${list123}`] : [])]);
   });
 
   test('example_all_gather', async () => {
@@ -294,10 +300,7 @@ describe('collectives with before/after (seed 002, 3 ranks)', () => {
       '[tensor([3., 6.]), tensor([ 9., 36.]), tensor([ 27., 216.])]',
     ];
     const after = ['tensor([ 6., 12.])', 'tensor([14., 56.])', 'tensor([ 36., 288.])'];
-    expectPerRank(await reduceScatter(), 3, (k) => [
-      `Before ReduceScatter on rank ${k}: ${before[k]}`,
-      `After ReduceScatter on rank ${k}: ${after[k]}`,
-    ]);
+    expectPerRank(await reduceScatter(), 3, (k) => [`Before ReduceScatter on rank ${k}: ${before[k]}`, `After ReduceScatter on rank ${k}: ${after[k]}`]);
   });
 
   test('example_barrier: every rank leaves the barrier after the slowest (2 s)', async () => {

@@ -8,9 +8,7 @@
 //                      device; every rank must end with a typed error, none may hang
 // Usage: node -r @swc-node/register scripts/gpu-check/library-nccl.ts --world 1
 import { spawn } from 'child_process';
-import { freePort } from '@cmesh/testing';
-
-import { run } from '../../libs/collectives/test/support/scenarios/nccl';
+import { freePort, runNcclScenario } from '@cmesh/testing';
 
 const RANK_TIMEOUT_MS = 120_000;
 
@@ -49,13 +47,20 @@ function spawnRank(rank: number, env: NodeJS.ProcessEnv): Promise<RankOutcome> {
       } catch {
         parsed = { error: { name: 'NoResult', message: code === null ? `killed after ${RANK_TIMEOUT_MS} ms (hung)` : `exited ${code} without a result` } };
       }
-      resolve({ rank, ms: Date.now() - started, code, stderr: stderr.slice(-1500), ncclLogLines: stderr.split('\n').filter((l) => / NCCL (INFO|WARN) /.test(l)).length, ...parsed });
+      resolve({
+        rank,
+        ms: Date.now() - started,
+        code,
+        stderr: stderr.slice(-1500),
+        ncclLogLines: stderr.split('\n').filter((l) => / NCCL (INFO|WARN) /.test(l)).length,
+        ...parsed,
+      });
     }),
   );
 }
 
 async function rankMain(): Promise<void> {
-  const out = await run(null).then(
+  const out = await runNcclScenario(null).then(
     (result) => ({ result }),
     (e: Error) => ({ error: { name: e.name, message: e.message } }),
   );
@@ -86,7 +91,9 @@ async function main(): Promise<number> {
       // the wanted outcome: a typed error, promptly, on every rank
       const ok = !!o.error && o.error.name !== 'NoResult' && o.ms < RANK_TIMEOUT_MS;
       failed ||= !ok;
-      console.log(`rank ${o.rank} (GPU 0): ${o.error ? `${o.error.name}: ${o.error.message}` : 'no error'} after ${o.ms} ms${ok ? '' : '  <- expected a typed error'}`);
+      console.log(
+        `rank ${o.rank} (GPU 0): ${o.error ? `${o.error.name}: ${o.error.message}` : 'no error'} after ${o.ms} ms${ok ? '' : '  <- expected a typed error'}`,
+      );
       continue;
     }
     const r = o.result as { checks?: number; failures?: string[]; backend?: string } | undefined;

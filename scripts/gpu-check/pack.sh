@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
-for script in nccl-sweep library-nccl; do
+for script in nccl-sweep library-nccl first-run compare; do
   npx esbuild "scripts/gpu-check/$script.ts" --bundle --platform=node --target=node20 \
     --tsconfig=tsconfig.base.json --log-level=warning --outfile=".gpu/$script.js"
 done

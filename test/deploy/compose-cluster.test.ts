@@ -2,12 +2,15 @@
 // here), local stand-ins for the Docker Hub base images (scripts/docker/standin-images.sh, cached
 // by label), the images built from the Dockerfiles by `docker-compose build` (Docker's layer
 // cache), and `docker-compose up` with the file's rank agents (one service and one NATS login
-// each). From the host, as a user would: NATS has each agent logged in as itself, `cmesh status`
+// each) and NATS as a JetStream cluster of three servers (docker-compose.nats-cluster.yml on top
+// of docker-compose.yml). From the host, as a user would: the three servers elect one meta leader,
+// NATS has each agent logged in as itself, `cmesh status`
 // shows the agents, `cmesh bench --mesh` returns a checked table with 0 wrong, Prometheus in the
 // cluster has every agent's collective durations, the example services (logged in as the second
-// tenant) average weights through the mesh (collectives as a service), killing one agent
-// mid-sweep fails the job naming it, and `docker-compose down -v` leaves no container, network or
-// volume.
+// tenant) average weights through the mesh (collectives as a service), killing the NATS server
+// the coordinator is connected to mid-sweep leaves the sweep complete with 0 wrong, killing one
+// agent mid-sweep fails the job naming it, and `docker-compose down -v` leaves no container,
+// network or volume.
 // Grafana (no Debian package to make a stand-in from) is not started. Ports: Docker picks free
 // ones, published on 127.0.0.1 only. Where no engine can be had, the tests are skipped, saying why.
 import { ChildProcess, spawn, spawnSync, SpawnSyncReturns } from 'child_process';
@@ -17,13 +20,21 @@ import { join, resolve } from 'path';
 import { YAML11_SCHEMA, load } from 'js-yaml';
 import { connect } from '@nats-io/transport-node';
 import { AuthorizationError } from '@nats-io/nats-core';
+import { setTimeout as sleep } from 'timers/promises';
 
 const ROOT = resolve(__dirname, '../..');
 const CMESH = join(ROOT, 'apps/cli/bin/cmesh.js');
 const PROJECT = `cmeshdeploy${process.pid}x${Date.now().toString(36)}`;
 const LABEL = `com.docker.compose.project=${PROJECT}`;
+const FILES = ['docker-compose.yml', 'docker-compose.nats-cluster.yml'].flatMap((f) => ['-f', join(ROOT, f)]);
+/** the NATS servers, as docker-compose.nats-cluster.yml names them */
+const NATS = ['nats', 'nats-1', 'nats-2'];
 // the agents' services (rank-agent-<i>) and their agent names, as docker-compose.yml defines them
-const SERVICES = (load(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { schema: YAML11_SCHEMA }) as { services: Record<string, { environment?: Record<string, string> }> }).services;
+const SERVICES = (
+  load(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { schema: YAML11_SCHEMA }) as {
+    services: Record<string, { environment?: Record<string, string> }>;
+  }
+).services;
 const AGENTS = Object.entries(SERVICES)
   .filter(([s]) => /^rank-agent-\d+$/.test(s))
   .map(([service, s]) => ({ service, name: s.environment!.CMESH_AGENT_NAME }));
@@ -48,12 +59,13 @@ const describeEngine = skipReason ? describe.skip : describe;
 function run(cmd: string, args: string[], opts: { timeout?: number; env?: NodeJS.ProcessEnv; allowFail?: boolean } = {}): SpawnSyncReturns<string> {
   const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', timeout: opts.timeout ?? 120_000, env: opts.env ?? process.env, maxBuffer: 64 << 20 });
   if (!opts.allowFail && r.status !== 0) {
-    throw new Error(`${cmd} ${args.join(' ')} exited ${r.status ?? r.signal}${r.error ? ` (${r.error.message})` : ''}\n${(r.stdout ?? '').slice(-3000)}\n${(r.stderr ?? '').slice(-3000)}`);
+    throw new Error(
+      `${cmd} ${args.join(' ')} exited ${r.status ?? r.signal}${r.error ? ` (${r.error.message})` : ''}\n${(r.stdout ?? '').slice(-3000)}\n${(r.stderr ?? '').slice(-3000)}`,
+    );
   }
   return r;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A deadline for Promise.race that does not hold jest open once the race is won. */
 const deadline = (ms: number) => new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms).unref());
 
@@ -72,7 +84,7 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
     CMESH_GRAFANA_PORT: '',
   };
   const compose = (args: string[], timeout = 120_000, allowFail = false) =>
-    run('docker-compose', ['-p', PROJECT, '-f', join(ROOT, 'docker-compose.yml'), ...args], { env, timeout, allowFail });
+    run('docker-compose', ['-p', PROJECT, ...FILES, ...args], { env, timeout, allowFail });
   /** the agents' container ids, in AGENTS' order */
   const agentContainers = () => AGENTS.map((a) => compose(['ps', '-q', a.service]).stdout.trim());
   const inspect = (id: string, format: string) => run('docker', ['inspect', '-f', format, id]).stdout.trim();
@@ -82,8 +94,15 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
   const cmesh = (args: string[], timeout = 60_000) =>
     run(process.execPath, [CMESH, ...args, '--coordinator', coordinator], { timeout, allowFail: true, env: { ...process.env, CMESH_API_TOKEN: token } });
   const leftovers = () =>
-    [['ps', '-a'], ['network', 'ls'], ['volume', 'ls']].flatMap(([what, ...rest]) =>
-      run('docker', [what, ...rest, '-q', '--filter', `label=${LABEL}`]).stdout.split('\n').filter(Boolean).map((id) => `${what} ${id}`),
+    [
+      ['ps', '-a'],
+      ['network', 'ls'],
+      ['volume', 'ls'],
+    ].flatMap(([what, ...rest]) =>
+      run('docker', [what, ...rest, '-q', '--filter', `label=${LABEL}`])
+        .stdout.split('\n')
+        .filter(Boolean)
+        .map((id) => `${what} ${id}`),
     );
 
   beforeAll(async () => {
@@ -95,7 +114,8 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
       dockerd = spawn('dockerd', ['--pidfile', join(dockerdDir, 'dockerd.pid')], { stdio: ['ignore', log, log] });
       closeSync(log);
       for (const end = Date.now() + 60_000; !engineUp(); await sleep(500)) {
-        if (Date.now() > end || dockerd.exitCode !== null) throw new Error(`dockerd did not start:\n${readFileSync(join(dockerdDir, 'dockerd.log'), 'utf8').slice(-3000)}`);
+        if (Date.now() > end || dockerd.exitCode !== null)
+          throw new Error(`dockerd did not start:\n${readFileSync(join(dockerdDir, 'dockerd.log'), 'utf8').slice(-3000)}`);
       }
     }
     run('bash', [join(ROOT, 'scripts/docker/standin-images.sh')], { timeout: 600_000 });
@@ -108,7 +128,7 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
     // them: no dangling image per run
     const after = imageIds();
     for (const id of before.filter((id, i) => id && id !== after[i])) run('docker', ['rmi', id], { allowFail: true });
-    compose(['up', '-d', '--no-build', 'nats', 'coordinator', ...AGENTS.map((a) => a.service), 'prometheus'], 300_000);
+    compose(['up', '-d', '--no-build', ...NATS, 'coordinator', ...AGENTS.map((a) => a.service), 'prometheus'], 300_000);
     const port = (service: string, p: number) => compose(['port', service, String(p)]).stdout.trim();
     coordinator = `http://${port('coordinator', 7700)}`;
     prometheus = `http://${port('prometheus', 9090)}`;
@@ -125,9 +145,26 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
     await expect(connect({ servers: nats })).rejects.toThrow(AuthorizationError);
   });
 
+  /** a NATS server's monitoring endpoint, read inside its container */
+  const monitor = <T>(service: string, path: string) =>
+    JSON.parse(compose(['exec', '-T', service, 'wget', '-q', '-O', '-', `http://127.0.0.1:8222${path}`]).stdout) as T;
+  type Connz = { connections: { authorized_user?: string; name?: string }[] };
+
+  it('the three NATS servers form one JetStream cluster', async () => {
+    type Jsz = { meta_cluster?: { leader?: string; cluster_size?: number } };
+    let metas: Jsz['meta_cluster'][] = [];
+    for (const end = Date.now() + 60_000; Date.now() < end; await sleep(1000)) {
+      metas = NATS.map((s) => monitor<Jsz>(s, '/jsz').meta_cluster);
+      if (new Set(metas.map((m) => m?.leader)).size === 1 && metas[0]?.leader) break;
+    }
+    expect(metas.map((m) => [m?.leader, m?.cluster_size])).toEqual(NATS.map(() => [metas[0]?.leader, 3]));
+    expect(NATS).toContain(metas[0]?.leader);
+    for (const s of NATS) expect([s, monitor<{ num_routes: number }>(s, '/routez').num_routes]).toEqual([s, 2]);
+  }, 90_000);
+
   it('each agent is logged in to NATS as itself (no shared agent login)', async () => {
-    // the server's own view of its connections (the monitoring port, inside the nats container)
-    const connz = () => JSON.parse(compose(['exec', '-T', 'nats', 'wget', '-q', '-O', '-', 'http://127.0.0.1:8222/connz?auth=true&limit=1024']).stdout) as { connections: { authorized_user?: string }[] };
+    // the servers' own view of their connections (the monitoring port, inside each nats container)
+    const connz = () => ({ connections: NATS.flatMap((s) => monitor<Connz>(s, '/connz?auth=true&limit=1024').connections) });
     let users: string[] = [];
     for (const end = Date.now() + 60_000; Date.now() < end; await sleep(1000)) {
       users = connz().connections.map((c) => c.authorized_user ?? '(none)');
@@ -159,14 +196,17 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
       out = cmesh(['status']).stdout;
       if (names.every((n) => new RegExp(`│ ${n} +│ ready +│`).test(out))) break;
     }
-    expect(out).toMatch(new RegExp(`Agents \\(${N}\\)`));
+    expect(out).toMatch(new RegExp(`Agents \\(${N}[,)]`));
     for (const n of names) expect(out).toMatch(new RegExp(`│ ${n} +│ ready +│ tcp`));
   }, 90_000);
 
   it('cmesh bench --mesh -b 8 -e 1M: every size checked, 0 wrong, over the agents', () => {
     const r = cmesh(['bench', '--mesh', '-b', '8', '-e', '1M'], 180_000);
     expect([r.status, r.stderr]).toEqual([0, '']);
-    const rows = r.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l)).map((l) => l.trim().split(/\s+/));
+    const rows = r.stdout
+      .split('\n')
+      .filter((l) => /^\s+\d+\s+\d+\s+float/.test(l))
+      .map((l) => l.trim().split(/\s+/));
     // 8 B to 1 MiB by 2: 18 sizes, all_reduce of float sum
     expect(rows.map((c) => Number(c[0]))).toEqual(Array.from({ length: 18 }, (_, i) => 8 << i));
     for (const c of rows) expect([c[0], c[8], c[12]]).toEqual([c[0], '0', '0']); // #wrong, out of place and in place
@@ -175,7 +215,9 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
   }, 200_000);
 
   it("Prometheus in the cluster scrapes every agent's cmesh_collective_duration_seconds", async () => {
-    const ips = agentContainers().map((id) => inspect(id, '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}')).sort();
+    const ips = agentContainers()
+      .map((id) => inspect(id, '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}'))
+      .sort();
     expect(ips).toHaveLength(N);
     const query = `count by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-agent"})`;
     let instances: string[] = [];
@@ -191,7 +233,7 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
 
   it('the CLI image: `docker-compose run --rm cli status` inside the network shows the agents', () => {
     const r = compose(['--profile', 'tools', 'run', '--rm', '--no-deps', 'cli', 'status'], 60_000);
-    expect(r.stdout).toMatch(new RegExp(`Agents \\(${N}\\)`));
+    expect(r.stdout).toMatch(new RegExp(`Agents \\(${N}[,)]`));
   }, 90_000);
 
   it('the example services (profile examples, the second tenant team-b): two containers average their weights through the mesh and end identical', async () => {
@@ -205,11 +247,58 @@ describeEngine(`docker-compose cluster (${N} rank agents)`, () => {
     compose(['--profile', 'examples', 'rm', '-f', '-s', 'weights']);
   }, 150_000);
 
+  it('killing the NATS server the coordinator is on mid-sweep: the sweep completes, 0 wrong; the server rejoins', async () => {
+    const victim = NATS.find((s) => monitor<Connz>(s, '/connz?limit=1024').connections.some((c) => c.name?.startsWith('cmesh-coordinator-')))!;
+    expect(victim).toBeDefined();
+    const bench = spawn(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', coordinator, '-b', '64K', '-e', '4M', '-n', '200', '-w', '2'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, CMESH_API_TOKEN: token },
+    });
+    let out = '';
+    bench.stdout!.on('data', (d) => (out += d));
+    bench.stderr!.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((r) => bench.once('exit', (code) => r(code)));
+    try {
+      let job: { id: string; state: string; progress: { done: number } } | undefined;
+      for (const end = Date.now() + 60_000; Date.now() < end && bench.exitCode === null; await sleep(100)) {
+        const { jobs } = (await (await fetch(`${coordinator}/jobs?limit=1`, { headers: auth() })).json()) as { jobs: NonNullable<typeof job>[] };
+        job = jobs[0];
+        if (job?.state === 'running' && job.progress.done >= 1) break;
+      }
+      expect(job).toMatchObject({ state: 'running' });
+      run('docker', ['kill', '--signal', 'KILL', compose(['ps', '-q', victim]).stdout.trim()]);
+      const code = await Promise.race([exited, deadline(120_000)]);
+      // the bench's own output when it did not end well
+      expect(code === 0 && /# Out of bounds values : 0 OK/.test(out) ? 'ok' : `exit ${code}:\n${out.slice(-3000)}`).toBe('ok');
+      const rows = out
+        .split('\n')
+        .filter((l) => /^\s+\d+\s+\d+\s+float/.test(l))
+        .map((l) => l.trim().split(/\s+/));
+      expect(rows.length).toBe(7); // 64K to 4M by 2
+      for (const c of rows) expect([c[0], c[8], c[12]]).toEqual([c[0], '0', '0']);
+      const record = (await (await fetch(`${coordinator}/jobs/${job!.id}`, { headers: auth() })).json()) as { state: string };
+      expect(record.state).toBe('succeeded');
+    } finally {
+      if (bench.exitCode === null) bench.kill('SIGKILL');
+    }
+    // started again on its volume, it rejoins: healthy (in contact with the meta leader, caught up)
+    compose(['start', victim]);
+    let health = '';
+    for (const end = Date.now() + 90_000; health !== 'healthy' && Date.now() < end; await sleep(1000))
+      health = inspect(compose(['ps', '-q', victim]).stdout.trim(), '{{.State.Health.Status}}');
+    expect(health).toBe('healthy');
+  }, 300_000);
+
   it('killing one agent container mid-sweep fails the job, naming that agent', async () => {
     const victim = agentContainers()[1];
     const name = AGENTS[1].name;
     // seconds of work, so the kill lands mid-sweep
-    const bench = spawn(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', coordinator, '-b', '64K', '-e', '4M', '-n', '300', '-w', '2'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CMESH_API_TOKEN: token } });
+    const bench = spawn(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', coordinator, '-b', '64K', '-e', '4M', '-n', '300', '-w', '2'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, CMESH_API_TOKEN: token },
+    });
     let out = '';
     bench.stdout!.on('data', (d) => (out += d));
     bench.stderr!.on('data', (d) => (out += d));

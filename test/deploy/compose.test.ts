@@ -14,7 +14,7 @@ import { connect } from '@nats-io/transport-node';
 import { AuthorizationError, NatsConnection } from '@nats-io/nats-core';
 import { clusterNames } from '@cmesh/protocol';
 import { startNatsServer } from '@cmesh/testing';
-import { register as registerSecrets } from '../../apps/cli/src/commands/secrets';
+import { registerSecrets } from '@cmesh/cli/commands';
 
 const ROOT = resolve(__dirname, '../..');
 const COMPOSE = join(ROOT, 'docker-compose.yml');
@@ -27,7 +27,11 @@ const AGENTS = Object.keys(services)
   .filter((s) => /^rank-agent-\d+$/.test(s))
   .sort((a, b) => Number(a.split('-').pop()) - Number(b.split('-').pop()));
 /** auth-init's command line: `cmesh secrets init /secrets ...`, its flags. */
-const initArgs = (services['auth-init'].entrypoint.join(' ') as string).match(/cmesh\.js secrets init \/secrets ([^&]*)&&/)?.[1].trim().split(/\s+/) ?? [];
+const initArgs =
+  (services['auth-init'].entrypoint.join(' ') as string)
+    .match(/cmesh\.js secrets init \/secrets ([^&]*)&&/)?.[1]
+    .trim()
+    .split(/\s+/) ?? [];
 const flagValues = (flag: string) => initArgs.flatMap((a, i) => (a === flag ? [initArgs[i + 1]] : []));
 
 it('docker-compose config accepts the file (where Debian docker-compose is installed)', () => {
@@ -39,11 +43,24 @@ it('docker-compose config accepts the file (where Debian docker-compose is insta
   const r = spawnSync('docker-compose', ['-f', COMPOSE, '--profile', 'tools', 'config', '--services'], { cwd: ROOT, encoding: 'utf8' });
   expect(r.stderr.trim()).toBe('');
   expect(r.status).toBe(0);
-  expect(r.stdout.trim().split('\n').sort()).toEqual(['auth-init', 'cli', 'coordinator', 'grafana', 'nats', 'nats-exporter', 'prometheus', 'rank-agent-0', 'rank-agent-1', 'weights']);
+  expect(r.stdout.trim().split('\n').sort()).toEqual([
+    'auth-init',
+    'cli',
+    'coordinator',
+    'grafana',
+    'nats',
+    'nats-exporter',
+    'prometheus',
+    'rank-agent-0',
+    'rank-agent-1',
+    'weights',
+  ]);
 }, 60_000);
 
 it("Prometheus scrapes NATS through the nats-exporter service, which reads the nats service's monitoring port", () => {
-  const prom = load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus.yml'), 'utf8')) as { scrape_configs: { job_name: string; static_configs?: { targets: string[] }[] }[] };
+  const prom = load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus.yml'), 'utf8')) as {
+    scrape_configs: { job_name: string; static_configs?: { targets: string[] }[] }[];
+  };
   const job = prom.scrape_configs.find((j) => j.job_name === 'cmesh-nats')!;
   expect(job.static_configs).toEqual([{ targets: ['nats-exporter:7777'] }]);
   const monitor = services.nats.command[services.nats.command.indexOf('--http_port') + 1];
@@ -51,7 +68,9 @@ it("Prometheus scrapes NATS through the nats-exporter service, which reads the n
   expect(exporter.command.at(-1)).toBe(`http://nats:${monitor}`);
   expect(exporter.command).toEqual(expect.arrayContaining(['-varz', '-connz', '-jsz=all', '-healthz']));
   // the rule that watches NATS reads that job
-  expect(readFileSync(join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml'), 'utf8')).toMatch(/alert: CmeshNatsDown\n\s+expr: absent\(up\{job="cmesh-nats"\} == 1\)/);
+  expect(readFileSync(join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml'), 'utf8')).toMatch(
+    /alert: CmeshNatsDown\n\s+expr: absent\(up\{job="cmesh-nats"\} == 1\)/,
+  );
 });
 
 it('validates against the Compose Specification schema, and the schema rejects a broken file', () => {
@@ -60,7 +79,15 @@ it('validates against the Compose Specification schema, and the schema rejects a
   // "id" for "$id", and informational "#/definitions/…" ids that ajv would take as anchors
   const { $schema: _meta, id: $id, ...rest } = JSON.parse(readFileSync(join(__dirname, 'schemas/compose-spec.json'), 'utf8'));
   const dropIds = (v: any): any =>
-    Array.isArray(v) ? v.map(dropIds) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).filter(([k, x]) => !(k === 'id' && typeof x === 'string' && x.startsWith('#'))).map(([k, x]) => [k, dropIds(x)])) : v;
+    Array.isArray(v)
+      ? v.map(dropIds)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.entries(v)
+              .filter(([k, x]) => !(k === 'id' && typeof x === 'string' && x.startsWith('#')))
+              .map(([k, x]) => [k, dropIds(x)]),
+          )
+        : v;
   const validate = ajv.compile({ $id, ...dropIds(rest) });
   expect([validate(compose), ajv.errorsText(validate.errors)]).toEqual([true, 'No errors']);
   const broken = structuredClone(compose);
@@ -106,7 +133,11 @@ it('authentication on: auth-init makes the secrets before NATS starts; every pro
   expect(services['auth-init'].entrypoint.join(' ')).toMatch(/cmesh\.js secrets init \/secrets/);
   expect(services.nats.depends_on['auth-init'].condition).toBe('service_completed_successfully');
   expect(services.nats.command.slice(0, 2)).toEqual(['-c', '/secrets/nats/nats-server.conf']);
-  expect(services.coordinator.environment).toMatchObject({ NATS_USER: 'coordinator', NATS_PASSWORD_FILE: '/secrets/nats/coordinator.password', CMESH_API_TOKEN_FILE: '/secrets/api-token' });
+  expect(services.coordinator.environment).toMatchObject({
+    NATS_USER: 'coordinator',
+    NATS_PASSWORD_FILE: '/secrets/nats/coordinator.password',
+    CMESH_API_TOKEN_FILE: '/secrets/api-token',
+  });
   expect(services.cli.environment).toMatchObject({ NATS_USER: 'client', CMESH_API_TOKEN_FILE: '/secrets/api-token' });
   for (const s of ['nats', 'coordinator', ...AGENTS, 'cli']) expect(services[s].volumes).toContain('cmesh-secrets:/secrets:ro');
   // no secret value in the file itself
@@ -170,7 +201,11 @@ it("auth-init's `cmesh secrets init`, run here: a password per agent and tenant;
     const agent1 = await login('agent-1');
     await login('team-b');
     const seen: string[] = [];
-    coordinator.subscribe(names.agents.heartbeatWildcard, { callback: (_e, m) => { seen.push(m.subject); } });
+    coordinator.subscribe(names.agents.heartbeatWildcard, {
+      callback: (_e, m) => {
+        seen.push(m.subject);
+      },
+    });
     await coordinator.flush();
     // in order on one connection: had the forged heartbeat been let through, it would arrive first
     agent1.publish(names.agents.heartbeat('agent-0'));
@@ -201,7 +236,11 @@ it('Prometheus gets the rules and a config whose targets are the services; Grafa
     expect(services[s].environment.CMESH_HTTP_PORT).toBe(services[AGENTS[0]].environment.CMESH_HTTP_PORT);
     expect(services[s].environment.CMESH_METRICS_PORT).toBe(services[AGENTS[0]].environment.CMESH_METRICS_PORT);
   }
-  expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent'], type: 'A', port: Number(services[AGENTS[0]].environment.CMESH_HTTP_PORT) });
+  expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({
+    names: ['rank-agent'],
+    type: 'A',
+    port: Number(services[AGENTS[0]].environment.CMESH_HTTP_PORT),
+  });
   expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent'], port: Number(services[AGENTS[0]].environment.CMESH_METRICS_PORT) });
 
   const graf = services.grafana;
@@ -238,14 +277,22 @@ describe.each(['apps/coordinator/Dockerfile', 'apps/rank-agent/Dockerfile', 'app
     const copies = lines.filter((l) => /^COPY /i.test(l) && !/--from=/i.test(l));
     expect(copies.length).toBeGreaterThan(0);
     for (const c of copies) {
-      const args = c.split(/\s+/).slice(1).filter((a) => !a.startsWith('--'));
+      const args = c
+        .split(/\s+/)
+        .slice(1)
+        .filter((a) => !a.startsWith('--'));
       for (const src of args.slice(0, -1)) expect([file, src, existsSync(join(ROOT, src))]).toEqual([file, src, true]);
     }
   });
 });
 
 it('publishes on 127.0.0.1 by default, host ports overridable (empty: Docker picks one)', () => {
-  for (const [s, port] of [['nats', 4222], ['coordinator', 7700], ['prometheus', 9090], ['grafana', 3000]] as const) {
+  for (const [s, port] of [
+    ['nats', 4222],
+    ['coordinator', 7700],
+    ['prometheus', 9090],
+    ['grafana', 3000],
+  ] as const) {
     const v = s === 'nats' ? 'NATS' : s.toUpperCase();
     expect(services[s].ports).toEqual([`\${CMESH_PUBLISH_ADDRESS:-127.0.0.1}:\${CMESH_${v}_PORT-${port}}:${port}`]);
   }

@@ -6,10 +6,10 @@ import { readFileSync } from 'fs';
 import { join, resolve } from 'path';
 import { Command } from 'commander';
 import { YAML11_SCHEMA, load } from 'js-yaml';
-import { CoordinatorSettings } from '../../apps/coordinator/src/config/coordinator-config';
-import { AgentSettings } from '../../apps/rank-agent/src/config';
-import { register as registerUp } from '../../apps/cli/src/commands/up';
-import { DEFAULT_COORDINATOR } from '../../apps/cli/src/mesh/client';
+import { CoordinatorSettings } from '@cmesh/coordinator/config';
+import { AgentSettings } from '@cmesh/rank-agent/config';
+import { registerUp } from '@cmesh/cli/commands';
+import { DEFAULT_COORDINATOR } from '@cmesh/testing/mesh';
 import { byKey, renderKustomization } from './support/kustomize';
 
 const ROOT = resolve(__dirname, '../..');
@@ -56,7 +56,10 @@ it('one cluster and one heartbeat interval for the coordinator and the agents ev
   expect(agent.cluster).toBe(coordinator.cluster);
   expect(agent.heartbeatMs).toBe(coordinator.heartbeatMs);
   for (const s of ['coordinator', ...composeAgents]) expect(compose.services[s].environment.CMESH_CLUSTER ?? coordinator.cluster).toBe(coordinator.cluster);
-  for (const [kind, name] of [['Deployment', 'coordinator'], ['StatefulSet', 'rank-agent']]) {
+  for (const [kind, name] of [
+    ['Deployment', 'coordinator'],
+    ['StatefulSet', 'rank-agent'],
+  ]) {
     const env = k8sEnv(kind, name);
     expect(env.CMESH_CLUSTER ?? coordinator.cluster).toBe(coordinator.cluster);
     expect(Number(env.CMESH_HEARTBEAT_MS ?? coordinator.heartbeatMs)).toBe(coordinator.heartbeatMs);

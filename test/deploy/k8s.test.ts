@@ -19,27 +19,37 @@ import { connect } from '@nats-io/transport-node';
 import { AuthorizationError, NatsConnection } from '@nats-io/nats-core';
 import { K8sObject, applyImages, byKey, keyOf, renderKustomization, splitImage } from './support/kustomize';
 import { strictFieldErrors } from './support/strict-fields';
+import { writeLocalNatsPod } from './support/nats-pod';
 import { clusterNames, deploymentNatsUsers, natsAuthorization, subjectCovers } from '@cmesh/protocol';
 import { freePort, waitForPort } from '@cmesh/testing';
-import { K8S_AGENT_STATEFULSET, K8S_API_TOKEN_KEY, K8S_SECRETS, K8S_SECRETS_APPLY, k8sSecrets, natsPasswordKey, secretValues } from '../../apps/cli/src/commands/secrets';
+import { K8S_AGENT_STATEFULSET, K8S_API_TOKEN_KEY, K8S_SECRETS, K8S_SECRETS_APPLY, k8sSecrets, natsPasswordKey, secretValues } from '@cmesh/cli/commands';
 import { PROMETHEUS_RULE_PATH, prometheusRuleYaml } from '../../dashboards/prometheus/generate-prometheus-rule';
 
 const ROOT = resolve(__dirname, '../..');
 const BASE = join(ROOT, 'k8s/base');
 const GPU = join(ROOT, 'k8s/overlays/gpu');
+const RDMA = join(ROOT, 'k8s/overlays/rdma');
 const base = renderKustomization(BASE);
 const gpu = renderKustomization(GPU);
+const rdma = renderKustomization(RDMA);
 const OVERLAYS = readdirSync(join(ROOT, 'k8s/overlays')).map((d) => join(ROOT, 'k8s/overlays', d));
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
 if (!hasKubectl) console.warn('kubectl not installed (apt-get install kubectl): the kubectl kustomize tests are skipped');
 const itKubectl = hasKubectl ? it : it.skip;
 const validate = (objs: K8sObject[]) =>
-  JSON.parse(execFileSync(process.execPath, [join(__dirname, 'support/validate-k8s.mjs')], { cwd: ROOT, input: JSON.stringify(objs), encoding: 'utf8' })) as { key: string; error: string | null }[];
+  JSON.parse(execFileSync(process.execPath, [join(__dirname, 'support/validate-k8s.mjs')], { cwd: ROOT, input: JSON.stringify(objs), encoding: 'utf8' })) as {
+    key: string;
+    error: string | null;
+  }[];
 
 const podSpec = (o: K8sObject) => o.spec.template.spec;
 const container = (o: K8sObject, name: string) => podSpec(o).containers.find((c: { name: string }) => c.name === name);
 const volume = (o: K8sObject, name: string) => podSpec(o).volumes.find((v: { name: string }) => v.name === name);
 const limitsOf = (c: any) => ({ ...(c.resources?.requests ?? {}), ...(c.resources?.limits ?? {}) });
+const WORKLOADS = ['Deployment', 'StatefulSet', 'DaemonSet'];
+const isWorkload = (o: K8sObject) => WORKLOADS.includes(o.kind);
+/** The agents' workload: the base's StatefulSet, or the GPU overlay's DaemonSet (one pod per GPU node). */
+const agentWorkload = (objs: K8sObject[]) => objs.find((o) => isWorkload(o) && o.metadata.name.startsWith('rank-agent'))!;
 
 it('renders the objects of the base and the GPU overlay', () => {
   expect(base.map(keyOf)).toEqual([
@@ -50,58 +60,74 @@ it('renders the objects of the base and the GPU overlay', () => {
     'Service/nats',
     'Service/nats-headless',
     'StatefulSet/nats',
+    'PodDisruptionBudget/nats',
     'Service/coordinator',
     'Service/coordinator-pods',
     'Deployment/coordinator',
     'PodDisruptionBudget/coordinator',
     'Service/rank-agent',
     'StatefulSet/rank-agent',
+    'PodDisruptionBudget/rank-agent',
     'NetworkPolicy/nats',
     'NetworkPolicy/coordinator',
     'NetworkPolicy/rank-agent',
   ]);
-  expect(gpu.map(keyOf)).toEqual(base.map(keyOf));
-  expect(OVERLAYS).toContain(GPU);
+  // the GPU overlay: the node-level DaemonSet in place of the StatefulSet; rdma: the same objects
+  expect(gpu.map(keyOf)).toEqual([
+    ...base.map(keyOf).filter((k) => k !== 'StatefulSet/rank-agent' && k !== 'PodDisruptionBudget/rank-agent'),
+    'DaemonSet/rank-agent-gpu',
+  ]);
+  expect(rdma.map(keyOf)).toEqual(gpu.map(keyOf));
+  expect(OVERLAYS).toEqual(expect.arrayContaining([GPU, RDMA]));
 });
 
 describe.each([BASE, ...OVERLAYS].map((d) => [d.slice(ROOT.length + 1), d]))('kubectl kustomize %s', (_name, dir) => {
   const render = () => loadAll(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })) as K8sObject[];
 
-  itKubectl('renders the same objects as the test renderer, every one valid against the API schemas', () => {
-    const theirs = render();
-    const mine = renderKustomization(dir);
-    expect(theirs.map(keyOf).sort()).toEqual(mine.map(keyOf).sort());
-    const by = byKey(theirs);
-    for (const o of mine) expect([keyOf(o), o]).toEqual([keyOf(o), by.get(keyOf(o))]);
-    for (const r of validate(theirs)) expect(r).toEqual({ key: r.key, error: null });
-    expect(strictFieldErrors(theirs)).toEqual([]);
-  }, 60_000);
+  itKubectl(
+    'renders the same objects as the test renderer, every one valid against the API schemas',
+    () => {
+      const theirs = render();
+      const mine = renderKustomization(dir);
+      expect(theirs.map(keyOf).sort()).toEqual(mine.map(keyOf).sort());
+      const by = byKey(theirs);
+      for (const o of mine) expect([keyOf(o), o]).toEqual([keyOf(o), by.get(keyOf(o))]);
+      for (const r of validate(theirs)) expect(r).toEqual({ key: r.key, error: null });
+      expect(strictFieldErrors(theirs)).toEqual([]);
+    },
+    60_000,
+  );
 
-  itKubectl('applies an image override the way the test renderer does', () => {
-    // an overlay of a user's, naming the placeholder registry the base sets: a registry with a
-    // port, a new tag, a digest
-    const rules = [
-      { name: 'registry.example.com/cmesh/coordinator', newName: 'registry.example.com:5000/cmesh/coordinator', newTag: '9.9.9' },
-      { name: 'registry.example.com/cmesh/rank-agent', digest: 'sha256:' + 'a'.repeat(64) },
-    ];
-    const mine = renderKustomization(dir);
-    applyImages(mine, rules);
-    const images = (objs: K8sObject[]) => objs.flatMap((o) => (o.spec?.template?.spec?.containers ?? []).map((c: any) => `${keyOf(o)} ${c.name} ${c.image}`)).sort();
-    expect(images(mine)).toContain('Deployment/coordinator coordinator registry.example.com:5000/cmesh/coordinator:9.9.9');
-    expect(images(mine)).toContain(`StatefulSet/rank-agent agent registry.example.com/cmesh/rank-agent@sha256:${'a'.repeat(64)}`);
-    const tmp = mkdtempSync(join(ROOT, '.tmp', 'k8s-images-'));
-    try {
-      writeFileSync(join(tmp, 'kustomization.yaml'), JSON.stringify({ resources: [relative(tmp, dir)], images: rules }));
-      const theirs = loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as K8sObject[];
-      expect(images(theirs)).toEqual(images(mine));
-    } finally {
-      rmSync(tmp, { recursive: true, force: true });
-    }
-  }, 60_000);
+  itKubectl(
+    'applies an image override the way the test renderer does',
+    () => {
+      // an overlay of a user's, naming the placeholder registry the base sets: a registry with a
+      // port, a new tag, a digest
+      const rules = [
+        { name: 'registry.example.com/cmesh/coordinator', newName: 'registry.example.com:5000/cmesh/coordinator', newTag: '9.9.9' },
+        { name: 'registry.example.com/cmesh/rank-agent', digest: 'sha256:' + 'a'.repeat(64) },
+      ];
+      const mine = renderKustomization(dir);
+      applyImages(mine, rules);
+      const images = (objs: K8sObject[]) =>
+        objs.flatMap((o) => (o.spec?.template?.spec?.containers ?? []).map((c: any) => `${keyOf(o)} ${c.name} ${c.image}`)).sort();
+      expect(images(mine)).toContain('Deployment/coordinator coordinator registry.example.com:5000/cmesh/coordinator:9.9.9');
+      expect(images(mine)).toContain(`${keyOf(agentWorkload(mine))} agent registry.example.com/cmesh/rank-agent@sha256:${'a'.repeat(64)}`);
+      const tmp = mkdtempSync(join(ROOT, '.tmp', 'k8s-images-'));
+      try {
+        writeFileSync(join(tmp, 'kustomization.yaml'), JSON.stringify({ resources: [relative(tmp, dir)], images: rules }));
+        const theirs = loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as K8sObject[];
+        expect(images(theirs)).toEqual(images(mine));
+      } finally {
+        rmSync(tmp, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
 });
 
 it('validates against the Kubernetes API schemas, strictly', () => {
-  const all = [...base, ...gpu];
+  const all = [...base, ...gpu, ...rdma];
   const results = validate(all);
   expect(results).toHaveLength(all.length);
   for (const r of results) expect(r).toEqual({ key: r.key, error: null });
@@ -116,19 +142,22 @@ it('validates against the Kubernetes API schemas, strictly', () => {
 it('the schema check catches a wrong type', () => {
   const bad = structuredClone(byKey(base).get('StatefulSet/rank-agent')!);
   bad.spec.template.spec.containers[0].ports[0].containerPort = 'http';
-  const [r] = JSON.parse(execFileSync(process.execPath, [join(__dirname, 'support/validate-k8s.mjs')], { cwd: ROOT, input: JSON.stringify([bad]), encoding: 'utf8' }));
+  const [r] = JSON.parse(
+    execFileSync(process.execPath, [join(__dirname, 'support/validate-k8s.mjs')], { cwd: ROOT, input: JSON.stringify([bad]), encoding: 'utf8' }),
+  );
   expect(r.error).toMatch(/containerPort must be integer/);
 }, 30_000);
 
 describe.each([
   ['base', base],
   ['gpu overlay', gpu],
+  ['rdma overlay', rdma],
 ])('%s', (_name, objs) => {
   const by = byKey(objs);
 
   it('puts everything in the cmesh namespace; Services select pods and name ports that exist', () => {
     for (const o of objs) expect([keyOf(o), o.metadata.namespace]).toEqual([keyOf(o), o.kind === 'Namespace' ? undefined : 'cmesh']);
-    const workloads = objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
+    const workloads = objs.filter((o) => isWorkload(o));
     for (const s of objs.filter((o) => o.kind === 'Service')) {
       const pods = workloads.filter((w) => Object.entries(s.spec.selector).every(([k, v]) => w.spec.template.metadata.labels[k] === v));
       expect([keyOf(s), pods.length]).toEqual([keyOf(s), 1]);
@@ -140,7 +169,7 @@ describe.each([
   });
 
   it('every container has readiness and liveness probes on real ports/paths; ConfigMaps exist', () => {
-    for (const w of objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+    for (const w of objs.filter((o) => isWorkload(o))) {
       for (const c of podSpec(w).containers) {
         for (const probe of ['readinessProbe', 'livenessProbe']) {
           const p = c[probe];
@@ -166,7 +195,7 @@ describe.each([
   });
 
   it('hardened pods: RuntimeDefault seccomp, no service account token, read-only root filesystems, writable paths on volumes', () => {
-    for (const w of objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+    for (const w of objs.filter((o) => isWorkload(o))) {
       const spec = podSpec(w);
       expect([keyOf(w), spec.automountServiceAccountToken, spec.securityContext.seccompProfile]).toEqual([keyOf(w), false, { type: 'RuntimeDefault' }]);
       const claims = (w.spec.volumeClaimTemplates ?? []).map((v: any) => v.metadata.name);
@@ -177,7 +206,10 @@ describe.each([
       }
     }
     // the Node apps keep /tmp writable on an emptyDir
-    for (const [k, name] of [['Deployment/coordinator', 'coordinator'], ['StatefulSet/rank-agent', 'agent']]) {
+    for (const [k, name] of [
+      ['Deployment/coordinator', 'coordinator'],
+      [keyOf(agentWorkload(objs)), 'agent'],
+    ]) {
       const w = by.get(k)!;
       const tmp = container(w, name).volumeMounts.find((m: any) => m.mountPath === '/tmp');
       expect(volume(w, tmp.name).emptyDir).toBeDefined();
@@ -198,27 +230,35 @@ describe.each([
 
   it('NetworkPolicies admit every port a Service or the data plane uses, on the pods that listen', () => {
     const policies = objs.filter((o) => o.kind === 'NetworkPolicy');
-    const workloads = objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
+    const workloads = objs.filter((o) => isWorkload(o));
     const selects = (sel: Record<string, string>, w: K8sObject) => Object.entries(sel).every(([k, v]) => w.spec.template.metadata.labels[k] === v);
     for (const w of workloads) {
       const mine = policies.filter((p) => selects(p.spec.podSelector.matchLabels, w));
       expect([keyOf(w), mine.length]).toEqual([keyOf(w), 1]);
       expect(mine[0].spec.policyTypes).toEqual(['Ingress']);
-      const allowed = mine[0].spec.ingress.flatMap((r: any) => r.ports.map((p: any) => p.port));
-      const portNames = podSpec(w).containers.flatMap((c: any) => (c.ports ?? []).map((p: any) => p.name)).filter((n: string) => n !== 'data');
-      // every named port but the data plane's is admitted by name (the data plane is a range)
-      expect([keyOf(w), allowed.filter((p: unknown) => typeof p === 'string').sort()]).toEqual([keyOf(w), portNames.sort()]);
+      const rules = mine[0].spec.ingress.flatMap((r: any) => r.ports) as { port: string | number; endPort?: number }[];
+      const named = podSpec(w)
+        .containers.flatMap((c: any) => c.ports ?? [])
+        .filter((p: any) => p.name !== 'data') as { name: string; containerPort: number }[];
+      // every named port but the data plane's is admitted, by name or by a range of numbers (the
+      // GPU pods' per-device ports, the data plane); every name the policy gives is a port of the pod
+      const admitted = (p: { name: string; containerPort: number }) =>
+        rules.some((r) => r.port === p.name || (typeof r.port === 'number' && r.port <= p.containerPort && p.containerPort <= (r.endPort ?? r.port)));
+      expect([keyOf(w), named.filter((p) => !admitted(p)).map((p) => p.name)]).toEqual([keyOf(w), []]);
+      expect([keyOf(w), rules.filter((r) => typeof r.port === 'string' && !named.some((p) => p.name === r.port)).map((r) => r.port)]).toEqual([keyOf(w), []]);
     }
     const agentPolicy = by.get('NetworkPolicy/rank-agent')!;
-    const data = agentPolicy.spec.ingress.find((r: any) => r.ports.some((p: any) => p.endPort));
     const [lo, hi] = by.get('ConfigMap/cmesh-agent')!.data.CMESH_DATA_PORTS.split('-').map(Number);
+    const data = agentPolicy.spec.ingress.find((r: any) => r.ports.some((p: any) => p.port === lo));
     expect(data.ports).toEqual([{ protocol: 'TCP', port: lo, endPort: hi }]);
-    expect(data.from).toEqual([{ podSelector: { matchLabels: by.get('StatefulSet/rank-agent')!.spec.selector.matchLabels } }]);
+    expect(data.from).toEqual([{ podSelector: { matchLabels: agentWorkload(objs).spec.selector.matchLabels } }]);
   });
 
   it("every image is set by a kustomize images: block; cmesh's own from a registry the user sets, never a Docker Hub cmesh/ organisation", () => {
-    const rules = [BASE, ...OVERLAYS].flatMap((d) => ((load(readFileSync(join(d, 'kustomization.yaml'), 'utf8')) as any).images ?? []) as { name: string; newName?: string; newTag: string }[]);
-    for (const w of objs.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+    const rules = [BASE, ...OVERLAYS].flatMap(
+      (d) => ((load(readFileSync(join(d, 'kustomization.yaml'), 'utf8')) as any).images ?? []) as { name: string; newName?: string; newTag: string }[],
+    );
+    for (const w of objs.filter((o) => isWorkload(o))) {
       for (const c of podSpec(w).containers) {
         const { name, tag } = splitImage(c.image);
         expect([c.name, rules.find((r) => (r.newName ?? r.name) === name)?.newTag]).toEqual([c.name, tag]);
@@ -256,19 +296,26 @@ describe.each([
     expect(c.env.find((e: any) => e.name === 'HTTP_HOST').value).toBe('0.0.0.0');
   });
 
-  it('agents are a StatefulSet with stable names behind a headless Service, with a memory /dev/shm', () => {
-    const s = by.get('StatefulSet/rank-agent')!;
+  it("agents have stable names (a StatefulSet's pods; the GPU DaemonSet's nodes) behind a headless Service, with a memory /dev/shm", () => {
+    const s = agentWorkload(objs);
     const svc = by.get('Service/rank-agent')!;
-    expect(s.spec.serviceName).toBe('rank-agent');
     expect(svc.spec.clusterIP).toBe('None');
     const agent = container(s, 'agent');
-    expect(agent.env.find((e: any) => e.name === 'CMESH_AGENT_NAME').valueFrom.fieldRef.fieldPath).toBe('metadata.name');
+    if (s.kind === 'StatefulSet') {
+      expect(s.spec.serviceName).toBe('rank-agent');
+      expect(agent.env.find((e: any) => e.name === 'CMESH_AGENT_NAME').valueFrom.fieldRef.fieldPath).toBe('metadata.name');
+    } else {
+      expect(agent.env.find((e: any) => e.name === 'CMESH_NODE_NAME').valueFrom.fieldRef.fieldPath).toBe('spec.nodeName');
+      expect(agent.env.find((e: any) => e.name === 'CMESH_AGENT_NAME').value).toBe('$(CMESH_NODE_NAME)');
+    }
     expect(agent.env.find((e: any) => e.name === 'CMESH_AGENT_HOST').valueFrom.fieldRef.fieldPath).toBe('status.podIP');
     const cfg = by.get('ConfigMap/cmesh-agent')!.data;
     const ann = s.spec.template.metadata.annotations;
     expect(ann['prometheus.io/port']).toBe(cfg.CMESH_HTTP_PORT);
-    expect(agent.ports.find((p: any) => p.name === 'http').containerPort).toBe(Number(cfg.CMESH_HTTP_PORT));
-    expect(agent.ports.find((p: any) => p.name === 'job-metrics').containerPort).toBe(Number(cfg.CMESH_METRICS_PORT));
+    // the GPU pods name a port per device (k8s-gpu.test.ts checks them against the node mode's plan); device 0's here
+    const [http, jobMetrics] = s.kind === 'StatefulSet' ? ['http', 'job-metrics'] : ['metrics-0', 'job-metrics-0'];
+    expect(agent.ports.find((p: any) => p.name === http).containerPort).toBe(Number(cfg.CMESH_HTTP_PORT));
+    expect(agent.ports.find((p: any) => p.name === jobMetrics).containerPort).toBe(Number(cfg.CMESH_METRICS_PORT));
     expect(agent.ports.find((p: any) => p.name === 'data').containerPort).toBe(Number(cfg.CMESH_DATA_PORTS.split('-')[0]));
     expect(volume(s, 'dshm').emptyDir.medium).toBe('Memory');
     expect(agent.volumeMounts).toContainEqual({ name: 'dshm', mountPath: '/dev/shm' });
@@ -282,9 +329,17 @@ describe.each([
     const pods = by.get('Service/coordinator-pods')!;
     expect(pods.spec.clusterIP).toBe('None');
     expect(pods.spec.selector).toEqual(by.get('Deployment/coordinator')!.spec.selector.matchLabels);
-    expect(jobs['cmesh-coordinator'].dns_sd_configs[0]).toMatchObject({ names: ['coordinator-pods.cmesh.svc.cluster.local'], type: 'A', port: pods.spec.ports[0].port });
+    expect(jobs['cmesh-coordinator'].dns_sd_configs[0]).toMatchObject({
+      names: ['coordinator-pods.cmesh.svc.cluster.local'],
+      type: 'A',
+      port: pods.spec.ports[0].port,
+    });
     const agentCfg = by.get('ConfigMap/cmesh-agent')!.data;
-    expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], type: 'A', port: Number(agentCfg.CMESH_HTTP_PORT) });
+    expect(jobs['cmesh-agent'].dns_sd_configs[0]).toMatchObject({
+      names: ['rank-agent.cmesh.svc.cluster.local'],
+      type: 'A',
+      port: Number(agentCfg.CMESH_HTTP_PORT),
+    });
     expect(jobs['cmesh-job'].dns_sd_configs[0]).toMatchObject({ names: ['rank-agent.cmesh.svc.cluster.local'], port: Number(agentCfg.CMESH_METRICS_PORT) });
     // NATS through its exporter sidecar, on the headless Service's metrics port
     const natsMetrics = by.get('Service/nats-headless')!.spec.ports.find((p: any) => p.name === 'metrics');
@@ -299,7 +354,11 @@ describe.each([
     expect(exporter.args).toEqual(expect.arrayContaining(['-varz', '-connz', '-jsz=all', '-healthz']));
     const port = exporter.ports.find((p: any) => p.name === 'metrics').containerPort;
     expect(exporter.args.slice(0, 2)).toEqual(['-port', String(port)]);
-    expect(nats.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port), 'prometheus.io/path': '/metrics' });
+    expect(nats.spec.template.metadata.annotations).toEqual({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': String(port),
+      'prometheus.io/path': '/metrics',
+    });
     expect(splitImage(exporter.image).name).toBe('natsio/prometheus-nats-exporter');
   });
 });
@@ -308,11 +367,16 @@ describe('authentication', () => {
   const objs = byKey(base);
   const CLUSTER = objs.get('ConfigMap/cmesh')!.data.CMESH_CLUSTER;
   const names = clusterNames(CLUSTER === 'default' ? undefined : CLUSTER);
-  const made = (o: Partial<Parameters<typeof k8sSecrets>[0]> = {}) => byKey(loadAll(k8sSecrets({ agents: 2, tenants: [], namespace: 'cmesh', ...o })) as K8sObject[]);
+  const made = (o: Partial<Parameters<typeof k8sSecrets>[0]> = {}) =>
+    byKey(loadAll(k8sSecrets({ agents: 2, tenants: [], namespace: 'cmesh', ...o })) as K8sObject[]);
   const env = (o: string, c: string) => Object.fromEntries(container(objs.get(o)!, c).env.map((e: any) => [e.name, e.value ?? e.valueFrom]));
   const agentPods = (n: number) => Array.from({ length: n }, (_, i) => `${K8S_AGENT_STATEFULSET}-${i}`);
   /** A Secret's values, decoded (`cmesh secrets k8s` writes them base64 in data, as server-side apply wants). */
-  const dataOf = (secret: K8sObject) => Object.fromEntries(Object.entries(secret.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) as Record<string, string>;
+  const dataOf = (secret: K8sObject) =>
+    Object.fromEntries(Object.entries(secret.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])) as Record<
+      string,
+      string
+    >;
   /** The authorization block of an auth.conf, parsed (natsAuthorization writes JSON). */
   const authBlock = (conf: string) => JSON.parse(conf.replace(/^authorization: /, '')) as { users: { user: string; password: string; permissions: any }[] };
 
@@ -322,11 +386,18 @@ describe('authentication', () => {
     expect(Object.keys(cm.data)).toEqual(['nats.conf']);
     const s = objs.get('StatefulSet/nats')!;
     const nats = container(s, 'nats');
-    expect(nats.env).toBeUndefined();
+    // its environment names it and sizes the Go heap, never a secret
+    expect((nats.env ?? []).filter((e: any) => e.valueFrom?.secretKeyRef || /PASSWORD|TOKEN/.test(e.name))).toEqual([]);
     const confDir = dirname(nats.args[nats.args.indexOf('--config') + 1]);
     const mount = nats.volumeMounts.find((m: any) => m.mountPath === confDir);
     expect(mount.readOnly).toBe(true);
-    expect(volume(s, mount.name).projected.sources).toEqual([{ configMap: { name: 'nats' } }, { secret: { name: K8S_SECRETS.nats } }]);
+    // of the Secret, the files nats.conf includes only (not the route password's own key)
+    const files = [
+      { key: 'auth.conf', path: 'auth.conf' },
+      { key: 'routes.conf', path: 'routes.conf' },
+    ];
+    expect(volume(s, mount.name).projected.sources).toEqual([{ configMap: { name: 'nats' } }, { secret: { name: K8S_SECRETS.nats, items: files } }]);
+    for (const f of files) expect(cm.data['nats.conf']).toMatch(new RegExp(`^ *include \\./${f.path.replace('.', '\\.')}$`, 'm'));
     // the Secrets are made by `cmesh secrets k8s`, never shipped in the manifests
     expect(base.some((o) => o.kind === 'Secret')).toBe(false);
     expect(JSON.stringify(base)).not.toMatch(/PASSWORD"?,"value"/);
@@ -360,7 +431,12 @@ describe('authentication', () => {
   it("the rendered auth.conf lets agent rank-agent-1 publish only on its own agents' and job-event subjects", () => {
     const users = authBlock(dataOf(made({ agents: 3 }).get(`Secret/${K8S_SECRETS.nats}`)!)['auth.conf']).users;
     const p = users.find((u) => u.user === 'rank-agent-1')!.permissions;
-    const own = [names.agents.register('rank-agent-1'), names.agents.heartbeat('rank-agent-1'), names.agents.deregister('rank-agent-1'), names.jobs.events('*', 'rank-agent-1')];
+    const own = [
+      names.agents.register('rank-agent-1'),
+      names.agents.heartbeat('rank-agent-1'),
+      names.agents.deregister('rank-agent-1'),
+      names.jobs.events('*', 'rank-agent-1'),
+    ];
     for (const subject of own) expect(p.publish.allow).toContain(subject);
     // no pattern it may publish on covers another agent's subjects (a real agent's or a made-up one's)
     for (const other of ['rank-agent-0', 'rank-agent-2', 'rank-agent-9']) {
@@ -402,7 +478,7 @@ describe('authentication', () => {
     expect(() => made({ namespace: 'Bad_NS' })).toThrow(/--namespace "Bad_NS"/);
   });
 
-  it("each agent logs in as its pod (its agent id) with its own key of cmesh-agent-auth, mounted read-only; an agent pod sees no other Secret", () => {
+  it('each agent logs in as its pod (its agent id) with its own key of cmesh-agent-auth, mounted read-only; an agent pod sees no other Secret', () => {
     const s = objs.get('StatefulSet/rank-agent')!;
     const e = env('StatefulSet/rank-agent', 'agent');
     expect(e.CMESH_AGENT_NAME).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
@@ -434,7 +510,9 @@ describe('authentication', () => {
       CMESH_API_TOKEN: { secretKeyRef: { name: K8S_SECRETS.auth, key: K8S_API_TOKEN_KEY } },
     });
     const secrets = made();
-    const refs = base.flatMap((o) => JSON.stringify(o).match(/"secretKeyRef":\{"name":"[a-z-]+","key":"[a-z-]+"\}/g) ?? []).map((r) => JSON.parse(`{${r}}`).secretKeyRef);
+    const refs = base
+      .flatMap((o) => JSON.stringify(o).match(/"secretKeyRef":\{"name":"[a-z-]+","key":"[a-z-]+"\}/g) ?? [])
+      .map((r) => JSON.parse(`{${r}}`).secretKeyRef);
     expect(refs.length).toBe(2);
     for (const r of refs) expect([r, Object.keys(dataOf(secrets.get(`Secret/${r.name}`)!))]).toEqual([r, expect.arrayContaining([r.key])]);
   });
@@ -447,10 +525,13 @@ describe('authentication', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmesh-k8s-nats-'));
     const [port, monitor] = [await freePort(), await freePort()];
     const natsConf = objs.get('ConfigMap/nats')!.data['nats.conf'] as string;
-    expect(natsConf).toMatch(/^ {2}store_dir: \/data$/m);
-    writeFileSync(join(dir, 'nats.conf'), natsConf.replace(/^ {2}store_dir: \/data$/m, `  store_dir: ${JSON.stringify(join(dir, 'data'))}`));
-    writeFileSync(join(dir, 'auth.conf'), dataOf(secrets.get(`Secret/${K8S_SECRETS.nats}`)!)['auth.conf']);
-    const proc = spawn('nats-server', ['--config', join(dir, 'nats.conf'), '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor)], { stdio: 'ignore' });
+    const { 'auth.conf': authConf, 'routes.conf': routesConf } = dataOf(secrets.get(`Secret/${K8S_SECRETS.nats}`)!);
+    const conf = writeLocalNatsPod({ natsConf, secretFiles: { 'auth.conf': authConf, 'routes.conf': routesConf }, dir, clusterPort: await freePort() });
+    // one server of the cluster alone (its routes lead nowhere here): its clients' logins are what is checked
+    const proc = spawn('nats-server', ['--config', conf, '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor)], {
+      stdio: 'ignore',
+      env: { ...process.env, SERVER_NAME: 'nats-0' },
+    });
     const conns: { close(): Promise<void> }[] = [];
     try {
       expect(await waitForPort(port, 10_000, '127.0.0.1', () => proc.exitCode === null)).toBe(true);
@@ -462,12 +543,18 @@ describe('authentication', () => {
       };
       await expect(connect({ servers, reconnect: false })).rejects.toThrow(AuthorizationError);
       // another agent's password is no good
-      await expect(connect({ servers, user: 'rank-agent-1', pass: agents[natsPasswordKey('rank-agent-0')], reconnect: false })).rejects.toThrow(AuthorizationError);
+      await expect(connect({ servers, user: 'rank-agent-1', pass: agents[natsPasswordKey('rank-agent-0')], reconnect: false })).rejects.toThrow(
+        AuthorizationError,
+      );
       const coordinator = await login('coordinator', auth[natsPasswordKey('coordinator')]);
       const agent1 = await login('rank-agent-1', agents[natsPasswordKey('rank-agent-1')]);
       await login('team-b', auth[natsPasswordKey('team-b')]);
       const seen: string[] = [];
-      const sub = coordinator.subscribe(names.agents.registerWildcard, { callback: (_e, m) => { seen.push(m.subject); } });
+      const sub = coordinator.subscribe(names.agents.registerWildcard, {
+        callback: (_e, m) => {
+          seen.push(m.subject);
+        },
+      });
       await coordinator.flush();
       // in order on one connection: had the forged one been let through, it would arrive first
       agent1.publish(names.agents.register('rank-agent-0'));
@@ -485,29 +572,7 @@ describe('authentication', () => {
   }, 30_000);
 });
 
-it('GPU overlay: the nccl-sidecar alone requests the GPU, shares the socket dir and /dev/shm with the agent', () => {
-  const s = byKey(gpu).get('StatefulSet/rank-agent')!;
-  const names = podSpec(s).containers.map((c: any) => c.name);
-  expect(names).toEqual(['agent', 'nccl-sidecar']);
-  const agent = container(s, 'agent');
-  const sidecar = container(s, 'nccl-sidecar');
-  expect(limitsOf(sidecar)['nvidia.com/gpu']).toBe(1);
-  expect(limitsOf(agent)['nvidia.com/gpu']).toBeUndefined();
-  expect(volume(s, 'nccl-socket')).toEqual({ name: 'nccl-socket', emptyDir: {} });
-  const sockDir = (c: any) => c.volumeMounts.find((m: any) => m.name === 'nccl-socket').mountPath;
-  expect(sockDir(agent)).toBe(sockDir(sidecar));
-  const cfg = byKey(gpu).get('ConfigMap/cmesh-agent')!.data;
-  expect(cfg.CMESH_NCCL).toBe('1');
-  expect(cfg.CMESH_NCCL_SOCKET.startsWith(sockDir(agent) + '/')).toBe(true);
-  expect(sidecar.args).toEqual(['--socket', cfg.CMESH_NCCL_SOCKET]);
-  expect(sidecar.readinessProbe.exec.command).toEqual(['test', '-S', cfg.CMESH_NCCL_SOCKET]);
-  for (const c of [agent, sidecar]) expect(c.volumeMounts).toContainEqual({ name: 'dshm', mountPath: '/dev/shm' });
-  expect(volume(s, 'dshm').emptyDir).toEqual({ medium: 'Memory', sizeLimit: '8Gi' });
-  expect(podSpec(s).tolerations).toContainEqual({ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' });
-  // the base stays CPU-only
-  expect(byKey(base).get('ConfigMap/cmesh-agent')!.data.CMESH_NCCL).toBe('0');
-  expect(podSpec(byKey(base).get('StatefulSet/rank-agent')!).containers).toHaveLength(1);
-});
+// the GPU and RDMA overlays' own checks (the DaemonSet, the devices, NCCL's ports): k8s-gpu.test.ts
 
 describe('monitoring overlay (Prometheus Operator)', () => {
   const MONITORING = join(ROOT, 'k8s/overlays/monitoring');
@@ -515,13 +580,25 @@ describe('monitoring overlay (Prometheus Operator)', () => {
   const by = byKey(objs);
   const operator = objs.filter((o) => o.apiVersion.startsWith('monitoring.coreos.com/'));
   const jobOf = (e: { relabelings: { targetLabel?: string; replacement?: string }[] }) => e.relabelings.find((r) => r.targetLabel === 'job')?.replacement;
-  const k8sJobs = Object.fromEntries((load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus-k8s.yml'), 'utf8')) as any).scrape_configs.map((j: any) => [j.job_name, j.dns_sd_configs[0]]));
+  const k8sJobs = Object.fromEntries(
+    (load(readFileSync(join(ROOT, 'dashboards/prometheus/prometheus-k8s.yml'), 'utf8')) as any).scrape_configs.map((j: any) => [
+      j.job_name,
+      j.dns_sd_configs[0],
+    ]),
+  );
 
   it("is the base plus PodMonitors, a ServiceMonitor and a PrometheusRule in the namespace, valid against the operator's schemas, strictly", () => {
     expect(OVERLAYS).toContain(MONITORING);
     expect(objs.filter((o) => !operator.includes(o)).map(keyOf)).toEqual(base.map(keyOf));
-    expect(operator.map(keyOf)).toEqual(['PodMonitor/cmesh-coordinator', 'PodMonitor/cmesh-agent', 'ServiceMonitor/cmesh-nats', 'PrometheusRule/cmesh']);
-    for (const o of operator) expect([keyOf(o), o.metadata.namespace, (o.metadata.labels as any)['app.kubernetes.io/part-of']]).toEqual([keyOf(o), 'cmesh', 'cmesh']);
+    expect(operator.map(keyOf)).toEqual([
+      'PodMonitor/cmesh-coordinator',
+      'PodMonitor/cmesh-agent',
+      'PodMonitor/cmesh-agent-gpu',
+      'ServiceMonitor/cmesh-nats',
+      'PrometheusRule/cmesh',
+    ]);
+    for (const o of operator)
+      expect([keyOf(o), o.metadata.namespace, (o.metadata.labels as any)['app.kubernetes.io/part-of']]).toEqual([keyOf(o), 'cmesh', 'cmesh']);
     for (const r of validate(operator)) expect(r).toEqual({ key: r.key, error: null });
     // the checks bite on these kinds too: a misspelt field, a wrong type
     const typo = structuredClone(by.get('PodMonitor/cmesh-agent')!);
@@ -535,10 +612,15 @@ describe('monitoring overlay (Prometheus Operator)', () => {
   }, 60_000);
 
   it('the monitors select the pods and ports that exist and name the jobs the rules use, as prometheus-k8s.yml does', () => {
-    const pods = (sel: Record<string, string>) => objs.filter((o) => (o.kind === 'Deployment' || o.kind === 'StatefulSet') && Object.entries(sel).every(([k, v]) => o.spec.template.metadata.labels[k] === v));
-    const portOf = (w: K8sObject, name: string) => podSpec(w).containers.flatMap((c: any) => c.ports ?? []).find((p: any) => p.name === name)?.containerPort;
+    const pods = (sel: Record<string, string>) =>
+      objs.filter((o) => isWorkload(o) && Object.entries(sel).every(([k, v]) => o.spec.template.metadata.labels[k] === v));
+    const portOf = (w: K8sObject, name: string) =>
+      podSpec(w)
+        .containers.flatMap((c: any) => c.ports ?? [])
+        .find((p: any) => p.name === name)?.containerPort;
     const seen: Record<string, number> = {};
-    for (const m of operator.filter((o) => o.kind === 'PodMonitor')) {
+    // cmesh-agent-gpu scrapes the GPU overlay's per-device ports, which the base's pods lack: k8s-gpu.test.ts
+    for (const m of operator.filter((o) => o.kind === 'PodMonitor' && o.metadata.name !== 'cmesh-agent-gpu')) {
       const [w] = pods(m.spec.selector.matchLabels);
       expect([keyOf(m), pods(m.spec.selector.matchLabels).length]).toEqual([keyOf(m), 1]);
       for (const e of m.spec.podMetricsEndpoints) {
@@ -547,7 +629,11 @@ describe('monitoring overlay (Prometheus Operator)', () => {
       }
     }
     const sm = by.get('ServiceMonitor/cmesh-nats')!;
-    const services = objs.filter((o) => o.kind === 'Service' && Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => (o.metadata.labels as Record<string, string> | undefined)?.[k] === v));
+    const services = objs.filter(
+      (o) =>
+        o.kind === 'Service' &&
+        Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => (o.metadata.labels as Record<string, string> | undefined)?.[k] === v),
+    );
     // only the headless Service has the port: one target per NATS pod
     const withPort = services.filter((s) => s.spec.ports.some((p: any) => p.name === sm.spec.endpoints[0].port));
     expect(withPort.map(keyOf)).toEqual(['Service/nats-headless']);
@@ -557,7 +643,7 @@ describe('monitoring overlay (Prometheus Operator)', () => {
     for (const [job, port] of Object.entries(seen)) expect([job, port]).toEqual([job, k8sJobs[job].port]);
   });
 
-  it("the PrometheusRule is the rule file, generated; promtool accepts what the operator loads", () => {
+  it('the PrometheusRule is the rule file, generated; promtool accepts what the operator loads', () => {
     expect(readFileSync(PROMETHEUS_RULE_PATH, 'utf8')).toBe(prometheusRuleYaml());
     const rule = by.get('PrometheusRule/cmesh')!;
     expect(rule.spec.groups).toEqual((load(readFileSync(join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml'), 'utf8')) as any).groups);
@@ -588,7 +674,11 @@ describe('the quickstart, in the order the documents give it, on an empty cluste
   const objectsOf = (cmd: string): K8sObject[] => {
     const secrets = /(?:npx )?cmesh secrets k8s([^|]*)\|\s*(.+)$/.exec(cmd);
     if (secrets) {
-      const r = spawnSync(process.execPath, [CMESH, 'secrets', 'k8s', ...secrets[1].trim().split(/\s+/).filter(Boolean)], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(process.execPath, [CMESH, 'secrets', 'k8s', ...secrets[1].trim().split(/\s+/).filter(Boolean)], {
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
       expect([cmd, r.status, r.stderr]).toEqual([cmd, 0, '']);
       return loadAll(r.stdout) as K8sObject[];
     }
@@ -611,19 +701,37 @@ describe('the quickstart, in the order the documents give it, on an empty cluste
     return refused;
   };
 
-  it.each(['README.md', 'k8s/README.md'])('%s: the namespace, then the Secrets into it, then the manifests', (doc) => {
-    const cmds = quickstart(doc);
-    expect(cmds[0]).toBe('kubectl apply -f k8s/base/namespace.yaml');
-    expect(cmds[1]).toMatch(/cmesh secrets k8s .*\| kubectl apply --server-side -f -$/);
-    expect(cmds[2]).toMatch(/^kubectl apply -k k8s\/(base|overlays\/\w+)$/);
-    expect(applyInOrder(cmds)).toEqual([]);
-    // the check bites: the Secrets first fail as kubectl would
-    expect(applyInOrder([cmds[1], ...cmds.filter((c) => c !== cmds[1])])).toEqual(Object.values(K8S_SECRETS).map((n) => `Secret/${n}: namespaces "cmesh" not found`));
-  }, 120_000);
+  it.each(['README.md', 'k8s/README.md'])(
+    '%s: the namespace, then the Secrets into it, then the manifests',
+    (doc) => {
+      const cmds = quickstart(doc);
+      expect(cmds[0]).toBe('kubectl apply -f k8s/base/namespace.yaml');
+      expect(cmds[1]).toMatch(/cmesh secrets k8s .*\| kubectl apply --server-side -f -$/);
+      expect(cmds[2]).toMatch(/^kubectl apply -k k8s\/(base|overlays\/\w+)$/);
+      expect(applyInOrder(cmds)).toEqual([]);
+      // the check bites: the Secrets first fail as kubectl would
+      expect(applyInOrder([cmds[1], ...cmds.filter((c) => c !== cmds[1])])).toEqual(
+        Object.values(K8S_SECRETS).map((n) => `Secret/${n}: namespaces "cmesh" not found`),
+      );
+    },
+    120_000,
+  );
 
   it('every document pipes cmesh secrets k8s into a server-side apply (no plain-text last-applied-configuration), as its output says', () => {
-    const docs = ['README.md', 'k8s/README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
-    const pipes = docs.flatMap((d) => [...readFileSync(join(ROOT, d), 'utf8').replace(/\\\n\s*/g, ' ').matchAll(/cmesh secrets k8s[^|`\n]*\\?\|\s*(kubectl [^`\n#]*?)\s*(?:`|#|\n|$)/g)].map((m) => [d, m[1].trim()]));
+    const docs = [
+      'README.md',
+      'k8s/README.md',
+      ...readdirSync(join(ROOT, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
+    const pipes = docs.flatMap((d) =>
+      [
+        ...readFileSync(join(ROOT, d), 'utf8')
+          .replace(/\\\n\s*/g, ' ')
+          .matchAll(/cmesh secrets k8s[^|`\n]*\\?\|\s*(kubectl [^`\n#]*?)\s*(?:`|#|\n|$)/g),
+      ].map((m) => [d, m[1].trim()]),
+    );
     expect(pipes.length).toBeGreaterThanOrEqual(5);
     for (const [d, kubectl] of pipes) expect([d, kubectl]).toEqual([d, expect.stringMatching(/^kubectl (apply --server-side -f -|create -f -)$/)]);
     expect(K8S_SECRETS_APPLY).toBe('kubectl apply --server-side -f -');

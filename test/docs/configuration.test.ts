@@ -15,9 +15,9 @@
 import { readFileSync, readdirSync } from 'fs';
 import { join, relative, resolve } from 'path';
 import { z } from 'zod';
-import { settingDefault, settingsRegistry } from '@cmesh/protocol';
-import { CoordinatorSettings } from '../../apps/coordinator/src/config/coordinator-config';
-import { AgentSettings } from '../../apps/rank-agent/src/config';
+import { settingDefault, settingsRegistry } from '@cmesh/protocol/kit';
+import { CoordinatorSettings } from '@cmesh/coordinator/config';
+import { AgentSettings } from '@cmesh/rank-agent/config';
 
 const ROOT = resolve(__dirname, '../..');
 const DOC = join(ROOT, 'docs/configuration.md');
@@ -59,11 +59,7 @@ function packageSources(kind: 'apps' | 'libs'): string[] {
 
 /** variable name -> the files that read it */
 function variablesRead(): Map<string, string[]> {
-  const files = [
-    ...packageSources('apps'),
-    ...packageSources('libs'),
-    ...walk(join(ROOT, 'native'), (f) => /\.(cpp|hpp|cc|h)$/.test(f)),
-  ];
+  const files = [...packageSources('apps'), ...packageSources('libs'), ...walk(join(ROOT, 'native'), (f) => /\.(cpp|hpp|cc|h)$/.test(f))];
   const found = new Map<string, string[]>();
   for (const file of files) {
     const text = readFileSync(file, 'utf8');
@@ -115,7 +111,10 @@ function rowsOf(markdown: string, section: string): Map<string, string[]> {
   const end = markdown.indexOf('\n## ', start + 1);
   const rows = new Map<string, string[]>();
   for (const line of markdown.slice(start, end < 0 ? undefined : end).split('\n')) {
-    const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+    const cells = line
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim());
     const m = /^`([A-Z][A-Z0-9_]+)`$/.exec(cells[0] ?? '');
     if (m) rows.set(m[1], cells);
   }

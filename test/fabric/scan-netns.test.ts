@@ -14,9 +14,8 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { promisify } from 'util';
 import { ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
-import { nodeArgs, programEnv, programOf } from '../../apps/cli/src/programs';
-import { Supervisor } from '../../apps/cli/src/mesh/supervisor';
-import { FLAGGED_RGB } from '../../apps/coordinator/src/ui/ui-page';
+import { nodeArgs, programEnv, programOf, Supervisor } from '@cmesh/testing/mesh';
+import { FLAGGED_RGB } from '@cmesh/coordinator/ui';
 import { countColour, readPng } from './support/png';
 
 const HOSTS = 4;
@@ -101,14 +100,37 @@ function shape(o: { slowHost?: number; slowLink?: [number, number] }): void {
     const peer = o.slowLink?.[0] === i ? o.slowLink[1] : o.slowLink?.[1] === i ? o.slowLink[0] : undefined;
     if (peer === undefined) return;
     tc(h.ns, 'class', 'add', 'dev', 'cm0', 'parent', '1:', 'classid', '1:20', 'htb', 'rate', SLOW, 'ceil', SLOW, 'burst', '256k', 'cburst', '256k');
-    tc(h.ns, 'filter', 'add', 'dev', 'cm0', 'parent', '1:', 'protocol', 'ip', 'prio', '1', 'u32', 'match', 'ip', 'dst', `${hosts[peer].addr}/32`, 'flowid', '1:20');
+    tc(
+      h.ns,
+      'filter',
+      'add',
+      'dev',
+      'cm0',
+      'parent',
+      '1:',
+      'protocol',
+      'ip',
+      'prio',
+      '1',
+      'u32',
+      'match',
+      'ip',
+      'dst',
+      `${hosts[peer].addr}/32`,
+      'flowid',
+      '1:20',
+    );
   });
 }
 
 /** A command in the switch namespace (where the coordinator is reachable). */
 async function inHub(args: string[], timeoutMs = 120_000): Promise<string> {
   try {
-    const r = await run('ip', ['netns', 'exec', SW, ...args], { env: { ...process.env, NO_COLOR: '1', CMESH_API_TOKEN: TOKEN }, timeout: timeoutMs, maxBuffer: 16 << 20 });
+    const r = await run('ip', ['netns', 'exec', SW, ...args], {
+      env: { ...process.env, NO_COLOR: '1', CMESH_API_TOKEN: TOKEN },
+      timeout: timeoutMs,
+      maxBuffer: 16 << 20,
+    });
     return r.stdout;
   } catch (e) {
     const x = e as { stdout?: string; stderr?: string; code?: number };
@@ -117,7 +139,16 @@ async function inHub(args: string[], timeoutMs = 120_000): Promise<string> {
 }
 
 const getJson = async (path: string) =>
-  JSON.parse(await inHub([process.execPath, '-e', `fetch(${JSON.stringify(COORDINATOR + path)}, { headers: { authorization: 'Bearer ' + process.env.CMESH_API_TOKEN } }).then((r) => r.text()).then((t) => process.stdout.write(t))`], 15_000)) as unknown;
+  JSON.parse(
+    await inHub(
+      [
+        process.execPath,
+        '-e',
+        `fetch(${JSON.stringify(COORDINATOR + path)}, { headers: { authorization: 'Bearer ' + process.env.CMESH_API_TOKEN } }).then((r) => r.text()).then((t) => process.stdout.write(t))`,
+      ],
+      15_000,
+    ),
+  ) as unknown;
 
 async function scan(): Promise<{ rec: ScanRecord; text: string }> {
   const out = await inHub([process.execPath, CLI, 'scan', '--coordinator', COORDINATOR, '--iters', '5', '--bandwidth-size', '1M', '--no-progress', '--json']);
@@ -141,14 +172,21 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
     const env = { ...programEnv(), NO_COLOR: '1', NATS_URL: `nats://${HUB}:4222` };
     const inNs = (ns: string, file: string) => ['netns', 'exec', ns, process.execPath, ...nodeArgs(file)];
     supervisor.start({ name: 'nats', stage: 0, command: 'ip', args: ['netns', 'exec', SW, 'nats-server', '-js', '-a', HUB, '-p', '4222', '-sd', storeDir] });
-    supervisor.start({ name: 'coordinator', stage: 1, command: 'ip', args: inNs(SW, programOf('@cmesh/coordinator', 'main')), env: { ...env, HTTP_HOST: HUB, HTTP_PORT: '7700', CMESH_API_TOKEN: TOKEN } });
+    supervisor.start({
+      name: 'coordinator',
+      stage: 1,
+      command: 'ip',
+      args: inNs(SW, programOf('@cmesh/coordinator', 'main')),
+      env: { ...env, HTTP_HOST: HUB, HTTP_PORT: '7700', CMESH_API_TOKEN: TOKEN },
+    });
     hosts.forEach((h, i) =>
       supervisor.start({
         name: h.name,
         stage: 2,
         command: 'ip',
         args: inNs(h.ns, programOf('@cmesh/rank-agent', 'main')),
-        env: { ...env, CMESH_AGENT_NAME: h.name, CMESH_AGENT_HOST: h.addr, CMESH_DEVICE_INDEX: String(i) },
+        // each namespace plays a machine of its own: a node of its own, so every link is inter-node
+        env: { ...env, CMESH_AGENT_NAME: h.name, CMESH_NODE_NAME: h.name, CMESH_AGENT_HOST: h.addr, CMESH_DEVICE_INDEX: String(i) },
       }),
     );
     const deadline = Date.now() + 60_000;
@@ -175,8 +213,9 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
     console.log(`scan of 4 namespaced hosts, host-2's uplink at ${SLOW}, the others at ${RATE}: ${rec.wallMs} ms\n${text}`);
     expect(rec.state).toBe('succeeded');
     expect(rec.agents).toEqual(hosts.map((h) => h.name));
-    expect(rec.links.every((l) => l.state === 'ok')).toBe(true);
+    expect(rec.links.every((l) => l.state === 'ok' && l.link === 'inter_node')).toBe(true);
     const f = rec.findings!;
+    expect(f.byLink!.map((b) => [b.link, b.links])).toEqual([['inter_node', 6]]);
     expect(f.flaggedAgents).toEqual(['host-2']);
     expect(f.flaggedLinks).toEqual([]);
     expect(f.evidence).toEqual([expect.stringMatching(/^host-2: 0\.[0-4]\dx median bandwidth on 3 of 3 links$/)]);
@@ -202,39 +241,58 @@ if (why) console.warn(`scan-netns: skipped: ${why}`);
     }
   });
   if (!chromium) console.warn('scan-netns: /ui in a browser skipped: no chromium (apt-get install chromium)');
-  (chromium ? it : it.skip)('/ui in headless Chromium shows the last scan\'s matrix with the flagged cells', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cmesh-ui-'));
-    try {
-      const browse = (url: string, profile: string, ...args: string[]) =>
-        inHub([chromium!, '--headless=new', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--force-device-scale-factor=1', `--user-data-dir=${join(dir, profile)}`, ...args, url], 60_000);
-      expect(await browse(`${COORDINATOR}/ui`, 'anonymous', '--dump-dom')).toMatch(/"statusCode":401,"code":"UNAUTHORIZED","message":"a bearer token is required/);
-      const link = (await inHub([process.execPath, CLI, 'ui', '--coordinator', COORDINATOR])).trim();
-      expect(link).toMatch(new RegExp(`^${COORDINATOR}/ui/login\\?token=[A-Za-z0-9_-]{43}$`));
-      expect(link).not.toContain(TOKEN);
-      const dom = await browse(link, 'profile', '--dump-dom');
-      expect(dom).toContain('<table class="matrix">');
-      expect(dom).toMatch(/<th class="flagged">host-2<\/th>/);
-      expect(dom.match(/<td class="cell-slow"/g)).toHaveLength(6);
-      expect(dom.match(/<td class="cell-ok"/g)?.length).toBe(6);
-      expect(dom).toMatch(/<li class="flagged">host-2: 0\.\d\dx median bandwidth on 3 of 3 links<\/li>/);
-      for (const h of hosts) expect(dom).toContain(`<td>${h.name}</td>`);
-      expect(dom).toMatch(/<h2>Recent jobs \(8\)<\/h2>/);
-      expect(dom).toMatch(/<h2>Stuck ranks <span class="muted">\d+ ranks answered in \d+ ms<\/span><\/h2><p class="muted">no stuck group<\/p>/);
-      expect(dom).not.toMatch(/https?:\/\/(?!10\.78\.)/); // nothing from elsewhere
-      const shot = join(dir, 'ui.png');
-      await browse(link, 'profile', '--window-size=1280,900', `--screenshot=${shot}`);
-      const png = readPng(readFileSync(shot));
-      expect([png.width, png.height]).toEqual([1280, 900]);
-      const red = countColour(png, FLAGGED_RGB);
-      const green = countColour(png, [166, 217, 106]);
-      console.log(`/ui screenshot ${png.width}x${png.height}: ${red} pixels in the flagged colour, ${green} in the healthy one`);
-      // six flagged cells and six healthy ones of at least 40x15 pixels each
-      expect(red).toBeGreaterThan(6 * 40 * 15);
-      expect(green).toBeGreaterThan(6 * 40 * 15);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+  (chromium ? it : it.skip)(
+    "/ui in headless Chromium shows the last scan's matrix with the flagged cells",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'cmesh-ui-'));
+      try {
+        const browse = (url: string, profile: string, ...args: string[]) =>
+          inHub(
+            [
+              chromium!,
+              '--headless=new',
+              '--no-sandbox',
+              '--disable-gpu',
+              '--hide-scrollbars',
+              '--force-device-scale-factor=1',
+              `--user-data-dir=${join(dir, profile)}`,
+              ...args,
+              url,
+            ],
+            60_000,
+          );
+        expect(await browse(`${COORDINATOR}/ui`, 'anonymous', '--dump-dom')).toMatch(
+          /"statusCode":401,"code":"UNAUTHORIZED","message":"a bearer token is required/,
+        );
+        const link = (await inHub([process.execPath, CLI, 'ui', '--coordinator', COORDINATOR])).trim();
+        expect(link).toMatch(new RegExp(`^${COORDINATOR}/ui/login\\?token=[A-Za-z0-9_-]{43}$`));
+        expect(link).not.toContain(TOKEN);
+        const dom = await browse(link, 'profile', '--dump-dom');
+        expect(dom).toContain('<table class="matrix">');
+        expect(dom).toMatch(/<th class="flagged">host-2<\/th>/);
+        expect(dom.match(/<td class="cell-slow"/g)).toHaveLength(6);
+        expect(dom.match(/<td class="cell-ok"/g)?.length).toBe(6);
+        expect(dom).toMatch(/<li class="flagged">host-2: 0\.\d\dx median bandwidth on 3 of 3 links<\/li>/);
+        for (const h of hosts) expect(dom).toContain(`<td>${h.name}</td>`);
+        expect(dom).toMatch(/<h2>Recent jobs \(8\)<\/h2>/);
+        expect(dom).toMatch(/<h2>Stuck ranks <span class="muted">\d+ ranks answered in \d+ ms<\/span><\/h2><p class="muted">no stuck group<\/p>/);
+        expect(dom).not.toMatch(/https?:\/\/(?!10\.78\.)/); // nothing from elsewhere
+        const shot = join(dir, 'ui.png');
+        await browse(link, 'profile', '--window-size=1280,900', `--screenshot=${shot}`);
+        const png = readPng(readFileSync(shot));
+        expect([png.width, png.height]).toEqual([1280, 900]);
+        const red = countColour(png, FLAGGED_RGB);
+        const green = countColour(png, [166, 217, 106]);
+        console.log(`/ui screenshot ${png.width}x${png.height}: ${red} pixels in the flagged colour, ${green} in the healthy one`);
+        // six flagged cells and six healthy ones of at least 40x15 pixels each
+        expect(red).toBeGreaterThan(6 * 40 * 15);
+        expect(green).toBeGreaterThan(6 * 40 * 15);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 
   it(`only the path between host-1 and host-3 at ${SLOW}: that link is flagged, not the hosts`, async () => {
     shape({ slowLink: [1, 3] });

@@ -135,12 +135,20 @@ describe('the packages installed outside the repository, as the README says', ()
     execFileSync('bash', ['-c', `${line.split(README_PACKS).join(packs)} --no-audit --no-fund`], { cwd, stdio: 'pipe', timeout: 300_000 });
   /** `npx cmesh ...` in the project, with `node` the given binary (PATH first, as a user's nvm would). */
   const npxCmesh = (node: string, args: string[], env: NodeJS.ProcessEnv = process.env) =>
-    spawnSync('npx', ['--no-install', 'cmesh', ...args], { cwd: project, encoding: 'utf8', timeout: 120_000, env: { ...env, PATH: `${dirname(node)}:${env.PATH}` } });
+    spawnSync('npx', ['--no-install', 'cmesh', ...args], {
+      cwd: project,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...env, PATH: `${dirname(node)}:${env.PATH}` },
+    });
 
   beforeAll(() => {
     execFileSync('npm', ['run', '--silent', 'pack', '--', packs], { cwd: ROOT, stdio: 'pipe', timeout: 300_000 });
     expect(readdirSync(packs).sort()).toEqual(ALL_PACKAGES.map((p) => `${p.slice(1).replace('/', '-')}-${VERSION}.tgz`).sort());
-    for (const [at, name] of [[project, 'train'], [meshProject, 'mesh']]) {
+    for (const [at, name] of [
+      [project, 'train'],
+      [meshProject, 'mesh'],
+    ]) {
       mkdirSync(at);
       writeFileSync(join(at, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
     }
@@ -164,7 +172,9 @@ describe('the packages installed outside the repository, as the README says', ()
     expect(readdirSync(join(project, 'node_modules/@cmesh/collectives/prebuilds'))).toEqual([`${process.platform}-${process.arch}`]);
     const port = await freePort();
     const ranks = await Promise.all(
-      [0, 1].map((rank) => runNode('library.js', project, { ...process.env, RANK: String(rank), WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port) })),
+      [0, 1].map((rank) =>
+        runNode('library.js', project, { ...process.env, RANK: String(rank), WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port) }),
+      ),
     );
     for (const r of ranks) expect([r.status, r.stderr]).toEqual([0, '']);
     const results = ranks.map((r) => JSON.parse(r.stdout.slice(r.stdout.indexOf('RESULT ') + 7)));
@@ -186,8 +196,29 @@ describe('the packages installed outside the repository, as the README says', ()
         `import { benchSizes } from '@cmesh/bench';\nexport const used: [number, number[], string, number[]] = [dist.getWorldSize.length, DURATION_BUCKETS, InvalidArgumentError.name, benchSizes(8, 64, 2)];\n`,
     );
     const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
-    for (const [module, resolution] of [['node16', 'node16'], ['esnext', 'bundler']]) {
-      const r = spawnSync(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', '--module', module, '--moduleResolution', resolution, '--types', 'node', '--typeRoots', join(ROOT, 'node_modules/@types'), 'types.ts'], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+    for (const [module, resolution] of [
+      ['node16', 'node16'],
+      ['esnext', 'bundler'],
+    ]) {
+      const r = spawnSync(
+        process.execPath,
+        [
+          tsc,
+          '--noEmit',
+          '--strict',
+          '--skipLibCheck',
+          '--module',
+          module,
+          '--moduleResolution',
+          resolution,
+          '--types',
+          'node',
+          '--typeRoots',
+          join(ROOT, 'node_modules/@types'),
+          'types.ts',
+        ],
+        { cwd: project, encoding: 'utf8', timeout: 120_000 },
+      );
       expect([resolution, r.status, r.stdout]).toEqual([resolution, 0, '']);
     }
   }, 240_000);
@@ -197,21 +228,24 @@ describe('the packages installed outside the repository, as the README says', ()
       for (const [label, node] of nodes) {
         const major = execFileSync(node, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
         const r = npxCmesh(node, ['run', '--nproc-per-node', '2', script]);
-        expect([label, r.status, r.stderr]).toEqual([label, 0, expect.any(String)]);
+        // what the ranks said, when they failed
+        expect([label, r.status, r.status === 0 ? '' : `${r.stdout.slice(-1500)}\n${r.stderr.slice(-3000)}`]).toEqual([label, 0, '']);
         const results = r.stdout
           .split('\n')
           .filter((l) => l.includes('RESULT '))
           .map((l) => JSON.parse(l.slice(l.indexOf('RESULT ') + 7)))
           .sort((a, b) => a.rank - b.rank);
-        expect(results).toEqual([0, 1].map((rank) => ({
-          lang: script.split('.')[1],
-          node: major,
-          rank,
-          world: 2,
-          allReduce: [3, 3, 3, 3],
-          broadcast: [7, 7, 7],
-          p2p: rank === 1 ? [3.5, -1] : [0, 0],
-        })));
+        expect(results).toEqual(
+          [0, 1].map((rank) => ({
+            lang: script.split('.')[1],
+            node: major,
+            rank,
+            world: 2,
+            allReduce: [3, 3, 3, 3],
+            broadcast: [7, 7, 7],
+            p2p: rank === 1 ? [3.5, -1] : [0, 0],
+          })),
+        );
       }
     }, 240_000);
   }
@@ -220,7 +254,9 @@ describe('the packages installed outside the repository, as the README says', ()
     for (const command of [['up', '--port', '0', '--nats-port', '0'], ['demo']]) {
       const r = npxCmesh(process.execPath, command, { ...process.env, CMESH_STATE_DIR: join(dir, 'cmesh-state-unused') });
       expect([command[0], r.status]).toEqual([command[0], 1]);
-      expect(r.stderr).toContain('the mesh (cmesh up, cmesh demo) needs @cmesh/coordinator and @cmesh/rank-agent; not installed here: @cmesh/coordinator, @cmesh/rank-agent');
+      expect(r.stderr).toContain(
+        'the mesh (cmesh up, cmesh demo) needs @cmesh/coordinator and @cmesh/rank-agent; not installed here: @cmesh/coordinator, @cmesh/rank-agent',
+      );
       expect(r.stderr).toContain(`npm install <clone>/dist-packages/cmesh-{client,coordinator,rank-agent}-${VERSION}.tgz`);
     }
     expect(existsSync(join(dir, 'cmesh-state-unused'))).toBe(false);
@@ -236,7 +272,11 @@ describe('the packages installed outside the repository, as the README says', ()
     const cmesh = join(project, 'node_modules/.bin/cmesh');
     // the mesh's secrets in the test's folder, not the user's ~/.cmesh (status and bench read the token there)
     const env = { ...process.env, CMESH_STATE_DIR: join(dir, 'cmesh-state') };
-    const up = spawn(process.execPath, [join(meshProject, 'node_modules/.bin/cmesh'), 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], { cwd: meshProject, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const up = spawn(process.execPath, [join(meshProject, 'node_modules/.bin/cmesh'), 'up', '--agents', '2', '--port', '0', '--nats-port', '0'], {
+      cwd: meshProject,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     up.stdout!.on('data', (d) => (out += d));
     up.stderr!.on('data', (d) => (out += d));
@@ -250,7 +290,12 @@ describe('the packages installed outside the repository, as the README says', ()
       const status = spawnSync(process.execPath, [cmesh, 'status', '--coordinator', url!], { cwd: project, env, encoding: 'utf8', timeout: 30_000 });
       expect(status.stdout).toMatch(/Agents \(2\)/);
       expect(status.stdout).toMatch(/│ agent-1 +│ ready /);
-      const bench = spawnSync(process.execPath, [cmesh, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '4K', '-f', '8', '-n', '2', '-w', '1'], { cwd: project, env, encoding: 'utf8', timeout: 60_000 });
+      const bench = spawnSync(process.execPath, [cmesh, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '4K', '-f', '8', '-n', '2', '-w', '1'], {
+        cwd: project,
+        env,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
       expect(bench.status).toBe(0);
       const rows = bench.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l));
       expect(rows.map((l) => l.trim().split(/\s+/)[0])).toEqual(['8', '64', '512', '4096']);

@@ -16,7 +16,12 @@ const yaml = (p: string) => load(readFileSync(join(D, p), 'utf8')) as any;
 
 const RUNBOOKS = resolve(__dirname, '../../docs/operations.md');
 /** GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens. */
-const anchor = (heading: string) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
+const anchor = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
 
 it('promtool checks the rules, both configs, and the rule unit tests pass', () => {
   expect(promtool('check', 'rules', 'rules/cmesh.rules.yml')).toMatch(/SUCCESS: 15 rules found/);
@@ -26,8 +31,12 @@ it('promtool checks the rules, both configs, and the rule unit tests pass', () =
 
 it('every alert: a severity, a runbook_url to its section of docs/operations.md, and a for: that rides out one bad scrape', () => {
   const alerts = (yaml('prometheus/rules/cmesh.rules.yml').groups as { rules: any[] }[]).flatMap((g) => g.rules).filter((r) => r.alert);
-  expect(alerts.map((a) => a.alert)).toEqual(expect.arrayContaining(['CmeshCoordinatorDown', 'CmeshNatsDown', 'CmeshRejectedMessages', 'CmeshAgentHeartbeatLate']));
-  const repo = JSON.parse(readFileSync(resolve(__dirname, '../../apps/cli/package.json'), 'utf8')).repository.url.replace(/^git\+/, '').replace(/\.git$/, '');
+  expect(alerts.map((a) => a.alert)).toEqual(
+    expect.arrayContaining(['CmeshCoordinatorDown', 'CmeshNatsDown', 'CmeshRejectedMessages', 'CmeshAgentHeartbeatLate']),
+  );
+  const repo = JSON.parse(readFileSync(resolve(__dirname, '../../apps/cli/package.json'), 'utf8'))
+    .repository.url.replace(/^git\+/, '')
+    .replace(/\.git$/, '');
   const headings = new Set([...readFileSync(RUNBOOKS, 'utf8').matchAll(/^#{2,4} (.+)$/gm)].map((m) => anchor(m[1])));
   const seconds = (d: string) => Number(/^(\d+)([smh])$/.exec(d)![1]) * { s: 1, m: 60, h: 3600 }[/[smh]$/.exec(d)![0] as 's' | 'm' | 'h'];
   // these judge a window already (increase over 5m, two scans in a row, the last sweep's value)
@@ -60,12 +69,25 @@ it('the dashboard JSON is the generated one; data source, cluster and jobs are v
       expect([p.title, t.datasource.uid]).toEqual([p.title, '${datasource}']);
       // no job name written down; every cmesh or process series within the cluster picked
       expect([p.title, t.expr]).toEqual([p.title, expect.not.stringMatching(/job="|cmesh-/)]);
-      for (const m of t.expr.matchAll(/\b(?:cmesh|process)_\w+(\{[^}]*\})?/g)) expect([p.title, m[0]]).toEqual([p.title, expect.stringContaining('cluster=~"$cluster"')]);
+      for (const m of t.expr.matchAll(/\b(?:cmesh|process)_\w+(\{[^}]*\})?/g))
+        expect([p.title, m[0]]).toEqual([p.title, expect.stringContaining('cluster=~"$cluster"')]);
     }
   }
   // what the issue asks the dashboard to show
-  const all = dashboardExpressions(dash).map((e) => e.expr).join('\n');
-  for (const m of ['cmesh_collective_busbw_bytes_per_second', 'cmesh_collective_duration_seconds_bucket', 'cmesh_collective_errors_total', 'cmesh_agents', 'cmesh_agent_heartbeat_gap_seconds', 'cmesh_collective_bytes_total', 'cmesh_service_op_duration_seconds_bucket', 'cmesh_service_op_bus_bytes_total', 'cmesh_service_op_errors_total']) {
+  const all = dashboardExpressions(dash)
+    .map((e) => e.expr)
+    .join('\n');
+  for (const m of [
+    'cmesh_collective_busbw_bytes_per_second',
+    'cmesh_collective_duration_seconds_bucket',
+    'cmesh_collective_errors_total',
+    'cmesh_agents',
+    'cmesh_agent_heartbeat_gap_seconds',
+    'cmesh_collective_bytes_total',
+    'cmesh_service_op_duration_seconds_bucket',
+    'cmesh_service_op_bus_bytes_total',
+    'cmesh_service_op_errors_total',
+  ]) {
     expect([m, all.includes(m)]).toEqual([m, true]);
   }
   expect(all).toMatch(/histogram_quantile\(0\.99,/);
@@ -74,7 +96,8 @@ it('the dashboard JSON is the generated one; data source, cluster and jobs are v
 
 it('the job names used by the rules are scraped by both Prometheus configs', () => {
   const used = new Set<string>();
-  for (const e of ruleFileRules(readFileSync(join(D, 'prometheus/rules/cmesh.rules.yml'), 'utf8')).map((r) => r.expr)) for (const m of e.matchAll(/job="([^"]+)"/g)) used.add(m[1]);
+  for (const e of ruleFileRules(readFileSync(join(D, 'prometheus/rules/cmesh.rules.yml'), 'utf8')).map((r) => r.expr))
+    for (const m of e.matchAll(/job="([^"]+)"/g)) used.add(m[1]);
   expect([...used].sort()).toEqual(['cmesh-agent', 'cmesh-coordinator', 'cmesh-nats']);
   for (const c of ['prometheus/prometheus.yml', 'prometheus/prometheus-k8s.yml']) {
     const jobs = yaml(c).scrape_configs.map((s: { job_name: string }) => s.job_name);

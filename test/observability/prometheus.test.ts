@@ -13,8 +13,7 @@ import { join, resolve } from 'path';
 import { connect } from '@nats-io/transport-node';
 import { JobRecord, RDZV_SUBJECTS, ScanRecord } from '@cmesh/protocol';
 import { NatsServer, Prometheus, Sample, freePortPair, isAlive, sampleValue, startNatsServer, startPrometheus } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
-import { nodeArgs, programEnv } from '../../apps/cli/src/programs';
+import { Mesh, startMesh, nodeArgs, programEnv } from '@cmesh/testing/mesh';
 import { dashboardExpressions, ruleFileRules } from './support/expressions';
 
 const ROOT = resolve(__dirname, '../..');
@@ -23,12 +22,20 @@ const RULES = join(ROOT, 'dashboards/prometheus/rules/cmesh.rules.yml');
 const SIZES = [1024, 1 << 20];
 const ITERS = 5;
 
-
 const finite = (s: Sample[]) => s.some((x) => Number.isFinite(sampleValue(x)));
 
 /** A service group member (fixtures/service-member.ts) and the JSON lines it prints. */
-function serviceMember(env: Record<string, string>): { proc: ChildProcess; lines: Record<string, unknown>[]; out: string[]; waitFor(event: string, ms: number): Promise<Record<string, unknown>> } {
-  const proc = spawn(process.execPath, nodeArgs(join(__dirname, 'fixtures/service-member.ts')), { cwd: ROOT, env: { ...process.env, ...programEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function serviceMember(env: Record<string, string>): {
+  proc: ChildProcess;
+  lines: Record<string, unknown>[];
+  out: string[];
+  waitFor(event: string, ms: number): Promise<Record<string, unknown>>;
+} {
+  const proc = spawn(process.execPath, nodeArgs(join(__dirname, 'fixtures/service-member.ts')), {
+    cwd: ROOT,
+    env: { ...process.env, ...programEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines: Record<string, unknown>[] = [];
   const out: string[] = [];
   proc.stdout!.on('data', (d: Buffer) => {
@@ -163,14 +170,24 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     // every series of every target names its cluster (CMESH_CLUSTER; the default here)
     const unlabelled = await prom.query('group by (job, __name__) ({job=~"cmesh-.*", __name__!~"up|scrape_.*", cluster!="default"})');
     expect(unlabelled.map((s) => `${s.metric.job} ${s.metric.__name__}`)).toEqual([]);
-    expect((await prom.query('count by (job) ({job=~"cmesh-.*", __name__!~"up|scrape_.*", cluster="default"})')).map((s) => s.metric.job).sort()).toEqual(['cmesh-agent', 'cmesh-coordinator', 'cmesh-job']);
+    expect((await prom.query('count by (job) ({job=~"cmesh-.*", __name__!~"up|scrape_.*", cluster="default"})')).map((s) => s.metric.job).sort()).toEqual([
+      'cmesh-agent',
+      'cmesh-coordinator',
+      'cmesh-job',
+    ]);
     // what the dashboard's job variables find: the coordinator and the agents by their component
     const info = await prom.query('cmesh_component_info');
-    expect(info.map((s) => `${s.metric.job} ${s.metric.component}`).sort()).toEqual(['cmesh-agent agent', 'cmesh-agent agent', 'cmesh-coordinator coordinator']);
+    expect(info.map((s) => `${s.metric.job} ${s.metric.component}`).sort()).toEqual([
+      'cmesh-agent agent',
+      'cmesh-agent agent',
+      'cmesh-coordinator coordinator',
+    ]);
   }, 60_000);
 
   it('reads back the busbw and duration series of a mesh job through the HTTP API', async () => {
-    good = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: SIZES, iters: ITERS, warmup: 1 })).id, undefined, { timeoutMs: 60_000 });
+    good = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: SIZES, iters: ITERS, warmup: 1 })).id, undefined, {
+      timeoutMs: 60_000,
+    });
     expect(good.state).toBe('succeeded');
     expect(good.rows.map((r) => r.bytes)).toEqual(SIZES);
     for (const row of good.rows) {
@@ -186,9 +203,17 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
       expect(sampleValue(busbw[0]) / sampleValue(algbw[0])).toBeCloseTo(1, 9); // 2(n-1)/n at n = 2
     }
     // the coordinator observed one duration per row; each agent one per timed iteration
-    const coord = await prom.waitFor('sum(cmesh_collective_duration_seconds_count{job="cmesh-coordinator",op="all_reduce"})', 15_000, (s) => sampleValue(s[0] ?? { metric: {}, value: [0, '0'] }) === SIZES.length);
+    const coord = await prom.waitFor(
+      'sum(cmesh_collective_duration_seconds_count{job="cmesh-coordinator",op="all_reduce"})',
+      15_000,
+      (s) => sampleValue(s[0] ?? { metric: {}, value: [0, '0'] }) === SIZES.length,
+    );
     expect(sampleValue(coord[0])).toBe(SIZES.length);
-    const perAgent = await prom.waitFor('sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-agent",op="all_reduce",backend="tcp"})', 15_000, (s) => s.length === 2 && s.every((x) => sampleValue(x) === ITERS * 2 * SIZES.length));
+    const perAgent = await prom.waitFor(
+      'sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-agent",op="all_reduce",backend="tcp"})',
+      15_000,
+      (s) => s.length === 2 && s.every((x) => sampleValue(x) === ITERS * 2 * SIZES.length),
+    );
     expect(perAgent.map(sampleValue)).toEqual([ITERS * 2 * SIZES.length, ITERS * 2 * SIZES.length]);
     // size buckets are bounded powers of four: 1 KiB -> "1024", 1 MiB -> "1048576"
     const buckets = await prom.query('count by (size_bucket) (cmesh_collective_duration_seconds_count{job="cmesh-agent"})');
@@ -205,7 +230,11 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     // and the bytes it put on the wire: at world 2 every all-reduce algorithm sends and receives
     // at least the tensor per call (warm-up and checks come on top)
     for (const direction of ['sent', 'received']) {
-      const wire = await prom.waitFor(`cmesh_collective_bytes_total{job="cmesh-agent",op="all_reduce",direction="${direction}"}`, 15_000, (s) => s.length === 2);
+      const wire = await prom.waitFor(
+        `cmesh_collective_bytes_total{job="cmesh-agent",op="all_reduce",direction="${direction}"}`,
+        15_000,
+        (s) => s.length === 2,
+      );
       for (const w of wire) expect(sampleValue(w)).toBeGreaterThanOrEqual(expected);
     }
   }, 90_000);
@@ -243,7 +272,7 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     expect(failed.map((s) => [s.metric.instance, sampleValue(s)])).toEqual([[hostPort(agentUrls['agent-0']), 1]]);
   }, 150_000);
 
-  it('exports two fabric scans of the agents (each agent\'s ratio now and in the scan before)', async () => {
+  it("exports two fabric scans of the agents (each agent's ratio now and in the scan before)", async () => {
     for (let i = 0; i < 2; i++) {
       let scan = await mesh.client.post<ScanRecord>('/scans', { bandwidthBytes: 65536, iters: 2, warmup: 0 });
       for (const end = Date.now() + 60_000; scan.state === 'running' && Date.now() < end; ) {
@@ -264,11 +293,23 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
   }, 60_000);
 
   it("exports every rank's collectives of the cmesh run job (library exporter)", async () => {
-    const calls = await prom.waitFor('sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-job",op="all_reduce"}) > 0', 30_000, (s) => s.length === 2);
+    const calls = await prom.waitFor(
+      'sum by (instance) (cmesh_collective_duration_seconds_count{job="cmesh-job",op="all_reduce"}) > 0',
+      30_000,
+      (s) => s.length === 2,
+    );
     expect(calls).toHaveLength(2);
-    const sent = await prom.waitFor('rate(cmesh_collective_bytes_total{job="cmesh-job",op="all_reduce",direction="sent"}[30s]) > 0', 30_000, (s) => s.length === 2);
+    const sent = await prom.waitFor(
+      'rate(cmesh_collective_bytes_total{job="cmesh-job",op="all_reduce",direction="sent"}[30s]) > 0',
+      30_000,
+      (s) => s.length === 2,
+    );
     expect(sent.map((s) => s.metric.instance).sort()).toEqual([`127.0.0.1:${jobPorts}`, `127.0.0.1:${jobPorts + 1}`].sort());
-    const p50 = await prom.waitFor('histogram_quantile(0.5, sum by (le) (rate(cmesh_collective_duration_seconds_bucket{job="cmesh-job",op="all_reduce"}[30s])))', 30_000, finite);
+    const p50 = await prom.waitFor(
+      'histogram_quantile(0.5, sum by (le) (rate(cmesh_collective_duration_seconds_bucket{job="cmesh-job",op="all_reduce"}[30s])))',
+      30_000,
+      finite,
+    );
     expect(sampleValue(p50[0])).toBeGreaterThan(0);
     expect(sampleValue(p50[0])).toBeLessThan(1);
   }, 60_000);
@@ -277,7 +318,8 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     // a c10d round of two nodes through the coordinator
     const nc = await connect({ servers: nats.url });
     try {
-      const join = (nodeId: string) => nc.request(RDZV_SUBJECTS.join, JSON.stringify({ runId: 'obs', nodeId, minNodes: 2, maxNodes: 2, lastCallMs: 0 }), { timeout: 10_000 });
+      const join = (nodeId: string) =>
+        nc.request(RDZV_SUBJECTS.join, JSON.stringify({ runId: 'obs', nodeId, minNodes: 2, maxNodes: 2, lastCallMs: 0 }), { timeout: 10_000 });
       await Promise.all([join('n0'), join('n1')]);
       // a message the coordinator cannot read: counted in cmesh_rejected_messages_total
       nc.publish(RDZV_SUBJECTS.join, 'not json');
@@ -300,14 +342,26 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
     process.kill(victim.proc.pid!, 'SIGKILL');
     const failed = await mesh.client.waitJob(running.id, undefined, { timeoutMs: 15_000 });
     expect(failed.state).toBe('failed');
-    const errs = await prom.waitFor('sum by (job, reason) (cmesh_collective_errors_total{op="all_gather"})', 20_000, (s) => s.some((x) => x.metric.job === 'cmesh-coordinator'));
+    const errs = await prom.waitFor('sum by (job, reason) (cmesh_collective_errors_total{op="all_gather"})', 20_000, (s) =>
+      s.some((x) => x.metric.job === 'cmesh-coordinator'),
+    );
     expect(errs.find((x) => x.metric.job === 'cmesh-coordinator')!.metric.reason).toBe('agent_lost');
     expect(await prom.waitFor('cmesh_agents{state="lost"} == 1', 20_000)).toHaveLength(1);
 
     await prom.waitFor('cmesh_rejected_messages_total{job="cmesh-coordinator",reason="not_json"} >= 1', 20_000);
 
     // every alert but the coordinator's: it is up
-    const want = ['CmeshNatsDown', 'CmeshAgentLost', 'CmeshAgentHeartbeatLate', 'CmeshAgentScrapeDown', 'CmeshBusbwBelowFloor', 'CmeshCollectiveErrors', 'CmeshCollectiveStuck', 'CmeshAgentSlowInScans', 'CmeshRejectedMessages'];
+    const want = [
+      'CmeshNatsDown',
+      'CmeshAgentLost',
+      'CmeshAgentHeartbeatLate',
+      'CmeshAgentScrapeDown',
+      'CmeshBusbwBelowFloor',
+      'CmeshCollectiveErrors',
+      'CmeshCollectiveStuck',
+      'CmeshAgentSlowInScans',
+      'CmeshRejectedMessages',
+    ];
     const end = Date.now() + 30_000;
     let alerts: Awaited<ReturnType<Prometheus['rules']>> = [];
     for (;;) {
@@ -316,7 +370,9 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
       if (want.every((w) => active.includes(w)) || Date.now() > end) break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    expect(alerts.map((a) => [a.name, a.health, a.state === 'pending' || a.state === 'firing'])).toEqual(['CmeshCoordinatorDown', ...want].map((w) => [w, 'ok', w !== 'CmeshCoordinatorDown']));
+    expect(alerts.map((a) => [a.name, a.health, a.state === 'pending' || a.state === 'firing'])).toEqual(
+      ['CmeshCoordinatorDown', ...want].map((w) => [w, 'ok', w !== 'CmeshCoordinatorDown']),
+    );
   }, 120_000);
 
   it('every rule is healthy and every recording rule and alert expression returns data', async () => {
@@ -330,7 +386,10 @@ describe('Prometheus scraping the mesh and a cmesh run job', () => {
         expect(await prom.query(r.expr)).toEqual([]);
         continue;
       }
-      const expr = r.expr.replace('< 1e9', '< 1e18').replace('> 300', '>= 0').replace(/< 0\.5/g, '< 1e9');
+      const expr = r.expr
+        .replace('< 1e9', '< 1e18')
+        .replace('> 300', '>= 0')
+        .replace(/< 0\.5/g, '< 1e9');
       const s = await prom.waitFor(expr, 20_000, r.kind === 'record' ? finite : (x) => x.length > 0).catch((e: Error) => {
         throw new Error(`${r.name}: ${e.message}`);
       });

@@ -24,10 +24,9 @@ import { headers, NatsConnection } from '@nats-io/nats-core';
 import { KV, Kvm } from '@nats-io/kv';
 import { TRACE_MAC_HEADER } from '@cmesh/collectives';
 import { clusterNames, decodeMessage, ErrorReplySchema, JobRecord, ScanRequestSchema, TraceReport, TraceReportSchema } from '@cmesh/protocol';
-import { ForgedAnswer, forgedTraceAnswer, fuzzPlan, invalidJsonPayload, runFuzz } from '@cmesh/testing';
 import { connectMesh } from '@cmesh/client';
-import { crashLines } from '../../apps/coordinator/test/support/fuzz-fixture';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { ForgedAnswer, forgedTraceAnswer, fuzzPlan, invalidJsonPayload, runFuzz, crashLines } from '@cmesh/testing';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 const enc = new TextEncoder();
 const n = clusterNames();
@@ -45,7 +44,12 @@ function sameShape(v: unknown, depth = 0): fc.Arbitrary<unknown> {
   if (Array.isArray(v)) {
     if (!v.length) return fc.constant(v);
     const item = sameShape(v[0], depth + 1);
-    return fc.oneof(fc.constant(v), fc.constant([]), fc.array(item, { maxLength: 4 }), item.map((x) => Array.from({ length: 1000 }, () => x)));
+    return fc.oneof(
+      fc.constant(v),
+      fc.constant([]),
+      fc.array(item, { maxLength: 4 }),
+      item.map((x) => Array.from({ length: 1000 }, () => x)),
+    );
   }
   return fc.record(Object.fromEntries(Object.entries(v).map(([k, x]) => [k, sameShape(x, depth + 1)])));
 }
@@ -95,10 +99,15 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     const BATCH = 50;
     const plan = fuzzPlan('coordinator nats scans.*', BATCH);
     const started = Date.now();
-    const name = fc.oneof(fc.constantFrom(...HOSTILE_STRINGS.filter((s) => s.length > 0 && s !== 'agent-0')), fc.string({ minLength: 1, maxLength: 64 }).filter((s) => s !== 'agent-0' && s !== 'agent-1'));
+    const name = fc.oneof(
+      fc.constantFrom(...HOSTILE_STRINGS.filter((s) => s.length > 0 && s !== 'agent-0')),
+      fc.string({ minLength: 1, maxLength: 64 }).filter((s) => s !== 'agent-0' && s !== 'agent-1'),
+    );
     // never a valid scan: an agent unknown (or not alive), or one named twice
     const agents = fc.oneof(
-      fc.tuple(fc.subarray(['agent-0', 'agent-1']), fc.array(name, { minLength: 1, maxLength: 1024 })).chain(([real, fake]) => fc.shuffledSubarray([...real, ...fake], { minLength: real.length + fake.length })),
+      fc
+        .tuple(fc.subarray(['agent-0', 'agent-1']), fc.array(name, { minLength: 1, maxLength: 1024 }))
+        .chain(([real, fake]) => fc.shuffledSubarray([...real, ...fake], { minLength: real.length + fake.length })),
       fc.constantFrom(['agent-0', 'agent-0'], ['agent-1', 'agent-0', 'agent-1']),
     );
     const max = { latencyBytes: 1 << 20, bandwidthBytes: 256 << 20, iters: 1000, warmup: 1000, timeoutMs: 600_000 };
@@ -118,7 +127,10 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
       hostileRun.map((b) => ({ subject: n.scans.run, what: 'hostile run', data: enc.encode(JSON.stringify(b)) })),
       id.map((i) => ({ subject: n.scans.get, what: 'get of an unknown id', data: enc.encode(JSON.stringify({ id: i })) })),
       fc.integer({ min: 1, max: 1000 }).map((limit) => ({ subject: n.scans.list, what: 'list', data: enc.encode(JSON.stringify({ limit })) })),
-      invalidJsonPayload({ agents: ['agent-0', 'fz-nobody'], iters: 5, bandwidthBytes: 1024 }, { required: ['agents', 'iters', 'bandwidthBytes'], constrained: ['iters', 'bandwidthBytes'], maxBytes: 256 * 1024 })
+      invalidJsonPayload(
+        { agents: ['agent-0', 'fz-nobody'], iters: 5, bandwidthBytes: 1024 },
+        { required: ['agents', 'iters', 'bandwidthBytes'], constrained: ['iters', 'bandwidthBytes'], maxBytes: 256 * 1024 },
+      )
         // a body that loses its agents (a key left out, or under __proto__) asks for a real scan of every agent: not a case
         .filter((c) => {
           const d = decodeMessage(ScanRequestSchema, c.data);
@@ -129,12 +141,22 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
       invalidJsonPayload({ limit: 5 }, { required: ['limit'], constrained: ['limit'], maxBytes: 256 * 1024 }).map((c) => ({ subject: n.scans.list, ...c })),
     );
     const bad = await runFuzz(plan, fc.array(cases, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
-      const replies = await Promise.all(batch.map((c) => request(c.subject, c.data).then((r) => ({ c, r }), (e: Error) => ({ c, r: { noReply: e.message } as Record<string, unknown> }))));
+      const replies = await Promise.all(
+        batch.map((c) =>
+          request(c.subject, c.data).then(
+            (r) => ({ c, r }),
+            (e: Error) => ({ c, r: { noReply: e.message } as Record<string, unknown> }),
+          ),
+        ),
+      );
       const wrong: string[] = [];
       for (const { c, r } of replies) {
         const err = ErrorReplySchema.safeParse(r);
         const fine = err.success ? err.data.error.code !== 'INTERNAL' : c.subject !== n.scans.run && r.ok === true;
-        if (!fine) wrong.push(`${c.subject} ${c.what} (${c.data.length} bytes: ${Buffer.from(c.data.subarray(0, 120)).toString()}) -> ${JSON.stringify(r).slice(0, 300)}`);
+        if (!fine)
+          wrong.push(
+            `${c.subject} ${c.what} (${c.data.length} bytes: ${Buffer.from(c.data.subarray(0, 120)).toString()}) -> ${JSON.stringify(r).slice(0, 300)}`,
+          );
       }
       return wrong;
     });
@@ -185,7 +207,8 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
       const r: TraceReport = parsed.data;
       for (const g of r.reports) {
         // verified: only the real job, with only its two ranks; every forged report is marked
-        if (g.verified !== false && (g.job !== job || g.verified !== true || JSON.stringify(g.ranks) !== '[0,1]')) wrong.push(`GET ${path}: ${JSON.stringify(g).slice(0, 300)}`);
+        if (g.verified !== false && (g.job !== job || g.verified !== true || JSON.stringify(g.ranks) !== '[0,1]'))
+          wrong.push(`GET ${path}: ${JSON.stringify(g).slice(0, 300)}`);
       }
       return wrong;
     });
@@ -193,7 +216,9 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     expect(bad.slice(0, 20)).toEqual([]);
     expect(answered).toBeGreaterThan(plan.cases / 2); // most cases reached the coordinator
     await expectCorrect(job);
-    process.stdout.write(`fuzz coordinator gathered trace replies: ${plan.cases} cases (${answered} sent) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    process.stdout.write(
+      `fuzz coordinator gathered trace replies: ${plan.cases} cases (${answered} sent) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+    );
   }, 300_000);
 
   it("gathered replies: forged status answers of a placed service group's ranks", async () => {
@@ -202,20 +227,38 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     const started = Date.now();
     const conns = await Promise.all([0, 1].map(() => connectMesh({ servers: mesh.natsUrl, local: false })));
     try {
-      const groups = await Promise.all(conns.map((c, i) => c.join('fz-status', { size: 2, label: `fz-${i}`, timeoutMs: 90_000 })));
+      const groups = await Promise.all(conns.map((c, i) => c.join('fz-status', { size: 2, label: `fz-${i}`, timeout: 90_000 })));
       // forged answers: malformed ones, and statuses of any rank that no real rank would send (queued >= 1e6), under a MAC that is not the group's
       const FORGED_QUEUED = 1_000_000;
-      const valid = { rank: 0, running: { op: 'allReduce', seq: 1, dtype: 'float32', count: 4, since: new Date().toISOString() }, queued: FORGED_QUEUED, opsDone: 0, bytes: 0 };
+      const valid = {
+        rank: 0,
+        running: { op: 'allReduce', seq: 1, dtype: 'float32', count: 4, since: new Date().toISOString() },
+        queued: FORGED_QUEUED,
+        opsDone: 0,
+        bytes: 0,
+      };
       const forged = fc.tuple(
         fc.oneof(
-          fc.record({ rank: fc.oneof(fc.constantFrom(0, 1), fc.nat()), queued: fc.integer({ min: FORGED_QUEUED, max: 2 ** 53 - 1 }), running: sameShape(valid.running), opsDone: fc.nat(), bytes: fc.nat() }).map((v) => ({ what: 'forged status', data: enc.encode(JSON.stringify(v)) })),
+          fc
+            .record({
+              rank: fc.oneof(fc.constantFrom(0, 1), fc.nat()),
+              queued: fc.integer({ min: FORGED_QUEUED, max: 2 ** 53 - 1 }),
+              running: sameShape(valid.running),
+              opsDone: fc.nat(),
+              bytes: fc.nat(),
+            })
+            .map((v) => ({ what: 'forged status', data: enc.encode(JSON.stringify(v)) })),
           invalidJsonPayload(valid, { required: ['rank', 'running', 'queued'], constrained: ['rank', 'queued'], maxBytes: 128 * 1024 }),
         ),
-        fc.oneof(fc.constant(undefined), fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 }), fc.string({ maxLength: 80 })),
+        fc.oneof(
+          fc.constant(undefined),
+          fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 }),
+          fc.string({ maxLength: 80 }),
+        ),
       );
       let pending: Array<[{ what: string; data: Uint8Array }, string | undefined]> = [];
       let sent = 0;
-      const sub = nc.subscribe(n.svc.status('*'), {
+      const sub = nc.subscribe(n.serviceGroups.status('*'), {
         callback: (err, m) => {
           if (err || !m.reply) return;
           const batch = pending;
@@ -264,35 +307,106 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     const kvm = new Kvm(nc);
     const open = async (b: string) => kvm.open(b, { bindOnly: true });
     const state = await open(n.buckets.state);
-    const buckets: Record<string, KV> = { state, jobs: await open(n.buckets.jobs), claims: await open(n.buckets.claims), replicas: await open(n.buckets.replicas), scans: await open(n.buckets.scans) };
+    const buckets: Record<string, KV> = {
+      state,
+      jobs: await open(n.buckets.jobs),
+      claims: await open(n.buckets.claims),
+      replicas: await open(n.buckets.replicas),
+      scans: await open(n.buckets.scans),
+    };
     const real = async (kv: KV, key: string) => (await kv.get(key))!.json() as Record<string, unknown>;
     const agent = await real(state, 'agents.agent-0');
     const lastJob = (await mesh.client.jobs(1))[0];
     const templates: Array<{ bucket: string; keys: string[]; valid: Record<string, unknown> }> = [
       { bucket: 'state', keys: ['agents.fz-a0', 'agents.fz-a1'], valid: { ...agent, agentId: 'fz-a0', name: 'fz-a0' } },
-      { bucket: 'state', keys: ['groups.fz-g0', 'groups.fz-g1'], valid: { id: 'fz-g0', members: ['agent-0'], storePrefix: 'fz', createdAt: new Date().toISOString() } },
-      { bucket: 'state', keys: ['rdzv.fz-r0'], valid: { runId: 'fz-r0', round: 0, state: 'open', minNodes: 1, maxNodes: 2, lastCallMs: 10, participants: [{ nodeId: 'n', joinedAt: new Date().toISOString() }], waiting: [] } },
-      { bucket: 'state', keys: ['svc.fz-s0'], valid: { name: 'fz-s0', round: 1, state: 'joining', size: 2, joined: [{ member: 'm', joinedAt: new Date().toISOString() }], updatedAt: new Date().toISOString() } },
+      {
+        bucket: 'state',
+        keys: ['groups.fz-g0', 'groups.fz-g1'],
+        valid: { id: 'fz-g0', members: ['agent-0'], storePrefix: 'fz', createdAt: new Date().toISOString() },
+      },
+      {
+        bucket: 'state',
+        keys: ['rdzv.fz-r0'],
+        valid: {
+          runId: 'fz-r0',
+          round: 0,
+          state: 'open',
+          minNodes: 1,
+          maxNodes: 2,
+          lastCallMs: 10,
+          participants: [{ nodeId: 'n', joinedAt: new Date().toISOString() }],
+          waiting: [],
+        },
+      },
+      {
+        bucket: 'state',
+        keys: ['svc.fz-s0'],
+        valid: {
+          name: 'fz-s0',
+          round: 1,
+          state: 'joining',
+          size: 2,
+          joined: [{ member: 'm', joinedAt: new Date().toISOString() }],
+          updatedAt: new Date().toISOString(),
+        },
+      },
       { bucket: 'state', keys: ['counters.groups', 'leader'], valid: { holder: 'fz', expiresAt: 0 } },
-      { bucket: 'jobs', keys: ['fz-j0', 'fz-j1'], valid: { ...(await real(buckets.jobs, lastJob.id)), id: 'fz-j0', members: [{ agentId: 'fz-a0', name: 'fz-a0', rank: 0 }] } },
+      {
+        bucket: 'jobs',
+        keys: ['fz-j0', 'fz-j1'],
+        valid: { ...(await real(buckets.jobs, lastJob.id)), id: 'fz-j0', members: [{ agentId: 'fz-a0', name: 'fz-a0', rank: 0 }] },
+      },
       { bucket: 'claims', keys: ['fz-a0', 'fz-a1'], valid: { jobId: 'fz-j0', replica: 'fz-replica', renewedAt: Date.now() } },
       { bucket: 'replicas', keys: ['fz-replica'], valid: { renewedAt: Date.now() } },
-      { bucket: 'scans', keys: ['scan.fz-s0', 'lease'], valid: { id: 'fz-s0', state: 'failed', trigger: 'request', request: {}, agents: ['agent-0', 'agent-1'], rounds: 1, progress: { done: 0, total: 1 }, links: [], collectives: [], replica: 'fz', createdAt: new Date().toISOString() } },
+      {
+        bucket: 'scans',
+        keys: ['scan.fz-s0', 'lease'],
+        valid: {
+          id: 'fz-s0',
+          state: 'failed',
+          trigger: 'request',
+          request: {},
+          agents: ['agent-0', 'agent-1'],
+          rounds: 1,
+          progress: { done: 0, total: 1 },
+          links: [],
+          collectives: [],
+          replica: 'fz',
+          createdAt: new Date().toISOString(),
+        },
+      },
     ];
     const kvCase = fc.constantFrom(...templates).chain((t) =>
-      fc.tuple(
-        fc.constantFrom(...t.keys),
-        fc.oneof(
-          sameShape(t.valid).map((v) => ({ what: 'same shape, hostile values', data: enc.encode(JSON.stringify(v)) })),
-          invalidJsonPayload(t.valid, { required: Object.keys(t.valid), constrained: Object.keys(t.valid).filter((k) => typeof t.valid[k] !== 'object'), maxBytes: 256 * 1024 }),
-          fc.constant({ what: 'deleted', data: null }),
-        ),
-      )
+      fc
+        .tuple(
+          fc.constantFrom(...t.keys),
+          fc.oneof(
+            sameShape(t.valid).map((v) => ({ what: 'same shape, hostile values', data: enc.encode(JSON.stringify(v)) })),
+            invalidJsonPayload(t.valid, {
+              required: Object.keys(t.valid),
+              constrained: Object.keys(t.valid).filter((k) => typeof t.valid[k] !== 'object'),
+              maxBytes: 256 * 1024,
+            }),
+            fc.constant({ what: 'deleted', data: null }),
+          ),
+        )
         .map(([key, v]) => ({ bucket: t.bucket, key, ...v }))
         // what nats-server takes in one message (1 MiB)
         .filter((c) => !c.data || c.data.length < 900 * 1024),
     );
-    const reads = ['/agents', '/groups', '/rendezvous', '/jobs', '/scans', '/service-groups', '/groups/fz-g0', '/jobs/fz-j0', '/scans/fz-s0', '/rendezvous/fz-r0', '/service-groups/fz-s0'];
+    const reads = [
+      '/agents',
+      '/groups',
+      '/rendezvous',
+      '/jobs',
+      '/scans',
+      '/service-groups',
+      '/groups/fz-g0',
+      '/jobs/fz-j0',
+      '/scans/fz-s0',
+      '/rendezvous/fz-r0',
+      '/service-groups/fz-s0',
+    ];
     let batches = 0;
     const bad = await runFuzz(plan, fc.array(kvCase, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
       // written together (the order of writes to one key does not matter here), then read together
@@ -301,7 +415,13 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
       await Promise.all(
         (batches++ % 10 === 0 ? [...reads, '/ui'] : reads).map(async (p) => {
           const res = await httpGet(p);
-          if (res.status >= 500) wrong.push(`GET ${p} after ${batch.map((c) => `${c.bucket}/${c.key}: ${c.what}`).join(', ').slice(0, 400)}: ${res.status} ${(await res.text()).slice(0, 300)}`);
+          if (res.status >= 500)
+            wrong.push(
+              `GET ${p} after ${batch
+                .map((c) => `${c.bucket}/${c.key}: ${c.what}`)
+                .join(', ')
+                .slice(0, 400)}: ${res.status} ${(await res.text()).slice(0, 300)}`,
+            );
           else await res.arrayBuffer();
         }),
       );
@@ -331,7 +451,12 @@ describe('coordinator inputs under fuzzing: scans.*, gathered replies, KV record
     expect(crashLines(output)).toEqual([]);
     const agents = (await request(n.agents.list, enc.encode('{}'))) as { ok: boolean; agents: { agentId: string; state: string }[] };
     expect(agents.ok).toBe(true);
-    expect(agents.agents.filter((a) => a.agentId.startsWith('agent-')).map((a) => `${a.agentId}:${a.state}`).sort()).toEqual(['agent-0:ready', 'agent-1:ready']);
+    expect(
+      agents.agents
+        .filter((a) => a.agentId.startsWith('agent-'))
+        .map((a) => `${a.agentId}:${a.state}`)
+        .sort(),
+    ).toEqual(['agent-0:ready', 'agent-1:ready']);
     expect((await httpGet('/health')).status).toBe(200);
     await expectCorrect(await checkedJob(5));
   }, 240_000);

@@ -13,7 +13,7 @@ import { NatsConnection } from '@nats-io/nats-core';
 import { busBwFactor } from '@cmesh/bench';
 import { AGENT_SUBJECTS, GROUP_SUBJECTS, JOB_SUBJECTS, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, isAlive, startNatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 const CMESH = join(resolve(__dirname, '../..'), 'apps/cli/bin/cmesh.js');
 
@@ -31,7 +31,14 @@ const REQUEST_SUBJECTS = [
 ];
 /** list subjects take any object: only payloads that are not objects are malformed there */
 const LIST_SUBJECTS = [AGENT_SUBJECTS.list, GROUP_SUBJECTS.list, JOB_SUBJECTS.list];
-const EVENT_SUBJECTS = [JOB_SUBJECTS.start('agent-0'), JOB_SUBJECTS.start('agent-1'), JOB_SUBJECTS.cancel, JOB_SUBJECTS.events('jfuzz', 'agent-0'), AGENT_SUBJECTS.events('agent-0'), AGENT_SUBJECTS.events('agent-1')];
+const EVENT_SUBJECTS = [
+  JOB_SUBJECTS.start('agent-0'),
+  JOB_SUBJECTS.start('agent-1'),
+  JOB_SUBJECTS.cancel,
+  JOB_SUBJECTS.events('jfuzz', 'agent-0'),
+  AGENT_SUBJECTS.events('agent-0'),
+  AGENT_SUBJECTS.events('agent-1'),
+];
 
 const text = (s: string) => new TextEncoder().encode(s);
 
@@ -115,14 +122,16 @@ describe('malformed messages on every subject the mesh listens on', () => {
 
     let sent = 0;
     for (let round = 0; round < 12; round++) {
-      for (const s of [...REQUEST_SUBJECTS, ...EVENT_SUBJECTS]) for (const p of small) {
-        nc.publish(s, p);
-        sent++;
-      }
-      for (const s of LIST_SUBJECTS) for (const p of listBad) {
-        nc.publish(s, p);
-        sent++;
-      }
+      for (const s of [...REQUEST_SUBJECTS, ...EVENT_SUBJECTS])
+        for (const p of small) {
+          nc.publish(s, p);
+          sent++;
+        }
+      for (const s of LIST_SUBJECTS)
+        for (const p of listBad) {
+          nc.publish(s, p);
+          sent++;
+        }
       await nc.flush();
     }
     for (const s of [...REQUEST_SUBJECTS, ...EVENT_SUBJECTS, ...LIST_SUBJECTS]) {

@@ -22,7 +22,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { StoreLimitError, TcpStore, startTcpStoreServer } from '@cmesh/collectives';
 import { clusterNames, JobRecord, JobRequestInput } from '@cmesh/protocol';
-import { Mesh, listAgents, startMesh } from '../../apps/cli/src/mesh/launch';
+import { Mesh, listAgents, startMesh } from '@cmesh/testing/mesh';
 
 const n = clusterNames();
 const MiB = 2 ** 20;
@@ -116,11 +116,17 @@ describe('bounds on what a peer controls', () => {
     expect(tooBig.status).toBe(400);
     expect(tooBig.body).toMatchObject({ code: 'BAD_REQUEST', issues: ["sizes.1: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)"] });
     const range = await rest('POST', '/jobs', { op: 'allReduce', minBytes: 2 ** 31, maxBytes: 2 ** 31, nranks: 2 });
-    expect(range.body.issues).toEqual(["maxBytes: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)", "minBytes: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)"]);
+    expect(range.body.issues).toEqual([
+      "maxBytes: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)",
+      "minBytes: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)",
+    ]);
     const ceiling = await rest('POST', '/jobs', { op: 'allReduce', maxBytes: 2 ** 40, nranks: 2 });
     expect([ceiling.status, ceiling.body.issues]).toEqual([400, ['maxBytes: at most 4294967296 bytes']]);
     const overNats = await submitOverNats({ op: 'allGather', sizes: [2 ** 31], nranks: 2 });
-    expect(overNats).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', issues: ["sizes.0: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)"] } });
+    expect(overNats).toMatchObject({
+      ok: false,
+      error: { code: 'BAD_REQUEST', issues: ["sizes.0: at most 1073741824 bytes (the coordinator's CMESH_JOB_MAX_BYTES)"] },
+    });
     expect(await jobCount()).toBe(before);
     await victimSucceeds();
   }, 90_000);
@@ -160,7 +166,11 @@ describe("a hostile rank with the run's secret against a TcpStore server", () =>
   const SECRET = 'bounds-attack-secret-0123456789abcdef';
 
   it('each flood is refused with StoreLimitError and changes nothing; another rank keeps its keys, counters and waits', async () => {
-    const server = await startTcpStoreServer({ port: 0, secret: SECRET, limits: { maxKeys: 200, maxBytes: 64 * 1024, maxConnections: 6, maxWaitsPerConnection: 50, maxWaits: 60 } });
+    const server = await startTcpStoreServer({
+      port: 0,
+      secret: SECRET,
+      limits: { maxKeys: 200, maxBytes: 64 * 1024, maxConnections: 6, maxWaitsPerConnection: 50, maxWaits: 60 },
+    });
     const open: TcpStore[] = [];
     const store = async () => {
       const s = await TcpStore.create({ host: '127.0.0.1', port: server.port, timeoutMs: 10_000, secret: SECRET });
@@ -175,7 +185,9 @@ describe("a hostile rank with the run's secret against a TcpStore server", () =>
       const parked = rank.wait(['go']);
 
       // a 65 MiB value: over the frame limit, refused and skipped; the attacker's connection goes on
-      await expect(attacker.set('big', Buffer.alloc(65 * MiB))).rejects.toThrow(/maxFrameBytes 67108864/);
+      // (a set is not answered: its refusal fails the next operation)
+      await attacker.set('big', Buffer.alloc(65 * MiB));
+      await expect(attacker.numKeys()).rejects.toThrow(/set of key "big" refused: .*maxFrameBytes 67108864/);
       // parked waits: 50 on one connection, 60 in all (the rank's own wait is one of them)
       const gets = Array.from({ length: 50 }, (_, i) => attacker.get(`never/${i}`).catch(() => 'closed'));
       await expect(attacker.get('never/50')).rejects.toThrow(/maxWaitsPerConnection 50/);
@@ -191,11 +203,20 @@ describe("a hostile rank with the run's secret against a TcpStore server", () =>
 
       // a flood of keys until the server says no, then of bytes into the keys it made
       let refused: unknown;
-      for (let i = 0; i < 1000 && !refused; i++) refused = await attacker.set(`k/${i}`, '').then(() => undefined, (e: unknown) => e);
+      for (let i = 0; i < 1000; i++) await attacker.set(`k/${i}`, '');
+      await attacker.deleteKey('none'); // answered after every refusal: they are reported together next
+      refused = await attacker.numKeys().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(refused).toBeInstanceOf(StoreLimitError);
-      expect((refused as Error).message).toMatch(/the store holds 200 keys, its limit \(maxKeys 200\)/);
-      refused = undefined;
-      for (let i = 0; i < 1000 && !refused; i++) refused = await attacker.set(`k/${i}`, Buffer.alloc(512)).then(() => undefined, (e: unknown) => e);
+      expect((refused as Error).message).toMatch(/the store holds 200 keys, its limit \(maxKeys 200\); \d+ later set\(s\) refused too/);
+      for (let i = 0; i < 200; i++) await attacker.set(`k/${i}`, Buffer.alloc(512));
+      await attacker.deleteKey('none');
+      refused = await attacker.numKeys().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(refused).toBeInstanceOf(StoreLimitError);
       expect((refused as Error).message).toMatch(/maxBytes 65536/);
 

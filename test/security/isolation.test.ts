@@ -18,11 +18,9 @@ import { Kvm } from '@nats-io/kv';
 import { clusterNames, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, natsPermissions, NatsRole } from '@cmesh/protocol';
 import { NatsKvStore } from '@cmesh/collectives';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { Mesh, startMesh, cmesh, CmeshResult } from '@cmesh/testing/mesh';
 import { TestLogins } from './support/logins';
-import { rdzvBucket } from '../../apps/cli/src/run/rdzv-nats';
-import { rdzvIdFor } from '../../apps/cli/src/commands/run';
-import { cmesh, CmeshResult } from '../../apps/cli/test/support/cmesh';
+import { rdzvBucket, rdzvIdFor } from '@cmesh/cli/commands';
 
 const FIX = path.resolve(__dirname, '../../apps/cli/test/fixtures/env-allreduce.ts');
 const USERS: { user: string; role: NatsRole; cluster: string }[] = [
@@ -39,16 +37,22 @@ const loginEnv = (user: string): NodeJS.ProcessEnv => {
   return { NATS_USER: user, NATS_PASSWORD: PASSWORDS[user], CMESH_SECRET: '', ...(cluster === 'default' ? {} : { CMESH_CLUSTER: cluster }) };
 };
 
-describe('clusters and logins on one NATS server cannot reach each other\'s stores', () => {
+describe("clusters and logins on one NATS server cannot reach each other's stores", () => {
   let nats: NatsServer;
   const meshes: Mesh[] = [];
 
-  const logins = new TestLogins(() => nats.url, (user) => PASSWORDS[user]);
+  const logins = new TestLogins(
+    () => nats.url,
+    (user) => PASSWORDS[user],
+  );
   const login = (user: string) => logins.login(user);
 
   /** A `cmesh run` of one node and two workers through the nats rendezvous, as this login. */
   const run = (user: string, id: string | undefined, extra: string[] = []): Promise<CmeshResult> =>
-    cmesh(['run', '--nproc-per-node', '2', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, ...(id ? ['--rdzv-id', id] : []), ...extra, FIX], { env: loginEnv(user), timeoutMs: 120_000 });
+    cmesh(
+      ['run', '--nproc-per-node', '2', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, ...(id ? ['--rdzv-id', id] : []), ...extra, FIX],
+      { env: loginEnv(user), timeoutMs: 120_000 },
+    );
   const sums = (r: CmeshResult) => [...r.out.matchAll(/^\[rank(\d)\]:sum (\S+)$/gm)].map((m) => `${m[1]}:${m[2]}`).sort();
   const secrets = (r: CmeshResult) => new Set([...r.out.matchAll(/^\[rank\d\]:secret (\S+)$/gm)].map((m) => m[1]));
 
@@ -56,7 +60,10 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     // one server, both clusters' logins, each with its role's permissions in its own cluster
     const users = USERS.map((u) => ({ user: u.user, password: PASSWORDS[u.user], permissions: natsPermissions(u.role, clusterNames(u.cluster), u.user) }));
     nats = await startNatsServer({ config: `authorization: ${JSON.stringify({ users }, null, 2)}\n` });
-    for (const [cluster, user] of [['default', 'coordinator'], ['lab', 'coord-lab']]) {
+    for (const [cluster, user] of [
+      ['default', 'coordinator'],
+      ['lab', 'coord-lab'],
+    ]) {
       meshes.push(await startMesh({ agents: 0, natsUrl: nats.url, port: 0, cluster, env: loginEnv(user), write: () => undefined, readyTimeoutMs: 90_000 }));
     }
   }, 200_000);
@@ -67,7 +74,7 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     await nats?.stop();
   });
 
-  it('same-named runs in two clusters get separate buckets, both finish right, and neither login reaches the other\'s', async () => {
+  it("same-named runs in two clusters get separate buckets, both finish right, and neither login reaches the other's", async () => {
     const id = `shared-${Date.now()}`;
     const [a, b] = await Promise.all([run('client', id), run('lab-client', id)]);
     for (const r of [a, b]) {
@@ -109,7 +116,7 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     await expect(cjsm.streams.info(`KV_${mine}`)).resolves.toBeTruthy();
   }, 180_000);
 
-  it('a second login of the cluster cannot derive, list or delete another login\'s rendezvous bucket', async () => {
+  it("a second login of the cluster cannot derive, list or delete another login's rendezvous bucket", async () => {
     const id = `job-${Date.now()}`;
     const client = await login('client');
     const teamB = await login('team-b');
@@ -118,7 +125,11 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     const store = await NatsKvStore.open({ connection: client.nc, bucket, timeoutMs: 10_000 });
     await store.set('rdzv/x/master', '10.0.0.1:29500');
     const info = await (await jetstreamManager(client.nc, { checkAPI: false })).streams.info(`KV_${bucket}`);
-    expect({ history: info.config.max_msgs_per_subject, bytes: info.config.max_bytes, ageS: info.config.max_age / 1e9 }).toEqual({ history: 1, bytes: DEFAULT_STORE_MAX_BYTES, ageS: DEFAULT_STORE_MAX_AGE_S });
+    expect({ history: info.config.max_msgs_per_subject, bytes: info.config.max_bytes, ageS: info.config.max_age / 1e9 }).toEqual({
+      history: 1,
+      bytes: DEFAULT_STORE_MAX_BYTES,
+      ageS: DEFAULT_STORE_MAX_AGE_S,
+    });
 
     // team-b names the same id from its own secret: another bucket, empty
     const guess = rdzvBucket(id, loginEnv('team-b'));
@@ -157,7 +168,7 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     expect(multi.err).toMatch(/--rdzv-backend nats on up to 2 nodes needs --rdzv-id/);
   }, 180_000);
 
-  it('a client cannot create a stream; the coordinator creates only its own cluster\'s store buckets', async () => {
+  it("a client cannot create a stream; the coordinator creates only its own cluster's store buckets", async () => {
     const client = await login('client');
     const n = clusterNames();
     const bucket = n.stores.bucket('init', randomBytes(16).toString('hex'));
@@ -167,13 +178,18 @@ describe('clusters and logins on one NATS server cannot reach each other\'s stor
     await expect(new Kvm(client.nc).create(bucket, { history: 1 })).rejects.toThrow(/Permissions Violation/);
     // stores.open: a name of the cluster's store pattern only, else a typed refusal and nothing made
     const ask = async (b: unknown) => (await client.nc.request(n.stores.open, JSON.stringify({ bucket: b }), { timeout: 10_000 })).json();
-    expect(await ask(n.buckets.state)).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringContaining('not a store bucket of cluster default') } });
+    expect(await ask(n.buckets.state)).toMatchObject({
+      ok: false,
+      error: { code: 'BAD_REQUEST', message: expect.stringContaining('not a store bucket of cluster default') },
+    });
     expect(await ask(clusterNames('lab').stores.bucket('jobs', 'x'))).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST' } });
     expect(await ask('KV_x.>')).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST' } });
     expect(await ask(bucket)).toEqual({ ok: true, bucket, created: true });
     expect(await ask(bucket)).toEqual({ ok: true, bucket, created: false }); // idempotent
     // a bucket name outside the pattern: the client cannot make it, and nobody makes it for it
-    await expect(NatsKvStore.open({ connection: client.nc, bucket: 'legacy_bucket', timeoutMs: 1500 })).rejects.toThrow(/cannot open JetStream KV bucket legacy_bucket/);
+    await expect(NatsKvStore.open({ connection: client.nc, bucket: 'legacy_bucket', timeoutMs: 1500 })).rejects.toThrow(
+      /cannot open JetStream KV bucket legacy_bucket/,
+    );
     const coordinator = await login('coordinator');
     await expect((await jetstreamManager(coordinator.nc)).streams.info('KV_legacy_bucket')).rejects.toThrow(/stream not found/);
   }, 60_000);

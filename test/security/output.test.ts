@@ -10,9 +10,8 @@ import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { clusterNames, JobRecord, PROTOCOL_VERSION } from '@cmesh/protocol';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { Mesh, startMesh, cmesh } from '@cmesh/testing/mesh';
 import { statePassword, TestLogins } from './support/logins';
-import { cmesh } from '../../apps/cli/test/support/cmesh';
 
 const n = clusterNames();
 /** clears the screen, turns red, a C1 CSI, DEL, a right-to-left override, and markup */
@@ -28,7 +27,10 @@ describe('what peers named reaches no terminal or page raw', () => {
   let stateDir: string;
   const lines: string[] = [];
 
-  const logins = new TestLogins(() => mesh.natsUrl, statePassword(() => stateDir));
+  const logins = new TestLogins(
+    () => mesh.natsUrl,
+    statePassword(() => stateDir),
+  );
   const login = async (user: string) => (await logins.login(user)).nc;
 
   beforeAll(async () => {
@@ -52,14 +54,17 @@ describe('what peers named reaches no terminal or page raw', () => {
       name: HOSTILE,
       host: HOSTILE,
       device: { kind: 'cpu', index: 0 },
-      backends: [{ name: 'tcp', available: true }, { name: 'nccl', available: false, reason: HOSTILE }],
+      backends: [
+        { name: 'tcp', available: true },
+        { name: 'nccl', available: false, reason: HOSTILE },
+      ],
       dataPlane: real.dataPlane,
     };
     expect((await agent.request(n.agents.register('agent-0'), JSON.stringify(reg), { timeout: 10_000 })).json()).toMatchObject({ ok: true });
     // a client joins a service group under a hostile label (two members wanted, one agent: it ends with an error, label shown)
     const client = await login('client');
     const join = { name: 'grads', size: 2, member: `m${randomBytes(6).toString('hex')}`, label: HOSTILE, key: randomBytes(32).toString('base64') };
-    expect((await client.request(n.svc.join, JSON.stringify(join), { timeout: 10_000 })).json()).toMatchObject({ ok: true });
+    expect((await client.request(n.serviceGroups.join, JSON.stringify(join), { timeout: 10_000 })).json()).toMatchObject({ ok: true });
     // a job on the renamed agent: its record and the coordinator's log line name the agent
     const job = await mesh.client.submitJob({ op: 'allReduce', sizes: [4096], iters: 5, warmup: 1, check: true, nranks: 1 });
     const done: JobRecord = await mesh.client.waitJob(job.id, undefined, { timeoutMs: 120_000 });

@@ -20,7 +20,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { clusterNames, JobRecord, PROTOCOL_VERSION } from '@cmesh/protocol';
 import { rejectedMessages } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 import { statePassword, TestLogins } from './support/logins';
 
 const n = clusterNames();
@@ -30,7 +30,10 @@ describe('every login can do only its own job', () => {
   let mesh: Mesh;
   let stateDir: string;
 
-  const logins = new TestLogins(() => mesh.natsUrl, statePassword(() => stateDir));
+  const logins = new TestLogins(
+    () => mesh.natsUrl,
+    statePassword(() => stateDir),
+  );
   const login = (user: string) => logins.login(user);
 
   /** Publishes and waits for the server's verdict (a violation arrives before the flush's PONG). */
@@ -62,8 +65,10 @@ describe('every login can do only its own job', () => {
 
     // JetStream: no stream of a client's, so nothing captures, republishes or answers for the coordinator
     await expect(jsm.streams.add({ name: 'capture', subjects: [n.jobs.start('agent-0')] })).rejects.toThrow(/Permissions Violation/);
-    await expect(jsm.streams.add({ name: 'answer', subjects: [n.jobs.submit, n.svc.join] })).rejects.toThrow(/Permissions Violation/);
-    await expect(jsm.streams.add({ name: 'repub', subjects: ['x.>'], republish: { src: '>', dest: `$KV.${n.buckets.state}.agents.agent-9` } })).rejects.toThrow(/Permissions Violation/);
+    await expect(jsm.streams.add({ name: 'answer', subjects: [n.jobs.submit, n.serviceGroups.join] })).rejects.toThrow(/Permissions Violation/);
+    await expect(jsm.streams.add({ name: 'repub', subjects: ['x.>'], republish: { src: '>', dest: `$KV.${n.buckets.state}.agents.agent-9` } })).rejects.toThrow(
+      /Permissions Violation/,
+    );
     await expect(jsm.streams.names().next()).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.delete(`KV_${n.buckets.jobs}`)).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.purge(`KV_${n.buckets.state}`)).rejects.toThrow(/Permissions Violation/);
@@ -80,18 +85,34 @@ describe('every login can do only its own job', () => {
     expect(await refused(agent0, n.jobs.start('agent-1'))).toBe(true);
     const forbidden = (await agent0.nc.request(n.agents.deregister('agent-0'), JSON.stringify({ agentId: 'agent-1' }), { timeout: 5000 })).json();
     expect(forbidden).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
-    const reg = { protocolVersion: PROTOCOL_VERSION, agentId: 'agent-9', name: 'agent-9', host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
-    expect((await agent0.nc.request(n.agents.register('agent-0'), JSON.stringify(reg), { timeout: 5000 })).json()).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
+    const reg = {
+      protocolVersion: PROTOCOL_VERSION,
+      agentId: 'agent-9',
+      name: 'agent-9',
+      host: '127.0.0.1',
+      device: { kind: 'cpu', index: 0 },
+      backends: [{ name: 'tcp', available: true }],
+      dataPlane: { host: '127.0.0.1' },
+    };
+    expect((await agent0.nc.request(n.agents.register('agent-0'), JSON.stringify(reg), { timeout: 5000 })).json()).toMatchObject({
+      ok: false,
+      error: { code: 'FORBIDDEN' },
+    });
     // the agent's events forged on its own subject for the other rank: refused, counted
     const eventsRefused = await rejectedMessages(`${mesh.coordinatorUrl}/metrics`, n.jobs.eventsWildcard);
-    agent0.nc.publish(n.jobs.events(victim.id, 'agent-0'), JSON.stringify({ jobId: victim.id, agentId: 'agent-1', rank: 1, type: 'failed', error: { name: 'Forged', message: 'forged' } }));
+    agent0.nc.publish(
+      n.jobs.events(victim.id, 'agent-0'),
+      JSON.stringify({ jobId: victim.id, agentId: 'agent-1', rank: 1, type: 'failed', error: { name: 'Forged', message: 'forged' } }),
+    );
     await agent0.nc.flush();
 
     // another tenant cannot read the client's replies
     const sniff = other.nc.subscribe('_INBOX.client.>');
-    await expect((async () => {
-      for await (const _ of sniff) return 'read a reply';
-    })()).rejects.toThrow(/Permissions Violation for Subscription to "_INBOX\.client\.>"/);
+    await expect(
+      (async () => {
+        for await (const _ of sniff) return 'read a reply';
+      })(),
+    ).rejects.toThrow(/Permissions Violation for Subscription to "_INBOX\.client\.>"/);
 
     // a consumer on a store bucket the attacker knows (one it was given: a coordinator-made one)
     // delivering forged assignments to agent-1's subject: refused by the agent, no job starts there
@@ -99,7 +120,13 @@ describe('every login can do only its own job', () => {
     const bucket = n.stores.bucket('jobs', 'forged-0123456789abcdef');
     await new Kvm(coordinator.nc).create(bucket, { history: 1 });
     const kv = await new Kvm(client.nc).open(bucket, { bindOnly: true });
-    const forgedAssignment = { jobId: 'jforged', sweep: victim.sweep, members: [{ agentId: 'agent-1', name: 'agent-1', rank: 0 }], storePrefix: bucket, secret: 'forged-secret-0123456789' };
+    const forgedAssignment = {
+      jobId: 'jforged',
+      sweep: victim.sweep,
+      members: [{ agentId: 'agent-1', name: 'agent-1', rank: 0 }],
+      storePrefix: bucket,
+      secret: 'forged-secret-0123456789',
+    };
     await kv.put('a', JSON.stringify(forgedAssignment));
     const agentMetrics = `${(await mesh.client.get<{ agents: { agentId: string; httpUrl: string }[] }>('/agents')).agents.find((a) => a.agentId === 'agent-1')!.httpUrl}/metrics`;
     await jsm.consumers.add(`KV_${bucket}`, { deliver_subject: n.jobs.start('agent-1'), ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
@@ -115,8 +142,10 @@ describe('every login can do only its own job', () => {
     expect(done.rows.flatMap((r) => [r.outOfPlace?.wrong, r.inPlace?.wrong])).toEqual([0, 0, 0, 0]);
     expect(await rejectedMessages(`${mesh.coordinatorUrl}/metrics`, n.jobs.eventsWildcard)).toBeGreaterThan(eventsRefused);
     // both agents are still registered, neither lost nor deregistered (ready at their next heartbeat)
-    const agents = async () => (await mesh.client.get<{ agents: { agentId: string; state: string }[] }>('/agents')).agents.map((a) => `${a.agentId}:${a.state}`).sort();
-    for (const end = Date.now() + 10_000; (await agents()).some((a) => !a.endsWith(':ready')) && Date.now() < end; ) await new Promise((r) => setTimeout(r, 200));
+    const agents = async () =>
+      (await mesh.client.get<{ agents: { agentId: string; state: string }[] }>('/agents')).agents.map((a) => `${a.agentId}:${a.state}`).sort();
+    for (const end = Date.now() + 10_000; (await agents()).some((a) => !a.endsWith(':ready')) && Date.now() < end; )
+      await new Promise((r) => setTimeout(r, 200));
     expect(await agents()).toEqual(['agent-0:ready', 'agent-1:ready']);
     expect((await mesh.client.jobs(20)).map((j) => j.id)).not.toContain('jforged');
   }, 180_000);

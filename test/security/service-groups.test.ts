@@ -15,11 +15,10 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { headers, Msg, NatsConnection } from '@nats-io/nats-core';
 import { MeshConnection, ServiceGroup, connectMesh } from '@cmesh/client';
-import { SVC_HEADERS, SVC_MAC_HEADER, SvcGroupDetail, SvcPlaced, clusterNames } from '@cmesh/protocol';
-import { fuzzPlan, invalidJsonPayload, rejectedMessages, runFuzz } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { SERVICE_GROUP_HEADERS, SERVICE_GROUP_MAC_HEADER, ServiceGroupDetail, ServiceGroupPlaced, clusterNames } from '@cmesh/protocol';
+import { fuzzPlan, invalidJsonPayload, rejectedMessages, runFuzz, until } from '@cmesh/testing';
+import { Mesh, startMesh, CLIENT_USER } from '@cmesh/testing/mesh';
 import { statePassword, TestLogins } from './support/logins';
-import { CLIENT_USER } from '../../apps/cli/src/mesh/mesh-auth';
 
 const n = clusterNames();
 const enc = new TextEncoder();
@@ -40,7 +39,13 @@ describe('service groups cannot be forged by another tenant', () => {
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'cmesh-sec-svc-'));
-    mesh = await startMesh({ agents: 3, port: 0, auth: { stateDir }, write: (l) => process.env.SVC_DEBUG && process.stdout.write(l + '\n'), readyTimeoutMs: 90_000 });
+    mesh = await startMesh({
+      agents: 3,
+      port: 0,
+      auth: { stateDir },
+      write: (l) => process.env.SVC_DEBUG && process.stdout.write(l + '\n'),
+      readyTimeoutMs: 90_000,
+    });
     evil = createServer((s) => {
       evilConnections++;
       s.destroy();
@@ -60,11 +65,16 @@ describe('service groups cannot be forged by another tenant', () => {
     const attackers = [await login(CLIENT_USER), await login('agent-2')];
     const [client] = attackers;
     // the placement as every client sees it
-    const placements: SvcPlaced[] = [];
-    const placedSub = client.subscribe(n.svc.placed(GROUP), { callback: (_, m) => { placements.push(JSON.parse(Buffer.from(m.data).toString()) as SvcPlaced); } });
+    const placements: ServiceGroupPlaced[] = [];
+    const placedSub = client.subscribe(n.serviceGroups.placed(GROUP), {
+      callback: (_, m) => {
+        placements.push(JSON.parse(Buffer.from(m.data).toString()) as ServiceGroupPlaced);
+      },
+    });
     // everything the group sends, replayed by the attacker as it was (headers and all)
     const seen: Msg[] = [];
-    const replaySub = client.subscribe(n.svc.groupWildcard, { callback: (_, m) => {
+    const replaySub = client.subscribe(n.serviceGroups.groupWildcard, {
+      callback: (_, m) => {
         if (m.subject.includes(`.${GROUP}_`) && seen.length < 20_000) seen.push(m);
       },
     });
@@ -73,22 +83,22 @@ describe('service groups cannot be forged by another tenant', () => {
     let flooding = true;
     const forge = (nc: NatsConnection, i: number) => {
       if (!groupId) return;
-      const g = (s: string) => `${n.svc.groupWildcard.slice(0, -1)}${groupId}.${s}`;
+      const g = (s: string) => `${n.serviceGroups.groupWildcard.slice(0, -1)}${groupId}.${s}`;
       const junkMac = () => {
         const h = headers();
-        h.set(SVC_MAC_HEADER, 'ab'.repeat(32));
+        h.set(SERVICE_GROUP_MAC_HEADER, 'ab'.repeat(32));
         return h;
       };
       for (const rank of [0, 1]) {
         // chunks ahead of ops 1..40 with other data, with and without a made-up MAC
         for (let seq = 1; seq <= 40; seq += 7) {
           const h = junkMac();
-          h.set(SVC_HEADERS.seq, String(seq));
-          h.set(SVC_HEADERS.offset, '0');
+          h.set(SERVICE_GROUP_HEADERS.seq, String(seq));
+          h.set(SERVICE_GROUP_HEADERS.offset, '0');
           nc.publish(g(`op.${rank}`), new Uint8Array(4096).fill(0x7f), { headers: h });
           const plain = headers();
-          plain.set(SVC_HEADERS.seq, String(seq));
-          plain.set(SVC_HEADERS.offset, '0');
+          plain.set(SERVICE_GROUP_HEADERS.seq, String(seq));
+          plain.set(SERVICE_GROUP_HEADERS.offset, '0');
           nc.publish(g(`res.${rank}`), new Uint8Array(64).fill(0x41), { headers: plain });
         }
         // forged results: wrong data, a failure, and an allocation of 2^40 bytes
@@ -101,14 +111,16 @@ describe('service groups cannot be forged by another tenant', () => {
         nc.publish(g(`op.${rank}`), enc.encode(JSON.stringify({ seq: 1, op: 'allReduce', dtype: 'float32', count: 2 ** 38, timeoutMs: 1000, bytes: 2 ** 40 })));
         nc.publish(g(`op.${rank}`), enc.encode('{"seq": 3, not json'));
         const bad = headers();
-        bad.set(SVC_HEADERS.seq, 'NaN');
-        bad.set(SVC_HEADERS.offset, '-1');
-        bad.set(SVC_MAC_HEADER, 'x');
+        bad.set(SERVICE_GROUP_HEADERS.seq, 'NaN');
+        bad.set(SERVICE_GROUP_HEADERS.offset, '-1');
+        bad.set(SERVICE_GROUP_MAC_HEADER, 'x');
         nc.publish(g(`op.${rank}`), new Uint8Array([0xff, 0xfe, 0x00]), { headers: bad });
       }
       // ends, of every kind, with and without a made-up MAC; and a status request
       nc.publish(g('end'), enc.encode(JSON.stringify({ groupId, reason: 'left', rank: 0, who: 'member "forged" (rank 0)' })));
-      nc.publish(g('end'), enc.encode(JSON.stringify({ groupId, reason: 'failed', error: { name: 'DistTimeoutError', message: 'forged' } })), { headers: junkMac() });
+      nc.publish(g('end'), enc.encode(JSON.stringify({ groupId, reason: 'failed', error: { name: 'DistTimeoutError', message: 'forged' } })), {
+        headers: junkMac(),
+      });
       nc.publish(g('end'), new Uint8Array([0, 1, 2, 3]));
       nc.publish(g('status'), enc.encode('{}'), { reply: `_INBOX.${nc === client ? CLIENT_USER : 'agent-2'}.x` });
     };
@@ -128,7 +140,7 @@ describe('service groups cannot be forged by another tenant', () => {
     const a = await connectMesh({ servers: mesh.natsUrl, ...login0, warn: (l) => warnings.push(l) });
     const b = await connectMesh({ servers: mesh.natsUrl, ...login0, local: false, warn: (l) => warnings.push(l) });
     meshes.push(a, b);
-    const [g0, g1] = await Promise.all([a.join(GROUP, { size: 2, label: 'v0', timeoutMs: 60_000 }), b.join(GROUP, { size: 2, label: 'v1', timeoutMs: 60_000 })]);
+    const [g0, g1] = await Promise.all([a.join(GROUP, { size: 2, label: 'v0', timeout: 60_000 }), b.join(GROUP, { size: 2, label: 'v1', timeout: 60_000 })]);
     const byRank = [g0, g1].sort((x, y) => x.rank - y.rank);
     // the local path is the real agent's (proved the group secret), the other member is on NATS
     expect([g0.transport, g1.transport]).toEqual(['local', 'nats']);
@@ -143,14 +155,17 @@ describe('service groups cannot be forged by another tenant', () => {
         if (t[k] !== want) throw new Error(`rank ${g.rank} op ${i} element ${k} = ${t[k]}, want ${want}`);
       }
       const out = [new Int32Array(16), new Int32Array(16)];
-      await g.allGather(out, new Int32Array(16).map((_, k) => g.rank * 100 + k + i));
+      await g.allGather(
+        out,
+        new Int32Array(16).map((_, k) => g.rank * 100 + k + i),
+      );
       out.forEach((o, r) => o.forEach((v, k) => expect(v).toBe(r * 100 + k + i)));
       checked += count + 32;
     };
     for (let i = 0; i < 20; i++) await Promise.all(byRank.map((g) => run(g, i)));
 
     // the coordinator kept the group placed through the forged ends, and its status request (MAC'd) is answered by both workers
-    const detail = await mesh.client.get<SvcGroupDetail>(`/service-groups/${GROUP}`);
+    const detail = await mesh.client.get<ServiceGroupDetail>(`/service-groups/${GROUP}`);
     expect(detail.state).toBe('placed');
     expect(detail.inFlight?.missing).toEqual([]);
     flooding = false;
@@ -171,11 +186,11 @@ describe('service groups cannot be forged by another tenant', () => {
     expect(warnings.some((l) => /dropped a message on res \(bad_mac\)/.test(l))).toBe(true);
     expect(warnings.length).toBeLessThan(100);
     // the agents' member workers dropped them too, and counted them
-    const agents = (await mesh.client.get<{ agents: { name: string; httpUrl: string }[] } | { name: string; httpUrl: string }[]>('/agents'));
+    const agents = await mesh.client.get<{ agents: { name: string; httpUrl: string }[] } | { name: string; httpUrl: string }[]>('/agents');
     const list = Array.isArray(agents) ? agents : agents.agents;
     for (const name of byRank.map((g) => g.placed.members[g.rank].agentName)) {
       const url = `${list.find((x) => x.name === name)!.httpUrl}/metrics`;
-      expect(await rejectedMessages(url, `${n.svc.groupWildcard.slice(0, -1)}*.op`)).toBeGreaterThan(0);
+      expect(await rejectedMessages(url, `${n.serviceGroups.groupWildcard.slice(0, -1)}*.op`)).toBeGreaterThan(0);
     }
     // the public placement: who is where, the secret only sealed per member, no store prefix
     expect(placements).toHaveLength(1);
@@ -183,12 +198,16 @@ describe('service groups cannot be forged by another tenant', () => {
     expect(placements[0].sealed).toHaveLength(2);
 
     // a join without a key of the member's own could never be given the group's secret: refused, naming it
-    const noKey = JSON.parse(Buffer.from((await client.request(n.svc.join, enc.encode(JSON.stringify({ name: 'no-key', size: 1, member: 'x' })), { timeout: 10_000 })).data).toString()) as unknown;
+    const noKey = JSON.parse(
+      Buffer.from(
+        (await client.request(n.serviceGroups.join, enc.encode(JSON.stringify({ name: 'no-key', size: 1, member: 'x' })), { timeout: 10_000 })).data,
+      ).toString(),
+    ) as unknown;
     expect(noKey).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringMatching(/key is required/) } });
 
     await Promise.all(byRank.map((g) => g.leave()));
     // the members' leave is authentic: the coordinator records the end
-    await until(async () => (await mesh.client.get<SvcGroupDetail>(`/service-groups/${GROUP}`)).state === 'ended', 10_000);
+    await until('the group ended', 10_000, async () => (await mesh.client.get<ServiceGroupDetail>(`/service-groups/${GROUP}`)).state === 'ended');
   }, 240_000);
 
   // Fuzzing: every svc.* subject (the group's op, res, hb, end and status subjects, svc.join and
@@ -204,20 +223,24 @@ describe('service groups cannot be forged by another tenant', () => {
     const a = await connectMesh({ servers: mesh.natsUrl, ...login0, warn: quiet });
     const b = await connectMesh({ servers: mesh.natsUrl, ...login0, local: false, warn: quiet });
     meshes.push(a, b);
-    const groups = (await Promise.all([a.join('fuzzed', { size: 2, timeoutMs: 60_000 }), b.join('fuzzed', { size: 2, timeoutMs: 60_000 })])).sort((x, y) => x.rank - y.rank);
+    const joined = await Promise.all([a.join('fuzzed', { size: 2, timeout: 60_000 }), b.join('fuzzed', { size: 2, timeout: 60_000 })]);
+    const groups = [...joined].sort((x, y) => x.rank - y.rank);
+    // b's member talks over NATS: its agent's local socket has nobody on it (a's has, and refuses a
+    // second hello); which rank each gets is the coordinator's choice
+    const natsMember = joined[1];
     const groupId = groups[0].groupId;
-    const g = (x: string) => `${n.svc.groupWildcard.slice(0, -1)}${groupId}.${x}`;
+    const g = (x: string) => `${n.serviceGroups.groupWildcard.slice(0, -1)}${groupId}.${x}`;
     // MACs the group really made (for other payloads: borrowed), and the socket of the NATS member's agent (nobody on it)
     const macs: string[] = [];
     let socket = '';
     // until the fuzz starts (after that, what it sends would be read too)
-    const spy = attackers[0].subscribe(`${n.svc.groupWildcard.slice(0, -1)}${groupId}.>`, {
+    const spy = attackers[0].subscribe(`${n.serviceGroups.groupWildcard.slice(0, -1)}${groupId}.>`, {
       callback: (_, m) => {
-        const mac = m.headers?.get(SVC_MAC_HEADER);
+        const mac = m.headers?.get(SERVICE_GROUP_MAC_HEADER);
         if (mac && macs.length < 50) macs.push(mac);
         try {
           const hb = m.subject.endsWith('.hb') ? (JSON.parse(Buffer.from(m.data).toString()) as { role?: string; rank?: number; socket?: string }) : null;
-          if (hb?.role === 'agent' && hb.rank === groups[1].rank && hb.socket) socket = hb.socket;
+          if (hb?.role === 'agent' && hb.rank === natsMember.rank && hb.socket) socket = hb.socket;
         } catch {
           /* not this test's to judge */
         }
@@ -229,7 +252,7 @@ describe('service groups cannot be forged by another tenant', () => {
       await Promise.all(
         groups.map(async (x) => {
           const t = new Float64Array(1 + (i % 300)).map((_, k) => x.rank + k + i);
-          await x.allReduce(t, { timeoutMs: 30_000 });
+          await x.allReduce(t, { timeout: 30_000 });
           t.forEach((v, k) => {
             if (v !== 1 + 2 * (k + i)) throw new Error(`op ${i}: rank ${x.rank} element ${k} = ${v}, want ${1 + 2 * (k + i)}`);
           });
@@ -237,7 +260,7 @@ describe('service groups cannot be forged by another tenant', () => {
       );
     };
     await realOp();
-    await until(async () => socket !== '' && macs.length > 5, 10_000);
+    await until('the socket and MACs seen', 10_000, async () => socket !== '' && macs.length > 5);
     spy.unsubscribe();
 
     // ---- svc.* subjects ----
@@ -250,9 +273,27 @@ describe('service groups cannot be forged by another tenant', () => {
     );
     const big = fc.constantFrom(0, 1, 2 ** 31, 2 ** 32, 2 ** 36, 2 ** 40, 2 ** 53, -1, 1.5);
     const hostile: Record<string, fc.Arbitrary<unknown>> = {
-      op: fc.record({ seq: big, op: fc.constantFrom('allReduce', 'allGather', 'allToAll', 'barrier', 'scatter'), dtype: fc.constantFrom('float32', 'int64', 'uint8'), count: big, timeoutMs: fc.constantFrom(1, 2 ** 31, 86_400_000), bytes: big, src: big, dst: big }),
-      res: fc.oneof(fc.record({ seq: fc.integer({ min: 1, max: 2000 }), ok: fc.constant(true), bytes: big }), fc.record({ seq: fc.integer({ min: 1, max: 2000 }), ok: fc.constant(false), error: fc.record({ name: fc.string(), message: fc.string() }) })),
-      hb: fc.record({ rank: fc.constantFrom(0, 1, 2, 2 ** 31), role: fc.constantFrom('agent', 'member', 'x'), ready: fc.boolean(), socket: fc.constantFrom('/tmp/x.sock', '', 'a'.repeat(600), socket), n: big }),
+      op: fc.record({
+        seq: big,
+        op: fc.constantFrom('allReduce', 'allGather', 'allToAll', 'barrier', 'scatter'),
+        dtype: fc.constantFrom('float32', 'int64', 'uint8'),
+        count: big,
+        timeoutMs: fc.constantFrom(1, 2 ** 31, 86_400_000),
+        bytes: big,
+        src: big,
+        dst: big,
+      }),
+      res: fc.oneof(
+        fc.record({ seq: fc.integer({ min: 1, max: 2000 }), ok: fc.constant(true), bytes: big }),
+        fc.record({ seq: fc.integer({ min: 1, max: 2000 }), ok: fc.constant(false), error: fc.record({ name: fc.string(), message: fc.string() }) }),
+      ),
+      hb: fc.record({
+        rank: fc.constantFrom(0, 1, 2, 2 ** 31),
+        role: fc.constantFrom('agent', 'member', 'x'),
+        ready: fc.boolean(),
+        socket: fc.constantFrom('/tmp/x.sock', '', 'a'.repeat(600), socket),
+        n: big,
+      }),
       end: fc.record({ groupId: fc.constantFrom(groupId, 'other_1', ''), reason: fc.constantFrom('left', 'lost', 'failed', 'x'), rank: big, who: fc.string() }),
       status: fc.record({ reply: fc.string({ maxLength: 300 }) }),
     };
@@ -266,27 +307,40 @@ describe('service groups cannot be forged by another tenant', () => {
       leave: { name: 'fuzzed', member: 'fz' },
     };
     const subjectOf = (kind: string, rank: number) =>
-      kind === 'join' ? n.svc.join : kind === 'leave' ? n.svc.leave : kind === 'op' || kind === 'res' ? g(`${kind}.${rank}`) : g(kind);
+      kind === 'join' ? n.serviceGroups.join : kind === 'leave' ? n.serviceGroups.leave : kind === 'op' || kind === 'res' ? g(`${kind}.${rank}`) : g(kind);
     const oneCase = fc
-      .tuple(fc.constantFrom('op', 'res', 'hb', 'end', 'status', 'join', 'leave'), fc.integer({ min: 0, max: 1 }), fc.boolean(), macHeader, fc.option(fc.tuple(seqHeader, seqHeader)), fc.integer({ min: 0, max: 1 }))
+      .tuple(
+        fc.constantFrom('op', 'res', 'hb', 'end', 'status', 'join', 'leave'),
+        fc.integer({ min: 0, max: 1 }),
+        fc.boolean(),
+        macHeader,
+        fc.option(fc.tuple(seqHeader, seqHeader)),
+        fc.integer({ min: 0, max: 1 }),
+      )
       .chain(([kind, rank, wellFormed, mac, chunk, who]) => {
         const malformed = invalidJsonPayload(valid[kind], { required: Object.keys(valid[kind]), constrained: Object.keys(valid[kind]), maxBytes: 256 * 1024 });
         const body = wellFormed && hostile[kind] ? hostile[kind].map((v) => enc.encode(JSON.stringify(v))) : malformed.map((x) => x.data);
         return body.map((data) => ({ subject: subjectOf(kind, rank), data, mac, chunk, who }));
       });
-    const svcPlan = fuzzPlan('svc subjects', 100);
+    const serviceGroupPlan = fuzzPlan('svc subjects', 100);
     const started = Date.now();
-    const problems = await runFuzz(svcPlan, fc.array(oneCase, { minLength: 100, maxLength: 100 }), async (cases) => {
+    const problems = await runFuzz(serviceGroupPlan, fc.array(oneCase, { minLength: 100, maxLength: 100 }), async (cases) => {
       for (const c of cases) {
         const h = headers();
-        if (c.mac !== undefined) h.set(SVC_MAC_HEADER, c.mac);
+        if (c.mac !== undefined) h.set(SERVICE_GROUP_MAC_HEADER, c.mac);
         if (c.chunk) {
-          if (c.chunk[0]) h.set(SVC_HEADERS.seq, c.chunk[0]);
-          if (c.chunk[1]) h.set(SVC_HEADERS.offset, c.chunk[1]);
+          if (c.chunk[0]) h.set(SERVICE_GROUP_HEADERS.seq, c.chunk[0]);
+          if (c.chunk[1]) h.set(SERVICE_GROUP_HEADERS.offset, c.chunk[1]);
         }
-        attackers[c.who].publish(c.subject, c.data, { headers: h, reply: c.subject.endsWith('.status') ? `_INBOX.${c.who ? 'agent-2' : CLIENT_USER}.fz` : undefined });
+        attackers[c.who].publish(c.subject, c.data, {
+          headers: h,
+          reply: c.subject.endsWith('.status') ? `_INBOX.${c.who ? 'agent-2' : CLIENT_USER}.fz` : undefined,
+        });
       }
-      await Promise.race([Promise.all(attackers.map((x) => x.flush())), new Promise((_, reject) => setTimeout(() => reject(new Error('an attacker connection did not flush within 20 s')), 20_000))]);
+      await Promise.race([
+        Promise.all(attackers.map((x) => x.flush())),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('an attacker connection did not flush within 20 s')), 20_000)),
+      ]);
       // a real op after every batch: neither member nor worker went deaf
       const err = await realOp().then(
         () => null,
@@ -296,15 +350,31 @@ describe('service groups cannot be forged by another tenant', () => {
     });
     expect(problems).toEqual([]);
     for (const x of groups) expect(x.dropped.bad_mac).toBeGreaterThan(0);
-    process.stdout.write(`fuzz svc subjects: ${svcPlan.cases} cases and ${ops} real ops in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    process.stdout.write(`fuzz svc subjects: ${serviceGroupPlan.cases} cases and ${ops} real ops in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 
     // ---- the local socket of the NATS member's agent ----
     const frame = fc.oneof(
       fc.uint8Array({ minLength: 1, maxLength: 200 }).map((x) => Buffer.from(x)),
       fc.jsonValue({ maxDepth: 3 }).map((v) => `${JSON.stringify(v)}\n`),
-      fc.record({ type: fc.constant('hello'), member: fc.constantFrom(groups[1].placed.members[groups[1].rank].member, 'x', ''), nonce: fc.string({ maxLength: 80 }) }).map((v) => `${JSON.stringify(v)}\n`),
-      fc.record({ type: fc.constant('proof'), proof: fc.oneof(hex64, fc.string()), pid: fc.constantFrom(process.pid, 1, 2 ** 31), fd: fc.nat(1000), bytes: big }).map((v) => `${JSON.stringify(v)}\n`),
-      fc.record({ type: fc.constantFrom('segment', 'op'), pid: fc.constant(process.pid), fd: fc.nat(100), bytes: big, op: fc.constant(valid.op) }).map((v) => `${JSON.stringify(v)}\n`),
+      fc
+        .record({
+          type: fc.constant('hello'),
+          member: fc.constantFrom(natsMember.placed.members[natsMember.rank].member, 'x', ''),
+          nonce: fc.string({ maxLength: 80 }),
+        })
+        .map((v) => `${JSON.stringify(v)}\n`),
+      fc
+        .record({
+          type: fc.constant('proof'),
+          proof: fc.oneof(hex64, fc.string()),
+          pid: fc.constantFrom(process.pid, 1, 2 ** 31),
+          fd: fc.nat(1000),
+          bytes: big,
+        })
+        .map((v) => `${JSON.stringify(v)}\n`),
+      fc
+        .record({ type: fc.constantFrom('segment', 'op'), pid: fc.constant(process.pid), fd: fc.nat(100), bytes: big, op: fc.constant(valid.op) })
+        .map((v) => `${JSON.stringify(v)}\n`),
       fc.constantFrom('\n', '{}\n', 'not json\n', `${'x'.repeat(70_000)}\n`, 'x'.repeat(70_000)),
     );
     const sockPlan = fuzzPlan('svc local socket', 4);
@@ -329,7 +399,7 @@ describe('service groups cannot be forged by another tenant', () => {
 
     // afterwards: the group computes, the coordinator and every agent answer, the workers answer their status
     for (let i = 0; i < 5; i++) await realOp();
-    const detail = await mesh.client.get<SvcGroupDetail>('/service-groups/fuzzed');
+    const detail = await mesh.client.get<ServiceGroupDetail>('/service-groups/fuzzed');
     expect([detail.state, detail.inFlight?.missing]).toEqual(['placed', []]);
     const agents = await mesh.client.get<{ agents: { state: string }[] } | { state: string }[]>('/agents');
     expect((Array.isArray(agents) ? agents : agents.agents).map((x) => x.state).filter((st) => st === 'lost')).toEqual([]);
@@ -368,12 +438,4 @@ function talk(path: string, frames: (string | Buffer)[]): Promise<{ frames: unkn
       sock.end();
     });
   });
-}
-
-async function until(ok: () => Promise<boolean>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }

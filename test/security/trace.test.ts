@@ -13,8 +13,8 @@ import { join } from 'path';
 import { TRACE_MAC_HEADER, traceAnswerKey, traceAnswerMac } from '@cmesh/collectives';
 import { clusterNames, JobRecord, TraceReport } from '@cmesh/protocol';
 import { forgedTraceDump, rejectedMessages } from '@cmesh/testing';
-import { renderStuck } from '../../apps/cli/src/commands/status';
-import { Mesh, startMesh } from '../../apps/cli/src/mesh/launch';
+import { renderStuck } from '@cmesh/cli/commands';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 import { statePassword, TestLogins } from './support/logins';
 
 const n = clusterNames();
@@ -24,12 +24,21 @@ describe('forged flight recorder answers', () => {
   let mesh: Mesh;
   let stateDir: string;
 
-  const logins = new TestLogins(() => mesh.natsUrl, statePassword(() => stateDir));
+  const logins = new TestLogins(
+    () => mesh.natsUrl,
+    statePassword(() => stateDir),
+  );
   const login = (user: string) => logins.login(user);
 
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'cmesh-sec-trace-'));
-    mesh = await startMesh({ agents: 3, port: 0, auth: { stateDir }, write: (l) => process.env.TRACE_DEBUG && process.stdout.write(l + '\n'), readyTimeoutMs: 90_000 });
+    mesh = await startMesh({
+      agents: 3,
+      port: 0,
+      auth: { stateDir },
+      write: (l) => process.env.TRACE_DEBUG && process.stdout.write(l + '\n'),
+      readyTimeoutMs: 90_000,
+    });
   }, 120_000);
 
   afterAll(async () => {

@@ -1,11 +1,13 @@
 // How the CLI starts cmesh's own Node programs (the coordinator, rank agents, bench ranks) in
 // child processes: from the TypeScript sources through swc when it runs from a checkout, from the
-// built dist/ when it runs installed (or built).
+// built dist/ when it runs installed (or built), or when CMESH_PROGRAMS=dist asks for them (the
+// suite sets it after its build: a program compiled by swc at every start costs its process about
+// half a second of CPU, and the suite starts hundreds).
 import { readFileSync } from 'fs';
 import { dirname, extname, join, resolve } from 'path';
 
-/** True when this CLI runs from its TypeScript sources (a checkout, through swc). */
-const FROM_SOURCE = extname(__filename) === '.ts';
+/** True when this CLI starts programs from their TypeScript sources (a checkout, through swc). */
+const FROM_SOURCE = extname(__filename) === '.ts' && process.env.CMESH_PROGRAMS !== 'dist';
 
 /** The checkout's tsconfig (its `paths` map @cmesh/* to the sources); only meaningful FROM_SOURCE. */
 const SOURCE_TSCONFIG = resolve(__dirname, '../../../tsconfig.json');
@@ -30,10 +32,10 @@ export function programEnv(): Record<string, string> {
  * @cmesh/cli, so that installing the launcher (`cmesh run`) does not install NestJS, Express,
  * pino and prom-client. (@cmesh/client comes with @cmesh/rank-agent.)
  */
-export const MESH_PACKAGES = ['@cmesh/coordinator', '@cmesh/rank-agent'] as const;
+const MESH_PACKAGES = ['@cmesh/coordinator', '@cmesh/rank-agent'] as const;
 
 /** `cmesh up` or `cmesh demo` where the mesh's packages are not installed beside @cmesh/cli. */
-export class MeshPackagesMissingError extends Error {
+class MeshPackagesMissingError extends Error {
   constructor(readonly missing: readonly string[]) {
     const version = cliVersion();
     const tarballs = ['client', ...MESH_PACKAGES.map((p) => p.slice('@cmesh/'.length))];

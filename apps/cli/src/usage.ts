@@ -3,7 +3,7 @@
 import { CommanderError } from 'commander';
 import { InvalidArgumentError as LibraryInvalidArgument } from '@cmesh/collectives';
 
-export const USAGE_EXIT_CODE = 2;
+const USAGE_EXIT_CODE = 2;
 
 /** A bad flag value or argument, found by cmesh's own checks (after commander parsed the line). */
 export class UsageError extends RangeError {

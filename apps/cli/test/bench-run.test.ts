@@ -53,7 +53,20 @@ describe('cmesh bench, 2 local ranks', () => {
   it('prints the table through the command with -np style options', async () => {
     let out = '';
     const failed = await runBench(
-      { minbytes: '8', maxbytes: '1K', stepfactor: '128', iters: '2', warmup_iters: '1', check: '1', op: 'max', datatype: 'int32', root: '0', coll: 'all_reduce', np: '2', timeout: '20' },
+      {
+        minbytes: '8',
+        maxbytes: '1K',
+        stepfactor: '128',
+        iters: '2',
+        warmup_iters: '1',
+        check: '1',
+        op: 'max',
+        datatype: 'int32',
+        root: '0',
+        coll: 'all_reduce',
+        np: '2',
+        timeout: '20',
+      },
       (s) => (out += s),
     );
     expect(failed).toBe(false);

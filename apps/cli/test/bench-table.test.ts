@@ -1,5 +1,16 @@
 // The nccl-tests table formatter, size parsing and bus-bandwidth factors (no processes).
-import { benchShape, benchSizes, benchSummary, busBwFactor, formatFooter, formatHeader, formatPreamble, formatRow, formatTimeUs, measurementFromSamples } from '@cmesh/bench';
+import {
+  benchShape,
+  benchSizes,
+  benchSummary,
+  busBwFactor,
+  formatFooter,
+  formatHeader,
+  formatPreamble,
+  formatRow,
+  formatTimeUs,
+  measurementFromSamples,
+} from '@cmesh/bench';
 import { BenchRow, BenchSweepSchema } from '@cmesh/protocol';
 import { byCollective, parseDtypes, parseOps, parseRedops, parseSize, sweepsFromCli } from '../src/bench/options';
 
@@ -31,7 +42,16 @@ describe('busbw factors (nccl-tests)', () => {
 
   it('computes the slowest rank per iteration, then the median', () => {
     // iteration maxima: 3, 5, 4 us -> median 4 us; 4000 bytes / 4 us = 1 GB/s; x 2(n-1)/n = 1.5 at n=4
-    const m = measurementFromSamples('allReduce', 4000, 4, [[1e-6, 5e-6, 4e-6], [3e-6, 1e-6, 2e-6]], 0);
+    const m = measurementFromSamples(
+      'allReduce',
+      4000,
+      4,
+      [
+        [1e-6, 5e-6, 4e-6],
+        [3e-6, 1e-6, 2e-6],
+      ],
+      0,
+    );
     expect(m.timeUs).toBeCloseTo(4);
     expect(m.algBwGBs).toBeCloseTo(1);
     expect(m.busBwGBs).toBeCloseTo(1.5);
@@ -61,14 +81,29 @@ describe('options', () => {
   });
 
   it('builds validated sweeps from the nccl-tests flags', () => {
-    const base = { minbytes: '8', maxbytes: '1K', stepfactor: '4', iters: '3', warmup_iters: '1', check: '1', op: 'max', datatype: 'half', root: '1', coll: 'broadcast,all_gather', np: '3', timeout: '1' };
+    const base = {
+      minbytes: '8',
+      maxbytes: '1K',
+      stepfactor: '4',
+      iters: '3',
+      warmup_iters: '1',
+      check: '1',
+      op: 'max',
+      datatype: 'half',
+      root: '1',
+      coll: 'broadcast,all_gather',
+      np: '3',
+      timeout: '1',
+    };
     const { np, sweeps, step } = sweepsFromCli(base);
     expect(np).toBe(3);
     expect(step).toBe('4(factor)');
     expect(sweeps.map((s) => s.op)).toEqual(['broadcast', 'allGather']);
     expect(sweeps[0]).toMatchObject({ dtype: 'float16', redop: 'max', root: 1, sizes: [8, 32, 128, 512], iters: 3, warmup: 1, check: true, timeoutMs: 1000 });
     expect(() => sweepsFromCli({ ...base, root: '3' })).toThrow(/-r 3 is not a rank of a world of 3/);
-    expect(() => sweepsFromCli({ ...base, datatype: 'fp8' })).toThrow(/unknown datatype "fp8"; expected one of float, double, int8, uint8, int32, int64, half, bfloat16 or all/);
+    expect(() => sweepsFromCli({ ...base, datatype: 'fp8' })).toThrow(
+      /unknown datatype "fp8"; expected one of float, double, int8, uint8, int32, int64, half, bfloat16 or all/,
+    );
     expect(sweepsFromCli({ ...base, op: 'prod', datatype: 'double' }).sweeps[0]).toMatchObject({ redop: 'product', dtype: 'float64' });
     expect(() => sweepsFromCli({ ...base, op: 'product' })).not.toThrow(); // the library's name is accepted too
     expect(() => sweepsFromCli({ ...base, op: 'band' })).toThrow(/unknown reduction "band"; expected one of sum, prod, min, max, avg or all/);
@@ -79,7 +114,20 @@ describe('options', () => {
   });
 
   it('-o is the reduction, -o all and -d all expand in nccl-tests order, a collective after -o says where it goes', () => {
-    const base = { minbytes: '8', maxbytes: '8', stepfactor: '2', iters: '1', warmup_iters: '0', check: '1', op: 'all', datatype: 'float', root: '0', coll: 'all_reduce', np: '2', timeout: '10' };
+    const base = {
+      minbytes: '8',
+      maxbytes: '8',
+      stepfactor: '2',
+      iters: '1',
+      warmup_iters: '0',
+      check: '1',
+      op: 'all',
+      datatype: 'float',
+      root: '0',
+      coll: 'all_reduce',
+      np: '2',
+      timeout: '10',
+    };
     expect(sweepsFromCli(base).sweeps.map((s) => s.redop)).toEqual(['sum', 'product', 'min', 'max', 'avg']);
     // a collective that does not reduce runs once per type
     expect(sweepsFromCli({ ...base, coll: 'all_gather' }).sweeps.map((s) => [s.op, s.dtype])).toEqual([['allGather', 'float32']]);
@@ -89,7 +137,9 @@ describe('options', () => {
     expect(every.filter((s) => s.dtype === 'int32').map((s) => s.redop)).toEqual(['sum', 'product', 'min', 'max']);
     expect(every.slice(0, 5).every((s) => s.dtype === 'float32')).toBe(true);
     expect(() => sweepsFromCli({ ...base, op: 'avg', datatype: 'int8' })).toThrow(/-o avg needs a floating-point datatype/);
-    expect(() => sweepsFromCli({ ...base, op: 'all_reduce' })).toThrow(/-o\/--op is the reduction \(sum, prod, min, max, avg or all\), as in nccl-tests; name the collective as the argument \(cmesh bench all_reduce\) or with --coll all_reduce/);
+    expect(() => sweepsFromCli({ ...base, op: 'all_reduce' })).toThrow(
+      /-o\/--op is the reduction \(sum, prod, min, max, avg or all\), as in nccl-tests; name the collective as the argument \(cmesh bench all_reduce\) or with --coll all_reduce/,
+    );
     expect(parseRedops('sum,max')).toEqual(['sum', 'max']);
     expect(parseDtypes('all')).toHaveLength(8);
     const groups = byCollective(sweepsFromCli({ ...base, coll: 'all_reduce,broadcast', op: 'sum,min' }).sweeps);
@@ -107,7 +157,11 @@ describe('table', () => {
     // columns line up with the header: the size column ends where "size" ends
     expect(line.indexOf('8') + 1).toBe(header[2].indexOf('size') + 4);
     expect(line.length).toBe(header[2].length);
-    expect(formatRow(row({ type: 'float16', redop: 'product' })).split(/\s+/).slice(3, 5)).toEqual(['half', 'prod']);
+    expect(
+      formatRow(row({ type: 'float16', redop: 'product' }))
+        .split(/\s+/)
+        .slice(3, 5),
+    ).toEqual(['half', 'prod']);
     const na = formatRow(row({ op: 'allToAll', redop: 'none', inPlace: null }));
     expect(na.trim().endsWith('N/A     N/A     N/A     N/A')).toBe(true);
   });
@@ -120,10 +174,18 @@ describe('table', () => {
 
   it('prints the preamble with one line per rank and the footer', () => {
     const sweep = BenchSweepSchema.parse({ op: 'allReduce', sizes: [8] });
-    const lines = formatPreamble({ backend: 'tcp', nranks: 2, sweep, minBytes: 8, maxBytes: 8, step: '2(factor)', ranks: [
-      { rank: 0, pid: 11, host: 'h', device: 'cpu [tcp]' },
-      { rank: 1, pid: 12, host: 'h', device: 'cpu [tcp]' },
-    ] });
+    const lines = formatPreamble({
+      backend: 'tcp',
+      nranks: 2,
+      sweep,
+      minBytes: 8,
+      maxBytes: 8,
+      step: '2(factor)',
+      ranks: [
+        { rank: 0, pid: 11, host: 'h', device: 'cpu [tcp]' },
+        { rank: 1, pid: 12, host: 'h', device: 'cpu [tcp]' },
+      ],
+    });
     expect(lines.every((l) => l.startsWith('#'))).toBe(true);
     // nccl-tests' spellings in the printed text
     expect(lines[0]).toBe('# Collective test starting: all_reduce_perf (cmesh bench, backend tcp)');

@@ -5,7 +5,7 @@ import { spawn } from 'child_process';
 import { ncclTestsOp } from '@cmesh/bench';
 import { BENCH_OPS } from '@cmesh/protocol';
 import { join } from 'path';
-import { markedPids } from '../../rank-agent/test/support/proc';
+import { markedPids } from '@cmesh/testing';
 
 const CMESH = join(__dirname, '../bin/cmesh.js');
 

@@ -6,17 +6,9 @@ import { Supervisor } from '../src/mesh/supervisor';
 import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { isAlive as alive } from '@cmesh/testing';
 
 const node = process.execPath;
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
 describe('mesh supervisor', () => {
   let sup: Supervisor | undefined;
   afterEach(() => sup?.killAllNow());
@@ -62,7 +54,8 @@ describe('mesh supervisor', () => {
       const f = sup.start({ name: 'flaky', command: node, args: ['-e', flaky], restart: true });
       const doomed = sup.start({ name: 'doomed', command: node, args: ['-e', 'process.exit(9)'], restart: true });
       const deadline = Date.now() + 20_000;
-      while ((deaths.length === 0 || f.restarts.length < 2 || f.proc.exitCode !== null || !f.proc.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while ((deaths.length === 0 || f.restarts.length < 2 || f.proc.exitCode !== null || !f.proc.pid) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
       await new Promise((r) => setTimeout(r, 200));
       expect(deaths).toEqual(['doomed:9']); // after maxRestarts restarts
       expect(doomed.restarts).toHaveLength(3);

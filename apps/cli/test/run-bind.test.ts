@@ -5,7 +5,7 @@ import { spawn } from 'child_process';
 import { readFileSync } from 'fs';
 import * as path from 'path';
 import { freePortPair } from '@cmesh/testing';
-import { cpusAllowed } from '../../../libs/collectives/src/transport/core-binding';
+import { cpusAllowed } from '@cmesh/collectives';
 import { placementEnv } from '../src/run/binding';
 
 const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
@@ -39,7 +39,6 @@ function cmesh(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 60000): 
   });
 }
 
-
 describe('cmesh run: what each worker is asked', () => {
   it('sets its requests per local rank and clears inherited ones', () => {
     const inherited = { CMESH_RUN_BIND_CPU: '7', CMESH_RUN_METRICS_PORT: '9999', CMESH_SPIN_US: '200' };
@@ -60,7 +59,7 @@ describe('cmesh run: what each worker is asked', () => {
 });
 
 linux2('cmesh run --bind-to', () => {
-  it('core: each rank\'s main thread on a core of its own, the other threads keep every core; --metrics-port serves each rank', async () => {
+  it("core: each rank's main thread on a core of its own, the other threads keep every core; --metrics-port serves each rank", async () => {
     const port = await freePortPair();
     const r = await cmesh(['--bind-to', 'core', '--metrics-port', String(port), '--nproc-per-node', '2', FIXTURE, String(port)]);
     expect([r.code, r.ranks.length]).toEqual([0, 2]);
@@ -79,7 +78,7 @@ linux2('cmesh run --bind-to', () => {
     for (const b of r.ranks) expect(b.metrics).toEqual(expect.any(String)); // refused: no exporter
   });
 
-  it('default: bound when the node\'s ranks busy-poll; CMESH_BIND=none and CMESH_METRICS_PORT are read by the launcher', async () => {
+  it("default: bound when the node's ranks busy-poll; CMESH_BIND=none and CMESH_METRICS_PORT are read by the launcher", async () => {
     const auto = await cmesh(['--nproc-per-node', '2', FIXTURE]);
     expect([auto.code, auto.ranks.map((b) => b.main)]).toEqual([0, [String(ALLOWED[0]), String(ALLOWED[1])]]);
     // no busy-polling, nothing to bind by default

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'f
 import * as path from 'path';
 import { freePort } from '@cmesh/testing';
 import { cgroupQuota } from '../src/run/cpu-quota';
-import { CMESH, cmesh } from './support/cmesh';
+import { CMESH, cmesh } from '@cmesh/testing/mesh';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'placement-env.js');
 type Placement = Record<string, string | null>;
@@ -16,7 +16,8 @@ const placements = (out: string): Placement[] =>
 /** The test's own environment without settings that would change what it checks. */
 function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('PET_') || ['CMESH_BIND', 'CMESH_SPIN_US', 'CMESH_RUN_BIND_CPU', 'CMESH_COORDINATOR'].includes(k)) delete env[k];
+  for (const k of Object.keys(env))
+    if (k.startsWith('PET_') || ['CMESH_BIND', 'CMESH_SPIN_US', 'CMESH_RUN_BIND_CPU', 'CMESH_COORDINATOR'].includes(k)) delete env[k];
   return { ...env, ...extra };
 }
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) => cmesh(['run', ...args], { env: cleanEnv(env), timeoutMs: 60_000 });
@@ -43,7 +44,13 @@ describe('cmesh run: PET_* variables', () => {
   });
 
   it('two nodes from PET_NNODES, PET_RDZV_BACKEND, PET_RDZV_ENDPOINT and PET_RDZV_ID alone (as a PyTorchJob sets them)', async () => {
-    const env = { PET_NNODES: '2', PET_NPROC_PER_NODE: '2', PET_RDZV_BACKEND: 'c10d', PET_RDZV_ENDPOINT: `127.0.0.1:${await freePort()}`, PET_RDZV_ID: 'pet-job' };
+    const env = {
+      PET_NNODES: '2',
+      PET_NPROC_PER_NODE: '2',
+      PET_RDZV_BACKEND: 'c10d',
+      PET_RDZV_ENDPOINT: `127.0.0.1:${await freePort()}`,
+      PET_RDZV_ID: 'pet-job',
+    };
     const [a, b] = await Promise.all([run([FIXTURE], env), run([FIXTURE], env)]);
     expect([a.code, b.code]).toEqual([0, 0]);
     const all = [...placements(a.out), ...placements(b.out)].sort((x, y) => Number(x.RANK) - Number(y.RANK));
@@ -62,7 +69,10 @@ describe('cmesh run: usage errors exit 2', () => {
     const unknown = await run(['--no-such-flag', FIXTURE]);
     expect([unknown.code, unknown.err]).toEqual([2, expect.stringContaining("unknown option '--no-such-flag'")]);
     const bad = await run([FIXTURE], { PET_NNODES: '3:2' });
-    expect([bad.code, bad.err]).toEqual([2, expect.stringContaining("option '--nnodes <n>' value '3:2' from env 'PET_NNODES' is invalid. --nnodes 3:2: need 1 <= MIN <= MAX")]);
+    expect([bad.code, bad.err]).toEqual([
+      2,
+      expect.stringContaining("option '--nnodes <n>' value '3:2' from env 'PET_NNODES' is invalid. --nnodes 3:2: need 1 <= MIN <= MAX"),
+    ]);
     const started = Date.now();
     const missing = await run(['--nproc-per-node', '2', '--standalone', 'no/such/train.ts', '--lr', '1']);
     expect([missing.code, missing.out]).toEqual([2, '']);
@@ -75,9 +85,16 @@ describe('cmesh run: usage errors exit 2', () => {
   });
 
   it('a --coordinator that is not an http(s) URL says so, naming it', async () => {
-    for (const [args, given] of [[['status', '--coordinator', '127.0.0.1:7700'], '127.0.0.1:7700'], [['scan', '--coordinator', 'coordinator'], 'coordinator'], [['bench', '--mesh', '--coordinator', 'ftp://x'], 'ftp://x']] as const) {
+    for (const [args, given] of [
+      [['status', '--coordinator', '127.0.0.1:7700'], '127.0.0.1:7700'],
+      [['scan', '--coordinator', 'coordinator'], 'coordinator'],
+      [['bench', '--mesh', '--coordinator', 'ftp://x'], 'ftp://x'],
+    ] as const) {
       const r = await cmesh([...args], { env: cleanEnv() });
-      expect([r.code, r.err]).toEqual([2, `cmesh: coordinator address "${given}" (--coordinator or CMESH_COORDINATOR) is not an http:// or https:// URL; e.g. http://127.0.0.1:7700\n`]);
+      expect([r.code, r.err]).toEqual([
+        2,
+        `cmesh: coordinator address "${given}" (--coordinator or CMESH_COORDINATOR) is not an http:// or https:// URL; e.g. http://127.0.0.1:7700\n`,
+      ]);
     }
   });
 });
@@ -88,7 +105,10 @@ function quotaCgroup(): { dir: string; limit: () => void; why?: undefined } | { 
   const v1 = '/sys/fs/cgroup/cpu';
   if (existsSync(path.join(v1, 'cpu.cfs_quota_us'))) {
     const dir = path.join(v1, name);
-    return { dir, limit: () => (mkdirSync(dir), writeFileSync(path.join(dir, 'cpu.cfs_period_us'), '100000'), writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '100000')) };
+    return {
+      dir,
+      limit: () => (mkdirSync(dir), writeFileSync(path.join(dir, 'cpu.cfs_period_us'), '100000'), writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '100000')),
+    };
   }
   for (const root of ['/sys/fs/cgroup', '/sys/fs/cgroup/unified']) {
     try {
@@ -131,34 +151,43 @@ describe('cmesh run: CPU quota and affinity', () => {
   });
 
   const cg = quotaCgroup();
-  (cg.why === undefined ? it : it.skip)(`more workers than a real cgroup's CPU quota (1 CPU): not pinned, no busy-polling; within it, pinned as before${cg.why ? ` (${cg.why})` : ''}`, async () => {
-    if (cg.why !== undefined) return;
-    cg.limit();
-    try {
-      // the launcher joins the cgroup before it starts; its workers inherit it
-      const inCgroup = (extra: string[]) =>
-        new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-          const child = spawn('sh', ['-c', `echo $$ > ${cg.dir}/cgroup.procs && exec "$0" "$@"`, process.execPath, CMESH, 'run', '--standalone', ...extra, FIXTURE], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-          let out = '';
-          let err = '';
-          child.stdout.on('data', (d) => (out += d));
-          child.stderr.on('data', (d) => (err += d));
-          const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-          child.on('close', (code) => (clearTimeout(timer), resolve({ code, out, err })));
-        });
-      const over = await inCgroup(['--nproc-per-node', '2', '--bind-to', 'core']);
-      expect(over.code).toBe(0);
-      expect(over.err).toMatch(/^cmesh run: 2 workers on 1 usable CPUs \(a CPU quota of 1 \(cgroup v[12] .*cmesh-test-\d+\)\)\): not pinned to cores, no busy-polling\n$/);
-      expect(placements(over.out).map((p) => [p.CMESH_RUN_BIND_CPU, p.CMESH_SPIN_US])).toEqual([
-        ['', '0'],
-        ['', '0'],
-      ]);
-      // within the quota nothing changes: one worker, asked to bind, is bound
-      const within = await inCgroup(['--nproc-per-node', '1', '--bind-to', 'core']);
-      expect([within.code, within.err]).toEqual([0, '']);
-      expect(placements(within.out).map((p) => [p.CMESH_RUN_BIND_CPU === '', p.CMESH_SPIN_US])).toEqual([[false, null]]);
-    } finally {
-      rmdirSync(cg.dir);
-    }
-  });
+  (cg.why === undefined ? it : it.skip)(
+    `more workers than a real cgroup's CPU quota (1 CPU): not pinned, no busy-polling; within it, pinned as before${cg.why ? ` (${cg.why})` : ''}`,
+    async () => {
+      if (cg.why !== undefined) return;
+      cg.limit();
+      try {
+        // the launcher joins the cgroup before it starts; its workers inherit it
+        const inCgroup = (extra: string[]) =>
+          new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+            const child = spawn(
+              'sh',
+              ['-c', `echo $$ > ${cg.dir}/cgroup.procs && exec "$0" "$@"`, process.execPath, CMESH, 'run', '--standalone', ...extra, FIXTURE],
+              { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+            );
+            let out = '';
+            let err = '';
+            child.stdout.on('data', (d) => (out += d));
+            child.stderr.on('data', (d) => (err += d));
+            const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+            child.on('close', (code) => (clearTimeout(timer), resolve({ code, out, err })));
+          });
+        const over = await inCgroup(['--nproc-per-node', '2', '--bind-to', 'core']);
+        expect(over.code).toBe(0);
+        expect(over.err).toMatch(
+          /^cmesh run: 2 workers on 1 usable CPUs \(a CPU quota of 1 \(cgroup v[12] .*cmesh-test-\d+\)\)\): not pinned to cores, no busy-polling\n$/,
+        );
+        expect(placements(over.out).map((p) => [p.CMESH_RUN_BIND_CPU, p.CMESH_SPIN_US])).toEqual([
+          ['', '0'],
+          ['', '0'],
+        ]);
+        // within the quota nothing changes: one worker, asked to bind, is bound
+        const within = await inCgroup(['--nproc-per-node', '1', '--bind-to', 'core']);
+        expect([within.code, within.err]).toEqual([0, '']);
+        expect(placements(within.out).map((p) => [p.CMESH_RUN_BIND_CPU === '', p.CMESH_SPIN_US])).toEqual([[false, null]]);
+      } finally {
+        rmdirSync(cg.dir);
+      }
+    },
+  );
 });

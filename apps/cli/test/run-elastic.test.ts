@@ -5,12 +5,11 @@
 // late node is admitted in a new round; exhausted restarts end with torch's failure summary.
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { freePort } from '@cmesh/testing';
+import { freePort, isAlive as alive, listening, until } from '@cmesh/testing';
 import { rdzvBucket } from '../src/run/rdzv-nats';
 
 const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
@@ -43,40 +42,6 @@ function cmesh(args: string[], timeoutMs = 60000): Running {
     }),
   );
   return { child, out: () => out, err: () => err, done };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`not in time: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** Resolves once something listens on the port (the first launcher now hosts the c10d store). */
-async function listening(port: number, ms = 30000): Promise<void> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = net.connect({ port, host: '127.0.0.1' }, () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > end) throw new Error(`nothing listens on ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 function lines(out: string, tag: string): any[] {
@@ -117,7 +82,20 @@ async function twoNodes(backend: 'c10d' | 'nats', flags: string[], workerArgs: s
   const port = backend === 'c10d' ? await freePort() : nats!.port;
   const id = `el${Date.now()}${Math.floor(Math.random() * 1000)}`;
   runIds.add(id);
-  const args = ['run', '--nproc-per-node', '2', '--rdzv-backend', backend, '--rdzv-endpoint', `127.0.0.1:${port}`, '--rdzv-id', id, ...flags, WORKER, ...workerArgs];
+  const args = [
+    'run',
+    '--nproc-per-node',
+    '2',
+    '--rdzv-backend',
+    backend,
+    '--rdzv-endpoint',
+    `127.0.0.1:${port}`,
+    '--rdzv-id',
+    id,
+    ...flags,
+    WORKER,
+    ...workerArgs,
+  ];
   const a = cmesh(args);
   if (backend === 'c10d') await listening(port);
   const b = cmesh(args);
@@ -128,23 +106,32 @@ describe.each(['c10d', 'nats'] as const)('cmesh run --max-restarts (%s rendezvou
   it('a worker SIGKILLed mid-run: every node restarts its workers once, same world, the job completes', async () => {
     const { a, b, id } = await twoNodes(backend, ['--nnodes', '2', '--max-restarts', '1', '--rdzv-conf', 'join_timeout=30'], ['hold', '1']);
     const both = () => a.out() + b.out();
-    await until(() => /victim pid \d+ rank 1/.test(both()), 40000, 'rank 1 ready to be killed');
+    await until('rank 1 ready to be killed', 40000, () => /victim pid \d+ rank 1/.test(both()));
     const victim = Number(/victim pid (\d+) rank 1/.exec(both())![1]);
     process.kill(victim, 'SIGKILL');
-    expect(await Promise.all([a.done, b.done])).toEqual([0, 0]);
+    const codes = await Promise.all([a.done, b.done]);
+    // a launcher that failed shows what it and its workers printed last
+    const tails = codes.some((c) => c !== 0) ? { a: (a.out() + a.err()).slice(-3000), b: (b.out() + b.err()).slice(-3000) } : {};
+    expect({ codes, ...tails }).toEqual({ codes: [0, 0] });
 
     const envs = [...lines(a.out(), 'env'), ...lines(b.out(), 'env')];
     // two attempts of four workers: restart count 0, then 1 on every node
     expect(envs.map((e) => e.TORCHELASTIC_RESTART_COUNT).sort()).toEqual([0, 0, 0, 0, 1, 1, 1, 1]);
     for (const count of [0, 1]) {
       const attempt = envs.filter((e) => e.TORCHELASTIC_RESTART_COUNT === count).sort((x, y) => x.RANK - y.RANK);
-      expect(attempt.map((e) => [e.RANK, e.LOCAL_RANK, e.WORLD_SIZE, e.LOCAL_WORLD_SIZE, e.GROUP_WORLD_SIZE, e.ROLE_RANK, e.ROLE_WORLD_SIZE, e.ROLE_NAME])).toEqual([
+      expect(
+        attempt.map((e) => [e.RANK, e.LOCAL_RANK, e.WORLD_SIZE, e.LOCAL_WORLD_SIZE, e.GROUP_WORLD_SIZE, e.ROLE_RANK, e.ROLE_WORLD_SIZE, e.ROLE_NAME]),
+      ).toEqual([
         [0, 0, 4, 2, 2, 0, 4, 'default'],
         [1, 1, 4, 2, 2, 1, 4, 'default'],
         [2, 0, 4, 2, 2, 2, 4, 'default'],
         [3, 1, 4, 2, 2, 3, 4, 'default'],
       ]);
-      expect(attempt.every((e) => e.TORCHELASTIC_MAX_RESTARTS === 1 && e.TORCHELASTIC_RUN_ID === id && e.CMESH_RUN_ID === id && e.TORCHELASTIC_USE_AGENT_STORE === 'False')).toBe(true);
+      expect(
+        attempt.every(
+          (e) => e.TORCHELASTIC_MAX_RESTARTS === 1 && e.TORCHELASTIC_RUN_ID === id && e.CMESH_RUN_ID === id && e.TORCHELASTIC_USE_AGENT_STORE === 'False',
+        ),
+      ).toBe(true);
       expect(new Set(attempt.map((e) => e.GROUP_RANK))).toEqual(new Set([0, 1]));
       expect(new Set(attempt.map((e) => `${e.MASTER_ADDR}:${e.MASTER_PORT}`)).size).toBe(1);
     }
@@ -158,7 +145,9 @@ describe.each(['c10d', 'nats'] as const)('cmesh run --max-restarts (%s rendezvou
       expect(r.world).toBe(4);
       expect(r.values).toEqual(expectedValues(4, 1));
     }
-    expect(a.err() + b.err()).toMatch(/cmesh run: rank 1 \(local_rank 1\) failed with signal SIGKILL on node \d; restarting the workers on every node \(restart 1 of 1\)/);
+    expect(a.err() + b.err()).toMatch(
+      /cmesh run: rank 1 \(local_rank 1\) failed with signal SIGKILL on node \d; restarting the workers on every node \(restart 1 of 1\)/,
+    );
     if (backend === 'nats') {
       // the job finished everywhere: the last launcher deleted the rendezvous bucket
       const nc = await connect({ servers: `nats://127.0.0.1:${nats!.port}` });
@@ -173,9 +162,9 @@ describe.each(['c10d', 'nats'] as const)('cmesh run --max-restarts (%s rendezvou
 });
 
 describe('cmesh run --max-restarts on one node (static rendezvous)', () => {
-  it('--standalone: the killed worker\'s group restarts with the same port and world, then completes', async () => {
+  it("--standalone: the killed worker's group restarts with the same port and world, then completes", async () => {
     const r = cmesh(['run', '--standalone', '--nproc-per-node', '2', '--max-restarts', '2', WORKER, 'hold', '1']);
-    await until(() => /victim pid \d+ rank 1/.test(r.out()), 40000, 'rank 1 ready to be killed');
+    await until('rank 1 ready to be killed', 40000, () => /victim pid \d+ rank 1/.test(r.out()));
     process.kill(Number(/victim pid (\d+) rank 1/.exec(r.out())![1]), 'SIGKILL');
     expect(await r.done).toBe(0);
     const envs = lines(r.out(), 'env').sort((x, y) => x.TORCHELASTIC_RESTART_COUNT - y.TORCHELASTIC_RESTART_COUNT || x.RANK - y.RANK);
@@ -185,7 +174,9 @@ describe('cmesh run --max-restarts on one node (static rendezvous)', () => {
       [1, 0, 2, 1, 2],
       [1, 1, 2, 1, 2],
     ]);
-    const results = lines(r.out(), 'result').filter((x) => x.count === 1).sort((x, y) => x.rank - y.rank);
+    const results = lines(r.out(), 'result')
+      .filter((x) => x.count === 1)
+      .sort((x, y) => x.rank - y.rank);
     expect(results.map((x) => x.rank)).toEqual([0, 1]);
     for (const x of results) expect(x.values).toEqual(expectedValues(2, 1));
     expect(r.err()).toContain('cmesh run: rank 1 (local_rank 1) failed with signal SIGKILL; restarting the workers (restart 1 of 2)\n');
@@ -198,7 +189,7 @@ describe('cmesh run --nnodes MIN:MAX elasticity', () => {
     const { a, b } = await twoNodes('nats', flags, ['hold', '0']);
     const both = () => a.out() + b.out();
     const world4 = (out: string, tag: string) => lines(out, tag).filter((x) => (x.WORLD_SIZE ?? x.world) === 4);
-    await until(() => /victim pid \d+ rank 0/.test(both()) && world4(both(), 'result').length === 4, 40000, 'four workers running');
+    await until('four workers running', 40000, () => /victim pid \d+ rank 0/.test(both()) && world4(both(), 'result').length === 4);
     // lose the node that runs rank 0 (it also hosts the workers' store): its launcher, then its workers
     const [lost, kept] = world4(a.out(), 'env').some((e) => e.RANK === 0) ? [a, b] : [b, a];
     const lostPids = world4(lost.out(), 'env').map((e) => e.pid);
@@ -207,12 +198,16 @@ describe('cmesh run --nnodes MIN:MAX elasticity', () => {
     for (const pid of lostPids) process.kill(pid, 'SIGKILL');
 
     expect(await kept.done).toBe(0);
-    const envs = lines(kept.out(), 'env').filter((e) => e.TORCHELASTIC_RESTART_COUNT === 1).sort((x, y) => x.RANK - y.RANK);
+    const envs = lines(kept.out(), 'env')
+      .filter((e) => e.TORCHELASTIC_RESTART_COUNT === 1)
+      .sort((x, y) => x.RANK - y.RANK);
     expect(envs.map((e) => [e.RANK, e.LOCAL_RANK, e.WORLD_SIZE, e.GROUP_RANK, e.GROUP_WORLD_SIZE, e.ROLE_WORLD_SIZE])).toEqual([
       [0, 0, 2, 0, 1, 2],
       [1, 1, 2, 0, 1, 2],
     ]);
-    const results = lines(kept.out(), 'result').filter((r) => r.count === 1).sort((x, y) => x.rank - y.rank);
+    const results = lines(kept.out(), 'result')
+      .filter((r) => r.count === 1)
+      .sort((x, y) => x.rank - y.rank);
     expect(results.map((r) => [r.rank, r.world])).toEqual([
       [0, 2],
       [1, 2],
@@ -223,7 +218,11 @@ describe('cmesh run --nnodes MIN:MAX elasticity', () => {
   it('a launcher lost while its workers run on: keep-alive notices, the job restarts without that node (c10d)', async () => {
     const flags = ['--nnodes', '1:2', '--max-restarts', '1', '--rdzv-conf', 'last_call_timeout=2,keep_alive_interval=0.5,keep_alive_max_attempt=2'];
     const { a, b } = await twoNodes('c10d', flags, ['hold', '1']);
-    await until(() => /victim pid \d+ rank 1/.test(a.out() + b.out()) && lines(a.out() + b.out(), 'result').filter((r) => r.world === 4).length === 4, 40000, 'four workers running');
+    await until(
+      'four workers running',
+      40000,
+      () => /victim pid \d+ rank 1/.test(a.out() + b.out()) && lines(a.out() + b.out(), 'result').filter((r) => r.world === 4).length === 4,
+    );
     // b's launcher dies; its workers (orphans now) keep everyone's collective waiting, so only keep-alive tells
     const t0 = Date.now();
     b.child.kill('SIGKILL');
@@ -241,9 +240,24 @@ describe('cmesh run --nnodes MIN:MAX elasticity', () => {
   it('a node joining late is admitted in a new round, without using a restart (c10d)', async () => {
     const port = await freePort();
     const id = `late${Date.now()}`;
-    const args = ['run', '--nproc-per-node', '2', '--nnodes', '1:2', '--rdzv-endpoint', `127.0.0.1:${port}`, '--rdzv-id', id, '--rdzv-conf', 'last_call_timeout=1.5', WORKER, 'grow', '4'];
+    const args = [
+      'run',
+      '--nproc-per-node',
+      '2',
+      '--nnodes',
+      '1:2',
+      '--rdzv-endpoint',
+      `127.0.0.1:${port}`,
+      '--rdzv-id',
+      id,
+      '--rdzv-conf',
+      'last_call_timeout=1.5',
+      WORKER,
+      'grow',
+      '4',
+    ];
     const first = cmesh(args);
-    await until(() => (first.out().match(/waiting pid/g) ?? []).length === 2, 40000, 'the first node running alone');
+    await until('the first node running alone', 40000, () => (first.out().match(/waiting pid/g) ?? []).length === 2);
     const late = cmesh(args);
     expect(await Promise.all([first.done, late.done])).toEqual([0, 0]);
 
@@ -267,14 +281,15 @@ describe('cmesh run --nnodes MIN:MAX elasticity', () => {
 });
 
 describe('cmesh run when restarts run out', () => {
-  it('fails after --max-restarts restarts with torch\'s failure summary naming the failed rank and its exit code (c10d)', async () => {
+  it("fails after --max-restarts restarts with torch's failure summary naming the failed rank and its exit code (c10d)", async () => {
     const { a, b } = await twoNodes('c10d', ['--nnodes', '2', '--max-restarts', '1'], ['exit', '3']);
     const codes = await Promise.all([a.done, b.done]);
     const envs = [...lines(a.out(), 'env'), ...lines(b.out(), 'env')];
     expect(envs.map((e) => e.TORCHELASTIC_RESTART_COUNT).sort()).toEqual([0, 0, 0, 0, 1, 1, 1, 1]); // one restart, no third attempt
     const victim = envs.find((e) => e.RANK === 3 && e.TORCHELASTIC_RESTART_COUNT === 1)!;
     // the node that ran rank 3 in the last attempt exits with its exit code and prints the summary
-    const [failed, other, failedCode, otherCode] = a.err().includes('Root Cause') && /rank {6}: 3 \(local_rank: 1\)/.test(a.err()) ? [a, b, codes[0], codes[1]] : [b, a, codes[1], codes[0]];
+    const [failed, other, failedCode, otherCode] =
+      a.err().includes('Root Cause') && /rank {6}: 3 \(local_rank: 1\)/.test(a.err()) ? [a, b, codes[0], codes[1]] : [b, a, codes[1], codes[0]];
     expect(failedCode).toBe(3);
     expect(otherCode).not.toBe(0);
     const err = failed.err();
@@ -310,11 +325,27 @@ describe('cmesh run when restarts run out', () => {
 });
 
 describe('cmesh run worker logs', () => {
-  it('--log-dir with --tee, --redirects and --local-ranks-filter: files in torch\'s layout, the console filtered', async () => {
+  it("--log-dir with --tee, --redirects and --local-ranks-filter: files in torch's layout, the console filtered", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-logs-'));
     try {
       const script = path.join(__dirname, 'fixtures/run-lines.js');
-      const r = cmesh(['run', '--standalone', '--nproc-per-node', '2', '--rdzv-id', 'logs1', '--log-dir', dir, '--tee', '1', '--redirects', '0:2', '--local-ranks-filter', '1', script]);
+      const r = cmesh([
+        'run',
+        '--standalone',
+        '--nproc-per-node',
+        '2',
+        '--rdzv-id',
+        'logs1',
+        '--log-dir',
+        dir,
+        '--tee',
+        '1',
+        '--redirects',
+        '0:2',
+        '--local-ranks-filter',
+        '1',
+        script,
+      ]);
       expect(await r.done).toBe(0);
       const [runDir] = fs.readdirSync(dir);
       expect(runDir).toMatch(/^logs1_/);

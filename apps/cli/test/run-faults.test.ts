@@ -1,12 +1,11 @@
 // `cmesh run`: line prefixing details, signals, --node-rank in a c10d round, and a node that dies.
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { assignNodeRanks } from '../src/run/node-ranks';
 import { parseNprocPerNode, parseRdzvConf } from '../src/commands/run';
-import { freePort } from '@cmesh/testing';
+import { freePort, isAlive as alive, listening, until } from '@cmesh/testing';
 
 const CMESH = path.resolve(__dirname, '../bin/cmesh.js');
 const FIX = path.join(__dirname, 'fixtures');
@@ -38,40 +37,6 @@ function cmesh(args: string[], timeoutMs = 40000): Running {
     }),
   );
   return { child, out: () => out, err: () => err, done };
-}
-
-async function until(cond: () => boolean, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Resolves once something listens on the port (the first launcher now hosts the rendezvous store). */
-async function listening(port: number, ms = 30000): Promise<void> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = net.connect({ port, host: '127.0.0.1' }, () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > end) throw new Error(`nothing listens on ${port}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 afterAll(() => {
@@ -112,16 +77,24 @@ describe('cmesh run output and signals', () => {
     const r = cmesh(['run', '--standalone', '--nproc-per-node', '2', path.join(FIX, 'run-lines.js')]);
     expect((await r.done).code).toBe(0);
     for (const k of [0, 1]) {
-      const mine = r.out().split('\n').filter((l) => l.startsWith(`[rank${k}]:`));
+      const mine = r
+        .out()
+        .split('\n')
+        .filter((l) => l.startsWith(`[rank${k}]:`));
       expect(mine).toEqual([`[rank${k}]:part-ial ${k}`, `[rank${k}]:multi a ${k}`, `[rank${k}]:multi b ${k}`, `[rank${k}]:tail ${k}`]);
       expect(r.err()).toContain(`[rank${k}]:err from ${k}\n`);
     }
-    expect(r.out().split('\n').filter((l) => l && !/^\[rank[01]\]:/.test(l))).toEqual([]);
+    expect(
+      r
+        .out()
+        .split('\n')
+        .filter((l) => l && !/^\[rank[01]\]:/.test(l)),
+    ).toEqual([]);
   });
 
   it('SIGTERM to cmesh run stops every worker and exits 143', async () => {
     const r = cmesh(['run', '--standalone', '--nproc-per-node', '2', path.join(FIX, 'run-sleeper.js')]);
-    await until(() => (r.out().match(/pid \d+/g) ?? []).length === 2, 20000);
+    await until('the workers running', 20000, () => (r.out().match(/pid \d+/g) ?? []).length === 2);
     const pids = [...r.out().matchAll(/pid (\d+)/g)].map((m) => Number(m[1]));
     expect(pids.every(alive)).toBe(true);
     r.child.kill('SIGTERM');
@@ -133,7 +106,7 @@ describe('cmesh run output and signals', () => {
 
   it('a worker killed by a signal is reported with the signal', async () => {
     const r = cmesh(['run', '--standalone', '--nproc-per-node', '2', path.join(FIX, 'run-sleeper.js')]);
-    await until(() => (r.out().match(/pid \d+/g) ?? []).length === 2, 20000);
+    await until('the workers running', 20000, () => (r.out().match(/pid \d+/g) ?? []).length === 2);
     const m = /pid (\d+) rank 1/.exec(r.out())!;
     process.kill(Number(m[1]), 'SIGKILL');
     const { code } = await r.done;
@@ -162,7 +135,18 @@ describe('cmesh run c10d rounds', () => {
     const port = await freePort();
     const endpoint = `127.0.0.1:${port}`;
     const t0 = Date.now();
-    const r = cmesh(['run', '--nnodes', '1:3', '--nproc-per-node', '2', '--rdzv-endpoint', endpoint, '--rdzv-conf', 'last_call_timeout=0.4', path.join(FIX, 'plain.js')]);
+    const r = cmesh([
+      'run',
+      '--nnodes',
+      '1:3',
+      '--nproc-per-node',
+      '2',
+      '--rdzv-endpoint',
+      endpoint,
+      '--rdzv-conf',
+      'last_call_timeout=0.4',
+      path.join(FIX, 'plain.js'),
+    ]);
     expect((await r.done).code).toBe(0);
     expect(r.out()).toContain('[rank0]:js rank 0 local 0 world 2');
     expect(r.out()).toContain('[rank1]:js rank 1 local 1 world 2');
@@ -176,7 +160,7 @@ describe('cmesh run c10d rounds', () => {
     const host = cmesh(['run', ...common, '--node-rank', '0', path.join(FIX, 'run-sleeper.js')]);
     await listening(port);
     const other = cmesh(['run', ...common, '--node-rank', '1', path.join(FIX, 'run-sleeper.js')]);
-    await until(() => /pid \d+/.test(host.out()) && /pid \d+/.test(other.out()), 20000);
+    await until('the workers running', 20000, () => /pid \d+/.test(host.out()) && /pid \d+/.test(other.out()));
     const hostWorker = Number(/pid (\d+)/.exec(host.out())![1]);
     const t0 = Date.now();
     other.child.kill('SIGKILL'); // its worker lives on as an orphan (killed in afterAll)
@@ -194,7 +178,7 @@ describe('cmesh run c10d rounds', () => {
     const host = cmesh(['run', ...common, path.join(FIX, 'run-sleeper.js')]);
     await listening(port);
     const other = cmesh(['run', ...common, path.join(FIX, 'run-sleeper.js')]);
-    await until(() => /pid \d+/.test(host.out()) && /pid \d+/.test(other.out()), 20000);
+    await until('the workers running', 20000, () => /pid \d+/.test(host.out()) && /pid \d+/.test(other.out()));
     const otherWorker = Number(/pid (\d+)/.exec(other.out())![1]);
     host.child.kill('SIGKILL');
     const { code } = await other.done;

@@ -2,7 +2,7 @@
 // acting as two nodes through the c10d rendezvous.
 import { spawn } from 'child_process';
 import * as path from 'path';
-import { cmesh } from './support/cmesh';
+import { cmesh } from '@cmesh/testing/mesh';
 import { freePort } from '@cmesh/testing';
 
 const FIX = path.join(__dirname, 'fixtures');
@@ -15,10 +15,13 @@ function envLines(out: string): Record<string, any>[] {
 }
 
 describe('cmesh run', () => {
-  it('works as `npx cmesh` (the bin symlink in node_modules/.bin): the seed all-reduce prints the seed\'s tensors', async () => {
+  it("works as `npx cmesh` (the bin symlink in node_modules/.bin): the seed all-reduce prints the seed's tensors", async () => {
     const root = path.resolve(__dirname, '../../..');
     const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
-      const child = spawn('npx', ['--no-install', 'cmesh', 'run', '--nproc-per-node', '4', 'examples/allreduce_sum.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] });
+      const child = spawn('npx', ['--no-install', 'cmesh', 'run', '--nproc-per-node', '4', 'examples/allreduce_sum.ts'], {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
       let out = '';
       child.stdout.on('data', (d) => (out += d));
       const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
@@ -31,7 +34,7 @@ describe('cmesh run', () => {
     for (const k of [0, 1, 2, 3]) expect(r.out).toContain(`[rank${k}]:rank ${k}: tensor([[6., 6.],\n[rank${k}]:        [6., 6.]])`);
   });
 
-  it('sets torchrun\'s environment per rank and prefixes every line with the rank', async () => {
+  it("sets torchrun's environment per rank and prefixes every line with the rank", async () => {
     const r = await cmesh(['run', '--nproc_per_node', '3', '--master-port', '0', path.join(FIX, 'env-allreduce.ts')]);
     expect(r.code).toBe(0);
     const envs = envLines(r.out).sort((a, b) => a.RANK - b.RANK);
@@ -75,7 +78,20 @@ describe('cmesh run', () => {
 
   it('two launchers on this machine act as two nodes through the c10d rendezvous', async () => {
     const endpoint = `127.0.0.1:${await freePort()}`;
-    const args = ['run', '--nnodes', '2', '--nproc-per-node', '2', '--rdzv-backend', 'c10d', '--rdzv-endpoint', endpoint, '--rdzv-id', 'job1', path.join(FIX, 'env-allreduce.ts')];
+    const args = [
+      'run',
+      '--nnodes',
+      '2',
+      '--nproc-per-node',
+      '2',
+      '--rdzv-backend',
+      'c10d',
+      '--rdzv-endpoint',
+      endpoint,
+      '--rdzv-id',
+      'job1',
+      path.join(FIX, 'env-allreduce.ts'),
+    ];
     const [a, b] = await Promise.all([cmesh(args), cmesh(args)]);
     expect([a.code, b.code]).toEqual([0, 0]);
     const envs = [...envLines(a.out), ...envLines(b.out)];
@@ -102,14 +118,32 @@ describe('cmesh run --rdzv-backend nats', () => {
     const nats = await startNatsServer();
     try {
       const id = `job${Date.now()}`;
-      const args = ['run', '--nnodes', '1:2', '--nproc-per-node', '2', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, '--rdzv-id', id, '--rdzv-last-call', '20000', path.join(FIX, 'env-allreduce.ts')];
+      const args = [
+        'run',
+        '--nnodes',
+        '1:2',
+        '--nproc-per-node',
+        '2',
+        '--rdzv-backend',
+        'nats',
+        '--rdzv-endpoint',
+        `127.0.0.1:${nats.port}`,
+        '--rdzv-id',
+        id,
+        '--rdzv-last-call',
+        '20000',
+        path.join(FIX, 'env-allreduce.ts'),
+      ];
       // the late joiner arrives inside the last-call window, which closes early at MAX; the window
       // is long because a loaded machine can take seconds to start a launcher, and a joiner that
       // misses it makes a second round (the first node's workers restart), which is another test
       const first = cmesh(args, { timeoutMs: 90000 });
       await new Promise((r) => setTimeout(r, 500));
       const [a, b] = await Promise.all([first, cmesh(args, { timeoutMs: 90000 })]);
-      expect([a, b].map((r) => ({ code: r.code, err: r.code === 0 ? '' : r.out + r.err }))).toEqual([{ code: 0, err: '' }, { code: 0, err: '' }]);
+      expect([a, b].map((r) => ({ code: r.code, err: r.code === 0 ? '' : r.out + r.err }))).toEqual([
+        { code: 0, err: '' },
+        { code: 0, err: '' },
+      ]);
       const envs = [...envLines(a.out), ...envLines(b.out)];
       expect(envs.map((e) => e.RANK).sort()).toEqual([0, 1, 2, 3]);
       expect(envs.every((e) => e.WORLD_SIZE === 4)).toBe(true);

@@ -14,7 +14,10 @@ const exec = promisify(execFile);
 
 async function cmesh(args: string[], coordinator: string): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await exec(process.execPath, [CLI, ...args, '--coordinator', coordinator, '--no-progress'], { env: { ...process.env, NO_COLOR: '1' }, timeout: 180_000 });
+    const r = await exec(process.execPath, [CLI, ...args, '--coordinator', coordinator, '--no-progress'], {
+      env: { ...process.env, NO_COLOR: '1' },
+      timeout: 180_000,
+    });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string };
@@ -38,7 +41,10 @@ describe('cmesh scan as a gate before a job', () => {
 
   it('exit 0 and "gate: passed" when the fabric meets the thresholds; the record carries the verdict', async () => {
     // --slow-ratio 0.01: on a loaded test machine only a link at 1% of the others is flagged
-    const r = await cmesh(['scan', '--iters', '2', '--bandwidth-size', '256K', '--slow-ratio', '0.01', '--fail-on-flagged', '--min-busbw', '0', '--max-latency', '60000000'], mesh.coordinatorUrl);
+    const r = await cmesh(
+      ['scan', '--iters', '2', '--bandwidth-size', '256K', '--slow-ratio', '0.01', '--fail-on-flagged', '--min-busbw', '0', '--max-latency', '60000000'],
+      mesh.coordinatorUrl,
+    );
     expect([r.code, r.stderr, r.code ? r.stdout : '']).toEqual([0, '', '']);
     expect(r.stdout).toMatch(/^gate: passed \(no agent or link flagged; busbw [\d.]+ GB\/s >= 0 GB\/s; every link <= 60000000 us\)$/m);
     const list = await mesh.client.get<{ scans: ScanRecord[] }>('/scans?limit=1');
@@ -50,7 +56,9 @@ describe('cmesh scan as a gate before a job', () => {
   it('exit 1 naming each failure when it does not (a stored scan judged with --show); --json carries the verdict', async () => {
     const r = await cmesh(['scan', '--show', id, '--min-busbw', '100000', '--min-link-bw', '100000'], mesh.coordinatorUrl);
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/^gate: FAILED\n {2}- busbw [\d.]+ GB\/s < 100000 GB\/s \(ring all-reduce over 3 agents\)\n( {2}- link agent-\d-agent-\d bandwidth [\d.]+ GB\/s < 100000 GB\/s\n){3}$/m);
+    expect(r.stdout).toMatch(
+      /^gate: FAILED\n {2}- busbw [\d.]+ GB\/s < 100000 GB\/s \(ring all-reduce over 3 agents\)\n( {2}- link agent-\d-agent-\d bandwidth [\d.]+ GB\/s < 100000 GB\/s\n){3}$/m,
+    );
     const j = await cmesh(['scan', '--show', id, '--max-latency', '0.001', '--json'], mesh.coordinatorUrl);
     expect(j.code).toBe(1);
     const rec = JSON.parse(j.stdout) as ScanRecord;
@@ -67,9 +75,19 @@ describe('cmesh scan as a gate before a job', () => {
   }, 60_000);
 
   it('POST /scans with gate: the finished record says pass or fail; a meaningless threshold is a 400', async () => {
-    const bad = await fetch(`${mesh.coordinatorUrl}/scans`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ gate: { minBusBwGBs: -1 } }) });
+    const bad = await fetch(`${mesh.coordinatorUrl}/scans`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ gate: { minBusBwGBs: -1 } }),
+    });
     expect(bad.status).toBe(400);
-    const started = await mesh.client.post<ScanRecord>('/scans', { iters: 2, bandwidthBytes: 256 << 10, slowRatio: 0.01, collectives: false, gate: { failOnFlagged: true, minBusBwGBs: 1 } });
+    const started = await mesh.client.post<ScanRecord>('/scans', {
+      iters: 2,
+      bandwidthBytes: 256 << 10,
+      slowRatio: 0.01,
+      collectives: false,
+      gate: { failOnFlagged: true, minBusBwGBs: 1 },
+    });
     let rec = started;
     for (const end = Date.now() + 150_000; rec.state === 'running' && Date.now() < end; ) {
       await new Promise((r) => setTimeout(r, 250));
@@ -77,6 +95,10 @@ describe('cmesh scan as a gate before a job', () => {
     }
     expect(rec.state).toBe('succeeded');
     // collectives off: busbw was not measured, so a busbw threshold cannot pass
-    expect(rec.gate).toEqual({ passed: false, failures: ['busbw not measured: no ring all-reduce over all agents (collectives off, or fewer than 3 agents)'], met: ['no agent or link flagged'] });
+    expect(rec.gate).toEqual({
+      passed: false,
+      failures: ['busbw not measured: no ring all-reduce over all agents (collectives off, or fewer than 3 agents)'],
+      met: ['no agent or link flagged'],
+    });
   }, 200_000);
 });

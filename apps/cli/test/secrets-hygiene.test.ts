@@ -9,7 +9,7 @@ import { connect } from '@nats-io/transport-node';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { AuthenticationError, TcpStore } from '@cmesh/collectives';
-import { markedPids } from '../../rank-agent/test/support/proc';
+import { markedPids } from '@cmesh/testing';
 
 const CMESH = join(__dirname, '../bin/cmesh.js');
 const FIX = join(__dirname, 'fixtures');
@@ -59,7 +59,21 @@ describe('no secret in logs, metrics, process titles or error messages', () => {
     const secretFile = join(scratch, 'run-secret');
     const run = spawn(
       process.execPath,
-      [CMESH, 'run', '--nproc-per-node', '2', '--rdzv-backend', 'nats', '--rdzv-endpoint', natsAddr, '--rdzv-id', 'hygiene', join(FIX, 'secret-holder.ts'), secretFile, '4000'],
+      [
+        CMESH,
+        'run',
+        '--nproc-per-node',
+        '2',
+        '--rdzv-backend',
+        'nats',
+        '--rdzv-endpoint',
+        natsAddr,
+        '--rdzv-id',
+        'hygiene',
+        join(FIX, 'secret-holder.ts'),
+        secretFile,
+        '4000',
+      ],
       { env: { ...env, NATS_USER: 'client', NATS_PASSWORD_FILE: join(stateDir, 'nats', 'client.password') }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let runOut = '';
@@ -72,7 +86,15 @@ describe('no secret in logs, metrics, process titles or error messages', () => {
     const pids = markedPids(marker);
     expect(pids.length).toBeGreaterThanOrEqual(7); // up, nats, coordinator, 2 agents, cmesh run, 2 workers
     seen['ps'] = spawnSync('ps', ['-o', 'pid=,args=', '-p', pids.join(',')], { encoding: 'utf8' }).stdout;
-    seen['/proc/*/cmdline'] = pids.map((p) => { try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' '); } catch { return ''; } }).join('\n');
+    seen['/proc/*/cmdline'] = pids
+      .map((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ');
+        } catch {
+          return '';
+        }
+      })
+      .join('\n');
     expect(seen['ps']).toMatch(/nats-server -c \S+nats-server\.conf/);
     expect(seen['ps']).toMatch(/secret-holder\.ts/);
     expect(await runExit).toBe(0);
@@ -127,11 +149,15 @@ describe('no secret in logs, metrics, process titles or error messages', () => {
 
     up.kill('SIGINT');
     await new Promise((r) => up!.once('exit', r));
-    seen['every process\'s log (cmesh up)'] = logs;
+    seen["every process's log (cmesh up)"] = logs;
     expect(logs).toMatch(/\[coordinator\]/);
     expect(logs).toMatch(/\[agent-1\]/);
 
-    const secrets: Record<string, string> = { 'API token': token, 'run secret': runSecret, ...Object.fromEntries(Object.entries(passwords).map(([u, p]) => [`NATS password of ${u}`, p])) };
+    const secrets: Record<string, string> = {
+      'API token': token,
+      'run secret': runSecret,
+      ...Object.fromEntries(Object.entries(passwords).map(([u, p]) => [`NATS password of ${u}`, p])),
+    };
     const leaks = Object.entries(seen).flatMap(([where, text]) =>
       Object.entries(secrets)
         .filter(([, value]) => text.includes(value))

@@ -6,11 +6,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { startNatsServer } from '@cmesh/testing';
-import { startCoordinatorProcess } from '../../coordinator/test/support/coordinator-process';
-import { cmesh } from './support/cmesh';
+import { startCoordinatorProcess, cmesh } from '@cmesh/testing/mesh';
 
 const FIX = path.join(__dirname, 'fixtures', 'stuck-rank.ts');
-
 
 describe('flight recorder CLI', () => {
   let dir: string;
@@ -20,14 +18,21 @@ describe('flight recorder CLI', () => {
   it('cmesh trace merge DIR: the dumps written on a timeout name the rank that did not join', async () => {
     const run = await cmesh(['run', '--standalone', '--nproc-per-node', '4', FIX, 'dump', dir], { env: { CMESH_TRACE_DUMP_DIR: dir }, timeoutMs: 60000 });
     expect({ code: run.code, err: run.code === 0 ? '' : run.err }).toEqual({ code: 0, err: '' });
-    for (const r of [0, 2, 3]) expect(run.out).toMatch(new RegExp(`\\[rank${r}\\]:error allReduce timed out after 1500 ms .*; rank 1 finished allReduce #4 but did not join #5 \\(in no collective\\)`));
+    for (const r of [0, 2, 3])
+      expect(run.out).toMatch(
+        new RegExp(`\\[rank${r}\\]:error allReduce timed out after 1500 ms .*; rank 1 finished allReduce #4 but did not join #5 \\(in no collective\\)`),
+      );
     expect(fs.readdirSync(dir).sort()).toEqual([0, 1, 2, 3].map((r) => `cmesh_trace_rank_${r}.json`));
     const merged = await cmesh(['trace', 'merge', dir]);
     expect(merged.code).toBe(0);
     const lines = merged.out.trim().split('\n');
     expect(lines[0]).toBe(`4 dumps (ranks 0,1,2,3) in ${dir}`);
-    expect(lines[1]).toMatch(/^group 0 of [\w-]+: ranks 0,2,3 timed out \(TIMEOUT\) in allReduce #5 since \d\d:\d\d:\d\d\.\d; rank 1 finished allReduce #4 but did not join #5 \(in no collective\)$/);
-    const json = JSON.parse((await cmesh(['trace', 'merge', dir, '--json'])).out) as { reports: { waiting: number[]; lagging: { rank: number; last_completed: number }[] }[] };
+    expect(lines[1]).toMatch(
+      /^group 0 of [\w-]+: ranks 0,2,3 timed out \(TIMEOUT\) in allReduce #5 since \d\d:\d\d:\d\d\.\d; rank 1 finished allReduce #4 but did not join #5 \(in no collective\)$/,
+    );
+    const json = JSON.parse((await cmesh(['trace', 'merge', dir, '--json'])).out) as {
+      reports: { waiting: number[]; lagging: { rank: number; last_completed: number }[] }[];
+    };
     expect(json.reports[0].waiting).toEqual([0, 2, 3]);
     expect(json.reports[0].lagging).toMatchObject([{ rank: 1, last_completed: 4 }]);
     const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-trace-empty-'));
@@ -47,10 +52,31 @@ describe('flight recorder CLI', () => {
     try {
       const id = `stuck${Date.now()}`;
       let out = '';
-      const job = cmesh(['run', '--nnodes', '1', '--nproc-per-node', '4', '--rdzv-backend', 'nats', '--rdzv-endpoint', `127.0.0.1:${nats.port}`, '--rdzv-id', id, FIX, 'live', dir], { timeoutMs: 90000, onStart: (c) => {
-        launcher = c;
-        c.stdout!.on('data', (d) => (out += d));
-      } });
+      const job = cmesh(
+        [
+          'run',
+          '--nnodes',
+          '1',
+          '--nproc-per-node',
+          '4',
+          '--rdzv-backend',
+          'nats',
+          '--rdzv-endpoint',
+          `127.0.0.1:${nats.port}`,
+          '--rdzv-id',
+          id,
+          FIX,
+          'live',
+          dir,
+        ],
+        {
+          timeoutMs: 90000,
+          onStart: (c) => {
+            launcher = c;
+            c.stdout!.on('data', (d) => (out += d));
+          },
+        },
+      );
       for (let end = Date.now() + 60000; !out.includes('[rank1]:idle') && Date.now() < end; ) await new Promise((r) => setTimeout(r, 100));
       expect(out).toContain('[rank1]:idle');
       await new Promise((r) => setTimeout(r, 300)); // the others enter #10
@@ -60,7 +86,11 @@ describe('flight recorder CLI', () => {
       expect({ code: status.code, err: status.err }).toEqual({ code: 0, err: '' });
       expect(status.out).toMatch(/^4 ranks answered in \d+ ms\n/);
       // a `cmesh run` job: its secret is the launcher's, not the coordinator's, so nobody can check its answers here
-      expect(status.out).toMatch(new RegExp(`group 0 of ${id} \\(unverified\\): ranks 0,2,3 waiting in allReduce #10 since \\d\\d:\\d\\d:\\d\\d\\.\\d; rank 1 finished allReduce #9 but did not join #10 \\(in no collective\\)\\n`));
+      expect(status.out).toMatch(
+        new RegExp(
+          `group 0 of ${id} \\(unverified\\): ranks 0,2,3 waiting in allReduce #10 since \\d\\d:\\d\\d:\\d\\d\\.\\d; rank 1 finished allReduce #9 but did not join #10 \\(in no collective\\)\\n`,
+        ),
+      );
       // the CLI's own start-up (node + swc) is most of it; the coordinator's wait stops once all 4 answered
       expect(elapsed).toBeLessThan(2000 + 3000);
       const waited = Number(/answered in (\d+) ms/.exec(status.out)![1]);
@@ -68,7 +98,10 @@ describe('flight recorder CLI', () => {
 
       const res = await fetch(`${coord.url}/groups/${id}/trace`);
       expect(res.status).toBe(200);
-      const body = (await res.json()) as { answered: number; reports: { job: string; pg: string; waiting: number[]; stuck: boolean; lagging: { rank: number; last_completed: number }[] }[] };
+      const body = (await res.json()) as {
+        answered: number;
+        reports: { job: string; pg: string; waiting: number[]; stuck: boolean; lagging: { rank: number; last_completed: number }[] }[];
+      };
       expect(body.answered).toBe(4);
       expect(body.reports).toMatchObject([{ job: id, verified: false, pg: '0', waiting: [0, 2, 3], stuck: true, lagging: [{ rank: 1, last_completed: 9 }] }]);
       const missing = await fetch(`${coord.url}/groups/no-such-job/trace?waitMs=200`);

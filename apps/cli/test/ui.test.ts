@@ -10,7 +10,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { uiLoginLink } from '@cmesh/protocol';
 import { NatsServer, freePort, startNatsServer } from '@cmesh/testing';
-import { CoordinatorProcess, startCoordinatorProcess } from '../../coordinator/test/support/coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 const CMESH = join(__dirname, '../bin/cmesh.js');
 const TOKEN = randomBytes(24).toString('base64url');
@@ -21,7 +21,10 @@ const dir = mkdtempSync(join(tmpdir(), 'cmesh-ui-cli-'));
 /** `cmesh ui ...` with only the variables given (no CMESH_API_TOKEN from the caller's environment). */
 function cmeshUi(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CMESH_')));
-  const child = spawn(process.execPath, [CMESH, 'ui', ...args], { env: { ...base, CMESH_STATE_DIR: join(dir, 'no-state'), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CMESH, 'ui', ...args], {
+    env: { ...base, CMESH_STATE_DIR: join(dir, 'no-state'), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -64,11 +67,16 @@ describe('cmesh ui', () => {
     expect(res.headers.get('set-cookie')).toMatch(/HttpOnly; SameSite=Lax/);
   }, 60000);
 
-  it('another coordinator\'s token, no token, a bad or unreachable address: said, no link', async () => {
+  it("another coordinator's token, no token, a bad or unreachable address: said, no link", async () => {
     const other = randomBytes(24).toString('base64url');
     const down = `http://127.0.0.1:${await freePort()}`;
     for (const [args, env, code, message] of [
-      [['--coordinator', coord.url], { CMESH_API_TOKEN: other }, 1, /did not accept the login token: the API token here .* is not one of http:\/\/127\.0\.0\.1:\d+'s/],
+      [
+        ['--coordinator', coord.url],
+        { CMESH_API_TOKEN: other },
+        1,
+        /did not accept the login token: the API token here .* is not one of http:\/\/127\.0\.0\.1:\d+'s/,
+      ],
       [['--coordinator', coord.url], {}, 1, /the coordinator asks for a token: set CMESH_API_TOKEN/],
       [['--coordinator', 'localhost:7700'], {}, 2, /--coordinator "localhost:7700": http:\/\/ or https:\/\/ only/],
       [['--coordinator', down], { CMESH_API_TOKEN: TOKEN }, 1, /coordinator http:\/\/127\.0\.0\.1:\d+ unreachable \(ECONNREFUSED\)/],

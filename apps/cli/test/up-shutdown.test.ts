@@ -5,7 +5,7 @@ import { spawn } from 'child_process';
 import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { markedPids } from '../../rank-agent/test/support/proc';
+import { markedPids } from '@cmesh/testing';
 
 const CMESH = join(__dirname, '../bin/cmesh.js');
 
@@ -40,7 +40,10 @@ describe('cmesh up: Ctrl-C', () => {
     const tookMs = Date.now() - sent;
     const tail = out.slice(from);
     expect(code).toBe(0);
-    const stops = tail.split('\n').filter((l) => /^cmesh: stopped /.test(l)).map((l) => /^cmesh: stopped (.+) in \d+ ms$/.exec(l)![1]);
+    const stops = tail
+      .split('\n')
+      .filter((l) => /^cmesh: stopped /.test(l))
+      .map((l) => /^cmesh: stopped (.+) in \d+ ms$/.exec(l)![1]);
     expect(stops).toEqual(['agent-0 agent-1', 'coordinator', 'nats']);
     // nats-server began its shutdown only after the coordinator was gone
     expect(tail.indexOf('cmesh: stopped coordinator')).toBeLessThan(tail.indexOf('Initiating Shutdown'));

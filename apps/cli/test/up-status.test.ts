@@ -8,7 +8,7 @@ import { connect } from '@nats-io/transport-node';
 import { AuthorizationError } from '@nats-io/nats-core';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { markedPids } from '../../rank-agent/test/support/proc';
+import { markedPids } from '@cmesh/testing';
 
 const CMESH = join(__dirname, '../bin/cmesh.js');
 
@@ -44,8 +44,15 @@ describe('cmesh up / status / bench --mesh', () => {
     const auth = { authorization: `Bearer ${token}` };
     // secrets made at first start: a private directory, private files
     expect(statSync(stateDir).mode & 0o777).toBe(0o700);
-    for (const f of ['api-token', ...readdirSync(join(stateDir, 'nats')).map((x) => `nats/${x}`)]) expect([f, statSync(join(stateDir, f)).mode & 0o777]).toEqual([f, 0o600]);
-    expect(readdirSync(join(stateDir, 'nats')).sort()).toEqual(['agent-0.password', 'agent-1.password', 'client.password', 'coordinator.password', 'nats-server.conf']);
+    for (const f of ['api-token', ...readdirSync(join(stateDir, 'nats')).map((x) => `nats/${x}`)])
+      expect([f, statSync(join(stateDir, f)).mode & 0o777]).toEqual([f, 0o600]);
+    expect(readdirSync(join(stateDir, 'nats')).sort()).toEqual([
+      'agent-0.password',
+      'agent-1.password',
+      'client.password',
+      'coordinator.password',
+      'nats-server.conf',
+    ]);
     // nobody without a login reaches NATS, nobody without the token the API
     const natsUrl = /mesh up: nats (\S+),/.exec(out)![1];
     await expect(connect({ servers: natsUrl })).rejects.toThrow(AuthorizationError);
@@ -69,11 +76,15 @@ describe('cmesh up / status / bench --mesh', () => {
     expect(status.stdout).toMatch(/Service groups \(0\)/);
     expect(status.stdout).toMatch(/Recent jobs \(0\)/);
 
-    const bench = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '2K', '-f', '16', '-n', '2', '-w', '1', 'all_reduce,broadcast', '-r', '1'], {
-      env,
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const bench = spawnSync(
+      process.execPath,
+      [CMESH, 'bench', '--mesh', '--coordinator', url!, '-b', '8', '-e', '2K', '-f', '16', '-n', '2', '-w', '1', 'all_reduce,broadcast', '-r', '1'],
+      {
+        env,
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     expect(bench.stderr).toBe('');
     expect(bench.status).toBe(0);
     const rows = bench.stdout.split('\n').filter((l) => /^\s+\d+\s+\d+\s+float/.test(l));
@@ -91,13 +102,22 @@ describe('cmesh up / status / bench --mesh', () => {
     // spawnSync blocked this process while the coordinator closed the idle keep-alive socket: one
     // turn of the event loop lets the client see that before the POST (not safe to send twice)
     await new Promise((r) => setTimeout(r, 20));
-    const g = await fetch(`${url}/groups`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }) });
+    const g = await fetch(`${url}/groups`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth },
+      body: JSON.stringify({ members: ['agent-1', 'agent-0'], name: 'pair' }),
+    });
     expect(g.status).toBe(201);
     const group = ((await g.json()) as { id: string }).id;
     // the coordinator notified the members: each agent's /health lists the group with its rank
-    const agents = (await (await fetch(`${url}/agents`, { headers: auth })).json()) as { agents?: { name: string; httpUrl?: string }[] } | { name: string; httpUrl?: string }[];
+    const agents = (await (await fetch(`${url}/agents`, { headers: auth })).json()) as
+      | { agents?: { name: string; httpUrl?: string }[] }
+      | { name: string; httpUrl?: string }[];
     const list = Array.isArray(agents) ? agents : (agents.agents ?? []);
-    for (const [name, rank] of [['agent-1', 0], ['agent-0', 1]] as const) {
+    for (const [name, rank] of [
+      ['agent-1', 0],
+      ['agent-0', 1],
+    ] as const) {
       const http = list.find((a) => a.name === name)!.httpUrl!;
       let groups: { groupId: string; rank: number; size: number }[] = [];
       for (let end = Date.now() + 10_000; !groups.some((x) => x.groupId === group) && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
@@ -105,9 +125,36 @@ describe('cmesh up / status / bench --mesh', () => {
       }
       expect(groups).toContainEqual(expect.objectContaining({ groupId: group, rank, size: 2 }));
     }
-    const viaGroup = spawnSync(process.execPath, [CMESH, 'bench', '--mesh', '--coordinator', url!, '--group', group, '-b', '64', '-e', '64', '-n', '1', '-w', '0', '--coll', 'gather', '-r', '1', '--json'], { env, encoding: 'utf8', timeout: 60_000 });
+    const viaGroup = spawnSync(
+      process.execPath,
+      [
+        CMESH,
+        'bench',
+        '--mesh',
+        '--coordinator',
+        url!,
+        '--group',
+        group,
+        '-b',
+        '64',
+        '-e',
+        '64',
+        '-n',
+        '1',
+        '-w',
+        '0',
+        '--coll',
+        'gather',
+        '-r',
+        '1',
+        '--json',
+      ],
+      { env, encoding: 'utf8', timeout: 60_000 },
+    );
     expect(viaGroup.status).toBe(0);
-    const doc = JSON.parse(viaGroup.stdout) as { jobs: { state: string; members: { name: string }[]; rows: { root: number; outOfPlace: { wrong: number } }[] }[] };
+    const doc = JSON.parse(viaGroup.stdout) as {
+      jobs: { state: string; members: { name: string }[]; rows: { root: number; outOfPlace: { wrong: number } }[] }[];
+    };
     expect(doc.jobs[0].members.map((m) => m.name)).toEqual(['agent-1', 'agent-0']);
     expect(doc.jobs[0].rows).toEqual([expect.objectContaining({ root: 1, outOfPlace: expect.objectContaining({ wrong: 0 }) })]);
     const after = spawnSync(process.execPath, [CMESH, 'status', '--coordinator', url!], { env, encoding: 'utf8', timeout: 30_000 });
@@ -119,16 +166,19 @@ describe('cmesh up / status / bench --mesh', () => {
     // an agent that dies is restarted alone: the mesh stays up and the agent registers again
     // spawnSync blocked this process while the coordinator closed its idle keep-alive socket, so
     // the first request after it may be sent on that closed socket: sent again on a new one
-    const agentsNow = () => fetch(`${url}/agents`, { headers: auth }).catch((e: Error) => {
-      if (!/other side closed|ECONNRESET/.test(String((e.cause as Error | undefined)?.message))) throw e;
-      return fetch(`${url}/agents`, { headers: auth });
-    });
-    const pidOf = async (name: string) => ((await (await agentsNow()).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
+    const agentsNow = () =>
+      fetch(`${url}/agents`, { headers: auth }).catch((e: Error) => {
+        if (!/other side closed|ECONNRESET/.test(String((e.cause as Error | undefined)?.message))) throw e;
+        return fetch(`${url}/agents`, { headers: auth });
+      });
+    const pidOf = async (name: string) =>
+      ((await (await agentsNow()).json()) as { agents: { name: string; pid: number; state: string }[] }).agents.find((a) => a.name === name)!;
     const victim = (await pidOf('agent-1')).pid;
     const other = (await pidOf('agent-0')).pid;
     process.kill(victim, 'SIGKILL');
     let back = await pidOf('agent-1');
-    for (let end = Date.now() + 30_000; (back.pid === victim || back.state !== 'ready') && Date.now() < end; await new Promise((r) => setTimeout(r, 100))) back = await pidOf('agent-1');
+    for (let end = Date.now() + 30_000; (back.pid === victim || back.state !== 'ready') && Date.now() < end; await new Promise((r) => setTimeout(r, 100)))
+      back = await pidOf('agent-1');
     expect([back.pid === victim, back.state]).toEqual([false, 'ready']);
     expect((await pidOf('agent-0')).pid).toBe(other);
     expect(out).toMatch(/\[agent-1\] +exited with SIGKILL; restarting it in \d+ ms/);

@@ -7,7 +7,8 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 
 const CMESH = join(__dirname, '../bin/cmesh.js');
-const cli = (args: string[]) => spawnSync(process.execPath, [CMESH, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, CMESH_COORDINATOR: '' } });
+const cli = (args: string[]) =>
+  spawnSync(process.execPath, [CMESH, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, CMESH_COORDINATOR: '' } });
 
 describe('cmesh: exit codes', () => {
   it.each([
@@ -15,7 +16,7 @@ describe('cmesh: exit codes', () => {
     [['up', '--agents', '0'], /^cmesh: --agents must be an integer in \[1, 256\], got "0"$/m],
     [['up', '--tenant', 'coordinator'], /--tenant "coordinator": the name of one of the mesh's own logins/],
     [['demo', '--agents', '100'], /--agents must be an integer in \[1, 64\], got 100/],
-    [['secrets', 'k8s', '--agents', 'x'], /--agents must be an integer in \[1, \d+\], got "x"/],
+    [['secrets', 'k8s', '--agents', 'x'], /--agents must be an integer in \[0, \d+\], got "x"/],
     [['trace', 'merge', '/no/such/dir'], /^cmesh: trace merge: \/no\/such\/dir is not a directory$/m],
     [['status', '--coordinator', 'localhost'], /coordinator address "localhost" \(--coordinator or CMESH_COORDINATOR\) is not an http:\/\/ or https:\/\/ URL/],
     [['scan', '--max-latency', '0'], /--max-latency must be a positive number, got "0"/],

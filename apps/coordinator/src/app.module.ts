@@ -19,10 +19,11 @@ import { MetricsModule } from './metrics/metrics.module';
 import { NATS_CONNECTION, NatsModule } from './nats/nats.module';
 import { RendezvousModule } from './rendezvous/rendezvous.module';
 import { ScansModule } from './scans/scans.module';
-import { ServiceModule } from './service/service.module';
+import { ServiceGroupsModule } from './service-groups/service-groups.module';
 import { StoresModule } from './stores/stores.module';
 import { UiModule } from './ui/ui.module';
 import { TraceModule } from './trace/trace.module';
+import { ShutdownLog } from './shutdown-log';
 
 @Global()
 @Module({})
@@ -51,24 +52,31 @@ export class AppModule {
       limits: { maxBytes: config.jobMaxBytes, queueMax: config.jobQueueMax },
       cluster: config.cluster,
       replica: config.replicaId,
+      claimStaleMs: config.claimStaleMs,
     });
     // fabric scans run their pairs as jobs of the same jobs module
     const scans = ScansModule.forRoot({ imports: [jobs, AgentsModule, MetricsModule] });
     const trace = TraceModule.forRoot(jobs);
     return {
       module: AppModule,
-      providers: [{ provide: APP_GUARD, useClass: ApiTokenGuard }],
+      providers: [{ provide: APP_GUARD, useClass: ApiTokenGuard }, ShutdownLog],
       imports: [
         ConfigModule.forRoot(config),
         AuthModule.forRoot(tokens),
         LoggerModule.forRoot({
-          pinoHttp: { level: process.env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true, base: { service: 'cmesh-coordinator', replica: config.replicaId }, hooks: printableLogHooks },
+          pinoHttp: {
+            level: process.env.LOG_LEVEL ?? 'info',
+            autoLogging: false,
+            quietReqLogger: true,
+            base: { service: 'cmesh-coordinator', replica: config.replicaId },
+            hooks: printableLogHooks,
+          },
         }),
         NatsModule,
         AgentsModule,
         RendezvousModule,
         GroupsModule,
-        ServiceModule,
+        ServiceGroupsModule,
         StoresModule,
         // the same jobs module instance: a coordinator group's trace is its running jobs' ranks
         trace,
@@ -76,7 +84,7 @@ export class AppModule {
         MetricsModule,
         jobs,
         scans,
-        UiModule.forRoot({ imports: [jobs, scans, trace, AgentsModule, GroupsModule, ServiceModule] }),
+        UiModule.forRoot({ imports: [jobs, scans, trace, AgentsModule, GroupsModule, ServiceGroupsModule] }),
       ],
     };
   }

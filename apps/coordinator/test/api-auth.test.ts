@@ -5,7 +5,7 @@
 import { randomBytes } from 'crypto';
 import { HttpErrorSchema } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 const ADMIN = randomBytes(24).toString('base64url');
 const READ = randomBytes(24).toString('base64url');
@@ -89,7 +89,9 @@ describe('coordinator REST API with tokens', () => {
     const doc = (await http('GET', '/docs-json')).body;
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     expect(doc.security).toEqual([{ bearer: [] }]);
-    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ path, method, op })));
+    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) =>
+      Object.entries(item).map(([method, op]) => ({ path, method, op })),
+    );
     expect(ops.length).toBeGreaterThan(10);
     for (const { path, method, op } of ops) {
       if (path === '/health') {
@@ -100,5 +102,4 @@ describe('coordinator REST API with tokens', () => {
       expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['401', '403']));
     }
   });
-
 });

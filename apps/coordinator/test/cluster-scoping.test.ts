@@ -9,9 +9,9 @@ import { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { JobRecord, clusterNames } from '@cmesh/protocol';
-import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../cli/src/mesh/launch';
-import { kvKeys } from '../src/state/kv-keys';
+import { NatsServer, startNatsServer, isAlive as alive } from '@cmesh/testing';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
+import { KvStream } from '../src/state/kv-keys';
 
 interface AgentRec {
   agentId: string;
@@ -19,15 +19,6 @@ interface AgentRec {
   pid: number;
   httpUrl: string;
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('two clusters on one nats-server', () => {
   let nats: NatsServer;
@@ -119,8 +110,15 @@ describe('two clusters on one nats-server', () => {
     expect(mine.status).toBe(200);
   });
 
-  it('a job submitted in each at once runs on that cluster\'s agents only; each lists only its own', async () => {
-    const req = { op: 'allReduce' as const, sizes: Array.from({ length: 30 }, () => 1 << 20), iters: 10, warmup: 1, agents: ['agent-0', 'agent-1'], onBusy: 'refuse' as const };
+  it("a job submitted in each at once runs on that cluster's agents only; each lists only its own", async () => {
+    const req = {
+      op: 'allReduce' as const,
+      sizes: Array.from({ length: 30 }, () => 1 << 20),
+      iters: 10,
+      warmup: 1,
+      agents: ['agent-0', 'agent-1'],
+      onBusy: 'refuse' as const,
+    };
     // both claim "agent-0" and "agent-1" at the same time: a shared claims bucket would refuse one
     const [jd, jl] = await Promise.all([mesh('default').client.submitJob(req), mesh('lab').client.submitJob(req)]);
     expect(jd.state).toBe('running');
@@ -138,7 +136,10 @@ describe('two clusters on one nats-server', () => {
     };
     expect(await claims(clusterNames().buckets.claims)).toEqual({ 'agent-0': jd.id, 'agent-1': jd.id });
     expect(await claims(clusterNames('lab').buckets.claims)).toEqual({ 'agent-0': jl.id, 'agent-1': jl.id });
-    const [rd, rl] = await Promise.all([mesh('default').client.waitJob(jd.id, undefined, { timeoutMs: 60_000 }), mesh('lab').client.waitJob(jl.id, undefined, { timeoutMs: 60_000 })]);
+    const [rd, rl] = await Promise.all([
+      mesh('default').client.waitJob(jd.id, undefined, { timeoutMs: 60_000 }),
+      mesh('lab').client.waitJob(jl.id, undefined, { timeoutMs: 60_000 }),
+    ]);
     const check = async (c: 'default' | 'lab', rec: JobRecord) => {
       expect(rec.state).toBe('succeeded');
       expect(rec.rows).toHaveLength(30);
@@ -156,7 +157,7 @@ describe('two clusters on one nats-server', () => {
     const streams: string[] = [];
     for await (const si of jsm.streams.list()) streams.push(si.config.name);
     for (const c of ['default', 'lab']) for (const b of Object.values(clusterNames(c).buckets)) expect(streams).toContain(`KV_${b}`);
-    const jobKeys = async (bucket: string) => kvKeys(await new Kvm(nc).create(bucket));
+    const jobKeys = async (bucket: string) => new KvStream(jsm, bucket).keys();
     expect(await jobKeys(clusterNames().buckets.jobs)).toEqual([jd.id]);
     expect(await jobKeys(clusterNames('lab').buckets.jobs)).toEqual([jl.id]);
   }, 120_000);

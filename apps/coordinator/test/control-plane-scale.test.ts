@@ -8,7 +8,7 @@ import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 let nats: NatsServer;
 let nc: NatsConnection;
@@ -30,7 +30,17 @@ async function round(runId: string, n: number) {
   const ids = Array.from({ length: n }, (_, i) => `${runId}-${String(i).padStart(5, '0')}`);
   const c0 = cpuMs();
   const regs = await Promise.all(
-    ids.map((id) => req(AGENT_SUBJECTS.register(id), { protocolVersion: PROTOCOL_VERSION, agentId: id, name: id, host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } })),
+    ids.map((id) =>
+      req(AGENT_SUBJECTS.register(id), {
+        protocolVersion: PROTOCOL_VERSION,
+        agentId: id,
+        name: id,
+        host: '127.0.0.1',
+        device: { kind: 'cpu', index: 0 },
+        backends: [{ name: 'tcp', available: true }],
+        dataPlane: { host: '127.0.0.1' },
+      }),
+    ),
   );
   expect(regs.every((r) => r.ok)).toBe(true);
   const c1 = cpuMs();

@@ -5,7 +5,7 @@ import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 let nats: NatsServer;
 let nc: NatsConnection;
@@ -23,7 +23,10 @@ function registration(agentId: string) {
     name: agentId,
     host: '127.0.0.1',
     device: { kind: 'cpu', index: 0 },
-    backends: [{ name: 'tcp', available: true }, { name: 'nccl', available: false, reason: 'no GPU' }],
+    backends: [
+      { name: 'tcp', available: true },
+      { name: 'nccl', available: false, reason: 'no GPU' },
+    ],
     dataPlane: { host: '127.0.0.1' },
   };
 }
@@ -122,7 +125,8 @@ it('an agent that stops heartbeating becomes lost; heartbeats keep another ready
 
 it('an agent is who its subject says: a body naming another agent is refused FORBIDDEN and changes nothing', async () => {
   await req(AGENT_SUBJECTS.register('id-victim'), registration('id-victim'));
-  const list = async () => ((await req(AGENT_SUBJECTS.list, {})).agents as Array<{ agentId: string; state: string }>).map((a) => `${a.agentId}:${a.state}`).sort();
+  const list = async () =>
+    ((await req(AGENT_SUBJECTS.list, {})).agents as Array<{ agentId: string; state: string }>).map((a) => `${a.agentId}:${a.state}`).sort();
   const before = await list();
   const forbidden = { ok: false, error: { code: 'FORBIDDEN', message: expect.stringMatching(/id-victim.*id-mallory/) } };
   expect(await req(AGENT_SUBJECTS.deregister('id-mallory'), { agentId: 'id-victim' })).toMatchObject(forbidden);
@@ -134,13 +138,19 @@ it('an agent is who its subject says: a body naming another agent is refused FOR
 
 it('malformed and out-of-order messages get an error reply that names the problem and change nothing', async () => {
   const before = (await req(AGENT_SUBJECTS.list, {})).agents.length;
-  expect(await req(AGENT_SUBJECTS.register('x'), '{not json')).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST', message: expect.stringMatching(/not valid JSON/) } });
+  expect(await req(AGENT_SUBJECTS.register('x'), '{not json')).toMatchObject({
+    ok: false,
+    error: { code: 'BAD_REQUEST', message: expect.stringMatching(/not valid JSON/) },
+  });
   const bad = await req(AGENT_SUBJECTS.register('x'), { ...registration('x'), protocolVersion: 'one', agentId: 'bad id!' });
   expect(bad.ok).toBe(false);
   expect(bad.error.issues.join('\n')).toMatch(/protocolVersion/);
   expect(bad.error.issues.join('\n')).toMatch(/agentId/);
   expect(await req(RDZV_SUBJECTS.join, { runId: 'r', nodeId: 'n', minNodes: 3, maxNodes: 2 })).toMatchObject({ ok: false, error: { code: 'BAD_REQUEST' } });
-  expect(await req(RDZV_SUBJECTS.join, { runId: 'r16', nodeId: 'z', minNodes: 1, maxNodes: 2 })).toMatchObject({ ok: false, error: { code: 'CONFLICT', message: expect.stringMatching(/16:16/) } });
+  expect(await req(RDZV_SUBJECTS.join, { runId: 'r16', nodeId: 'z', minNodes: 1, maxNodes: 2 })).toMatchObject({
+    ok: false,
+    error: { code: 'CONFLICT', message: expect.stringMatching(/16:16/) },
+  });
   expect(await req(GROUP_SUBJECTS.create, { members: ['nobody'] })).toMatchObject({ ok: false, error: { message: 'unknown agents: nobody' } });
   expect(await req(RDZV_SUBJECTS.get, { runId: 'nope' })).toMatchObject({ ok: false, error: { code: 'NOT_FOUND' } });
   expect((await req(AGENT_SUBJECTS.list, {})).agents.length).toBe(before);

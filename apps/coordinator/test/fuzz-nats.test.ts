@@ -27,22 +27,45 @@ interface Entry {
 const stranger = 'fz-nobody';
 const SCANS = clusterNames().scans;
 const ENTRIES: Entry[] = [
-  { subject: AGENT_SUBJECTS.register(stranger), kind: 'request', valid: { ...FIXTURE_AGENT, agentId: stranger }, required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'], constrained: ['protocolVersion', 'agentId'] },
+  {
+    subject: AGENT_SUBJECTS.register(stranger),
+    kind: 'request',
+    valid: { ...FIXTURE_AGENT, agentId: stranger },
+    required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'],
+    constrained: ['protocolVersion', 'agentId'],
+  },
   { subject: AGENT_SUBJECTS.heartbeat(stranger), kind: 'request', valid: { agentId: stranger, busy: false }, required: ['agentId'], constrained: ['agentId'] },
   { subject: AGENT_SUBJECTS.deregister(stranger), kind: 'request', valid: { agentId: stranger }, required: ['agentId'], constrained: ['agentId'] },
   { subject: AGENT_SUBJECTS.list, kind: 'request', valid: { any: 'key' }, required: ['any'], readOnly: true },
   { subject: GROUP_SUBJECTS.create, kind: 'request', valid: { members: [stranger], name: 'fz' }, required: ['members'] },
   { subject: GROUP_SUBJECTS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
   { subject: GROUP_SUBJECTS.list, kind: 'request', valid: { any: 'key' }, required: ['any'], readOnly: true },
-  { subject: RDZV_SUBJECTS.join, kind: 'request', valid: { runId: 'fz-new', nodeId: 'n1', minNodes: 2, maxNodes: 2, lastCallMs: 10 }, required: ['runId', 'nodeId', 'minNodes', 'maxNodes'], constrained: ['runId', 'nodeId', 'minNodes', 'maxNodes'] },
+  {
+    subject: RDZV_SUBJECTS.join,
+    kind: 'request',
+    valid: { runId: 'fz-new', nodeId: 'n1', minNodes: 2, maxNodes: 2, lastCallMs: 10 },
+    required: ['runId', 'nodeId', 'minNodes', 'maxNodes'],
+    constrained: ['runId', 'nodeId', 'minNodes', 'maxNodes'],
+  },
   { subject: RDZV_SUBJECTS.get, kind: 'request', valid: { runId: 'fz-run', nodeId: 'fz-node' }, required: ['runId'], constrained: ['runId'], readOnly: true },
-  { subject: RDZV_SUBJECTS.leave, kind: 'request', valid: { runId: 'fz-run', nodeId: stranger, reason: 'fuzz' }, required: ['runId', 'nodeId'], constrained: ['runId', 'nodeId'] },
+  {
+    subject: RDZV_SUBJECTS.leave,
+    kind: 'request',
+    valid: { runId: 'fz-run', nodeId: stranger, reason: 'fuzz' },
+    required: ['runId', 'nodeId'],
+    constrained: ['runId', 'nodeId'],
+  },
   { subject: JOB_SUBJECTS.submit, kind: 'request', valid: { op: 'allReduce', agents: [stranger], onBusy: 'refuse' }, required: ['op'] },
   { subject: JOB_SUBJECTS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
   { subject: JOB_SUBJECTS.list, kind: 'request', valid: { limit: 5 }, required: ['limit'], constrained: ['limit'], readOnly: true },
   { subject: SCANS.get, kind: 'request', valid: { id: stranger }, required: ['id'], constrained: ['id'], readOnly: true },
   { subject: SCANS.list, kind: 'request', valid: { limit: 5 }, required: ['limit'], constrained: ['limit'], readOnly: true },
-  { subject: JOB_SUBJECTS.events(stranger, FIXTURE_AGENT.agentId), kind: 'event', valid: { type: 'accepted', agentId: FIXTURE_AGENT.agentId, rank: 0 }, required: ['type', 'agentId'] },
+  {
+    subject: JOB_SUBJECTS.events(stranger, FIXTURE_AGENT.agentId),
+    kind: 'event',
+    valid: { type: 'accepted', agentId: FIXTURE_AGENT.agentId, rank: 0 },
+    required: ['type', 'agentId'],
+  },
 ];
 
 let fx: CoordinatorFuzzFixture;
@@ -58,40 +81,52 @@ afterAll(async () => {
 });
 
 describe('coordinator NATS subjects under fuzzing', () => {
-  it.each(ENTRIES.map((e) => [e.subject, e] as const))('%s', async (_subject, e) => {
-    const plan = fuzzPlan(`coordinator nats ${e.kind === 'event' ? 'cmesh.jobs.events.*.*' : e.subject}`, BATCH, 3000);
-    const started = Date.now();
-    const metrics = `${fx.coord.url}/metrics`;
-    const rejectedBefore = await rejectedMessages(metrics, JOB_SUBJECTS.eventsWildcard);
-    const bad = await runFuzz(plan, fc.array(invalidJsonPayload(e.valid, e), { minLength: BATCH, maxLength: BATCH }), async (cases) => {
+  it.each(ENTRIES.map((e) => [e.subject, e] as const))(
+    '%s',
+    async (_subject, e) => {
+      const plan = fuzzPlan(`coordinator nats ${e.kind === 'event' ? 'cmesh.jobs.events.*.*' : e.subject}`, BATCH, 3000);
+      const started = Date.now();
+      const metrics = `${fx.coord.url}/metrics`;
+      const rejectedBefore = await rejectedMessages(metrics, JOB_SUBJECTS.eventsWildcard);
+      const bad = await runFuzz(plan, fc.array(invalidJsonPayload(e.valid, e), { minLength: BATCH, maxLength: BATCH }), async (cases) => {
+        if (e.kind === 'event') {
+          for (const c of cases) fx.nc.publish(e.subject, c.data);
+          await fx.nc.flush();
+          return [];
+        }
+        const replies = await Promise.all(
+          cases.map((c) =>
+            fx.request(e.subject, c.data).then(
+              (r) => ({ c, r }),
+              (err: Error) => ({ c, r: { noReply: err.message } }),
+            ),
+          ),
+        );
+        const wrong: string[] = [];
+        for (const { c, r } of replies) {
+          const isError = ErrorReplySchema.safeParse(r);
+          const fine = isError.success ? isError.data.error.code !== 'INTERNAL' : e.readOnly && (r as { ok?: unknown }).ok === true;
+          if (!fine) wrong.push(`${c.what} (${c.data.length} bytes: ${Buffer.from(c.data.subarray(0, 120)).toString()}) -> ${JSON.stringify(r).slice(0, 300)}`);
+        }
+        return wrong;
+      });
+      expect(bad.slice(0, 20)).toEqual([]);
       if (e.kind === 'event') {
-        for (const c of cases) fx.nc.publish(e.subject, c.data);
-        await fx.nc.flush();
-        return [];
+        // nothing answers an event: every case reached the coordinator and was refused when its
+        // rejected counter grew by exactly the cases
+        const deadline = Date.now() + 30_000;
+        let refused = 0;
+        while ((refused = (await rejectedMessages(metrics, JOB_SUBJECTS.eventsWildcard)) - rejectedBefore) < plan.cases && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 200));
+        expect(refused).toBe(plan.cases);
       }
-      const replies = await Promise.all(cases.map((c) => fx.request(e.subject, c.data).then((r) => ({ c, r }), (err: Error) => ({ c, r: { noReply: err.message } }))));
-      const wrong: string[] = [];
-      for (const { c, r } of replies) {
-        const isError = ErrorReplySchema.safeParse(r);
-        const fine = isError.success ? isError.data.error.code !== 'INTERNAL' : e.readOnly && (r as { ok?: unknown }).ok === true;
-        if (!fine) wrong.push(`${c.what} (${c.data.length} bytes: ${Buffer.from(c.data.subarray(0, 120)).toString()}) -> ${JSON.stringify(r).slice(0, 300)}`);
-      }
-      return wrong;
-    });
-    expect(bad.slice(0, 20)).toEqual([]);
-    if (e.kind === 'event') {
-      // nothing answers an event: every case reached the coordinator and was refused when its
-      // rejected counter grew by exactly the cases
-      const deadline = Date.now() + 30_000;
-      let refused = 0;
-      while ((refused = (await rejectedMessages(metrics, JOB_SUBJECTS.eventsWildcard)) - rejectedBefore) < plan.cases && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-      expect(refused).toBe(plan.cases);
-    }
-    expect(await fx.healthy()).toBe(true);
-    expect(await fx.snapshot()).toEqual(before);
-    expect(crashLines(fx.output)).toEqual([]);
-    process.stdout.write(`fuzz coordinator nats ${e.subject}: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
-  }, 180_000);
+      expect(await fx.healthy()).toBe(true);
+      expect(await fx.snapshot()).toEqual(before);
+      expect(crashLines(fx.output)).toEqual([]);
+      process.stdout.write(`fuzz coordinator nats ${e.subject}: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    },
+    180_000,
+  );
 
   it('still registers, heartbeats and deregisters a real agent afterwards', async () => {
     const enc = (b: unknown) => new TextEncoder().encode(JSON.stringify(b));

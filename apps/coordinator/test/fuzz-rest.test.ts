@@ -32,7 +32,13 @@ const stranger = 'fz-nobody';
 const ROUTES: Route[] = [
   { method: 'GET', path: '/agents', readOnly: true },
   { method: 'GET', path: '/agents/{id}', readOnly: true },
-  { method: 'POST', path: '/agents', valid: { ...FIXTURE_AGENT, agentId: stranger }, required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'], constrained: ['protocolVersion', 'agentId'] },
+  {
+    method: 'POST',
+    path: '/agents',
+    valid: { ...FIXTURE_AGENT, agentId: stranger },
+    required: ['protocolVersion', 'agentId', 'name', 'host', 'device', 'backends', 'dataPlane'],
+    constrained: ['protocolVersion', 'agentId'],
+  },
   { method: 'POST', path: '/agents/{id}/heartbeat', valid: { busy: false }, required: ['busy'] },
   { method: 'DELETE', path: '/agents/{id}' },
   { method: 'GET', path: '/groups', readOnly: true },
@@ -40,7 +46,13 @@ const ROUTES: Route[] = [
   { method: 'POST', path: '/groups', valid: { members: [stranger], name: 'fz' }, required: ['members'] },
   { method: 'GET', path: '/rendezvous', readOnly: true },
   { method: 'GET', path: '/rendezvous/{id}', readOnly: true },
-  { method: 'POST', path: '/rendezvous/{id}/join', valid: { nodeId: 'n1', minNodes: 2, maxNodes: 2, lastCallMs: 10 }, required: ['nodeId', 'minNodes', 'maxNodes'], constrained: ['nodeId', 'minNodes', 'maxNodes'] },
+  {
+    method: 'POST',
+    path: '/rendezvous/{id}/join',
+    valid: { nodeId: 'n1', minNodes: 2, maxNodes: 2, lastCallMs: 10 },
+    required: ['nodeId', 'minNodes', 'maxNodes'],
+    constrained: ['nodeId', 'minNodes', 'maxNodes'],
+  },
   { method: 'POST', path: '/rendezvous/{id}/leave', valid: { nodeId: stranger, reason: 'fuzz' }, required: ['nodeId'], constrained: ['nodeId'] },
   { method: 'GET', path: '/jobs', readOnly: true },
   { method: 'POST', path: '/jobs', valid: { op: 'allReduce', agents: [stranger], onBusy: 'refuse' }, required: ['op'] },
@@ -72,7 +84,17 @@ const pathParam = fc.oneof(
 
 const junkQuery = fc.oneof(
   fc.constant(''),
-  fc.constantFrom('?limit=-1', '?limit=abc', '?limit=1e999', '?limit[]=1&limit[]=2', '?limit[a]=1', '?__proto__[x]=1', '?limit=%00', '?limit=99999999999', `?x=${'y'.repeat(6000)}`),
+  fc.constantFrom(
+    '?limit=-1',
+    '?limit=abc',
+    '?limit=1e999',
+    '?limit[]=1&limit[]=2',
+    '?limit[a]=1',
+    '?__proto__[x]=1',
+    '?limit=%00',
+    '?limit=99999999999',
+    `?x=${'y'.repeat(6000)}`,
+  ),
   fc.dictionary(fc.string({ minLength: 1, maxLength: 8 }), fc.string({ maxLength: 20 }), { maxKeys: 4 }).map((q) => `?${new URLSearchParams(q)}`),
 );
 
@@ -104,7 +126,17 @@ function routeRequests(r: Route): fc.Arbitrary<Req> {
     arms.push(body.map((b) => mk(`body: ${b.what}`, ok, '', b.data)));
     arms.push(
       fc
-        .tuple(fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=latin1', 'application/xml', 'application/json; charset=utf-16'), body)
+        .tuple(
+          fc.constantFrom(
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'multipart/form-data; boundary=x',
+            'application/json; charset=latin1',
+            'application/xml',
+            'application/json; charset=utf-16',
+          ),
+          body,
+        )
         .map(([ct, b]) => mk(`content-type ${ct}: ${b.what}`, ok, '', b.data, ct)),
     );
   } else {
@@ -119,12 +151,23 @@ let agent: http.Agent;
 
 function send(base: URL, q: Req): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: base.hostname, port: base.port, method: q.method, path: q.path, headers: { ...q.headers, ...(q.body ? { 'content-length': String(q.body.length) } : {}) }, agent, timeout: 20_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: base.hostname,
+        port: base.port,
+        method: q.method,
+        path: q.path,
+        headers: { ...q.headers, ...(q.body ? { 'content-length': String(q.body.length) } : {}) },
+        agent,
+        timeout: 20_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('no answer within 20 s')));
     req.on('error', reject);
     req.end(q.body ? Buffer.from(q.body) : undefined);
@@ -158,18 +201,25 @@ afterAll(async () => {
   await fx?.stop();
 });
 
+/** Answers slower than this are printed (the first few per route): a route that stalls says where. */
+const SLOW_MS = 5000;
+
 async function fuzzRequests(entryPoint: string, arb: fc.Arbitrary<Req>) {
   const plan = fuzzPlan(entryPoint, BATCH, RUNS);
   const base = new URL(fx.coord.url);
   const started = Date.now();
+  let slow = 0;
   const bad = await runFuzz(plan, fc.array(arb, { minLength: BATCH, maxLength: BATCH }), async (reqs) => {
     const wrong: string[] = [];
     await Promise.all(
       reqs.map(async (q) => {
         let why: string | undefined;
         let got = '';
+        const t0 = Date.now();
         try {
           const r = await send(base, q);
+          const ms = Date.now() - t0;
+          if (ms > SLOW_MS && slow++ < 5) process.stdout.write(`fuzz ${entryPoint}: ${q.method} ${q.path.slice(0, 80)} (${q.what}) answered after ${ms} ms\n`);
           got = `${r.status} ${r.body.slice(0, 200)}`;
           why = judge(q, r.status, r.body);
         } catch (e) {
@@ -188,15 +238,22 @@ async function fuzzRequests(entryPoint: string, arb: fc.Arbitrary<Req>) {
 }
 
 describe('coordinator REST routes under fuzzing', () => {
-  it.each(ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))('%s', async (name, r) => {
-    await fuzzRequests(`coordinator rest ${name}`, routeRequests(r));
-  }, 180_000);
+  it.each(ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))(
+    '%s',
+    async (name, r) => {
+      await fuzzRequests(`coordinator rest ${name}`, routeRequests(r));
+    },
+    180_000,
+  );
 
   it('unknown routes and methods', async () => {
     const arb = fc
       .tuple(
         fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'),
-        fc.oneof(fc.constantFrom('/', '/agents/a/b/c', '/jobs/x/y', '/nope', '/%', '/..%2f..%2fetc/passwd', `/${'a'.repeat(8000)}`), fc.webPath().filter((p) => !/^\/(agents|groups|rendezvous|jobs|traces|health|metrics|docs)/.test(p))),
+        fc.oneof(
+          fc.constantFrom('/', '/agents/a/b/c', '/jobs/x/y', '/nope', '/%', '/..%2f..%2fetc/passwd', `/${'a'.repeat(8000)}`),
+          fc.webPath().filter((p) => !/^\/(agents|groups|rendezvous|jobs|traces|health|metrics|docs)/.test(p)),
+        ),
       )
       .map(([method, path]): Req => ({ what: 'unknown route', method, path: path.startsWith('/') ? path : `/${path}`, headers: {}, mayPass: false }));
     await fuzzRequests('coordinator rest unknown routes', arb);
@@ -222,13 +279,33 @@ describe('coordinator REST routes with bearer tokens under fuzzing', () => {
     // every route and method, valid bodies included: only the Authorization header is wrong
     const header = fc.oneof(
       fc.constant(undefined),
-      fc.constantFrom('Bearer', 'Bearer ', 'bearer', 'Basic Zm9vOmJhcg==', `Bearer ${TOKEN.slice(0, -1)}`, `Bearer ${TOKEN}x`, `Token ${TOKEN}`, TOKEN, `Bearer ${'a'.repeat(8000)}`, `Bearer ${READ}`),
+      fc.constantFrom(
+        'Bearer',
+        'Bearer ',
+        'bearer',
+        'Basic Zm9vOmJhcg==',
+        `Bearer ${TOKEN.slice(0, -1)}`,
+        `Bearer ${TOKEN}x`,
+        `Token ${TOKEN}`,
+        TOKEN,
+        `Bearer ${'a'.repeat(8000)}`,
+        `Bearer ${READ}`,
+      ),
       fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 80 }).map((t) => `Bearer ${t}`),
     );
     const arb = fc.tuple(fc.constantFrom(...ROUTES), header).map(([r, auth]): Req & { route: Route; auth?: string } => {
       const body = r.valid ? Buffer.from(JSON.stringify(r.valid)) : undefined;
       const path = r.path.replace('{id}', r.path.startsWith('/rendezvous') ? 'fz-new' : stranger);
-      return { what: `auth ${JSON.stringify(auth?.slice(0, 40))}`, method: r.method, path, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...(auth !== undefined ? { authorization: auth } : {}) }, body, mayPass: false, route: r, auth };
+      return {
+        what: `auth ${JSON.stringify(auth?.slice(0, 40))}`,
+        method: r.method,
+        path,
+        headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...(auth !== undefined ? { authorization: auth } : {}) },
+        body,
+        mayPass: false,
+        route: r,
+        auth,
+      };
     });
     const plan = fuzzPlan('coordinator rest bearer tokens', BATCH, RUNS);
     const base = new URL(fxa.coord.url);

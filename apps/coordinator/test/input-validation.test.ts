@@ -6,7 +6,7 @@ import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, AgentRecordSchema, GROUP_SUBJECTS, HttpErrorSchema, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
 import { z } from 'zod';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 let nats: NatsServer;
 let nc: NatsConnection;
@@ -117,7 +117,12 @@ describe('ids that cannot be KV keys are a BAD_REQUEST naming the id', () => {
 
 describe('OpenAPI', () => {
   it('documents the request bodies with the protocol schemas (path fields left out)', async () => {
-    const doc = (await (await fetch(`${coord!.url}/docs-json`)).json()) as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown>; required?: string[] } }> } }>> };
+    const doc = (await (await fetch(`${coord!.url}/docs-json`)).json()) as {
+      paths: Record<
+        string,
+        Record<string, { requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown>; required?: string[] } }> } }>
+      >;
+    };
     const body = (path: string) => doc.paths[path]?.post?.requestBody?.content['application/json']?.schema;
     expect(body('/jobs')).toMatchObject({ required: ['op'] });
     expect(Object.keys(body('/jobs')!.properties!)).toEqual(expect.arrayContaining(['op', 'sizes', 'iters', 'agents', 'onBusy']));
@@ -139,14 +144,26 @@ describe('OpenAPI', () => {
     expect(res('/groups/{id}', 'get', 404)!.required).toEqual(expect.arrayContaining(['code', 'message']));
     // a join answers the whole round, or with `brief` the node's rank and the round's size
     const join = res('/rendezvous/{runId}/join', 'post', 201) as { anyOf?: { required?: string[] }[] };
-    expect(join.anyOf?.map((s) => s.required)).toEqual([expect.arrayContaining(['ok', 'record']), expect.arrayContaining(['ok', 'runId', 'round', 'state', 'size', 'waiting'])]);
+    expect(join.anyOf?.map((s) => s.required)).toEqual([
+      expect.arrayContaining(['ok', 'record']),
+      expect.arrayContaining(['ok', 'runId', 'round', 'state', 'size', 'waiting']),
+    ]);
     // what the coordinator sends is what the document says
     const agents = await (await fetch(`${coord!.url}/agents`)).json();
-    expect(z.object({ agents: z.array(AgentRecordSchema) }).strict().safeParse(agents).success).toBe(true);
+    expect(
+      z
+        .object({ agents: z.array(AgentRecordSchema) })
+        .strict()
+        .safeParse(agents).success,
+    ).toBe(true);
     const bad = await fetch(`${coord!.url}/groups/no-such-group`);
     expect(bad.status).toBe(404);
     expect(HttpErrorSchema.strict().safeParse(await bad.json()).success).toBe(true);
-    const invalid = await fetch(`${coord!.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ op: 'nope' }) });
+    const invalid = await fetch(`${coord!.url}/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ op: 'nope' }),
+    });
     expect(invalid.status).toBe(400);
     expect(HttpErrorSchema.strict().safeParse(await invalid.json()).success).toBe(true);
   });
@@ -154,7 +171,14 @@ describe('OpenAPI', () => {
 
 describe('protocol version', () => {
   it('an agent speaking another protocol version gets UNSUPPORTED_VERSION and is not registered', async () => {
-    const agent = { agentId: 'future-1', name: 'future-1', host: '127.0.0.1', device: { kind: 'cpu', index: 0 }, backends: [{ name: 'tcp', available: true }], dataPlane: { host: '127.0.0.1' } };
+    const agent = {
+      agentId: 'future-1',
+      name: 'future-1',
+      host: '127.0.0.1',
+      device: { kind: 'cpu', index: 0 },
+      backends: [{ name: 'tcp', available: true }],
+      dataPlane: { host: '127.0.0.1' },
+    };
     const r = await req(AGENT_SUBJECTS.register(agent.agentId), { ...agent, protocolVersion: PROTOCOL_VERSION + 1 });
     expect(r).toMatchObject({ ok: false, error: { code: 'UNSUPPORTED_VERSION' } });
     expect(r.error.message).toMatch(new RegExp(`version ${PROTOCOL_VERSION + 1} is not supported.*speaks ${PROTOCOL_VERSION}`));

@@ -12,7 +12,19 @@ import { JobStore } from '../src/jobs/job-store';
 const JOBS_BUCKET = clusterNames().buckets.jobs;
 
 // a record the store reads back must be valid (one that is not is skipped, and purged at open)
-const sweep: JobRecord['sweep'] = { op: 'allReduce', dtype: 'float32', redop: 'sum', root: 0, sizes: [8], iters: 1, warmup: 0, check: true, modes: ['out-of-place'], timeoutMs: 1000, backend: 'tcp' };
+const sweep: JobRecord['sweep'] = {
+  op: 'allReduce',
+  dtype: 'float32',
+  redop: 'sum',
+  root: 0,
+  sizes: [8],
+  iters: 1,
+  warmup: 0,
+  check: true,
+  modes: ['out-of-place'],
+  timeoutMs: 1000,
+  backend: 'tcp',
+};
 const rec = (id: string, state: JobRecord['state'] = 'succeeded'): JobRecord => ({
   id,
   state,
@@ -45,7 +57,13 @@ describe('JobStore retention', () => {
   const subjects = async () => {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(`KV_${JOBS_BUCKET}`, { subjects_filter: '>' });
-    return { keys: Object.keys(info.state.subjects ?? {}).map((s) => s.split('.').pop()).sort(), maxAge: info.config.max_age, messages: info.state.messages };
+    return {
+      keys: Object.keys(info.state.subjects ?? {})
+        .map((s) => s.split('.').pop())
+        .sort(),
+      maxAge: info.config.max_age,
+      messages: info.state.messages,
+    };
   };
 
   it('keeps the newest `kept` records and purges the others without delete markers', async () => {

@@ -13,11 +13,12 @@ import { ErrorReplySchema, clusterNames, JOB_MAX_ITERS, JOB_PING_INTERVAL_MS, JO
 import { AgentDirectory, AgentView } from '../src/jobs/agent-directory';
 import { JobsModule, JobsModuleOptions } from '../src/jobs/jobs.module';
 import { JOBS_NATS } from '../src/jobs/tokens';
+import { HttpErrorFilter } from '../src/http/http-error.filter';
 import { connectNatsControllers } from '../src/nats/nats-transport';
 import { InboundTransport } from '@cmesh/protocol/nest';
 import { JobStore } from '../src/jobs/job-store';
 import { JobsService } from '../src/jobs/jobs.service';
-import { CLAIM_RENEW_MS, CLAIM_STALE_MS } from '../src/jobs/agent-claims';
+import { claimRenewMs } from '../src/jobs/agent-claims';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 
 class FixedDirectory extends AgentDirectory {
@@ -38,15 +39,21 @@ type Behaviour = { dieAtSize?: number; skipSize?: number; failAtSize?: { peers?:
 function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Behaviour) {
   const seen: JobAssignment[] = [];
   const cancelled = new Set<string>(); // like a real agent, a cancelled job's sweep stops
-  nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, msg) => { cancelled.add((msg.json() as { jobId: string }).jobId); } });
+  nc.subscribe(JOB_SUBJECTS.cancel, {
+    callback: (_e, msg) => {
+      cancelled.add((msg.json() as { jobId: string }).jobId);
+    },
+  });
   nc.subscribe(JOB_SUBJECTS.start(agentId), {
     callback: (_e, msg) => {
       const a = msg.json() as JobAssignment;
       const me = a.members.find((m) => m.agentId === agentId);
-      if (!me) return;
+      // like a real agent, a copy asking again starts nothing (this one keeps no events to send again)
+      if (!me || a.again) return;
       seen.push(a);
       const b = behaviour();
-      const emit = (ev: Record<string, unknown>) => nc.publish(JOB_SUBJECTS.events(a.jobId, agentId), JSON.stringify({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
+      const emit = (ev: Record<string, unknown>) =>
+        nc.publish(JOB_SUBJECTS.events(a.jobId, agentId), JSON.stringify({ jobId: a.jobId, agentId, rank: me.rank, ...ev }));
       emit({ type: 'accepted', pid: 1000 + me.rank, host: 'h', device: 'cpu' });
       const ping = setInterval(() => emit({ type: 'ping' }), JOB_PING_INTERVAL_MS);
       let i = 0;
@@ -60,7 +67,10 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
         if (b.dieAtSize === i) return clearInterval(ping); // silent from here on
         if (b.failAtSize && i === 1) {
           clearInterval(ping);
-          return emit({ type: 'failed', error: { name: 'PeerFailureError', code: b.failAtSize.code ?? 'PEER_FAILURE', message: b.failAtSize.message, peers: b.failAtSize.peers } });
+          return emit({
+            type: 'failed',
+            error: { name: 'PeerFailureError', code: b.failAtSize.code ?? 'PEER_FAILURE', message: b.failAtSize.message, peers: b.failAtSize.peers },
+          });
         }
         const t = (bytes * (1 + me.rank)) / 1e9; // rank r is (1+r)x slower
         if (b.skipSize === i) {
@@ -68,7 +78,15 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
           i++;
           return setTimeout(step, 20);
         }
-        emit({ type: 'size', samples: { requestedBytes: bytes, bytes, count: bytes / 4, variants: [{ mode: 'out-of-place', times: [t, 3 * t, 2 * t], wrong: me.rank === 1 && bytes === 64 ? 2 : 0 }] } });
+        emit({
+          type: 'size',
+          samples: {
+            requestedBytes: bytes,
+            bytes,
+            count: bytes / 4,
+            variants: [{ mode: 'out-of-place', times: [t, 3 * t, 2 * t], wrong: me.rank === 1 && bytes === 64 ? 2 : 0 }],
+          },
+        });
         i++;
         setTimeout(step, 20);
       };
@@ -79,8 +97,13 @@ function scriptedAgent(nc: NatsConnection, agentId: string, behaviour: () => Beh
 }
 
 /** A jobs module with its REST API and NATS controllers, as a coordinator replica runs them. */
+/** Claims and leases here go stale in 4 s (the coordinator's claimStaleMs; 10 s by default): a dead replica's takeover takes seconds. */
+const CLAIM_STALE_MS = 4000;
+const CLAIM_RENEW_MS = claimRenewMs(CLAIM_STALE_MS);
+
 async function startReplica(opts: JobsModuleOptions): Promise<{ app: INestApplication; transport: InboundTransport }> {
-  const app = await NestFactory.create(JobsModule.forRoot(opts), { logger: false });
+  const app = await NestFactory.create(JobsModule.forRoot({ claimStaleMs: CLAIM_STALE_MS, ...opts }), { logger: false });
+  app.useGlobalFilters(new HttpErrorFilter()); // as startCoordinator registers it
   app.enableShutdownHooks();
   const transport = connectNatsControllers(app, JOBS_NATS);
   await app.init();
@@ -131,12 +154,17 @@ describe('coordinator jobs (real nats-server)', () => {
     }
   };
 
-  it('aggregates every member\'s samples into rows: slowest rank per iteration, median, wrong summed', async () => {
+  it("aggregates every member's samples into rows: slowest rank per iteration, median, wrong summed", async () => {
     const { status, body } = await post({ op: 'allReduce', sizes: [64, 4096], iters: 3, warmup: 0, nranks: 4 });
     expect(status).toBe(201);
     const job = await wait(body.id);
     expect(job.state).toBe('succeeded');
-    expect(job.members.map((m) => [m.name, m.rank, m.pid])).toEqual([['a0', 0, 1000], ['a1', 1, 1001], ['a2', 2, 1002], ['a3', 3, 1003]]);
+    expect(job.members.map((m) => [m.name, m.rank, m.pid])).toEqual([
+      ['a0', 0, 1000],
+      ['a1', 1, 1001],
+      ['a2', 2, 1002],
+      ['a3', 3, 1003],
+    ]);
     expect(job.rows.map((r) => r.bytes)).toEqual([64, 4096]);
     for (const r of job.rows) {
       // slowest rank is rank 3 (4x): iterations 4t, 12t, 8t -> median 8t with t = bytes ns
@@ -154,14 +182,19 @@ describe('coordinator jobs (real nats-server)', () => {
     await store.open();
     // the record is written to KV just after the state changes in memory
     let stored = await store.read(job.id);
-    for (let end = Date.now() + 2000; stored?.state !== 'succeeded' && Date.now() < end; stored = await store.read(job.id)) await new Promise((r) => setTimeout(r, 20));
+    for (let end = Date.now() + 2000; stored?.state !== 'succeeded' && Date.now() < end; stored = await store.read(job.id))
+      await new Promise((r) => setTimeout(r, 20));
     expect(stored!.state).toBe('succeeded');
     const list = (await (await fetch(`${base}/jobs`)).json()) as { jobs: JobRecord[] };
     expect(list.jobs[0].id).toBe(job.id);
   });
 
   it('serves the same over NATS request/reply', async () => {
-    const r = (await nc.request(JOB_SUBJECTS.submit, JSON.stringify({ op: 'broadcast', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a3'], root: 1 }), { timeout: 5000 })).json() as { ok: boolean; job: JobRecord };
+    const r = (
+      await nc.request(JOB_SUBJECTS.submit, JSON.stringify({ op: 'broadcast', sizes: [8], iters: 1, warmup: 0, agents: ['a1', 'a3'], root: 1 }), {
+        timeout: 5000,
+      })
+    ).json() as { ok: boolean; job: JobRecord };
     expect(r.ok).toBe(true);
     const job = await wait(r.job.id);
     expect(job.state).toBe('succeeded');
@@ -184,14 +217,23 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(await err(JOB_SUBJECTS.get, {})).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^id: /)] });
     expect(await err(JOB_SUBJECTS.get, { id: 'nope' })).toEqual({ code: 'NOT_FOUND', message: 'no job "nope"' });
     expect(await err(JOB_SUBJECTS.list, { limit: 'x' })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^limit: /)] });
-    expect(await err(JOB_SUBJECTS.submit, { op: 'allReduce', sizes: [8], iters: 40_000 })).toMatchObject({ code: 'BAD_REQUEST', issues: [expect.stringMatching(/^iters: at most 10000/)] });
-    expect(await err(JOB_SUBJECTS.submit, { op: 'allReduce', sizes: [8], agents: ['zz'] })).toEqual({ code: 'NOT_FOUND', message: 'no agent "zz" is registered' });
+    expect(await err(JOB_SUBJECTS.submit, { op: 'allReduce', sizes: [8], iters: 40_000 })).toMatchObject({
+      code: 'BAD_REQUEST',
+      issues: [expect.stringMatching(/^iters: at most 10000/)],
+    });
+    expect(await err(JOB_SUBJECTS.submit, { op: 'allReduce', sizes: [8], agents: ['zz'] })).toEqual({
+      code: 'NOT_FOUND',
+      message: 'no agent "zz" is registered',
+    });
     const list = await req(JOB_SUBJECTS.list, { limit: 1 });
     expect(list).toMatchObject({ ok: true, jobs: [expect.objectContaining({ id: expect.any(String) })] });
     expect(list.jobs).toHaveLength(1);
     // REST: the same validation, in the error body every controller uses
     const limit = await fetch(`${base}/jobs?limit=x`);
-    expect([limit.status, await limit.json()]).toEqual([400, expect.objectContaining({ statusCode: 400, code: 'BAD_REQUEST', issues: [expect.stringMatching(/^limit: /)] })]);
+    expect([limit.status, await limit.json()]).toEqual([
+      400,
+      expect.objectContaining({ statusCode: 400, code: 'BAD_REQUEST', issues: [expect.stringMatching(/^limit: /)] }),
+    ]);
     const none = await fetch(`${base}/jobs/nope`);
     expect([none.status, await none.json()]).toEqual([404, { statusCode: 404, code: 'NOT_FOUND', message: 'no job "nope"' }]);
   });
@@ -200,7 +242,9 @@ describe('coordinator jobs (real nats-server)', () => {
     const r = await post({ op: 'allReduce', agents: ['a0'], sizes: [8], iters: 40_000, warmup: 0 });
     expect(r.status).toBe(400);
     expect(r.body).toMatchObject({ code: 'BAD_REQUEST', issues: [`iters: at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`] });
-    expect((await post({ op: 'allReduce', agents: ['a0'], sizes: [8], iters: 1, warmup: 20_000 })).body.issues).toEqual([expect.stringMatching(/^warmup: at most/)]);
+    expect((await post({ op: 'allReduce', agents: ['a0'], sizes: [8], iters: 1, warmup: 20_000 })).body.issues).toEqual([
+      expect.stringMatching(/^warmup: at most/),
+    ]);
   });
 
   it('fails a job whose members end without results for every size, naming the sizes', async () => {
@@ -218,13 +262,22 @@ describe('coordinator jobs (real nats-server)', () => {
     const none = await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'] })).body.id);
     delete behaviours.a0;
     delete behaviours.a1;
-    expect([none.state, none.reason, none.failedAgent, none.rows.length, none.progress.done]).toEqual(['failed', 'members ended without results for 1 of 1 sizes: 8 bytes', undefined, 0, 0]);
+    expect([none.state, none.reason, none.failedAgent, none.rows.length, none.progress.done]).toEqual([
+      'failed',
+      'members ended without results for 1 of 1 sizes: 8 bytes',
+      undefined,
+      0,
+      0,
+    ]);
   });
 
   it('refuses bad requests, unknown agents and groups with a clear reason', async () => {
     expect((await post({ op: 'allReduce', sizes: [] })).status).toBe(400);
     const avg = await post({ op: 'allReduce', redop: 'avg', dtype: 'int32', sizes: [8] });
-    expect([avg.status, avg.body]).toEqual([400, { statusCode: 400, code: 'BAD_REQUEST', message: 'invalid job: redop avg needs a floating-point dtype, got int32' }]);
+    expect([avg.status, avg.body]).toEqual([
+      400,
+      { statusCode: 400, code: 'BAD_REQUEST', message: 'invalid job: redop avg needs a floating-point dtype, got int32' },
+    ]);
     const unknown = await post({ op: 'allReduce', sizes: [8], agents: ['a0', 'zz'] });
     expect(unknown.status).toBe(404);
     expect(unknown.body.message).toMatch(/no agent "zz"/);
@@ -249,7 +302,7 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(Date.parse(r3.startedAt!)).toBeGreaterThanOrEqual(Math.max(Date.parse(r1.finishedAt!), Date.parse(r2.finishedAt!)) - 5);
   });
 
-  it('a second coordinator replica sees the first one\'s jobs holding agents (claims in KV)', async () => {
+  it("a second coordinator replica sees the first one's jobs holding agents (claims in KV)", async () => {
     const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
     const other = replica.app;
     const otherBase = await other.getUrl();
@@ -257,7 +310,8 @@ describe('coordinator jobs (real nats-server)', () => {
       const sizes = Array.from({ length: 20 }, (_, i) => 8 << i);
       const j1 = await post({ op: 'allReduce', sizes, iters: 1, warmup: 0, agents: ['a0', 'a1'] });
       expect(j1.body.state).toBe('running');
-      const viaOther = (body: unknown) => fetch(`${otherBase}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const viaOther = (body: unknown) =>
+        fetch(`${otherBase}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const refused = await viaOther({ op: 'allReduce', sizes: [8], agents: ['a1', 'a2'], onBusy: 'refuse' });
       expect(refused.status).toBe(409);
       expect(((await refused.json()) as { message: string }).message).toMatch(new RegExp(`busy: a1 \\(job ${j1.body.id}\\)`));
@@ -308,7 +362,7 @@ describe('coordinator jobs (real nats-server)', () => {
     }
   }, 40_000);
 
-  it('a replica that dies between freeing a running job\'s agents and writing its end: another replica fails it once the lease is stale', async () => {
+  it("a replica that dies between freeing a running job's agents and writing its end: another replica fails it once the lease is stale", async () => {
     const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
     const other = replica.app;
     try {
@@ -329,7 +383,7 @@ describe('coordinator jobs (real nats-server)', () => {
     }
   }, 60_000);
 
-  it('a replica that dies with a queued job: another replica fails it once the replica\'s lease is stale', async () => {
+  it("a replica that dies with a queued job: another replica fails it once the replica's lease is stale", async () => {
     const replica = await startReplica({ natsUrl: nats.url, directory: { provide: AgentDirectory, useValue: dir } });
     const other = replica.app;
     // a long job here holds a2 and a3 (20 ms per size), so the other replica's job for them queues
@@ -383,7 +437,11 @@ describe('coordinator jobs (real nats-server)', () => {
     const queued = await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a1'] });
     expect([run.body.state, queued.body.state]).toEqual(['running', 'queued']);
     const cancels: string[] = [];
-    const sub = nc.subscribe(JOB_SUBJECTS.cancel, { callback: (_e, m) => { cancels.push((m.json() as { jobId: string }).jobId); } });
+    const sub = nc.subscribe(JOB_SUBJECTS.cancel, {
+      callback: (_e, m) => {
+        cancels.push((m.json() as { jobId: string }).jobId);
+      },
+    });
     const del = async (id: string) => (await (await fetch(`${base}/jobs/${id}`, { method: 'DELETE' })).json()) as JobRecord;
     expect((await del(queued.body.id)).state).toBe('cancelled');
     const c = await del(run.body.id);
@@ -393,7 +451,9 @@ describe('coordinator jobs (real nats-server)', () => {
     expect(cancels).toEqual([run.body.id]); // members are told only about the one they were running
     expect((await fetch(`${base}/jobs/nope`, { method: 'DELETE' })).status).toBe(404);
     // the agents are free again
-    expect((await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' })).body.id)).state).toBe('succeeded');
+    expect((await wait((await post({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['a0', 'a1'], onBusy: 'refuse' })).body.id)).state).toBe(
+      'succeeded',
+    );
   });
 
   it('fails promptly naming a member that goes silent, and frees the others', async () => {

@@ -4,10 +4,9 @@
 // the simulated libraries, so each agent registers a working nccl backend on its own (simulated)
 // GPU. The leader scans on its own, asks for nccl, and every pair's and ring's job ran on nccl.
 import * as fs from 'fs';
-import { buildSidecar } from '@cmesh/collectives';
+import { buildSidecar, NatsServer, NCCL_SIM_ENV, startNatsServer } from '@cmesh/testing';
 import { JobRecord, ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
-import { NatsServer, NCCL_SIM_ENV, startNatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../cli/src/mesh/launch';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 let nats: NatsServer;
 let mesh: Mesh;

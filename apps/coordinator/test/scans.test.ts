@@ -11,14 +11,18 @@ import { connect } from '@nats-io/transport-node';
 import { Kvm } from '@nats-io/kv';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { ScanRecord, ScanRecordSchema, clusterNames } from '@cmesh/protocol';
-import { Mesh, startMesh } from '../../cli/src/mesh/launch';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 const CLI = join(__dirname, '../../cli/bin/cmesh.js');
 const run = promisify(execFile);
 
 async function cmesh(args: string[], coordinator: string): Promise<{ stdout: string; code: number }> {
   try {
-    const r = await run(process.execPath, [CLI, ...args, '--coordinator', coordinator], { env: { ...process.env, NO_COLOR: '1' }, timeout: 240_000, maxBuffer: 16 << 20 });
+    const r = await run(process.execPath, [CLI, ...args, '--coordinator', coordinator], {
+      env: { ...process.env, NO_COLOR: '1' },
+      timeout: 240_000,
+      maxBuffer: 16 << 20,
+    });
     return { stdout: r.stdout, code: 0 };
   } catch (e) {
     const x = e as { stdout?: string; stderr?: string; code?: number };
@@ -127,7 +131,8 @@ describe('fabric scans on a mesh of 4 agents', () => {
   }, 60_000);
 
   it('refuses bad requests with the reason and starts nothing', async () => {
-    const post = (body: unknown) => fetch(`${mesh.coordinatorUrl}/scans`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const post = (body: unknown) =>
+      fetch(`${mesh.coordinatorUrl}/scans`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     let r = await post({ agents: ['agent-0', 'nope'] });
     expect(r.status).toBe(404);
     expect(await r.json()).toMatchObject({ code: 'NOT_FOUND', message: 'no agent "nope"' });
@@ -164,7 +169,10 @@ describe('fabric scans on a mesh of 4 agents', () => {
     expect(text).not.toMatch(/^cmesh_scan_agent_bandwidth_ratio\{agent="agent-0"\}/m);
     // every link up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS (8) agents
     expect(text.match(/^cmesh_scan_link_bandwidth_bytes_per_second\{/gm)).toHaveLength(3);
-    expect(text).toMatch(/^cmesh_scan_reference_bandwidth_bytes_per_second\{cluster="default"\} [0-9.e+]+$/m);
+    // the agents of this mesh share the machine's node: every link is intra-node, one reference
+    expect(text.match(/^cmesh_scan_link_bandwidth_bytes_per_second\{[^}]*link="intra_node"/gm)).toHaveLength(3);
+    expect(text.match(/^cmesh_scan_reference_bandwidth_bytes_per_second\{/gm)).toEqual(['cmesh_scan_reference_bandwidth_bytes_per_second{']);
+    expect(text).toMatch(/^cmesh_scan_reference_bandwidth_bytes_per_second\{link="intra_node",cluster="default"\} [0-9.e+]+$/m);
     expect(text).toMatch(/^cmesh_scan_duration_seconds\{cluster="default"\} [0-9.e+]+$/m);
   }, 30_000);
 });

@@ -11,7 +11,7 @@ import { request } from 'http';
 import { HttpErrorSchema, uiLoginLink, uiLoginToken } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { UI_SESSION_S, UiSessions } from '../src/http/ui-session';
-import { CoordinatorProcess, startCoordinatorProcess } from './support/coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 const ADMIN = randomBytes(24).toString('base64url');
 const READ = randomBytes(24).toString('base64url');
@@ -64,7 +64,9 @@ function expect401(r: Answer, message: RegExp): void {
 /** Every operation of the OpenAPI document, its path parameters filled in. */
 async function operations(): Promise<{ method: string; path: string }[]> {
   const doc = JSON.parse((await http(coord.url, 'GET', '/docs-json')).text) as { paths: Record<string, Record<string, unknown>> };
-  return Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((method) => ({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'nothing-here') })));
+  return Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.keys(item).map((method) => ({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'nothing-here') })),
+  );
 }
 
 beforeAll(async () => {
@@ -152,7 +154,16 @@ describe('the live page login', () => {
     const before = await state();
     const changes = (await operations()).filter((o) => o.method !== 'GET');
     expect(changes.map((o) => `${o.method} ${o.path}`)).toEqual(
-      expect.arrayContaining(['DELETE /agents/nothing-here', 'DELETE /jobs/nothing-here', 'POST /agents', 'POST /groups', 'POST /jobs', 'POST /scans', 'POST /rendezvous/nothing-here/join', 'POST /rendezvous/nothing-here/leave']),
+      expect.arrayContaining([
+        'DELETE /agents/nothing-here',
+        'DELETE /jobs/nothing-here',
+        'POST /agents',
+        'POST /groups',
+        'POST /jobs',
+        'POST /scans',
+        'POST /rendezvous/nothing-here/join',
+        'POST /rendezvous/nothing-here/leave',
+      ]),
     );
     // bodies a route would take, had the cookie let the request through
     const body = { members: ['a', 'b'], nodeId: 'n1', minNodes: 1, maxNodes: 1 };
@@ -200,8 +211,15 @@ describe('the live page login under arbitrary input', () => {
 
   it('any Cookie header on a GET, any login token: 401 in the error shape, no cookie, no 5xx', async () => {
     const name = cookieName();
-    const session = fc.oneof(ascii(80), fc.tuple(fc.integer({ min: 0, max: 2 ** 40 }), fc.stringMatching(/^[A-Za-z0-9_-]{43}$/)).map(([e, sig]) => `${e}.${sig}`));
-    const cookie = fc.oneof(ascii(200), session.map((v) => `${name}=${v}`), fc.tuple(ascii(20), session).map(([junk, v]) => `${junk}; ${name}=${v}; ${junk}`));
+    const session = fc.oneof(
+      ascii(80),
+      fc.tuple(fc.integer({ min: 0, max: 2 ** 40 }), fc.stringMatching(/^[A-Za-z0-9_-]{43}$/)).map(([e, sig]) => `${e}.${sig}`),
+    );
+    const cookie = fc.oneof(
+      ascii(200),
+      session.map((v) => `${name}=${v}`),
+      fc.tuple(ascii(20), session).map(([junk, v]) => `${junk}; ${name}=${v}; ${junk}`),
+    );
     await fc.assert(
       fc.asyncProperty(cookie, ascii(120), async (c, token) => {
         const page = await http(coord.url, 'GET', '/ui', { cookie: c });

@@ -5,10 +5,12 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { Logger as PinoLogger } from 'nestjs-pino';
 import { NestFactory } from '@nestjs/core';
-import { exitOnFatal, wantsHelp } from '@cmesh/protocol';
+import { exitOnFatal, wantsHelp } from '@cmesh/protocol/kit';
 import { AppModule } from './app.module';
 import { agentHelp, loadConfig } from './config';
 import { connectNatsControllers } from './nats/nats-transport';
+import { runNodeMode } from './node/node-mode';
+import { NODE_MODE_HELP, takeDevicesFlag } from './node/node-plan';
 import { RegistrationService } from './registration/registration.service';
 
 export async function bootstrap(argv = process.argv.slice(2)) {
@@ -30,11 +32,20 @@ export async function bootstrap(argv = process.argv.slice(2)) {
 if (require.main === module) {
   exitOnFatal(`rank-agent ${process.env.CMESH_AGENT_NAME ?? ''}`.trim());
   if (wantsHelp(process.argv.slice(2))) {
-    process.stdout.write(agentHelp());
+    process.stdout.write(agentHelp() + NODE_MODE_HELP);
     process.exit(0);
   }
-  bootstrap().catch((err: Error) => {
+  // --devices (CMESH_DEVICES): one agent per device of the node, supervised by this process
+  const fail = (err: Error) => {
     console.error(`rank-agent: ${err.message}`);
     process.exit(1);
-  });
+  };
+  try {
+    const { devices, rest } = takeDevicesFlag(process.argv.slice(2));
+    const nodeDevices = devices ?? (process.env.CMESH_DEVICES || undefined);
+    if (nodeDevices) runNodeMode(nodeDevices, rest).then((code) => process.exit(code), fail);
+    else bootstrap(rest).catch(fail);
+  } catch (e) {
+    fail(e as Error);
+  }
 }

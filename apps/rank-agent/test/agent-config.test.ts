@@ -1,12 +1,30 @@
 // Agent configuration: environment, flags over environment, and clear errors for bad values.
+import { hostname } from 'os';
 import { InvalidClusterNameError } from '@cmesh/protocol';
 import { loadConfig } from '../src/config';
 
 describe('agent config', () => {
   it('reads the environment and lets flags override it', () => {
-    const c = loadConfig(['--name', 'gpu-3', '--device=3', '--data-ports', '29500-29510'], { NATS_URL: 'nats://n:4222', CMESH_AGENT_NAME: 'x', CMESH_HTTP_PORT: '9100' });
-    expect(c).toMatchObject({ natsUrl: 'nats://n:4222', name: 'gpu-3', agentId: 'gpu-3', deviceIndex: 3, dataPorts: [29500, 29510], httpPort: 9100, ncclEnabled: true });
-    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_AGENT_ID: 'id-7', CMESH_NCCL: '0' })).toMatchObject({ agentId: 'id-7', name: 'a', ncclEnabled: false, dataPorts: [0, 0] });
+    const c = loadConfig(['--name', 'gpu-3', '--device=3', '--data-ports', '29500-29510'], {
+      NATS_URL: 'nats://n:4222',
+      CMESH_AGENT_NAME: 'x',
+      CMESH_HTTP_PORT: '9100',
+    });
+    expect(c).toMatchObject({
+      natsUrl: 'nats://n:4222',
+      name: 'gpu-3',
+      agentId: 'gpu-3',
+      deviceIndex: 3,
+      dataPorts: [29500, 29510],
+      httpPort: 9100,
+      ncclEnabled: true,
+    });
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_AGENT_ID: 'id-7', CMESH_NCCL: '0' })).toMatchObject({
+      agentId: 'id-7',
+      name: 'a',
+      ncclEnabled: false,
+      dataPorts: [0, 0],
+    });
   });
 
   it('names what is wrong', () => {
@@ -31,7 +49,21 @@ describe('agent config: the device', () => {
     expect(loadConfig([], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: '' })).toMatchObject({ deviceIndex: 0, deviceNamed: false });
     expect(loadConfig([], { CMESH_AGENT_NAME: 'a' })).toMatchObject({ deviceIndex: 0, deviceNamed: false });
     expect(loadConfig([], { LOCAL_RANK: '3' }).name).toMatch(/-3$/);
-    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: 'x' })).toThrow('LOCAL_RANK must be an integer in [0, 65536] to pick the GPU, got "x"; set CMESH_DEVICE_INDEX (--device)');
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', LOCAL_RANK: 'x' })).toThrow(
+      'LOCAL_RANK must be an integer in [0, 65536] to pick the GPU, got "x"; set CMESH_DEVICE_INDEX (--device)',
+    );
+  });
+});
+
+describe('agent config: the node', () => {
+  it('takes CMESH_NODE_NAME or --node-name, else the host name; refuses a name that is no host or node name', () => {
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NODE_NAME: 'gpu-node-7.dc1' }).nodeName).toBe('gpu-node-7.dc1');
+    expect(loadConfig(['--node-name', 'n2'], { CMESH_AGENT_NAME: 'a', CMESH_NODE_NAME: 'n1' }).nodeName).toBe('n2');
+    // empty, as a manifest that lists the variable without a value: the host name
+    expect(loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NODE_NAME: '' }).nodeName).toBe(hostname());
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NODE_NAME: 'a b' })).toThrow('node name "a b"');
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NODE_NAME: '-x' })).toThrow('CMESH_NODE_NAME');
+    expect(() => loadConfig([], { CMESH_AGENT_NAME: 'a', CMESH_NODE_NAME: 'x'.repeat(254) })).toThrow('CMESH_NODE_NAME');
   });
 });
 

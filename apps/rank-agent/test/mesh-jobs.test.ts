@@ -8,22 +8,18 @@ import { execFileSync, spawn } from 'child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { NatsServer, freePort, startNatsServer, waitForPort } from '@cmesh/testing';
+import { NatsServer, freePort, startNatsServer, waitForPort, isAlive as alive } from '@cmesh/testing';
 import { busBwFactor } from '@cmesh/bench';
-import { JobRecord } from '@cmesh/protocol';
-import { Mesh, listAgents, startMesh } from '../../cli/src/mesh/launch';
+import { JobEvent, JobRecord, clusterNames } from '@cmesh/protocol';
+import { connect } from '@nats-io/transport-node';
+import { Mesh, listAgents, startMesh } from '@cmesh/testing/mesh';
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const childrenOf = (pid: number): number[] => {
   try {
-    return execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+    return execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
   } catch {
     return [];
   }
@@ -79,17 +75,29 @@ describe('jobs on a mesh of 4 rank agents', () => {
     }
     const rec = (await mesh.client.get<{ agents: { name: string; httpUrl: string; pid: number }[] }>('/agents')).agents.find((a) => a.name === 'agent-1')!;
     const health = (await (await fetch(`${rec.httpUrl}/health`)).json()) as Record<string, unknown>;
-    expect(health).toMatchObject({ status: 'ok', name: 'agent-1', agentId: 'agent-1', pid: rec.pid, state: 'idle', backends: { tcp: { ok: true }, nccl: { ok: false } } });
+    expect(health).toMatchObject({
+      status: 'ok',
+      name: 'agent-1',
+      agentId: 'agent-1',
+      pid: rec.pid,
+      state: 'idle',
+      backends: { tcp: { ok: true }, nccl: { ok: false } },
+    });
   });
 
   it('runs a sweep over 4 agents with correct per-size results', async () => {
     const sizes = [64, 4096, 65536];
     const ar = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes, iters: 3, warmup: 1 })).id);
     expectCorrect(ar, sizes, 4);
-    expect(ar.members.map((m) => [m.rank, m.name])).toEqual([[0, 'agent-0'], [1, 'agent-1'], [2, 'agent-2'], [3, 'agent-3']]);
+    expect(ar.members.map((m) => [m.rank, m.name])).toEqual([
+      [0, 'agent-0'],
+      [1, 'agent-1'],
+      [2, 'agent-2'],
+      [3, 'agent-3'],
+    ]);
     expect(ar.rows[1]).toMatchObject({ op: 'allReduce', count: 1024, type: 'float32', redop: 'sum', root: -1, backend: 'tcp' });
     // the agents export what they ran on their own /metrics (registered httpUrl)
-    const rec = ((await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents).find((a) => a.name === 'agent-0')!;
+    const rec = (await mesh.client.get<{ agents: { name: string; httpUrl?: string }[] }>('/agents')).agents.find((a) => a.name === 'agent-0')!;
     const text = await (await fetch(`${rec.httpUrl}/metrics`)).text();
     expect(text).toMatch(/^cmesh_collective_busbw_bytes_per_second\{[^}]*op="all_reduce"[^}]*size_class="65536"[^}]*\} [0-9.e+]+$/m);
     // a rooted op with a non-zero root, and a split one, over a chosen order of agents
@@ -99,9 +107,44 @@ describe('jobs on a mesh of 4 rank agents', () => {
     expectCorrect(bc, [1024], 4);
     expect(bc.rows[0].root).toBe(2);
     expect(bc.members.map((m) => m.name)).toEqual(['agent-3', 'agent-1', 'agent-0', 'agent-2']);
-    const rs = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'reduceScatter', redop: 'max', dtype: 'int32', sizes: [4096], iters: 2, warmup: 0 })).id);
+    const rs = await mesh.client.waitJob(
+      (await mesh.client.submitJob({ op: 'reduceScatter', redop: 'max', dtype: 'int32', sizes: [4096], iters: 2, warmup: 0 })).id,
+    );
     expectCorrect(rs, [4096], 4);
     expect(rs.rows[0]).toMatchObject({ count: 256, redop: 'max', type: 'int32' });
+  }, 60_000);
+
+  it('an agent sent a copy of the start of a job it ran (the coordinator lacks its samples) sends its samples and end again, and runs nothing', async () => {
+    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', sizes: [64, 4096], iters: 2, warmup: 0, nranks: 2 })).id);
+    expectCorrect(job, [64, 4096], 2);
+    const names = clusterNames();
+    const member = job.members[1];
+    const nc = await connect({ servers: nats.url });
+    try {
+      const got: JobEvent[] = [];
+      nc.subscribe(names.jobs.events(job.id, member.agentId), { callback: (_e, m) => void got.push(m.json<JobEvent>()) });
+      await nc.flush();
+      const copy = (jobId: string) =>
+        JSON.stringify({ jobId, sweep: job.sweep, members: job.members, storePrefix: `jobs-${jobId}`, secret: 'copy-secret-0123456789abcdef', again: true });
+      nc.publish(names.jobs.start(member.agentId), copy(job.id));
+      for (const end = Date.now() + 10_000; !got.some((e) => e.type === 'done') && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+      expect(got.map((e) => [e.type, e.type === 'size' ? e.samples.requestedBytes : null])).toEqual([
+        ['size', 64],
+        ['size', 4096],
+        ['done', null],
+      ]);
+      expect(got.every((e) => e.rank === member.rank && e.agentId === member.agentId)).toBe(true);
+      // asked about a job it never ran (an agent restarted since), it starts nothing and says nothing
+      const other: JobEvent[] = [];
+      nc.subscribe(names.jobs.events('jnever', member.agentId), { callback: (_e, m) => void other.push(m.json<JobEvent>()) });
+      nc.publish(names.jobs.start(member.agentId), copy('jnever'));
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(other).toEqual([]);
+      // nothing ran (no 'accepted' above), and the job's record is as it was
+      expect((await mesh.client.job(job.id)).rows).toEqual(job.rows);
+    } finally {
+      await nc.close();
+    }
   }, 60_000);
 
   it('runs two jobs on disjoint agents at once; a third on busy agents is refused or waits', async () => {
@@ -110,7 +153,9 @@ describe('jobs on a mesh of 4 rank agents', () => {
     const j1 = await mesh.client.submitJob({ op: 'allReduce', sizes, iters: 200, warmup: 1, agents: ['agent-0', 'agent-1'] });
     const j2 = await mesh.client.submitJob({ op: 'allToAll', sizes, iters: 200, warmup: 1, agents: ['agent-2', 'agent-3'] });
     expect([j1.state, j2.state]).toEqual(['running', 'running']);
-    await expect(mesh.client.submitJob({ op: 'allReduce', sizes: [8], agents: ['agent-1', 'agent-2'], onBusy: 'refuse' })).rejects.toThrow(/409 agents busy: agent-1 \(job j\w+\), agent-2/);
+    await expect(mesh.client.submitJob({ op: 'allReduce', sizes: [8], agents: ['agent-1', 'agent-2'], onBusy: 'refuse' })).rejects.toThrow(
+      /409 agents busy: agent-1 \(job j\w+\), agent-2/,
+    );
     const j3 = await mesh.client.submitJob({ op: 'allReduce', sizes: [8], iters: 1, warmup: 0, agents: ['agent-1', 'agent-2'] });
     expect(j3.state).toBe('queued');
     const [r1, r2, r3] = await Promise.all([j1, j2, j3].map((j) => mesh.client.waitJob(j.id)));
@@ -121,7 +166,13 @@ describe('jobs on a mesh of 4 rank agents', () => {
   }, 60_000);
 
   it("a running job's workers answer the coordinator's flight recorder requests (GET /groups/{job or group id}/trace)", async () => {
-    const group = (await (await fetch(`${mesh.coordinatorUrl}/groups`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ members: ['agent-3', 'agent-2'] }) })).json()) as { id: string };
+    const group = (await (
+      await fetch(`${mesh.coordinatorUrl}/groups`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ members: ['agent-3', 'agent-2'] }),
+      })
+    ).json()) as { id: string };
     const byId = await mesh.client.submitJob({ op: 'allReduce', sizes: [1048576], iters: 5000, warmup: 1, agents: ['agent-0', 'agent-1'] });
     const onGroup = await mesh.client.submitJob({ op: 'allReduce', sizes: [1048576], iters: 5000, warmup: 1, group: group.id });
     type Report = { answered: number; reports: { job: string; pg: string; ranks: number[] }[] };
@@ -229,12 +280,22 @@ describe('an agent that cannot report its samples (nats-server max_payload 32 Ki
 
   it('fails the job with the publish error instead of succeeding without rows; the agent runs the next job', async () => {
     // 2 modes x 2000 times of one size is ~80 KiB of JSON: more than this server takes
-    const job = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 2000, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
+    const job = await mesh.client.waitJob(
+      (await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 2000, warmup: 0 })).id,
+      undefined,
+      { timeoutMs: 30_000 },
+    );
     expect(job.state).toBe('failed');
     expect(job.failedAgent).toBe('agent-0');
-    expect(job.reason).toMatch(/^agent agent-0 \(rank 0\) failed: JobReportError: cannot report the samples of size 8 to the coordinator: 'payload' max_payload size exceeded$/);
+    expect(job.reason).toMatch(
+      /^agent agent-0 \(rank 0\) failed: JobReportError: cannot report the samples of size 8 to the coordinator: 'payload' max_payload size exceeded$/,
+    );
     expect([job.rows.length, job.progress]).toEqual([0, { done: 0, total: 2 }]);
-    const next = await mesh.client.waitJob((await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 3, warmup: 0 })).id, undefined, { timeoutMs: 30_000 });
+    const next = await mesh.client.waitJob(
+      (await mesh.client.submitJob({ op: 'allReduce', agents: ['agent-0'], sizes: [8, 16], iters: 3, warmup: 0 })).id,
+      undefined,
+      { timeoutMs: 30_000 },
+    );
     expectCorrect(next, [8, 16], 1);
   }, 60_000);
 });

@@ -1,27 +1,27 @@
 // The nccl backend end to end over the CPU simulation of CUDA and NCCL (native/nccl-sim): real
-// sidecar processes, one per rank, joined by the simulated NCCL; the agents' NcclBackend runs the
-// sweep and checks every element with @cmesh/bench. What this proves and what only a GPU can:
+// sidecar processes, one per rank, joined by the simulated NCCL; @cmesh/bench's nccl sweep (the
+// agents' nccl path) runs every collective, dtype and reduce op on one communicator, out of place
+// and in place, and checks every element. What this proves and what only a GPU can:
 // native/nccl-sidecar/README.md, "The CPU simulation".
 import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { buildSidecar, DTYPES, DType, NcclCommunicator, SidecarClient, spawnSidecar } from '@cmesh/collectives';
-import { BENCH_OPS, BENCH_REDOPS, BenchOp, BenchRedop, JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
-import { benchCollective } from '@cmesh/bench';
-import { CUDART_SIM_LIB, NCCL_SIM_ENV, NCCL_SIM_LIB } from '@cmesh/testing';
+import { buildSidecar, CUDART_SIM_LIB, NCCL_SIM_ENV, NCCL_SIM_LIB } from '@cmesh/testing';
+import { DTYPES, DType } from '@cmesh/collectives';
+import { NcclCommunicator, NcclSidecar, SidecarClient, spawnSidecar } from '@cmesh/collectives/nccl';
+import { BENCH_OPS, BENCH_REDOPS, BenchMode, BenchOp, BenchRedop, JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
+import { benchCollective, MemoryStore, NcclSweepCase, NcclSweepRow, runNcclSweep } from '@cmesh/bench';
 
-import { NcclBackend, NcclSweepRow } from '../src/backends/nccl';
-import { MemoryStore } from '../../../scripts/gpu-check/memory-store';
-import { JobAbortedError } from '../src/execution/job-backend';
-import { DeviceNotNamedError, NcclJobBackend, SidecarLog } from '../src/backends/nccl-job-backend';
+import { JobAbortedError } from '../src/execution/job-runner';
+import { DeviceNotNamedError, NcclJobRunner, SidecarLog } from '../src/runners/nccl-job-runner';
 
 /** 8 B (count 0 for split ops at world 4), an uneven count, and a few KiB. */
 const SIZES = [8, 96, 4096];
 
 let binary: string;
-const live: NcclBackend[] = [];
+const live: NcclSidecar[] = [];
 
 beforeAll(() => {
   binary = buildSidecar(); // builds the simulation with the sidecar's tests
@@ -32,11 +32,17 @@ afterEach(async () => {
   await Promise.all(live.splice(0).map((b) => b.stop()));
 });
 
-async function startWorld(n: number, envOf: (rank: number) => Record<string, string> = () => ({})): Promise<NcclBackend[]> {
+async function startWorld(n: number, envOf: (rank: number) => Record<string, string> = () => ({})): Promise<NcclSidecar[]> {
   const backends = Array.from(
     { length: n },
     (_, rank) =>
-      new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, ...envOf(rank) }, requestTimeoutMs: 20_000 }),
+      new NcclSidecar({
+        binary,
+        ncclLib: NCCL_SIM_LIB,
+        cudartLib: CUDART_SIM_LIB,
+        env: { ...process.env, ...NCCL_SIM_ENV, ...envOf(rank) },
+        requestTimeoutMs: 20_000,
+      }),
   );
   live.push(...backends);
   const avail = await Promise.all(backends.map((b) => b.start()));
@@ -48,24 +54,29 @@ interface SweepArgs {
   collective: BenchOp;
   dtype: DType;
   redOp?: BenchRedop;
+  /** more cases on the same communicator */
+  cases?: NcclSweepCase[];
+  modes?: BenchMode[];
+  onRow?: (rank: number, row: NcclSweepRow) => void;
   timeoutMs?: number;
   signals?: AbortSignal[];
   devices?: number[];
 }
 
-function sweep(backends: NcclBackend[], store: MemoryStore, key: string, a: SweepArgs): Promise<PromiseSettledResult<NcclSweepRow[]>[]> {
+function sweep(backends: NcclSidecar[], store: MemoryStore, key: string, a: SweepArgs): Promise<PromiseSettledResult<NcclSweepRow[]>[]> {
   return Promise.allSettled(
     backends.map((b, rank) =>
-      b.runSweep({
+      runNcclSweep(b, {
         store,
         key,
         rank,
         worldSize: backends.length,
         device: a.devices?.[rank] ?? rank,
-        collective: a.collective,
-        dtype: a.dtype,
-        redOp: a.redOp,
-        root: benchCollective(a.collective).rooted ? backends.length - 1 : undefined,
+        cases: a.cases ?? [
+          { collective: a.collective, dtype: a.dtype, redOp: a.redOp, root: benchCollective(a.collective).rooted ? backends.length - 1 : undefined },
+        ],
+        modes: a.modes,
+        onRow: (row) => a.onRow?.(rank, row),
         sizes: SIZES,
         warmup: 1,
         iters: 2,
@@ -83,7 +94,7 @@ function rowsOf(results: PromiseSettledResult<NcclSweepRow[]>[]): NcclSweepRow[]
   });
 }
 
-async function resources(b: NcclBackend): Promise<{ comms: number; buffers: number; bufferBytes: number }> {
+async function resources(b: NcclSidecar): Promise<{ comms: number; buffers: number; bufferBytes: number }> {
   const r = (await b.helloNow()).resources;
   if (!r) throw new Error('the sidecar reports no resources');
   return r;
@@ -99,44 +110,77 @@ const FLOATS = new Set<DType>(['float16', 'bfloat16', 'float32', 'float64']);
 
 describe('nccl backend over the simulated CUDA and NCCL', () => {
   it.each([1, 2, 4])(
-    'world %i: every op, dtype and reduce op, checked element by element',
+    'world %i: every op, dtype and reduce op on one communicator, out of place and in place, checked element by element',
     async (n) => {
       const backends = await startWorld(n);
-      const store = new MemoryStore();
-      let sweeps = 0;
-      let checked = 0;
+      const cases: NcclSweepCase[] = [];
       for (const collective of BENCH_OPS) {
         const reduces = benchCollective(collective).reduces;
+        const root = benchCollective(collective).rooted ? n - 1 : undefined;
         for (const dtype of DTYPES) {
           const redOps: (BenchRedop | undefined)[] = reduces ? BENCH_REDOPS.filter((op) => op !== 'avg' || FLOATS.has(dtype)) : [undefined];
-          for (const redOp of redOps) {
-            const label = `${collective} ${dtype} ${redOp ?? ''} world ${n}`;
-            const perRank = rowsOf(await sweep(backends, store, `sim/${n}/${sweeps++}`, { collective, dtype, redOp }));
-            for (let i = 0; i < SIZES.length; i++) {
-              const rows = perRank.map((r) => r[i]);
-              if (rows[0].count === 0) continue; // too small to split over n ranks: nothing to check
-              // Each rank whose output is defined checked all of it; none was wrong.
-              const verified = rows.filter((r) => r.wrong !== null);
-              expect({ label, size: SIZES[i], verified: verified.length > 0, wrong: verified.map((r) => r.wrong) }).toEqual({
-                label,
-                size: SIZES[i],
-                verified: true,
-                wrong: verified.map(() => 0),
-              });
-              checked += verified.length;
-              // every rank reports the same (slowest rank's) time for collectives all ranks call
-              if (collective !== 'sendRecv') expect(new Set(rows.map((r) => r.timeSeconds)).size).toBe(1);
-            }
-          }
+          for (const redOp of redOps) cases.push({ collective, dtype, redOp, root });
         }
       }
-      const reducing = BENCH_OPS.filter((op) => benchCollective(op).reduces).length;
-      expect(sweeps).toBe((BENCH_OPS.length - reducing) * DTYPES.length + reducing * ((BENCH_REDOPS.length - 1) * DTYPES.length + FLOATS.size));
-      expect(checked).toBeGreaterThan(sweeps);
+      // the sidecars' communicators while the sweep runs: one each, for the whole sweep
+      const comms: Promise<number>[] = [];
+      const perRank = rowsOf(
+        await sweep(backends, new MemoryStore(), `sim/${n}`, {
+          collective: 'allReduce',
+          dtype: 'float32',
+          cases,
+          onRow: (rank, row) => {
+            if (rank === 0 && row.sizeBytes === SIZES[SIZES.length - 1]) comms.push(resources(backends[0]).then((r) => r.comms));
+          },
+        }),
+      );
+      expect(new Set(await Promise.all(comms))).toEqual(new Set([1]));
+      let checked = 0;
+      const seen = new Set<string>();
+      for (let i = 0; i < perRank[0].length; i++) {
+        const rows = perRank.map((r) => r[i]);
+        const r0 = rows[0];
+        const label = `${r0.collective} ${r0.dtype} ${r0.redOp ?? ''} ${r0.mode} ${r0.sizeBytes} B world ${n}`;
+        expect(rows.map((r) => `${r.collective} ${r.dtype} ${r.redOp ?? ''} ${r.mode} ${r.sizeBytes} B world ${n}`)).toEqual(rows.map(() => label));
+        expect(r0.count).toBeGreaterThan(0); // steps below one element per rank are skipped
+        seen.add(`${r0.collective}/${r0.mode}`);
+        // Each rank whose output is defined checked all of it; none was wrong.
+        const verified = rows.filter((r) => r.wrong !== null);
+        expect({ label, verified: verified.length > 0, wrong: verified.map((r) => r.wrong) }).toEqual({ label, verified: true, wrong: verified.map(() => 0) });
+        checked += verified.length;
+        // every rank reports the same (slowest rank's) time for collectives all ranks call
+        if (r0.collective !== 'sendRecv') expect(new Set(rows.map((r) => r.timeSeconds)).size).toBe(1);
+      }
+      // in place where torch and nccl-tests have it, out of place for every op
+      const expected = BENCH_OPS.flatMap((op) => (benchCollective(op).inPlace === 'none' ? [`${op}/out-of-place`] : [`${op}/out-of-place`, `${op}/in-place`]));
+      expect([...seen].sort()).toEqual(expected.sort());
+      expect(checked).toBeGreaterThan(cases.length);
       for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
     },
     240_000,
   );
+
+  it('in place: a skipped write cannot pass (all_gather and reduce_scatter at world 2 check the right block)', async () => {
+    const backends = await startWorld(2);
+    const perRank = rowsOf(
+      await sweep(backends, new MemoryStore(), 'in-place', {
+        collective: 'allGather',
+        dtype: 'int32',
+        modes: ['in-place'],
+        cases: [
+          { collective: 'allGather', dtype: 'int32' },
+          { collective: 'reduceScatter', dtype: 'int32', redOp: 'sum' },
+          { collective: 'allReduce', dtype: 'float16', redOp: 'max' },
+          { collective: 'broadcast', dtype: 'bfloat16', root: 1 },
+        ],
+      }),
+    );
+    for (const rows of perRank) {
+      expect(rows.every((r) => r.mode === 'in-place')).toBe(true);
+      expect(rows.map((r) => r.wrong)).toEqual(rows.map(() => 0));
+      expect(new Set(rows.map((r) => r.collective))).toEqual(new Set(['allGather', 'reduceScatter', 'allReduce', 'broadcast']));
+    }
+  }, 60_000);
 
   it('two ranks of one communicator on one device fail init naming the duplicate (the agent passes its own device)', async () => {
     const backends = await startWorld(2);
@@ -224,7 +268,7 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
     const [r] = await sweep([b], new MemoryStore(), 'finalize-fail', { collective: 'allReduce', dtype: 'float32' });
     expect(r.status).toBe('fulfilled');
     const rows = (r as PromiseFulfilledResult<NcclSweepRow[]>).value;
-    expect(rows.map((row) => row.wrong)).toEqual(SIZES.map(() => 0));
+    expect(rows.map((row) => `${row.sizeBytes} ${row.mode} ${row.wrong}`)).toEqual(SIZES.flatMap((s) => [`${s} out-of-place 0`, `${s} in-place 0`]));
     expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
   }, 60_000);
 
@@ -236,40 +280,50 @@ describe('nccl backend over the simulated CUDA and NCCL', () => {
     ['NCCL_COMM_BLOCKING=0', { NCCL_COMM_BLOCKING: '0' }, { nonblocking: true, splitLaunches: false }, 'non-blocking'],
     ['NCCL_COMM_BLOCKING=1', { NCCL_COMM_BLOCKING: '1' }, { nonblocking: false, splitLaunches: false }, 'blocking'],
     ['NCCL 2.17 (no ncclCommSplit)', { CMESH_SIM_NCCL_VERSION: '21700' }, { nonblocking: true, splitLaunches: false }, 'non-blocking'],
-  ])('communicator modes, %s: the hello says which, the ops launch on it, all_to_all is right', async (_name, env, modes, launches) => {
-    const backends = await startWorld(2, () => env as Record<string, string>);
-    const store = new MemoryStore();
-    const comms = await Promise.all(
-      backends.map((b, rank) => {
-        const { client, hello } = b.client('allToAll');
-        expect({ nonblocking: hello.nccl.nonblocking, splitLaunches: hello.nccl.splitLaunches }).toEqual(modes);
-        return NcclCommunicator.create(client, { store, key: `modes/${_name}`, rank, nranks: 2, device: rank, timeoutMs: 20_000 });
-      }),
-    );
-    try {
-      const count = 3;
-      const got = await Promise.all(
-        comms.map(async (comm, rank) => {
-          expect(comm.launches).toBe(launches);
-          await comm.reserve(2 * count * 4, 2 * count * 4, 20_000);
-          const send = Float32Array.from({ length: 2 * count }, (_, i) => rank * 100 + Math.floor(i / count) * 10 + (i % count));
-          await comm.writeSend(new Uint8Array(send.buffer), 20_000);
-          await comm.collective({ collective: 'allToAll', count, dtype: 'float32', warmup: 0, iters: 1 }, 20_000);
-          const out = await comm.readRecv(2 * count * 4, 20_000);
-          return Array.from(new Float32Array(out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength)));
+  ])(
+    'communicator modes, %s: the hello says which, the ops launch on it, all_to_all is right',
+    async (_name, env, modes, launches) => {
+      const backends = await startWorld(2, () => env as Record<string, string>);
+      const store = new MemoryStore();
+      const comms = await Promise.all(
+        backends.map((b, rank) => {
+          const { client, hello } = b.client('allToAll');
+          expect({ nonblocking: hello.nccl.nonblocking, splitLaunches: hello.nccl.splitLaunches }).toEqual(modes);
+          return NcclCommunicator.create(client, { store, key: `modes/${_name}`, rank, nranks: 2, device: rank, timeoutMs: 20_000 });
         }),
       );
-      // block j of rank r's output is block r of rank j's input
-      expect(got).toEqual([0, 1].map((r) => [0, 1].flatMap((j) => [0, 1, 2].map((k) => j * 100 + r * 10 + k))));
-    } finally {
-      await Promise.all(comms.map((c) => c.close(true, 20_000)));
-    }
-    for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
-  }, 60_000);
+      try {
+        const count = 3;
+        const got = await Promise.all(
+          comms.map(async (comm, rank) => {
+            expect(comm.launches).toBe(launches);
+            await comm.reserve(2 * count * 4, 2 * count * 4, 20_000);
+            const send = Float32Array.from({ length: 2 * count }, (_, i) => rank * 100 + Math.floor(i / count) * 10 + (i % count));
+            await comm.writeSend(new Uint8Array(send.buffer), 20_000);
+            await comm.collective({ collective: 'allToAll', count, dtype: 'float32', warmup: 0, iters: 1 }, 20_000);
+            const out = await comm.readRecv(2 * count * 4, 20_000);
+            return Array.from(new Float32Array(out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength)));
+          }),
+        );
+        // block j of rank r's output is block r of rank j's input
+        expect(got).toEqual([0, 1].map((r) => [0, 1].flatMap((j) => [0, 1, 2].map((k) => j * 100 + r * 10 + k))));
+      } finally {
+        await Promise.all(comms.map((c) => c.close(true, 20_000)));
+      }
+      for (const b of backends) expect(await resources(b)).toEqual({ comms: 0, buffers: 0, bufferBytes: 0 });
+    },
+    60_000,
+  );
 
   it('no device memory or communicator is left after agent reconnects', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-sim-'));
-    const proc = await spawnSidecar({ binary, socketPath: path.join(dir, 's.sock'), ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV } });
+    const proc = await spawnSidecar({
+      binary,
+      socketPath: path.join(dir, 's.sock'),
+      ncclLib: NCCL_SIM_LIB,
+      cudartLib: CUDART_SIM_LIB,
+      env: { ...process.env, ...NCCL_SIM_ENV },
+    });
     try {
       for (let i = 0; i < 3; i++) {
         // An agent that dies mid-job: a communicator and buffers, then the connection drops.
@@ -301,20 +355,35 @@ describe("the agent's nccl job backend over the simulation", () => {
   function assignment(n: number, timeoutMs: number): JobAssignment {
     return {
       jobId: 'sim-job',
-      sweep: { op: 'allReduce', dtype: 'float32', redop: 'sum', root: 0, sizes: [64, 4096], iters: 2, warmup: 1, check: true, modes: ['out-of-place'], timeoutMs, backend: 'nccl' },
+      sweep: {
+        op: 'allReduce',
+        dtype: 'float32',
+        redop: 'sum',
+        root: 0,
+        sizes: [64, 4096],
+        iters: 2,
+        warmup: 1,
+        check: true,
+        modes: ['out-of-place'],
+        timeoutMs,
+        backend: 'nccl',
+      },
       members: Array.from({ length: n }, (_, rank) => ({ agentId: `a${rank}`, name: `agent-${rank}`, rank })),
       storePrefix: 'jobs/sim-job',
       secret: 'job-secret-0123456789',
     };
   }
 
-  async function agents(devices: number[], envOf: (rank: number) => Record<string, string> = () => ({})): Promise<{ jobs: NcclJobBackend[]; backends: NcclBackend[] }> {
+  async function agents(
+    devices: number[],
+    envOf: (rank: number) => Record<string, string> = () => ({}),
+  ): Promise<{ jobs: NcclJobRunner[]; backends: NcclSidecar[] }> {
     const store = new MemoryStore();
     const backends = devices.map(
-      (_, rank) => new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, ...envOf(rank) } }),
+      (_, rank) => new NcclSidecar({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, ...envOf(rank) } }),
     );
     live.push(...backends);
-    const jobs = backends.map((b, rank) => new NcclJobBackend(b, devices[rank], async () => Object.assign(store, { close: async () => undefined })));
+    const jobs = backends.map((b, rank) => new NcclJobRunner(b, devices[rank], async () => Object.assign(store, { close: async () => undefined })));
     for (const j of jobs) expect(await j.start()).toEqual({ ok: true });
     return { jobs, backends };
   }
@@ -324,7 +393,7 @@ describe("the agent's nccl job backend over the simulation", () => {
     const lines: Array<{ line: string; stream: string; job: string | null }> = [];
     const jobs = [0, 1].map((device) => {
       const log = new SidecarLog((line, meta) => lines.push({ line, ...meta }));
-      const b = new NcclBackend({
+      const b = new NcclSidecar({
         binary,
         ncclLib: NCCL_SIM_LIB,
         cudartLib: CUDART_SIM_LIB,
@@ -333,7 +402,7 @@ describe("the agent's nccl job backend over the simulation", () => {
         onSidecarStderr: log.stderr,
       });
       live.push(b);
-      return new NcclJobBackend(b, device, async () => Object.assign(store, { close: async () => undefined }), { sidecarLog: log });
+      return new NcclJobRunner(b, device, async () => Object.assign(store, { close: async () => undefined }), { sidecarLog: log });
     });
     for (const j of jobs) expect(await j.start()).toEqual({ ok: true });
     const signal = new AbortController().signal;
@@ -346,13 +415,20 @@ describe("the agent's nccl job backend over the simulation", () => {
 
   it('an agent told no device refuses to start where CUDA sees several, and starts where it sees one', async () => {
     const start = async (devices: string) => {
-      const b = new NcclBackend({ binary, ncclLib: NCCL_SIM_LIB, cudartLib: CUDART_SIM_LIB, env: { ...process.env, ...NCCL_SIM_ENV, CMESH_SIM_DEVICES: devices } });
+      const b = new NcclSidecar({
+        binary,
+        ncclLib: NCCL_SIM_LIB,
+        cudartLib: CUDART_SIM_LIB,
+        env: { ...process.env, ...NCCL_SIM_ENV, CMESH_SIM_DEVICES: devices },
+      });
       live.push(b);
-      return new NcclJobBackend(b, 0, async () => new MemoryStore(), { deviceNamed: false }).start();
+      return new NcclJobRunner(b, 0, async () => new MemoryStore(), { deviceNamed: false }).start();
     };
     const err = await start('4').catch((e: Error) => e);
     expect(err).toBeInstanceOf(DeviceNotNamedError);
-    expect((err as Error).message).toContain('this host has 4 CUDA devices and the agent was not told which is its own: set CMESH_DEVICE_INDEX (--device) or LOCAL_RANK');
+    expect((err as Error).message).toContain(
+      'this host has 4 CUDA devices and the agent was not told which is its own: set CMESH_DEVICE_INDEX (--device) or LOCAL_RANK',
+    );
     expect(live[live.length - 1].socketPath).toBeNull(); // its sidecar was stopped
     expect(await start('1')).toEqual({ ok: true });
   }, 60_000);
@@ -364,20 +440,26 @@ describe("the agent's nccl job backend over the simulation", () => {
     const samples: SizeSamplesMsg[][] = [[], []];
     const joined: string[] = [];
     const signal = new AbortController().signal;
-    await Promise.all(ok.jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: (d) => joined.push(d), onSize: (m) => samples[rank].push(m) }, signal)));
+    await Promise.all(
+      ok.jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: (d) => joined.push(d), onSize: (m) => samples[rank].push(m) }, signal)),
+    );
     expect(joined.sort()).toEqual(['cuda:0 [nccl]', 'cuda:1 [nccl]']);
-    for (const s of samples) expect(s.map((m) => m.variants[0].wrong)).toEqual([0, 0]);
+    for (const s of samples) expect(s.map((m) => m.variants.map((v) => `${v.mode} ${v.wrong}`))).toEqual([['out-of-place 0'], ['out-of-place 0']]);
     await Promise.all(live.splice(0).map((b) => b.stop()));
 
     const dup = await agents([1, 1]);
-    const results = await Promise.allSettled(dup.jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: () => undefined, onSize: () => undefined }, signal)));
+    const results = await Promise.allSettled(
+      dup.jobs.map((j, rank) => j.run(assignment(2, 20_000), rank, { onJoined: () => undefined, onSize: () => undefined }, signal)),
+    );
     for (const r of results) expect(String((r as PromiseRejectedResult).reason?.message)).toContain('Duplicate GPU detected');
   }, 60_000);
 
   it('job cancel aborts the communicator: the hung collective ends and the sidecars hold nothing', async () => {
     const { jobs, backends } = await agents([0, 1], (rank): Record<string, string> => (rank === 1 ? { CMESH_SIM_FAULT: 'stall' } : {}));
     const controllers = jobs.map(() => new AbortController());
-    const running = Promise.allSettled(jobs.map((j, rank) => j.run(assignment(2, 30_000), rank, { onJoined: () => undefined, onSize: () => undefined }, controllers[rank].signal)));
+    const running = Promise.allSettled(
+      jobs.map((j, rank) => j.run(assignment(2, 30_000), rank, { onJoined: () => undefined, onSize: () => undefined }, controllers[rank].signal)),
+    );
     await new Promise((r) => setTimeout(r, 800));
     const t0 = Date.now();
     for (const c of controllers) c.abort('job cancelled');

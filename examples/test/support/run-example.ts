@@ -110,9 +110,7 @@ export async function runExample(spec: RunSpec): Promise<RunResult> {
     timedOut = true;
     killTree(child);
   }, spec.timeoutMs ?? 60_000);
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    child.once('close', (c, s) => resolve([c, s])),
-  );
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('close', (c, s) => resolve([c, s])));
   clearTimeout(timer);
   killTree(child); // stragglers of a crashed launcher, if any
   live.delete(child);

@@ -49,7 +49,11 @@ export interface RankSizeSamples {
 }
 
 /** Every rank's samples of one size -> one nccl-tests row; wrong elements summed over ranks. */
-export function rowFromRanks(backend: string, sweep: Pick<BenchSweep, 'op' | 'dtype' | 'redop' | 'root' | 'check'>, perRank: readonly RankSizeSamples[]): BenchRow {
+export function rowFromRanks(
+  backend: string,
+  sweep: Pick<BenchSweep, 'op' | 'dtype' | 'redop' | 'root' | 'check'>,
+  perRank: readonly RankSizeSamples[],
+): BenchRow {
   const first = perRank[0];
   if (!first) throw new RangeError('no rank samples to aggregate');
   for (const s of perRank) {
@@ -64,7 +68,13 @@ export function rowFromRanks(backend: string, sweep: Pick<BenchSweep, 'op' | 'dt
     const variants = perRank.map((s) => s.variants[idx]);
     const checked = variants.filter((v) => v.wrong !== null);
     const wrong = sweep.check && checked.length > 0 ? checked.reduce((a, v) => a + (v.wrong ?? 0), 0) : null;
-    return measurementFromSamples(sweep.op, first.bytes, nranks, variants.map((v) => v.times), wrong);
+    return measurementFromSamples(
+      sweep.op,
+      first.bytes,
+      nranks,
+      variants.map((v) => v.times),
+      wrong,
+    );
   };
   return {
     backend,

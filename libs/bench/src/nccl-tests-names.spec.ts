@@ -13,7 +13,17 @@ import {
 } from './nccl-tests-names';
 
 it('spells every op, dtype and redop as nccl-tests does, and reads both spellings back', () => {
-  expect(BENCH_OPS.map(ncclTestsOp)).toEqual(['all_reduce', 'broadcast', 'reduce', 'all_gather', 'reduce_scatter', 'all_to_all', 'gather', 'scatter', 'sendrecv']);
+  expect(BENCH_OPS.map(ncclTestsOp)).toEqual([
+    'all_reduce',
+    'broadcast',
+    'reduce',
+    'all_gather',
+    'reduce_scatter',
+    'all_to_all',
+    'gather',
+    'scatter',
+    'sendrecv',
+  ]);
   expect(DTYPES.map(ncclTestsType)).toEqual(['float', 'double', 'int8', 'uint8', 'int32', 'int64', 'half', 'bfloat16']);
   expect(BENCH_REDOPS.map(ncclTestsRedop)).toEqual(['sum', 'avg', 'prod', 'min', 'max']);
   expect(ncclTestsRedop('none')).toBe('none');

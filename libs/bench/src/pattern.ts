@@ -1,7 +1,7 @@
 // Deterministic buffer contents and their expected results. Every value is periodic in the
 // element index (period 15), so inputs are filled and outputs checked from 15-entry tables
 // without allocating an expected buffer as large as the data.
-import { BFloat16BitsArray, DType, Float16BitsArray, Tensor, allocTensor, dtypeOf } from '@cmesh/collectives';
+import { BFloat16BitsArray, DType, Float16BitsArray, Tensor, allocTensor, dtypeOf } from '@cmesh/collectives/tensor';
 import type { BenchRedop } from '@cmesh/protocol';
 import type { ExpectedSlice } from './collectives/descriptor';
 

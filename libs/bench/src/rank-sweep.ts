@@ -34,13 +34,7 @@ export function modesFor(op: BenchOp, sweep: BenchSweep): BenchMode[] {
   return sweep.modes.filter((m) => m === 'out-of-place' || hasInPlace(op));
 }
 
-export async function timeStep(
-  dist: Dist,
-  group: Group | undefined,
-  step: BenchStep,
-  sweep: BenchSweep,
-  mode: BenchMode,
-): Promise<StepSamples> {
+export async function timeStep(dist: Dist, group: Group | undefined, step: BenchStep, sweep: BenchSweep, mode: BenchMode): Promise<StepSamples> {
   const times: number[] = [];
   let wrong: number | null = sweep.check ? 0 : null;
   for (let i = 0; i < sweep.warmup + sweep.iters; i++) {

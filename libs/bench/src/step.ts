@@ -8,7 +8,7 @@
 // is timed. all_gather / reduce_scatter in place use a view of the output / input as the other
 // buffer, as nccl-tests does. all_to_all, gather, scatter and sendrecv have no in-place form in
 // torch; their in-place column is N/A.
-import { Tensor, allocTensor, elementSize } from '@cmesh/collectives';
+import { Tensor, allocTensor, elementSize } from '@cmesh/collectives/tensor';
 import type { BenchMode, BenchSweep } from '@cmesh/protocol';
 import { BenchShape, DataContext, Dist, Group, benchCollective } from './collectives';
 import { GARBAGE, checkOutput, filledTensor } from './pattern';

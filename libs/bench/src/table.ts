@@ -54,8 +54,7 @@ export function formatPreamble(p: BenchPreamble): string[] {
 }
 
 export function formatHeader(): string[] {
-  const fixed = (a: string, b: string, c: string, d: string, e: string) =>
-    `#${pad(a, 11)}  ${pad(b, 12)}  ${pad(c, 8)}  ${pad(d, 6)}  ${pad(e, 6)}`;
+  const fixed = (a: string, b: string, c: string, d: string, e: string) => `#${pad(a, 11)}  ${pad(b, 12)}  ${pad(c, 8)}  ${pad(d, 6)}  ${pad(e, 6)}`;
   const variant = (a: string, b: string, c: string, d: string) => `  ${pad(a, 7)}  ${pad(b, 6)}  ${pad(c, 6)}  ${pad(d, 6)}`;
   const title = ' '.repeat(fixed('', '', '', '', '').length);
   const span = variant('', '', '', '').length;
@@ -63,9 +62,7 @@ export function formatHeader(): string[] {
   return [
     '#',
     `${title}${centre('out-of-place')}${centre('in-place')}`.replace(/^ /, '#').trimEnd(),
-    fixed('size', 'count', 'type', 'redop', 'root') +
-      variant('time', 'algbw', 'busbw', '#wrong') +
-      variant('time', 'algbw', 'busbw', '#wrong'),
+    fixed('size', 'count', 'type', 'redop', 'root') + variant('time', 'algbw', 'busbw', '#wrong') + variant('time', 'algbw', 'busbw', '#wrong'),
     (fixed('(B)', '(elements)', '', '', '') + variant('(us)', '(GB/s)', '(GB/s)', '') + variant('(us)', '(GB/s)', '(GB/s)', '')).trimEnd(),
   ];
 }
@@ -104,11 +101,7 @@ export function benchSummary(rows: readonly BenchRow[]): { wrong: number; avgBus
 
 export function formatFooter(rows: readonly BenchRow[]): string[] {
   const { wrong, avgBusBwGBs } = benchSummary(rows);
-  return [
-    `# Out of bounds values : ${wrong} ${wrong === 0 ? 'OK' : 'FAILED'}`,
-    `# Avg bus bandwidth    : ${avgBusBwGBs.toFixed(4)} `,
-    '#',
-  ];
+  return [`# Out of bounds values : ${wrong} ${wrong === 0 ? 'OK' : 'FAILED'}`, `# Avg bus bandwidth    : ${avgBusBwGBs.toFixed(4)} `, '#'];
 }
 
 export function formatTable(preamble: BenchPreamble, rows: readonly BenchRow[]): string {

@@ -3,12 +3,12 @@
 // each chunk in place whatever the order (GroupChannel.chunks publishes them under the group's
 // MAC). Shared by the client and the agents' member workers.
 import type { Msg } from '@nats-io/nats-core';
-import { SVC_HEADERS } from '@cmesh/protocol';
+import { SERVICE_GROUP_HEADERS } from '@cmesh/protocol';
 
 /** A data chunk's op number and offset, or null when the message is not a chunk (a JSON header). */
 export function chunkOf(m: Pick<Msg, 'headers'>): { seq: number; offset: number } | null {
-  const seq = m.headers?.get(SVC_HEADERS.seq);
-  const offset = m.headers?.get(SVC_HEADERS.offset);
+  const seq = m.headers?.get(SERVICE_GROUP_HEADERS.seq);
+  const offset = m.headers?.get(SERVICE_GROUP_HEADERS.offset);
   if (!seq || offset === undefined || offset === '') return null;
   const s = Number(seq);
   const o = Number(offset);

@@ -1,14 +1,15 @@
 // One service group's messages on NATS, for its members and its agents' member workers: every
-// message published carries Cmesh-Mac (the group's key, see @cmesh/protocol's service-auth.ts),
+// message published carries Cmesh-Mac (the group's key, see @cmesh/protocol's service-groups-auth.ts),
 // every message received is checked first and dropped when the MAC fails, and nothing a publisher
 // sends reaches nats.js as an exception (a throw in a subscription callback leaves the connection
 // connected but deaf). Drops are counted by reason and logged at most once per interval.
 import { Msg, NatsConnection, Subscription, headers } from '@nats-io/nats-core';
 import { z } from 'zod';
-import { DEFAULT_MAX_PAYLOAD, RateLimitedLog, SVC_HEADERS, SVC_MAC_HEADER, decodeMessage, svcMac, svcMacValid } from '@cmesh/protocol';
+import { DEFAULT_MAX_PAYLOAD, SERVICE_GROUP_HEADERS, SERVICE_GROUP_MAC_HEADER, decodeMessage, serviceGroupMac, serviceGroupMacValid } from '@cmesh/protocol';
+import { RateLimitedLog } from '@cmesh/protocol/kit';
 
 /** Why a message of the group was dropped. */
-export type SvcDropReason =
+export type ServiceGroupDropReason =
   /** its MAC is missing or wrong: not from a holder of the group's secret */
   | 'bad_mac'
   /** its body is not JSON, too large, or not the subject's schema */
@@ -32,14 +33,14 @@ export interface GroupChannelOptions {
   /** where drop warnings go (rate-limited) */
   warn(line: string): void;
   /** each drop, for a metric: `what` is the subject's kind (op, res, hb, end, status), bounded */
-  onDrop?(what: string, reason: SvcDropReason): void;
+  onDrop?(what: string, reason: ServiceGroupDropReason): void;
   /** names this side in warnings: `group g_1 rank 0 (member)` */
   label: string;
 }
 
 export class GroupChannel {
   /** messages dropped, by reason */
-  readonly dropped: Partial<Record<SvcDropReason, number>> = {};
+  readonly dropped: Partial<Record<ServiceGroupDropReason, number>> = {};
   private readonly log: RateLimitedLog;
 
   constructor(
@@ -62,10 +63,10 @@ export class GroupChannel {
     const seq = chunk ? String(chunk.seq) : undefined;
     const offset = chunk ? String(chunk.offset) : undefined;
     if (chunk) {
-      h.set(SVC_HEADERS.seq, seq!);
-      h.set(SVC_HEADERS.offset, offset!);
+      h.set(SERVICE_GROUP_HEADERS.seq, seq!);
+      h.set(SERVICE_GROUP_HEADERS.offset, offset!);
     }
-    h.set(SVC_MAC_HEADER, svcMac(this.key, subject, seq, offset, payload));
+    h.set(SERVICE_GROUP_MAC_HEADER, serviceGroupMac(this.key, subject, seq, offset, payload));
     this.nc.publish(subject, payload, { headers: h, ...(reply ? { reply } : {}) });
   }
 
@@ -77,7 +78,8 @@ export class GroupChannel {
   /** `data` in chunks of at most chunkBytes(), each with Cmesh-Seq and Cmesh-Offset. */
   chunks(subject: string, seq: number, data: Uint8Array): void {
     const step = this.chunkBytes();
-    for (let offset = 0; offset < data.byteLength; offset += step) this.publish(subject, data.subarray(offset, Math.min(offset + step, data.byteLength)), { seq, offset });
+    for (let offset = 0; offset < data.byteLength; offset += step)
+      this.publish(subject, data.subarray(offset, Math.min(offset + step, data.byteLength)), { seq, offset });
   }
 
   /** Answers a request on its reply subject, under the MAC (bound to that subject). */
@@ -94,7 +96,8 @@ export class GroupChannel {
       callback: (err, m) => {
         if (err) return this.log.report(`${what}:error`, `${this.opts.label}: ${what} subscription: ${err.message}`);
         try {
-          if (!svcMacValid(this.key, m.subject, m.headers, m.data)) return this.drop(what, 'bad_mac', `${m.data.byteLength} bytes without a valid ${SVC_MAC_HEADER}`);
+          if (!serviceGroupMacValid(this.key, m.subject, m.headers, m.data))
+            return this.drop(what, 'bad_mac', `${m.data.byteLength} bytes without a valid ${SERVICE_GROUP_MAC_HEADER}`);
           handler(m);
         } catch (e) {
           this.drop(what, 'handler_error', e instanceof Error ? (e.stack ?? e.message) : String(e));
@@ -107,12 +110,12 @@ export class GroupChannel {
   decode<S extends z.ZodTypeAny>(what: string, schema: S, m: Msg): z.infer<S> | undefined {
     const d = decodeMessage(schema, m.data);
     if (d.ok) return d.value;
-    this.drop(what, d.reason as SvcDropReason, `${d.message}${d.issues?.length ? `: ${d.issues.slice(0, 3).join('; ')}` : ''}`);
+    this.drop(what, d.reason as ServiceGroupDropReason, `${d.message}${d.issues?.length ? `: ${d.issues.slice(0, 3).join('; ')}` : ''}`);
     return undefined;
   }
 
   /** Counts a dropped message and warns (at most once per interval per kind and reason). */
-  drop(what: string, reason: SvcDropReason, detail = ''): void {
+  drop(what: string, reason: ServiceGroupDropReason, detail = ''): void {
     this.dropped[reason] = (this.dropped[reason] ?? 0) + 1;
     this.opts.onDrop?.(what, reason);
     this.log.report(`${what}:${reason}`, `${this.opts.label}: dropped a message on ${what} (${reason})${detail ? `: ${detail}` : ''}`);

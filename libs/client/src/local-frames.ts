@@ -1,4 +1,4 @@
-// The local path's framing (SvcLocalToAgent / SvcLocalToMember in @cmesh/protocol): one JSON
+// The local path's framing (ServiceGroupLocalToAgent / ServiceGroupLocalToMember in @cmesh/protocol): one JSON
 // object per line on a Unix socket. Frames are small (the data is in shared memory), so a line
 // longer than MAX_FRAME_BYTES, or one that is not JSON, closes the socket.
 import type { Socket } from 'net';

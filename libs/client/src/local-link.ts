@@ -5,7 +5,15 @@
 // only after the other end proved it holds the group's secret (and this end proved it too);
 // anything that fails while opening leaves the member on NATS.
 import { Socket, connect } from 'net';
-import { SvcLocalToMember, SvcLocalToMemberSchema, SvcOp, SvcResult, svcLocalProof, svcNonce, svcProofValid } from '@cmesh/protocol';
+import {
+  ServiceGroupLocalToMember,
+  ServiceGroupLocalToMemberSchema,
+  ServiceGroupOp,
+  ServiceGroupResult,
+  serviceGroupLocalProof,
+  serviceGroupNonce,
+  serviceGroupProofValid,
+} from '@cmesh/protocol';
 import { ShmAddon, loadShmAddon } from '@cmesh/collectives/shm-addon';
 import { readFrames, writeFrame } from './local-frames';
 
@@ -20,18 +28,18 @@ interface Segment {
 
 export class LocalLink {
   private segment!: Segment;
-  private acks: ((f: SvcLocalToMember) => void)[] = [];
+  private acks: ((f: ServiceGroupLocalToMember) => void)[] = [];
   private closedWhy: string | null = null;
 
   private constructor(
     private readonly sock: Socket,
     private readonly addon: ShmAddon,
-    private readonly onResult: (r: SvcResult) => void,
+    private readonly onResult: (r: ServiceGroupResult) => void,
     private readonly onClose: (why: string) => void,
   ) {}
 
   /**
-   * Connects, proves the group's secret both ways (`localKey`: svcGroupKeys(G).local) and hands
+   * Connects, proves the group's secret both ways (`localKey`: serviceGroupKeys(G).local) and hands
    * over the segment; `{why}` when the agent, the other end or this host cannot do it.
    */
   static async open(
@@ -39,7 +47,7 @@ export class LocalLink {
     member: string,
     localKey: Uint8Array,
     timeoutMs: number,
-    onResult: (r: SvcResult) => void,
+    onResult: (r: ServiceGroupResult) => void,
     onClose: (why: string) => void,
   ): Promise<{ link: LocalLink } | { why: string }> {
     let addon: ShmAddon;
@@ -57,14 +65,14 @@ export class LocalLink {
       const closed = new Promise<never>((_, reject) => sock.once('close', () => reject(new Error(link.closedWhy ?? 'the agent closed the socket'))));
       closed.catch(() => undefined);
       link.listen();
-      const nonce = svcNonce();
+      const nonce = serviceGroupNonce();
       const challenge = await Promise.race([link.ack({ type: 'hello', member, nonce }), closed]);
-      if (challenge.type !== 'challenge' || !svcProofValid(localKey, 'agent', nonce, challenge.nonce, challenge.proof)) {
+      if (challenge.type !== 'challenge' || !serviceGroupProofValid(localKey, 'agent', nonce, challenge.nonce, challenge.proof)) {
         sock.destroy();
         return { why: challenge.type === 'refused' ? challenge.message : 'the socket did not prove the group secret' };
       }
       const seg = link.allocate(FIRST_SEGMENT);
-      const proof = svcLocalProof(localKey, 'member', nonce, challenge.nonce);
+      const proof = serviceGroupLocalProof(localKey, 'member', nonce, challenge.nonce);
       const ack = await Promise.race([link.ack({ type: 'proof', proof, pid: process.pid, fd: seg.fd, bytes: seg.bytes }), closed]);
       if (ack.type !== 'ok') {
         addon.closeFd(seg.fd);
@@ -83,7 +91,7 @@ export class LocalLink {
 
   private listen(): void {
     readFrames(this.sock, (raw) => {
-      const f = SvcLocalToMemberSchema.safeParse(raw);
+      const f = ServiceGroupLocalToMemberSchema.safeParse(raw);
       if (!f.success) return void this.sock.destroy(new Error(`bad frame from the agent: ${f.error.issues[0]?.message}`));
       if (f.data.type === 'result') this.onResult(f.data.result);
       else this.acks.shift()?.(f.data);
@@ -92,7 +100,7 @@ export class LocalLink {
     this.sock.once('close', () => this.onClose(this.closedWhy ?? 'the agent closed the local socket'));
   }
 
-  private ack(frame: object): Promise<SvcLocalToMember> {
+  private ack(frame: object): Promise<ServiceGroupLocalToMember> {
     return new Promise((resolve) => {
       this.acks.push(resolve);
       writeFrame(this.sock, frame);
@@ -125,7 +133,7 @@ export class LocalLink {
   }
 
   /** Puts the op's data at the segment's start and sends the op (reserve() first). */
-  send(op: SvcOp, data: Uint8Array): void {
+  send(op: ServiceGroupOp, data: Uint8Array): void {
     this.segment.data.set(data);
     writeFrame(this.sock, { type: 'op', op });
   }

@@ -6,33 +6,44 @@
 import { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import {
   ClusterNames,
-  SVC_HEARTBEAT_MS,
-  SVC_LOST_MS,
-  SVC_MAX_BYTES,
-  SvcEnd,
-  SvcEndSchema,
-  SvcError,
-  SvcGroupKeys,
-  SvcHeartbeat,
-  SvcHeartbeatSchema,
-  SvcOp,
-  SvcPlaced,
-  SvcResult,
-  SvcResultSchema,
-  SvcBackend,
-  SvcTiming,
-  svcElements,
-  svcGroupKeys,
+  SERVICE_GROUP_HEARTBEAT_MS,
+  SERVICE_GROUP_LOST_MS,
+  SERVICE_GROUP_MAX_BYTES,
+  ServiceGroupEnd,
+  ServiceGroupEndSchema,
+  ServiceGroupError,
+  ServiceGroupKeys,
+  ServiceGroupHeartbeat,
+  ServiceGroupHeartbeatSchema,
+  ServiceGroupOp,
+  ServiceGroupPlaced,
+  ServiceGroupResult,
+  ServiceGroupResultSchema,
+  ServiceGroupBackend,
+  ServiceGroupTiming,
+  serviceGroupElements,
+  serviceGroupKeys,
 } from '@cmesh/protocol';
 import { DType, REDUCE_OPS, ReduceOp, elementSize } from '@cmesh/collectives/names';
-import { BackendUnsupportedError, CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, InvalidArgumentError, PeerFailureError } from '@cmesh/collectives/errors';
+import {
+  BackendUnsupportedError,
+  CmeshError,
+  CollectiveMismatchError,
+  DistTimeoutError,
+  ErrorContext,
+  InvalidArgumentError,
+  NatsConnectionLostError,
+  PeerFailureError,
+} from '@cmesh/collectives/errors';
+import { ConnectionWatch, watchConnection } from '@cmesh/collectives/nats-login';
 import { Assembly, chunkOf } from './chunks';
-import { GroupChannel, SvcDropReason } from './group-channel';
+import { GroupChannel, ServiceGroupDropReason } from './group-channel';
 import { LocalLink } from './local-link';
-import { Liveness, Role, describe } from './liveness';
+import { Liveness, Role, SERVICE_GROUP_OUTAGE_MS, describe } from './liveness';
+import { PeerGate } from './peer-gate';
 import { ServiceTensor, bytesOf, dtypeOfTensor } from './tensor';
 
-const SVC_LOST_ABOUT = `${SVC_LOST_MS / 1000} s`;
+const SERVICE_GROUP_LOST_ABOUT = `${SERVICE_GROUP_LOST_MS / 1000} s`;
 
 /** Every op's default deadline, as the agents apply it (ms). */
 export const DEFAULT_OP_TIMEOUT_MS = 60_000;
@@ -47,14 +58,29 @@ const CLIENT_GRACE_MS = 5_000;
 const RESULT_GRACE_MS = CLIENT_GRACE_MS;
 
 export interface OpOptions {
-  /** the op's deadline, ms (default 60 s) */
+  /** the op's deadline, ms (default 60 s); `timeout` as in the library's options */
+  timeout?: number;
+  /** @deprecated `timeout`'s earlier name, still taken */
   timeoutMs?: number;
   /** float16 / bfloat16 for a Uint16Array of bits */
   dtype?: DType;
 }
 
-const ERRORS: Record<string, (m: string, c: ErrorContext, backend: SvcBackend) => CmeshError> = {
+/**
+ * The deadline an op or a join was given: `timeout`, as the library's options name it, or
+ * `timeoutMs`, its earlier name here (undefined when neither).
+ */
+export function timeoutOf(opts: { timeout?: number; timeoutMs?: number } | undefined): number | undefined {
+  const { timeout, timeoutMs } = opts ?? {};
+  if (timeout !== undefined && timeoutMs !== undefined && timeout !== timeoutMs)
+    throw new InvalidArgumentError(`timeout ${timeout} and timeoutMs ${timeoutMs}: give timeout only (timeoutMs is its earlier name)`);
+  return timeout ?? timeoutMs;
+}
+
+const ERRORS: Record<string, (m: string, c: ErrorContext, backend: ServiceGroupBackend) => CmeshError> = {
   DistTimeoutError: (m, c) => new DistTimeoutError(m, c),
+  // another participant's outage: the servers and duration are in its message
+  NatsConnectionLostError: (m, c) => new NatsConnectionLostError(m, [], 0, c),
   PeerFailureError: (m, c) => new PeerFailureError(m, c),
   CollectiveMismatchError: (m, c) => new CollectiveMismatchError(m, c),
   InvalidArgumentError: (m, c) => new InvalidArgumentError(m, c),
@@ -65,7 +91,7 @@ const ERRORS: Record<string, (m: string, c: ErrorContext, backend: SvcBackend) =
 const NCCL_LACKS: readonly ReduceOp[] = ['band', 'bor', 'bxor'];
 
 /** The library's error class for an error that came over the wire (CmeshError for others, its name and code kept). */
-export function typedError(e: SvcError, ctx: ErrorContext, backend: SvcBackend = 'tcp'): CmeshError {
+export function typedError(e: ServiceGroupError, ctx: ErrorContext, backend: ServiceGroupBackend = 'tcp'): CmeshError {
   const context = e.peers?.length ? { ...ctx, peers: e.peers } : ctx;
   const make = ERRORS[e.name];
   if (make) return make(e.message, context, backend);
@@ -114,9 +140,9 @@ function unpack(data: Uint8Array, tensors: ServiceTensor[]): void {
 /**
  * Where one op's time went, as wall-clock ms with a fraction (performance.timeOrigin +
  * performance.now(); comparable with the agent's when both run on one host): called, its data
- * handed to the connection (sent), the agent's SvcTiming, and the result complete here (done).
+ * handed to the connection (sent), the agent's ServiceGroupTiming, and the result complete here (done).
  */
-export interface OpTiming extends SvcTiming {
+export interface OpTiming extends ServiceGroupTiming {
   calledMs: number;
   sentMs: number;
   doneMs: number;
@@ -128,27 +154,32 @@ interface Pending {
   seq: number;
   calledMs: number;
   sentMs?: number;
-  timing?: SvcTiming;
-  op: SvcOp['op'];
+  timing?: ServiceGroupTiming;
+  op: ServiceGroupOp['op'];
   resolve: (data: Uint8Array) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
-  /** the result's size: svcElements(op).out of the op's dtype */
+  /** the result's size: serviceGroupElements(op).out of the op's dtype */
   outBytes: number;
   assembly?: Assembly;
   /** result chunks before the result's header: at most outBytes in all */
   early: { offset: number; data: Uint8Array }[];
   earlyBytes: number;
+  /** sends the op over NATS again (its header and data): after an outage, while no result came */
+  resend?: () => void;
 }
 
 export interface ServiceGroupOptions {
   /** false: the data over NATS even on the agent's host */
   local?: boolean;
-  /** the largest op's data or result this member sends or takes (default SVC_MAX_BYTES, 1 GiB) */
+  /** the largest op's data or result this member sends or takes (default SERVICE_GROUP_MAX_BYTES, 1 GiB) */
   maxBytes?: number;
   /** where dropped messages are reported (rate-limited; default: console.warn) */
   warn?: (line: string) => void;
 }
+
+/** How long leave() waits for its notice to be flushed (NATS may be down). */
+const LEAVE_FLUSH_MS = 2_000;
 
 /** How long opening the local path may take before the member stays on NATS. */
 const LOCAL_OPEN_MS = 5_000;
@@ -165,6 +196,8 @@ export class ServiceGroup {
   private readyAgents = new Set<number>();
   private onReady: (() => void) | null = null;
   private onEnded: ((e: Error) => void) | null = null;
+  /** After a member left: the last op it took part in, which we may still send and complete */
+  private keptThrough = 0;
   /** the last op that completed: where its time went (null before the first, or when the agent sent no timing) */
   lastTiming: OpTiming | null = null;
   /** the local path to the agent (a Unix socket and shared memory), when open */
@@ -175,30 +208,44 @@ export class ServiceGroup {
   /** settles when the last local op settled: ops use the shared segment one at a time */
   private localTail: Promise<void> = Promise.resolve();
   private localQueued = 0;
-  private readonly keys: SvcGroupKeys;
+  private readonly keys: ServiceGroupKeys;
   private readonly channel: GroupChannel;
   /** heartbeats sent (each carries the next number) and the last number heard per sender: a replay is ignored */
   private beats = 0;
   private readonly heardN = new Map<string, number>();
+  private readonly conn: ConnectionWatch;
+  /** ops to our agent after an outage wait until it is heard again */
+  private readonly toAgent: PeerGate;
 
   /** `secret`: the group's secret G, as the coordinator sealed it for this member */
   constructor(
     private readonly nc: NatsConnection,
     private readonly names: ClusterNames,
-    readonly placed: SvcPlaced,
+    readonly placed: ServiceGroupPlaced,
     rank: number,
     secret: Uint8Array,
     private readonly opts: ServiceGroupOptions = {},
   ) {
     this.rank = rank;
     this.size = placed.size;
-    this.liveness = new Liveness(this.size, (r, role) => this.lost(r, role));
-    this.keys = svcGroupKeys(secret);
-    this.channel = new GroupChannel(nc, this.keys.mac, { label: `service group ${placed.groupId} rank ${rank} (member)`, warn: opts.warn ?? ((l) => console.warn(l)) });
+    this.conn = watchConnection(nc);
+    this.toAgent = new PeerGate(this.conn, () => this.resendUnanswered());
+    this.liveness = new Liveness(
+      this.size,
+      (r, role) => this.lost(r, role),
+      SERVICE_GROUP_LOST_MS,
+      this.conn,
+      () => this.outage(),
+    );
+    this.keys = serviceGroupKeys(secret);
+    this.channel = new GroupChannel(nc, this.keys.mac, {
+      label: `service group ${placed.groupId} rank ${rank} (member)`,
+      warn: opts.warn ?? ((l) => console.warn(l)),
+    });
   }
 
   /** Messages on this group's subjects dropped here, by reason (bad_mac: not from the group). */
-  get dropped(): Readonly<Partial<Record<SvcDropReason, number>>> {
+  get dropped(): Readonly<Partial<Record<ServiceGroupDropReason, number>>> {
     return this.channel.dropped;
   }
 
@@ -210,19 +257,25 @@ export class ServiceGroup {
   async start(timeoutMs: number): Promise<void> {
     const g = this.placed.groupId;
     this.subs.push(
-      this.channel.subscribe(this.names.svc.result(g, this.rank), 'res', (m) => this.onResult(m)),
-      this.channel.subscribe(this.names.svc.heartbeat(g), 'hb', (m) => this.onHeartbeat(m)),
-      this.channel.subscribe(this.names.svc.end(g), 'end', (m) => this.onEnd(m)),
+      this.channel.subscribe(this.names.serviceGroups.result(g, this.rank), 'res', (m) => this.onResult(m)),
+      this.channel.subscribe(this.names.serviceGroups.heartbeat(g), 'hb', (m) => this.onHeartbeat(m)),
+      this.channel.subscribe(this.names.serviceGroups.end(g), 'end', (m) => this.onEnd(m)),
     );
-    const beat = () => this.publish(this.names.svc.heartbeat(g), { rank: this.rank, role: 'member', n: ++this.beats } satisfies SvcHeartbeat);
+    const beat = () =>
+      this.publish(this.names.serviceGroups.heartbeat(g), { rank: this.rank, role: 'member', n: ++this.beats } satisfies ServiceGroupHeartbeat);
     beat();
-    this.heartbeat = setInterval(beat, SVC_HEARTBEAT_MS);
+    this.heartbeat = setInterval(beat, SERVICE_GROUP_HEARTBEAT_MS);
     this.heartbeat.unref();
-    await this.nc.flush();
+    // a server restarting rejects the flush ("disconnect"); the subscriptions go again on the
+    // reconnect, and the wait for the agents below has its own deadline
+    await this.nc.flush().catch(() => undefined);
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         const missing = [...Array(this.size).keys()].filter((r) => !this.readyAgents.has(r));
-        const err = new DistTimeoutError(`group ${g}: agents of ranks ${missing.join(', ')} not ready within ${timeoutMs} ms`, { group: g, rank: this.rank, peers: missing });
+        const ctx = { group: g, rank: this.rank, peers: missing };
+        const err =
+          this.conn.lost(`group ${g}: agents of ranks ${missing.join(', ')} not ready within ${timeoutMs} ms`, ctx) ??
+          new DistTimeoutError(`group ${g}: agents of ranks ${missing.join(', ')} not ready within ${timeoutMs} ms`, ctx);
         this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
         reject(err);
       }, timeoutMs);
@@ -242,16 +295,20 @@ export class ServiceGroup {
   }
 
   /** The library backend the group's agents run its ops with (the placement's choice). */
-  get backend(): SvcBackend {
+  get backend(): ServiceGroupBackend {
     return this.placed.backend ?? 'tcp';
   }
 
   /** A reduce op the group's backend has; on nccl a bitwise one is refused here, before anything is sent (torch refuses it too). */
-  private reduceOp(op: ReduceOp | undefined, what: SvcOp['op']): ReduceOp {
+  private reduceOp(op: ReduceOp | undefined, what: ServiceGroupOp['op']): ReduceOp {
     const r = redop(op);
     if (this.backend === 'nccl' && NCCL_LACKS.includes(r)) {
       const has = REDUCE_OPS.filter((x) => !NCCL_LACKS.includes(x)).join(', ');
-      throw new BackendUnsupportedError(`${what}: ReduceOp.${r.toUpperCase()} (it has ${has}) is not supported by the nccl backend`, 'nccl', { op: what, group: this.groupId, rank: this.rank });
+      throw new BackendUnsupportedError(`${what}: ReduceOp.${r.toUpperCase()} (it has ${has}) is not supported by the nccl backend`, 'nccl', {
+        op: what,
+        group: this.groupId,
+        rank: this.rank,
+      });
     }
     return r;
   }
@@ -338,7 +395,8 @@ export class ServiceGroup {
 
   /** `outputList[r]` gets rank r's `inputList[rank]` (torch's all_to_all, every tensor of one size). */
   async allToAll(outputList: ServiceTensor[], inputList: ServiceTensor[], opts: OpOptions = {}): Promise<void> {
-    if (!Array.isArray(inputList) || !inputList.length) throw new InvalidArgumentError(`inputList must hold ${this.size} tensors (one per rank), got ${inputList?.length}`);
+    if (!Array.isArray(inputList) || !inputList.length)
+      throw new InvalidArgumentError(`inputList must hold ${this.size} tensors (one per rank), got ${inputList?.length}`);
     const t = this.one(inputList[0], opts);
     const data = pack(this.list(inputList, t, opts, 'inputList'));
     this.list(outputList, t, opts, 'outputList');
@@ -346,7 +404,7 @@ export class ServiceGroup {
   }
 
   /** Returns when every member called it. */
-  async barrier(opts: { timeoutMs?: number } = {}): Promise<void> {
+  async barrier(opts: Pick<OpOptions, 'timeout' | 'timeoutMs'> = {}): Promise<void> {
     await this.run('barrier', { dtype: 'uint8', count: 0, data: new Uint8Array(0) }, opts, {});
   }
 
@@ -358,9 +416,11 @@ export class ServiceGroup {
 
   /** A list of one tensor per rank, each of `like`'s dtype and length. */
   private list(tensors: ServiceTensor[] | undefined, like: Payload, opts: OpOptions, what: string): ServiceTensor[] {
-    if (!Array.isArray(tensors) || tensors.length !== this.size) throw new InvalidArgumentError(`${what} must hold ${this.size} tensors (one per rank), got ${tensors?.length}`);
+    if (!Array.isArray(tensors) || tensors.length !== this.size)
+      throw new InvalidArgumentError(`${what} must hold ${this.size} tensors (one per rank), got ${tensors?.length}`);
     tensors.forEach((o, r) => {
-      if (dtypeOfTensor(o, opts.dtype) !== like.dtype || o.length !== like.count) throw new InvalidArgumentError(`${what}[${r}] must be a ${like.dtype} tensor of ${like.count} elements`);
+      if (dtypeOfTensor(o, opts.dtype) !== like.dtype || o.length !== like.count)
+        throw new InvalidArgumentError(`${what}[${r}] must be a ${like.dtype} tensor of ${like.count} elements`);
     });
     return tensors;
   }
@@ -374,42 +434,60 @@ export class ServiceGroup {
   async leave(): Promise<void> {
     if (!this.ended) {
       const who = describe(this.placed.members, this.rank, 'member');
-      this.end({ groupId: this.groupId, reason: 'left', who, rank: this.rank }, new PeerFailureError(`${who} left the group`, { group: this.groupId, rank: this.rank }));
+      // the others' ops up to our last one still complete: we sent our part of each
+      const notice: ServiceGroupEnd = { groupId: this.groupId, reason: 'left', who, rank: this.rank, ...(this.seq ? { seq: this.seq } : {}) };
+      this.end(notice, new PeerFailureError(`${who} left the group`, { group: this.groupId, rank: this.rank }));
     }
-    await this.nc.flush().catch(() => undefined);
+    // NATS down: the leave goes out if it is back within LEAVE_FLUSH_MS; leave() never hangs on it
+    await Promise.race([this.nc.flush().catch(() => undefined), new Promise((r) => setTimeout(r, LEAVE_FLUSH_MS).unref())]);
     this.close();
   }
 
-  private async run(op: SvcOp['op'], { dtype, count, data, owned }: Payload, opts: OpOptions, extra: Partial<SvcOp>): Promise<Uint8Array> {
-    const timeoutMs = opts.timeoutMs ?? DEFAULT_OP_TIMEOUT_MS;
-    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
-    if (this.ended) throw this.ended;
-    const header: SvcOp = { seq: this.seq + 1, op, dtype, count, timeoutMs, bytes: data.byteLength, ...extra };
-    const outBytes = svcElements(header, this.rank, this.size).out * elementSize(dtype);
-    const max = this.opts.maxBytes ?? SVC_MAX_BYTES;
-    if (Math.max(data.byteLength, outBytes) > max) throw new InvalidArgumentError(`${op}: ${Math.max(data.byteLength, outBytes)} bytes of data or result, more than the ${max} an op may have (maxBytes)`);
+  private async run(op: ServiceGroupOp['op'], { dtype, count, data, owned }: Payload, opts: OpOptions, extra: Partial<ServiceGroupOp>): Promise<Uint8Array> {
+    const timeoutMs = timeoutOf(opts) ?? DEFAULT_OP_TIMEOUT_MS;
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`timeout must be a positive integer (ms), got ${timeoutMs}`);
+    // after a member left, only the ops it took part in may still be sent
+    if (this.ended && this.seq >= this.keptThrough) throw this.ended;
+    const header: ServiceGroupOp = { seq: this.seq + 1, op, dtype, count, timeoutMs, bytes: data.byteLength, ...extra };
+    const outBytes = serviceGroupElements(header, this.rank, this.size).out * elementSize(dtype);
+    const max = this.opts.maxBytes ?? SERVICE_GROUP_MAX_BYTES;
+    if (Math.max(data.byteLength, outBytes) > max)
+      throw new InvalidArgumentError(`${op}: ${Math.max(data.byteLength, outBytes)} bytes of data or result, more than the ${max} an op may have (maxBytes)`);
     const seq = ++this.seq;
     const calledMs = nowMs();
-    const subject = this.names.svc.op(this.groupId, this.rank);
+    const subject = this.names.serviceGroups.op(this.groupId, this.rank);
     return new Promise<Uint8Array>((resolve, reject) => {
+      const fail = (err: CmeshError) => this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
+      // at the op's deadline with NATS down, the agents' answer cannot come: the outage is the reason, now
       const timer = setTimeout(() => {
-        const err = new DistTimeoutError(`${op} #${seq} on group ${this.groupId}: no answer from ${describe(this.placed.members, this.rank, 'agent')} within ${timeoutMs + CLIENT_GRACE_MS} ms`, this.context(op, seq));
-        this.end({ groupId: this.groupId, reason: 'failed', error: { name: err.name, message: err.message } }, err);
-      }, timeoutMs + CLIENT_GRACE_MS);
+        const down = this.conn.lost(`${op} #${seq} on group ${this.groupId}: deadline of ${timeoutMs} ms passed`, this.context(op, seq));
+        if (down) return fail(down);
+        p.timer = setTimeout(() => {
+          const what = `${op} #${seq} on group ${this.groupId}: no answer from ${describe(this.placed.members, this.rank, 'agent')} within ${timeoutMs + CLIENT_GRACE_MS} ms`;
+          fail(this.conn.lost(what, this.context(op, seq)) ?? new DistTimeoutError(what, this.context(op, seq)));
+        }, CLIENT_GRACE_MS);
+      }, timeoutMs);
       const p: Pending = { seq, calledMs, op, resolve, reject, timer, outBytes, early: [], earlyBytes: 0 };
       this.pending.set(seq, p);
       if (this.link) return this.sendLocal(p, header, data);
-      this.publish(subject, header);
       // the caller's tensor is copied: it may change while chunks wait in the connection's buffer
-      this.channel.chunks(subject, seq, owned ? data : data.slice());
-      p.sentMs = nowMs();
+      const bytes = owned ? data : data.slice();
+      const send = () => {
+        this.publish(subject, header);
+        this.channel.chunks(subject, seq, bytes);
+      };
+      this.toAgent.send(() => {
+        send();
+        p.sentMs = nowMs();
+        p.resend = send;
+      });
     });
   }
 
   /** The op through the shared segment, after the op before it settled (they share the segment). */
-  private sendLocal(p: Pending, header: SvcOp, data: Uint8Array): void {
+  private sendLocal(p: Pending, header: ServiceGroupOp, data: Uint8Array): void {
     const link = this.link!;
-    const { out } = svcElements(header, this.rank, this.size);
+    const { out } = serviceGroupElements(header, this.rank, this.size);
     const need = Math.max(data.byteLength, out * elementSize(header.dtype as DType), 1);
     const prev = this.localTail;
     let release!: () => void;
@@ -432,7 +510,11 @@ export class ServiceGroup {
       if (!link.fits(need))
         return void link.reserve(need).then(
           () => go(bytes),
-          (e: Error) => this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: e.message } }, new PeerFailureError(e.message, this.context(p.op, p.seq))),
+          (e: Error) =>
+            this.end(
+              { groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: e.message } },
+              new PeerFailureError(e.message, this.context(p.op, p.seq)),
+            ),
         );
       link.send(header, bytes);
       p.sentMs = nowMs();
@@ -457,23 +539,27 @@ export class ServiceGroup {
       if (!p) return this.channel.drop('res', 'unexpected', `a chunk of op #${chunk.seq}, which waits for no result`);
       if (p.assembly) return this.addChunk(p, chunk.offset, m.data);
       // before its header: no more than the result can hold
-      if (p.earlyBytes + m.data.byteLength > p.outBytes) return this.channel.drop('res', 'over_limit', `early chunks of op #${p.seq} beyond its ${p.outBytes} bytes`);
+      if (p.earlyBytes + m.data.byteLength > p.outBytes)
+        return this.channel.drop('res', 'over_limit', `early chunks of op #${p.seq} beyond its ${p.outBytes} bytes`);
       p.early.push({ offset: chunk.offset, data: m.data.slice() });
       p.earlyBytes += m.data.byteLength;
       return;
     }
-    const r = this.channel.decode('res', SvcResultSchema, m);
+    const r = this.channel.decode('res', ServiceGroupResultSchema, m);
     if (r) this.onResultHeader(r, false);
   }
 
   /** A result's header, from NATS (its data follows in chunks) or the local path (its data in the segment). */
-  private onResultHeader(r: SvcResult, local: boolean): void {
+  private onResultHeader(r: ServiceGroupResult, local: boolean): void {
     const p = this.pending.get(r.seq);
     if (!p) return this.channel.drop('res', 'unexpected', `a result of op #${r.seq}, which waits for none`);
     if (p.assembly) return this.channel.drop('res', 'duplicate', `the result of op #${r.seq} again`);
     if (r.ok && r.bytes !== p.outBytes) {
       const why = `result of op #${p.seq}: ${r.bytes} bytes, the op's result has ${p.outBytes}`;
-      return this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: why } }, new PeerFailureError(why, this.context(p.op, p.seq)));
+      return this.end(
+        { groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: why } },
+        new PeerFailureError(why, this.context(p.op, p.seq)),
+      );
     }
     if (!r.ok) {
       const err = typedError(r.error, this.context(p.op, p.seq), this.backend);
@@ -486,7 +572,10 @@ export class ServiceGroup {
       const view = r.bytes === 0 ? new Uint8Array(0) : this.link?.view(r.bytes);
       if (!view) {
         const why = `result of op #${p.seq}: ${r.bytes} bytes do not fit the shared segment`;
-        return this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: why } }, new PeerFailureError(why, this.context(p.op, p.seq)));
+        return this.end(
+          { groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: why } },
+          new PeerFailureError(why, this.context(p.op, p.seq)),
+        );
       }
       // another op waits to use the segment: this result leaves it now
       return this.settle(p, this.localQueued > 1 ? view.slice() : view);
@@ -498,7 +587,11 @@ export class ServiceGroup {
 
   private addChunk(p: Pending, offset: number, data: Uint8Array): void {
     const why = p.assembly!.add(offset, data);
-    if (why) this.end({ groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: `result of op #${p.seq}: ${why}` } }, new PeerFailureError(`result of op #${p.seq}: ${why}`, this.context(p.op, p.seq)));
+    if (why)
+      this.end(
+        { groupId: this.groupId, reason: 'failed', error: { name: 'PeerFailureError', message: `result of op #${p.seq}: ${why}` } },
+        new PeerFailureError(`result of op #${p.seq}: ${why}`, this.context(p.op, p.seq)),
+      );
     else if (p.assembly!.complete) this.settle(p, p.assembly!.data);
   }
 
@@ -510,7 +603,7 @@ export class ServiceGroup {
   }
 
   private onHeartbeat(m: Msg): void {
-    const hb = this.channel.decode('hb', SvcHeartbeatSchema, m);
+    const hb = this.channel.decode('hb', ServiceGroupHeartbeatSchema, m);
     if (!hb) return;
     if (hb.rank >= this.size) return this.channel.drop('hb', 'invalid', `rank ${hb.rank} of a group of ${this.size}`);
     if (hb.n !== undefined) {
@@ -519,6 +612,7 @@ export class ServiceGroup {
       this.heardN.set(who, hb.n);
     }
     this.liveness.heard(hb);
+    if (hb.role === 'agent' && hb.rank === this.rank) this.toAgent.heard(hb.up);
     // the local path only where this member's own agent says, under the group's MAC
     if (hb.role === 'agent' && hb.rank === this.rank && hb.socket) this.agentSocket = hb.socket;
     if (hb.role === 'agent' && hb.ready) {
@@ -528,7 +622,7 @@ export class ServiceGroup {
   }
 
   private onEnd(m: Msg): void {
-    const e = this.channel.decode('end', SvcEndSchema, m);
+    const e = this.channel.decode('end', ServiceGroupEndSchema, m);
     if (!e || this.ended) return;
     if (e.groupId !== this.groupId) return this.channel.drop('end', 'invalid', `an end of group ${JSON.stringify(e.groupId)}`);
     const peers = e.rank === undefined ? undefined : [e.rank];
@@ -536,30 +630,62 @@ export class ServiceGroup {
     const err =
       e.reason === 'failed' && e.error
         ? typedError(e.error, ctx, this.backend)
-        : new PeerFailureError(e.reason === 'left' ? `${e.who ?? 'a member'} left the group` : `${e.who ?? 'a member'} was lost (not heard for ${SVC_LOST_ABOUT})`, ctx);
-    if (e.reason === 'left') this.end(null, err, RESULT_GRACE_MS);
-    else this.end(null, err, e.reason === 'failed' && e.seq ? RESULT_GRACE_MS : 0, e.seq);
+        : new PeerFailureError(
+            e.reason === 'left' ? `${e.who ?? 'a member'} left the group` : `${e.who ?? 'a member'} was lost (not heard for ${SERVICE_GROUP_LOST_ABOUT})`,
+            ctx,
+          );
+    // the leaver took part in our ops up to its last: they run to their results or their own timeout
+    if (e.reason === 'left' && e.seq) this.end(null, err, { keepThrough: e.seq });
+    else if (e.reason === 'left') this.end(null, err, { graceMs: RESULT_GRACE_MS });
+    else this.end(null, err, e.reason === 'failed' && e.seq ? { graceMs: RESULT_GRACE_MS, failedSeq: e.seq } : {});
+  }
+
+  /**
+   * Back from an outage (ours, or our agent's): the ops sent before it without a result yet go
+   * again, in order. What was published into the dropped connection, or while the agent had no
+   * subscription, is lost; the agent takes a copy of an op it has (or ran: it sends that result
+   * again) as a duplicate.
+   */
+  private resendUnanswered(): void {
+    for (const p of [...this.pending.values()].sort((a, b) => a.seq - b.seq)) if (p.resend && !p.assembly) p.resend();
+  }
+
+  /** This member's own connection has been down longer than the group outlasts. */
+  private outage(): void {
+    if (this.ended) return;
+    const err = this.conn.lost(
+      `group ${this.groupId} ended: NATS was unreachable for more than the ${SERVICE_GROUP_OUTAGE_MS / 1000} s a service group outlasts`,
+      {
+        group: this.groupId,
+        rank: this.rank,
+      },
+    );
+    if (!err) return;
+    this.end({ groupId: this.groupId, reason: 'failed', rank: this.rank, error: { name: err.name, message: err.message } }, err);
   }
 
   private lost(rank: number, role: Role): void {
     if (this.ended) return;
     const who = describe(this.placed.members, rank, role);
-    const err = new PeerFailureError(`${who} was lost (not heard for ${SVC_LOST_ABOUT})`, { group: this.groupId, rank: this.rank, peers: [rank] });
+    const err = new PeerFailureError(`${who} was lost (not heard for ${SERVICE_GROUP_LOST_ABOUT})`, { group: this.groupId, rank: this.rank, peers: [rank] });
     this.end({ groupId: this.groupId, reason: 'lost', who, rank }, err);
   }
 
   /**
    * Ends the group here: tells the others (`notice`), fails every pending op with `err`; those that
-   * may have results on their way (every op, or those before `failedSeq`) after `graceMs`.
+   * may have results on their way (every op, or those before `failedSeq`) after `graceMs`; those up
+   * to `keepThrough` not at all (they end by their result or their own timeout).
    */
-  private end(notice: SvcEnd | null, err: CmeshError, graceMs = 0, failedSeq = 0): void {
+  private end(notice: ServiceGroupEnd | null, err: CmeshError, { graceMs = 0, failedSeq = 0, keepThrough = 0 } = {}): void {
     if (this.ended) return;
     this.ended = err;
-    if (notice) this.publish(this.names.svc.end(this.groupId), notice);
+    this.keptThrough = keepThrough;
+    if (notice) this.publish(this.names.serviceGroups.end(this.groupId), notice);
     this.onEnded?.(err);
     this.stopBeating();
     const failPending = (now: boolean) => {
       for (const p of this.pending.values()) {
+        if (p.seq <= keepThrough) continue;
         if (now && graceMs > 0 && (!failedSeq || p.seq < failedSeq)) continue;
         clearTimeout(p.timer);
         p.reject(err);
@@ -567,11 +693,12 @@ export class ServiceGroup {
       }
     };
     failPending(true);
-    if (this.pending.size) setTimeout(() => failPending(false), graceMs).unref();
+    if (graceMs > 0 && this.pending.size) setTimeout(() => failPending(false), graceMs).unref();
   }
 
   private stopBeating(): void {
     this.liveness.stop();
+    this.toAgent.close();
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
   }

@@ -1,7 +1,7 @@
 // The library's dtypes on typed arrays, without loading the library: 16-bit floats are
 // Uint16Arrays of raw bits (the library's Float16BitsArray / BFloat16BitsArray are such arrays)
 // and need their dtype named unless they are one of those classes.
-import { DType, elementSize } from '@cmesh/collectives/names';
+import { DType } from '@cmesh/collectives/names';
 import { InvalidArgumentError } from '@cmesh/collectives/errors';
 
 export type ServiceTensor = Float32Array | Float64Array | Int8Array | Uint8Array | Int32Array | BigInt64Array | Uint16Array;
@@ -35,5 +35,3 @@ export function dtypeOfTensor(t: ServiceTensor, dtype?: DType): DType {
 export function bytesOf(t: ServiceTensor): Uint8Array {
   return new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
 }
-
-export { elementSize };

@@ -6,9 +6,7 @@ import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { connectMesh } from '@cmesh/client';
-import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
-import { CLIENT_USER } from '../../../apps/cli/src/mesh/mesh-auth';
-import { nodeArgs, programEnv } from '../../../apps/cli/src/programs';
+import { Mesh, startMesh, CLIENT_USER, nodeArgs, programEnv } from '@cmesh/testing/mesh';
 
 const MEMBER = join(__dirname, 'support', 'member.ts');
 
@@ -43,11 +41,15 @@ describe('collectives as a service with NATS authentication', () => {
     const results = await Promise.all(runs.map((r) => r.out));
     for (const r of results) {
       expect(r.code).toBe(0);
-      expect(r.lines.map((l) => (l.startsWith('{') ? (JSON.parse(l) as { event: string; checked?: number }) : null)).find((l) => l?.event === 'done')).toMatchObject({ checked: 1000 });
+      expect(
+        r.lines.map((l) => (l.startsWith('{') ? (JSON.parse(l) as { event: string; checked?: number }) : null)).find((l) => l?.event === 'done'),
+      ).toMatchObject({ checked: 1000 });
     }
   }, 150_000);
 
   it('refuses a member without a login', async () => {
-    await expect(connectMesh({ servers: mesh.natsUrl, user: 'nobody', pass: 'wrong', nats: { reconnect: false, timeout: 5000 } })).rejects.toThrow(/Authorization/i);
+    await expect(connectMesh({ servers: mesh.natsUrl, user: 'nobody', pass: 'wrong', nats: { reconnect: false, timeout: 5000 } })).rejects.toThrow(
+      /Authorization/i,
+    );
   });
 });

@@ -10,11 +10,11 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { connect } from '@nats-io/transport-node';
-import { buildSidecar, SidecarProcess, spawnSidecar } from '@cmesh/collectives';
-import { SvcGroupDetail, SvcGroupDetailSchema, SvcPlaced, clusterNames } from '@cmesh/protocol';
-import { NatsServer, NCCL_SIM_ENV as SIM_ENV, startNatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
-import { renderStatus } from '../../../apps/cli/src/commands/status';
+import { buildSidecar, NatsServer, NCCL_SIM_ENV as SIM_ENV, startNatsServer } from '@cmesh/testing';
+import { SidecarProcess, spawnSidecar } from '@cmesh/collectives/nccl';
+import { ServiceGroupDetail, ServiceGroupDetailSchema, ServiceGroupPlaced, clusterNames } from '@cmesh/protocol';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
+import { renderStatus } from '@cmesh/cli/commands';
 import { Member, TS_MEMBER } from './support/member-process';
 import { checkedBy } from './support/scenario-data';
 
@@ -34,7 +34,14 @@ function meshOnSimulatedGpus(agents: number, env: Record<string, string> = {}) {
   const ctx = { nats: null as NatsServer | null, mesh: null as Mesh | null, members: [] as Member[], lines: [] as string[] };
   beforeAll(async () => {
     ctx.nats = await startNatsServer();
-    ctx.mesh = await startMesh({ agents, natsUrl: ctx.nats.url, port: 0, write: (l) => ctx.lines.length < 2000 && ctx.lines.push(l), readyTimeoutMs: 90_000, agentEnv: { ...SIM_ENV, ...env } });
+    ctx.mesh = await startMesh({
+      agents,
+      natsUrl: ctx.nats.url,
+      port: 0,
+      write: (l) => ctx.lines.length < 2000 && ctx.lines.push(l),
+      readyTimeoutMs: 90_000,
+      agentEnv: { ...SIM_ENV, ...env },
+    });
   }, 120_000);
   afterEach(async () => {
     const left = ctx.members.splice(0);
@@ -57,11 +64,15 @@ describe('service groups on a mesh of 4 agents with (simulated) GPUs', () => {
   const { ctx, start } = meshOnSimulatedGpus(4);
   const get = async <T>(p: string) => (await fetch(`${ctx.mesh!.coordinatorUrl}${p}`)).json() as Promise<T>;
 
-  it('the group is placed on nccl, every op is right element by element, and each rank runs nccl on its agent\'s GPU', async () => {
+  it("the group is placed on nccl, every op is right element by element, and each rank runs nccl on its agent's GPU", async () => {
     const agents = (await get<{ agents: AgentInfo[] }>('/agents')).agents;
     expect(agents).toHaveLength(4);
     for (const a of agents) {
-      expect({ name: a.name, kind: a.device.kind, nccl: a.backends.find((b) => b.name === 'nccl') }).toEqual({ name: a.name, kind: 'gpu', nccl: { name: 'nccl', available: true } });
+      expect({ name: a.name, kind: a.device.kind, nccl: a.backends.find((b) => b.name === 'nccl') }).toEqual({
+        name: a.name,
+        kind: 'gpu',
+        nccl: { name: 'nccl', available: true },
+      });
     }
     const ms = [0, 1, 2, 3].map((r) => start({ GROUP: 'gpu', SIZE: '4', LABEL: `gpu-${r}`, HOLD: '1' }));
     const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
@@ -69,13 +80,17 @@ describe('service groups on a mesh of 4 agents with (simulated) GPUs', () => {
     expect(joined.map((j) => j.rank).sort()).toEqual([0, 1, 2, 3]);
     // NCCL has no bitwise reductions: refused in the member, nothing sent, the group works on
     const refused = await Promise.all(ms.map((m) => m.waitFor('refused', 60_000)));
-    for (const r of refused) expect(r).toMatchObject({ name: 'BackendUnsupportedError', message: 'allReduce: ReduceOp.BOR (it has sum, avg, product, min, max) is not supported by the nccl backend' });
+    for (const r of refused)
+      expect(r).toMatchObject({
+        name: 'BackendUnsupportedError',
+        message: 'allReduce: ReduceOp.BOR (it has sum, avg, product, min, max) is not supported by the nccl backend',
+      });
     const done = await Promise.all(ms.map((m) => m.waitFor('done', 90_000)));
     for (const d of done) expect(d.checked).toBe(checkedBy(d.rank!, 4));
     await Promise.all(ms.map((m) => m.waitFor('holding', 10_000)));
 
     // while it is placed: the group and each rank's worker say nccl, on the device of its agent
-    const d = SvcGroupDetailSchema.parse(await get<SvcGroupDetail>('/service-groups/gpu'));
+    const d = ServiceGroupDetailSchema.parse(await get<ServiceGroupDetail>('/service-groups/gpu'));
     expect(d).toMatchObject({ name: 'gpu', state: 'placed', size: 4, backend: 'nccl' });
     expect(d.inFlight!.missing).toEqual([]);
     const deviceOf = Object.fromEntries(agents.map((a) => [a.name, a.device.index]));
@@ -102,17 +117,29 @@ describe('service groups on a mesh of 4 agents with (simulated) GPUs', () => {
     try {
       // each join with a member's own key (the group's secret would come back sealed under it)
       const key = Buffer.alloc(32, 6).toString('base64');
-      const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify({ ...body, key }), { timeout: 10_000 })).data)) as { ok: boolean; error?: { code: string; message: string } };
-      const placed = nc.subscribe(names.svc.placed('big'), { max: 1 });
-      for (let i = 0; i < 5; i++) expect(await send(names.svc.join, { name: 'big', size: 5, member: `b-${i}`, backend: 'nccl' })).toMatchObject({ ok: true });
+      const send = async (subject: string, body: object) =>
+        JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify({ ...body, key }), { timeout: 10_000 })).data)) as {
+          ok: boolean;
+          error?: { code: string; message: string };
+        };
+      const placed = nc.subscribe(names.serviceGroups.placed('big'), { max: 1 });
+      for (let i = 0; i < 5; i++)
+        expect(await send(names.serviceGroups.join, { name: 'big', size: 5, member: `b-${i}`, backend: 'nccl' })).toMatchObject({ ok: true });
       for await (const m of placed) {
-        const p = JSON.parse(new TextDecoder().decode(m.data)) as SvcPlaced;
-        expect(p).toMatchObject({ members: [], error: 'group big round 1: 5 members asked for the nccl backend, the mesh has 4 agents with a working one', joined: ['b-0', 'b-1', 'b-2', 'b-3', 'b-4'] });
+        const p = JSON.parse(new TextDecoder().decode(m.data)) as ServiceGroupPlaced;
+        expect(p).toMatchObject({
+          members: [],
+          error: 'group big round 1: 5 members asked for the nccl backend, the mesh has 4 agents with a working one',
+          joined: ['b-0', 'b-1', 'b-2', 'b-3', 'b-4'],
+        });
       }
-      expect(await send(names.svc.join, { name: 'mixed', size: 2, member: 'x-0', backend: 'nccl' })).toMatchObject({ ok: true });
-      expect(await send(names.svc.join, { name: 'mixed', size: 2, member: 'x-1', backend: 'tcp' })).toEqual({ ok: false, error: expect.objectContaining({ code: 'CONFLICT', message: 'group mixed round 1 runs on the nccl backend, not tcp' }) });
-      expect((await get<SvcGroupDetail>('/service-groups/mixed'))).toMatchObject({ state: 'waiting', joined: 1, backend: 'nccl' });
-      expect(await send(names.svc.leave, { name: 'mixed', member: 'x-0' })).toMatchObject({ ok: true });
+      expect(await send(names.serviceGroups.join, { name: 'mixed', size: 2, member: 'x-0', backend: 'nccl' })).toMatchObject({ ok: true });
+      expect(await send(names.serviceGroups.join, { name: 'mixed', size: 2, member: 'x-1', backend: 'tcp' })).toEqual({
+        ok: false,
+        error: expect.objectContaining({ code: 'CONFLICT', message: 'group mixed round 1 runs on the nccl backend, not tcp' }),
+      });
+      expect(await get<ServiceGroupDetail>('/service-groups/mixed')).toMatchObject({ state: 'waiting', joined: 1, backend: 'nccl' });
+      expect(await send(names.serviceGroups.leave, { name: 'mixed', member: 'x-0' })).toMatchObject({ ok: true });
     } finally {
       await nc.close();
     }

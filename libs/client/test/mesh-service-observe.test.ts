@@ -7,11 +7,11 @@
 import { readFileSync } from 'fs';
 import { busBwFactor } from '@cmesh/bench';
 import { connect } from '@nats-io/transport-node';
-import { HttpErrorSchema, SvcGroup, SvcGroupDetail, SvcGroupDetailSchema, SvcGroupSchema, clusterNames } from '@cmesh/protocol';
+import { HttpErrorSchema, ServiceGroupSummary, ServiceGroupDetail, ServiceGroupDetailSchema, ServiceGroupSummarySchema, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
 import { Member, TS_MEMBER } from './support/member-process';
-import { renderStatus } from '../../../apps/cli/src/commands/status';
-import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
+import { renderStatus } from '@cmesh/cli/commands';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 
 /** The agent's service member workers: its child processes running member-worker. */
 function memberWorkers(agentPid: number): number[] {
@@ -82,21 +82,23 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0]);
 
     // the end event is handled by the coordinator asynchronously: wait for the round to be marked
-    let g: SvcGroup | undefined;
+    let g: ServiceGroupSummary | undefined;
     for (const end = Date.now() + 15_000; g?.state !== 'ended' && Date.now() < end; ) {
-      const r = await get<{ groups: SvcGroup[] }>('/service-groups');
+      const r = await get<{ groups: ServiceGroupSummary[] }>('/service-groups');
       expect(r.status).toBe(200);
       g = r.body.groups.find((x) => x.name === 'obs-quick');
       if (g?.state !== 'ended') await new Promise((r) => setTimeout(r, 100));
     }
-    expect(SvcGroupSchema.parse(g)).toMatchObject({ name: 'obs-quick', round: 1, state: 'ended', size: 2, joined: 2, end: { reason: 'left' } });
+    expect(ServiceGroupSummarySchema.parse(g)).toMatchObject({ name: 'obs-quick', round: 1, state: 'ended', size: 2, joined: 2, end: { reason: 'left' } });
     joined.forEach((j, i) => expect(g!.members[j.rank!]).toMatchObject({ rank: j.rank, label: `q-${i}`, agentName: j.agent }));
     expect(Date.parse(g!.endedAt!)).toBeGreaterThanOrEqual(Date.parse(g!.placedAt!));
     // ended: no ops in flight to ask for
-    expect(await renderStatus(mesh.client)).toMatch(/Service groups \(1\)[^]*│ obs-quick +│ 1 +│ ended +│ tcp +│[^│]*│ [0-9.]+ s ago +│ [0-9.]+ s ago \(left member "q-/);
-    const one = await get<SvcGroupDetail>('/service-groups/obs-quick');
+    expect(await renderStatus(mesh.client)).toMatch(
+      /Service groups \(1\)[^]*│ obs-quick +│ 1 +│ ended +│ tcp +│[^│]*│ [0-9.]+ s ago +│ [0-9.]+ s ago \(left member "q-/,
+    );
+    const one = await get<ServiceGroupDetail>('/service-groups/obs-quick');
     expect(one.status).toBe(200);
-    expect(SvcGroupDetailSchema.parse(one.body).inFlight).toBeUndefined();
+    expect(ServiceGroupDetailSchema.parse(one.body).inFlight).toBeUndefined();
 
     // each member's agent: one allReduce of 1000 float32 and one barrier, labelled with the name
     for (const j of joined) {
@@ -113,20 +115,24 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     expect(await metrics(idle)).not.toContain('group="obs-quick"');
   }, 150_000);
 
-  it('a placed group: each rank\'s op in flight; cmesh status lists it; killed member: ended (lost), naming it', async () => {
+  it("a placed group: each rank's op in flight; cmesh status lists it; killed member: ended (lost), naming it", async () => {
     const env = { GROUP: 'obs', SIZE: '3' };
-    const ms = [start({ ...env, LABEL: 'o-0', SCENARIO: 'survivor' }), start({ ...env, LABEL: 'o-victim', SCENARIO: 'victim' }), start({ ...env, LABEL: 'o-2', SCENARIO: 'survivor' })];
+    const ms = [
+      start({ ...env, LABEL: 'o-0', SCENARIO: 'survivor' }),
+      start({ ...env, LABEL: 'o-victim', SCENARIO: 'victim' }),
+      start({ ...env, LABEL: 'o-2', SCENARIO: 'survivor' }),
+    ];
     const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
     await Promise.all(ms.map((m) => m.waitFor('pending', 60_000)));
     const victim = joined[1].rank!;
     const survivors = [joined[0].rank!, joined[2].rank!];
 
     // the survivors' allReduce (op 2, after the barrier) runs on their agents, waiting for the victim's
-    let d: SvcGroupDetail | undefined;
+    let d: ServiceGroupDetail | undefined;
     for (const end = Date.now() + 15_000; Date.now() < end; ) {
-      const r = await get<SvcGroupDetail>('/service-groups/obs');
+      const r = await get<ServiceGroupDetail>('/service-groups/obs');
       expect(r.status).toBe(200);
-      d = SvcGroupDetailSchema.parse(r.body);
+      d = ServiceGroupDetailSchema.parse(r.body);
       if (d.inFlight?.ranks.filter((x) => x.running).length === 2) break;
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -141,21 +147,27 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
       expect(Date.now() - Date.parse(d!.inFlight!.ranks[r].running!.since)).toBeLessThan(60_000);
     }
     expect(d!.inFlight!.ranks[victim]).toMatchObject({ running: null, queued: 0, opsDone: 1 });
-    for (const j of joined) expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8",cluster="default"}')).toBe(1);
+    for (const j of joined)
+      expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8",cluster="default"}')).toBe(1);
 
     expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ tcp +│ [^│]*${victim} o-victim@${joined[1].agent}`));
     // and the live page
     const ui = await (await fetch(`${mesh.coordinatorUrl}/ui`)).text();
-    expect(ui).toMatch(new RegExp(`<td>obs</td><td class="num">1</td><td class="state-running">placed</td><td>tcp</td><td>[^<]*${victim} o-victim@${joined[1].agent}`));
+    expect(ui).toMatch(
+      new RegExp(`<td>obs</td><td class="num">1</td><td class="state-running">placed</td><td>tcp</td><td>[^<]*${victim} o-victim@${joined[1].agent}`),
+    );
 
     const killedAt = Date.now();
     ms[1].kill();
-    let g: SvcGroupDetail | undefined;
+    let g: ServiceGroupDetail | undefined;
     for (const end = Date.now() + 15_000; g?.state !== 'ended' && Date.now() < end; ) {
-      g = (await get<SvcGroupDetail>('/service-groups/obs')).body;
+      g = (await get<ServiceGroupDetail>('/service-groups/obs')).body;
       if (g.state !== 'ended') await new Promise((r) => setTimeout(r, 100));
     }
-    expect(SvcGroupDetailSchema.parse(g)).toMatchObject({ state: 'ended', end: { reason: 'lost', rank: victim, who: expect.stringContaining('"o-victim"') } });
+    expect(ServiceGroupDetailSchema.parse(g)).toMatchObject({
+      state: 'ended',
+      end: { reason: 'lost', rank: victim, who: expect.stringContaining('"o-victim"') },
+    });
     expect(g!.inFlight).toBeUndefined();
     expect(Date.parse(g!.endedAt!)).toBeGreaterThanOrEqual(killedAt - 1000);
     await Promise.all([ms[0], ms[2]].map((m) => m.waitFor('error', 15_000)));
@@ -171,13 +183,13 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     const workers = agentPids.flatMap(memberWorkers);
     expect(workers).toHaveLength(2);
     const pids = [...ms.map((m) => m.proc.pid!), ...workers];
-    let r: { status: number; body: SvcGroupDetail };
+    let r: { status: number; body: ServiceGroupDetail };
     try {
       for (const pid of pids) {
         stopped.push(pid);
         process.kill(pid, 'SIGSTOP');
       }
-      r = await get<SvcGroupDetail>('/service-groups/obs-mute?waitMs=300');
+      r = await get<ServiceGroupDetail>('/service-groups/obs-mute?waitMs=300');
     } finally {
       for (const pid of pids) {
         try {
@@ -189,11 +201,17 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
       stopped.length = 0;
     }
     expect(r.status).toBe(200);
-    expect(SvcGroupDetailSchema.parse(r.body)).toMatchObject({ name: 'obs-mute', state: 'placed', inFlight: { ranks: [], missing: [0, 1] } });
+    expect(ServiceGroupDetailSchema.parse(r.body)).toMatchObject({ name: 'obs-mute', state: 'placed', inFlight: { ranks: [], missing: [0, 1] } });
     expect(r.body.inFlight!.waitedMs).toBeGreaterThanOrEqual(300);
     // and once they run again, they answer
-    const again = (await get<SvcGroupDetail>('/service-groups/obs-mute')).body;
-    expect(again.inFlight).toMatchObject({ missing: [], ranks: [{ rank: 0, opsDone: 1 }, { rank: 1, opsDone: 1 }] });
+    const again = (await get<ServiceGroupDetail>('/service-groups/obs-mute')).body;
+    expect(again.inFlight).toMatchObject({
+      missing: [],
+      ranks: [
+        { rank: 0, opsDone: 1 },
+        { rank: 1, opsDone: 1 },
+      ],
+    });
     for (const m of ms) m.kill();
   }, 150_000);
 
@@ -201,19 +219,29 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     const names = clusterNames();
     const nc = await connect({ servers: nats.url });
     try {
-      const send = async (subject: string, body: object) => JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).data)) as { ok: boolean };
+      const send = async (subject: string, body: object) =>
+        JSON.parse(new TextDecoder().decode((await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).data)) as { ok: boolean };
       // each member's own key (the group's secret would come back sealed under it)
       const join = { name: 'obs-wait', min: 2, max: 3, lastCallMs: 600_000, key: Buffer.alloc(32, 5).toString('base64') };
-      expect(await send(names.svc.join, { ...join, member: 'w-1', label: 'early' })).toMatchObject({ ok: true });
-      const one = SvcGroupDetailSchema.parse((await get<SvcGroupDetail>('/service-groups/obs-wait')).body);
-      expect(one).toEqual({ name: 'obs-wait', round: 1, state: 'waiting', size: 3, elastic: { min: 2, max: 3, lastCallMs: 600_000 }, joined: 1, members: [{ member: 'w-1', label: 'early' }], updatedAt: expect.any(String) });
-      expect(await send(names.svc.join, { ...join, member: 'w-2' })).toMatchObject({ ok: true });
-      const two = (await get<SvcGroupDetail>('/service-groups/obs-wait')).body;
+      expect(await send(names.serviceGroups.join, { ...join, member: 'w-1', label: 'early' })).toMatchObject({ ok: true });
+      const one = ServiceGroupDetailSchema.parse((await get<ServiceGroupDetail>('/service-groups/obs-wait')).body);
+      expect(one).toEqual({
+        name: 'obs-wait',
+        round: 1,
+        state: 'waiting',
+        size: 3,
+        elastic: { min: 2, max: 3, lastCallMs: 600_000 },
+        joined: 1,
+        members: [{ member: 'w-1', label: 'early' }],
+        updatedAt: expect.any(String),
+      });
+      expect(await send(names.serviceGroups.join, { ...join, member: 'w-2' })).toMatchObject({ ok: true });
+      const two = (await get<ServiceGroupDetail>('/service-groups/obs-wait')).body;
       expect(two).toMatchObject({ state: 'waiting', joined: 2, members: [{ member: 'w-1' }, { member: 'w-2' }] });
       expect(Date.parse(two.closesAt!) - Date.now()).toBeGreaterThan(500_000);
       expect(await renderStatus(mesh.client)).toMatch(/│ obs-wait +│ 1 +│ waiting 2\/2\.\.3 +│ auto +│ - early, - w-2/);
-      for (const member of ['w-1', 'w-2']) expect(await send(names.svc.leave, { name: 'obs-wait', member })).toMatchObject({ ok: true });
-      expect((await get<SvcGroupDetail>('/service-groups/obs-wait')).body).toMatchObject({ state: 'waiting', joined: 0, members: [] });
+      for (const member of ['w-1', 'w-2']) expect(await send(names.serviceGroups.leave, { name: 'obs-wait', member })).toMatchObject({ ok: true });
+      expect((await get<ServiceGroupDetail>('/service-groups/obs-wait')).body).toMatchObject({ state: 'waiting', joined: 0, members: [] });
     } finally {
       await nc.close();
     }

@@ -7,10 +7,10 @@
 import { spawnSync } from 'child_process';
 import { join } from 'path';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { Mesh, startMesh } from '../../../apps/cli/src/mesh/launch';
+import { Mesh, startMesh } from '@cmesh/testing/mesh';
 import { connect } from '@nats-io/transport-node';
 import { Kvm } from '@nats-io/kv';
-import { KV_KEYS, SvcRound, clusterNames } from '@cmesh/protocol';
+import { KV_KEYS, ServiceGroupRound, clusterNames } from '@cmesh/protocol';
 import { Member, RAW_MEMBER, TS_MEMBER } from './support/member-process';
 import { checkedBy } from './support/scenario-data';
 
@@ -77,13 +77,20 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     const ms = [0, 1, 2, 3].map((r) => start(TS_MEMBER, { GROUP: 'lat', SIZE: '4', LABEL: `lat-${r}`, SCENARIO: 'latency' }));
     const done = await Promise.all(ms.map((m) => m.waitFor('done', 120_000)));
     expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0, 0, 0]);
-    console.log(`allReduce float32 through the service, world 4, median per rank: 8 B ${done.map((d) => d.smallUs).join('/')} us, 1 MiB ${done.map((d) => d.largeUs).join('/')} us`);
+    console.log(
+      `allReduce float32 through the service, world 4, median per rank: 8 B ${done.map((d) => d.smallUs).join('/')} us, 1 MiB ${done.map((d) => d.largeUs).join('/')} us`,
+    );
   }, 180_000);
 
   const example = (file: string) => join(__dirname, '..', '..', '..', 'examples', file);
   const averaged = async (ms: Member[]) => {
     const codes = await Promise.all(ms.map((m) => m.exited));
-    ms.forEach((m, i) => expect({ code: codes[i], out: m.out.join('\n') }).toEqual({ code: 0, out: expect.stringMatching(new RegExp(`weights identical on all ${ms.length} members`)) }));
+    ms.forEach((m, i) =>
+      expect({ code: codes[i], out: m.out.join('\n') }).toEqual({
+        code: 0,
+        out: expect.stringMatching(new RegExp(`weights identical on all ${ms.length} members`)),
+      }),
+    );
   };
 
   it('the example: 3 services average their weights each step and end identical', async () => {
@@ -92,9 +99,27 @@ describe('collectives as a service on a mesh of 4 agents', () => {
 
   // the Python example speaks the documented protocol with the stock nats-py client and cryptography's AES-GCM (make setup installs both)
   const python = spawnSync('python3', ['-c', 'import nats, cryptography'], { stdio: 'ignore' }).status === 0;
-  (python ? it : it.skip)('the Python example (nats-py, the wire protocol only) and the TypeScript one average weights in one group', async () => {
-    const env = { SIZE: '3', GROUP: 'polyglot', STEPS: '3' };
-    await averaged([start(example('service_weight_averaging.py'), env), start(example('service-weight-averaging.ts'), env), start(example('service-weight-averaging.ts'), env)]);
+  (python ? it : it.skip)(
+    'the Python example (nats-py, the wire protocol only) and the TypeScript one average weights in one group',
+    async () => {
+      const env = { SIZE: '3', GROUP: 'polyglot', STEPS: '3' };
+      await averaged([
+        start(example('service_weight_averaging.py'), env),
+        start(example('service-weight-averaging.ts'), env),
+        start(example('service-weight-averaging.ts'), env),
+      ]);
+    },
+    120_000,
+  );
+
+  it("a member that leaves right after its last op: the others' side of that op still completes, and their next op fails naming it", async () => {
+    const ms = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'leaver', SIZE: '2', LABEL: `leaver-${r}`, SCENARIO: 'leave-early', LAG_MS: '3000' }));
+    const joined = await Promise.all(ms.map((m) => m.waitFor('joined', 90_000)));
+    const done = await Promise.all(ms.map((m) => m.waitFor('done', 60_000)));
+    expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0]);
+    const late = done[joined.findIndex((j) => j.rank === 1)];
+    expect(late.checked).toBe(4096);
+    expect(late.after).toEqual({ name: 'PeerFailureError', message: expect.stringMatching(/\(rank 0\) left the group/), peers: [0] });
   }, 120_000);
 
   it('a full round (and a job) waits while agents serve another group, and is placed once they are free', async () => {
@@ -118,20 +143,30 @@ describe('collectives as a service on a mesh of 4 agents', () => {
 
   it('a group whose end the coordinator missed is ended once no agent serves it, and its agents are used again', async () => {
     // what a coordinator that was down when a group ended leaves behind: a placed round on 3 agents that serve nothing
-    const agents = (await mesh.client.get<{ agentId: string; name: string }[] | { agents: { agentId: string; name: string }[] }>('/agents'));
+    const agents = await mesh.client.get<{ agentId: string; name: string }[] | { agents: { agentId: string; name: string }[] }>('/agents');
     const list = (Array.isArray(agents) ? agents : agents.agents).slice(0, 3);
     const nc = await connect({ servers: nats.url });
     try {
       const kv = await new Kvm(nc).create(clusterNames().buckets.state);
       const long = new Date(Date.now() - 60_000).toISOString();
       const members = list.map((a, rank) => ({ rank, member: `m${rank}`, agentId: a.agentId, agentName: a.name }));
-      const ghost: SvcRound = { name: 'ghost', size: 3, round: 1, state: 'placed', joined: members.map((m) => ({ member: m.member })), placed: { name: 'ghost', round: 1, groupId: 'ghost_1', size: 3, members }, secret: Buffer.alloc(32, 7).toString('base64'), storePrefix: 'svc-ghost_1', updatedAt: long };
-      await kv.put(KV_KEYS.svcGroup('ghost'), JSON.stringify(ghost));
+      const ghost: ServiceGroupRound = {
+        name: 'ghost',
+        size: 3,
+        round: 1,
+        state: 'placed',
+        joined: members.map((m) => ({ member: m.member })),
+        placed: { name: 'ghost', round: 1, groupId: 'ghost_1', size: 3, members },
+        secret: Buffer.alloc(32, 7).toString('base64'),
+        storePrefix: 'svc-ghost_1',
+        updatedAt: long,
+      };
+      await kv.put(KV_KEYS.serviceGroup('ghost'), JSON.stringify(ghost));
       const t0 = Date.now();
       const next = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'after-ghost', SIZE: '2', LABEL: `ag-${r}`, SCENARIO: 'quick' }));
       const done = await Promise.all(next.map((m) => m.waitFor('done', 60_000)));
       for (const d of done) expect(d.checked).toBe(1000);
-      const rec = JSON.parse(new TextDecoder().decode((await kv.get(KV_KEYS.svcGroup('ghost')))!.value)) as SvcRound;
+      const rec = JSON.parse(new TextDecoder().decode((await kv.get(KV_KEYS.serviceGroup('ghost')))!.value)) as ServiceGroupRound;
       expect(rec.state).toBe('ended');
       expect(rec.end).toMatchObject({ reason: 'lost', who: expect.stringContaining('no longer serve it') });
       console.log(`abandoned group ended and the next placed, done ${Date.now() - t0} ms after it was found`);
@@ -160,14 +195,27 @@ describe('collectives as a service on a mesh of 4 agents', () => {
     const ms = [0, 1].map((r) => start(TS_MEMBER, { GROUP: 'bad', SIZE: '2', LABEL: `bad-${r}`, SCENARIO: 'invalid' }));
     const done = await Promise.all(ms.map((m) => m.waitFor('done', 90_000)));
     for (const d of done) expect(d.checked).toBe(4);
-    expect(done[0].refused).toEqual(expect.arrayContaining([expect.stringMatching(/mean/), expect.stringMatching(/src 2 is not a rank/), expect.stringMatching(/must NOT be specified on non-destination/), expect.stringMatching(/either size, or min and max/), expect.stringMatching(/min <= max/)]));
+    expect(done[0].refused).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/mean/),
+        expect.stringMatching(/src 2 is not a rank/),
+        expect.stringMatching(/must NOT be specified on non-destination/),
+        expect.stringMatching(/either size, or min and max/),
+        expect.stringMatching(/min <= max/),
+      ]),
+    );
     expect(await Promise.all(ms.map((m) => m.exited))).toEqual([0, 0]);
   }, 120_000);
 
   it('a member asking for nccl on a mesh without GPUs is refused, naming why each agent has none', async () => {
     const m = start(TS_MEMBER, { GROUP: 'want-gpu', SIZE: '1', LABEL: 'want-gpu', SCENARIO: 'quick', BACKEND: 'nccl' });
     const fatal = await m.waitFor('fatal', 60_000);
-    expect(fatal).toMatchObject({ name: 'ServiceRequestError', message: expect.stringMatching(/^join "want-gpu": group want-gpu round 1: 1 member asked for the nccl backend, the mesh has 0 agents with a working one \(agent-0, agent-1, agent-2 and 1 more: .+\)$/) });
+    expect(fatal).toMatchObject({
+      name: 'ServiceRequestError',
+      message: expect.stringMatching(
+        /^join "want-gpu": group want-gpu round 1: 1 member asked for the nccl backend, the mesh has 0 agents with a working one \(agent-0, agent-1, agent-2 and 1 more: .+\)$/,
+      ),
+    });
     expect(await m.exited).toBe(2);
   }, 60_000);
 
@@ -180,7 +228,11 @@ describe('collectives as a service on a mesh of 4 agents', () => {
 
   it('a member killed mid-op fails the others within 5 s with PeerFailureError naming it', async () => {
     const env = { GROUP: 'kill', SIZE: '3' };
-    const ms = [start(TS_MEMBER, { ...env, LABEL: 'k-0', SCENARIO: 'survivor' }), start(TS_MEMBER, { ...env, LABEL: 'victim', SCENARIO: 'victim' }), start(TS_MEMBER, { ...env, LABEL: 'k-2', SCENARIO: 'survivor' })];
+    const ms = [
+      start(TS_MEMBER, { ...env, LABEL: 'k-0', SCENARIO: 'survivor' }),
+      start(TS_MEMBER, { ...env, LABEL: 'victim', SCENARIO: 'victim' }),
+      start(TS_MEMBER, { ...env, LABEL: 'k-2', SCENARIO: 'survivor' }),
+    ];
     await Promise.all(ms.map((m) => m.waitFor('pending', 90_000)));
     // the survivors' allReduce is sent and waits for the victim's
     await new Promise((r) => setTimeout(r, 500));
@@ -199,7 +251,11 @@ describe('collectives as a service on a mesh of 4 agents', () => {
 
   it('an agent killed mid-op fails every member within 5 s with PeerFailureError naming it', async () => {
     const env = { GROUP: 'agentkill', SIZE: '3' };
-    const ms = [start(TS_MEMBER, { ...env, LABEL: 'a-0', SCENARIO: 'survivor' }), start(TS_MEMBER, { ...env, LABEL: 'orphan', SCENARIO: 'victim' }), start(TS_MEMBER, { ...env, LABEL: 'a-2', SCENARIO: 'survivor' })];
+    const ms = [
+      start(TS_MEMBER, { ...env, LABEL: 'a-0', SCENARIO: 'survivor' }),
+      start(TS_MEMBER, { ...env, LABEL: 'orphan', SCENARIO: 'victim' }),
+      start(TS_MEMBER, { ...env, LABEL: 'a-2', SCENARIO: 'survivor' }),
+    ];
     await Promise.all(ms.map((m) => m.waitFor('pending', 90_000)));
     await new Promise((r) => setTimeout(r, 500));
     const orphan = await ms[1].waitFor('joined', 1);

@@ -15,7 +15,11 @@ export type { CostTransport } from './cost-params';
 
 /** Replaces the model's parameters for a transport (e.g. with figures measured by a benchmark). */
 export function calibrate(alpha: number, beta: number, gamma: number, transport: CostTransport = 'tcp'): void {
-  for (const [name, v] of [['alpha', alpha], ['beta', beta], ['gamma', gamma]] as const) {
+  for (const [name, v] of [
+    ['alpha', alpha],
+    ['beta', beta],
+    ['gamma', gamma],
+  ] as const) {
     if (!(typeof v === 'number' && Number.isFinite(v) && v >= 0)) {
       throw new InvalidArgumentError(`calibrate: ${name} must be a finite number >= 0, got ${v}`);
     }
@@ -103,7 +107,14 @@ function topologyOf(h: HostLayoutSummary | undefined): HostTopology | undefined 
 }
 
 /** Estimated seconds for one algorithm. */
-export function estimateCost(kind: Collective, name: string, bytes: number, worldSize: number, params: Partial<CostParams> = {}, hosts?: HostLayoutSummary): number {
+export function estimateCost(
+  kind: Collective,
+  name: string,
+  bytes: number,
+  worldSize: number,
+  params: Partial<CostParams> = {},
+  hosts?: HostLayoutSummary,
+): number {
   checkKind(kind);
   checkName(kind, name, 'estimateCost');
   return algorithmOf(kind, name).cost(bytes, worldSize, { ...getCostParams(), ...params }, topologyOf(hosts));
@@ -116,7 +127,8 @@ export function chooseAlgorithm<C extends Collective>(kind: C, bytes: number, wo
     return checkName(kind, opts.algorithm, 'algorithm option');
   }
   // the common call (current parameters) is remembered: it runs before every collective
-  const plain = opts.oversubscribed === undefined && opts.alpha === undefined && opts.beta === undefined && opts.gamma === undefined && opts.chunkBytes === undefined;
+  const plain =
+    opts.oversubscribed === undefined && opts.alpha === undefined && opts.beta === undefined && opts.gamma === undefined && opts.chunkBytes === undefined;
   if (!plain) return choose(kind, bytes, worldSize, opts);
   const env = opts.env ?? process.env;
   const envKey = `${env.CMESH_ALGO}|${env.LOCAL_WORLD_SIZE}`;
@@ -131,7 +143,11 @@ export function chooseAlgorithm<C extends Collective>(kind: C, bytes: number, wo
     name = choose(kind, bytes, worldSize, opts);
     if (memo.size > 4096) memo.clear();
     memo.set(key, name);
-    if (debugOn) debug('algorithm', `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ` (cost model${opts.transport === 'shm' ? ', shm' : ''}${h ? `, ${h.hosts} hosts x ${h.perHost}${h.uniform ? '' : ' at most'} (${h.intra} within)` : ''})`}`);
+    if (debugOn)
+      debug(
+        'algorithm',
+        `${kind} of ${bytes} B at world ${worldSize}: ${name}${env.CMESH_ALGO ? ` (CMESH_ALGO=${env.CMESH_ALGO})` : ` (cost model${opts.transport === 'shm' ? ', shm' : ''}${h ? `, ${h.hosts} hosts x ${h.perHost}${h.uniform ? '' : ' at most'} (${h.intra} within)` : ''})`}`,
+      );
   }
   return name;
 }

@@ -9,7 +9,7 @@ import { debuglog } from 'util';
 const nodeDebug = debuglog('cmesh');
 
 /** Whether CMESH_DEBUG turns logging on: INFO or DETAIL (any case), or 1/true. */
-export function debugLevelOn(value: string | undefined): boolean {
+function debugLevelOn(value: string | undefined): boolean {
   return /^(info|detail|1|true)$/i.test((value ?? '').trim());
 }
 

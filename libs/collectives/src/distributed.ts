@@ -14,7 +14,16 @@ import type { Tensor } from './tensor/dtype';
 import type { TrafficCounters } from './traffic';
 import { transportMode } from './transport/shm/select';
 import { MetricsExporter, startLauncherExporter } from './metrics/exporter';
-import { LAUNCHER_BIND_ENV, allowedCpus, bindMainThread, bindToCore, launcherBinding, planRankBinding, unbindMainThread } from './transport/core-binding';
+import {
+  LAUNCHER_BIND_ENV,
+  allowedCpus,
+  bindMainThread,
+  bindToCore,
+  cpusAllowed,
+  launcherBinding,
+  planRankBinding,
+  unbindMainThread,
+} from './transport/core-binding';
 import type { Binding } from './transport/core-binding';
 import { debug, debugOn } from './debug';
 import { generateSecret } from './auth/secret';
@@ -68,6 +77,13 @@ export interface InitOptions {
    * write anything (AuthenticationError). Unset: no authentication.
    */
   secret?: string;
+  /**
+   * The settings this group reads, as torchrun's environment would give them (RANK, WORLD_SIZE,
+   * MASTER_ADDR/MASTER_PORT, LOCAL_RANK, LOCAL_WORLD_SIZE, CMESH_ALGO, CMESH_TRANSPORT,
+   * CMESH_SECRET, CMESH_TRACE_JOB, ...). Default: process.env. A program that runs one group after
+   * another with different settings passes them here instead of changing its environment.
+   */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface CommonOptions {
@@ -97,7 +113,7 @@ let launcherExporter: Promise<MetricsExporter | undefined> | undefined;
 // binds on its own. planRankBinding, allowedCpus, unbindMainThread and LAUNCHER_BIND_ENV are for
 // launchers (`cmesh run`, the agents' job workers): the core a rank should have, and how `cmesh
 // run` asks for it.
-export { bindToCore, planRankBinding, allowedCpus, unbindMainThread, LAUNCHER_BIND_ENV };
+export { bindToCore, planRankBinding, allowedCpus, cpusAllowed, unbindMainThread, LAUNCHER_BIND_ENV };
 export type { Binding };
 
 export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
@@ -107,26 +123,36 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
     throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(requested)} (available: ${BACKEND_NAMES.join(', ')})`);
   }
   const backend: BackendKind = requested === 'gloo' ? 'tcp' : requested;
-  const transport = transportMode(opts.transport);
+  const env = opts.env ?? process.env;
+  const transport = transportMode(opts.transport, env);
   const timeoutMs = opts.timeout ?? DEFAULT_TIMEOUT_MS;
   // the flight recorder's settings are checked before anything starts
   flightRecorder();
-  traceExchangeMs();
+  traceExchangeMs(env);
   if (!(timeoutMs > 0)) throw new InvalidArgumentError(`initProcessGroup: timeout must be a positive number of ms, got ${opts.timeout}`);
-  const { store, rank, worldSize } = await rendezvous({ initMethod: opts.initMethod, rank: opts.rank, worldSize: opts.worldSize, store: opts.store, timeoutMs, secret: opts.secret });
+  const { store, rank, worldSize } = await rendezvous({
+    initMethod: opts.initMethod,
+    rank: opts.rank,
+    worldSize: opts.worldSize,
+    store: opts.store,
+    timeoutMs,
+    secret: opts.secret,
+    // undefined, not process.env: a TcpStore then resolves CMESH_SECRET itself, naming it in errors
+    env: opts.env,
+  });
   const prefixed = new PrefixStore('cmesh/default_pg', store);
   const everyone = [...Array(worldSize).keys()];
   let backends: BackendProvider | undefined;
   let pg: ProcessGroup;
-  const trace = new WorldTrace({ rank, worldSize, store });
+  const trace = new WorldTrace({ rank, worldSize, store, env });
   // the data plane's secret also keys the MAC of the flight recorder's answers (trace/answer-mac.ts)
-  let secret = opts.secret ?? (process.env.CMESH_SECRET || undefined);
+  let secret = opts.secret ?? (env.CMESH_SECRET || undefined);
   try {
-    if (backend === 'nccl') backends = await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl });
+    if (backend === 'nccl') backends = await openNccl({ rank, worldSize, store: prefixed, timeoutMs, deviceId: opts.deviceId, nccl: opts.nccl, env });
     else {
-      const dataPlane = await dataPlaneSecret(opts.secret, prefixed, store);
+      const dataPlane = await dataPlaneSecret(opts.secret, prefixed, store, env);
       secret ??= dataPlane;
-      backends = await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: dataPlane });
+      backends = await openTcp({ rank, worldSize, store: prefixed, timeoutMs, transport, secret: dataPlane, env });
     }
     pg = new ProcessGroup(0, everyone, rank, await backends.forGroup(0, everyone), timeoutMs, trace);
   } catch (e) {
@@ -139,19 +165,19 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
   // only when asked: by this call, or by `cmesh run` (CMESH_RUN_BIND_CPU, its plan for this rank).
   // After the mesh: a bound main thread sees one core, and the data plane decides whether to
   // busy-poll from the cores it sees.
-  const bind = opts.bindToCore ?? launcherBinding();
+  const bind = opts.bindToCore ?? launcherBinding(env);
   if (typeof bind === 'number') bindMainThread(bind);
-  else if (bind === true) bindToCore();
+  else if (bind === true) bindToCore({ env });
   world = { pg, backends, rank, store, groups: [pg], nextGroupId: 1, trace };
   // `cmesh run --rdzv-backend nats` and the agents' job workers ask for it (CMESH_TRACE_NATS_URL)
   const w = world;
-  w.responder = await startTraceResponder(trace, process.env, secret).catch((e: Error) => {
+  w.responder = await startTraceResponder(trace, env, secret).catch((e: Error) => {
     console.error(`cmesh: flight recorder not published on NATS: ${e.message}`);
     return undefined;
   });
   if (debugOn) debug('init', `process group ready: rank ${rank} of ${worldSize}, backend ${backend}`);
   // `cmesh run --metrics-port` asked for it (CMESH_RUN_METRICS_PORT); nothing else starts one
-  launcherExporter ??= startLauncherExporter().catch((e: Error) => {
+  launcherExporter ??= startLauncherExporter(env).catch((e: Error) => {
     console.error(`cmesh: metrics exporter not started: ${e.message}`);
     return undefined;
   });
@@ -163,10 +189,10 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<void> {
  * derived from the ranks' NATS password for this bucket (nothing secret is written to a bucket),
  * or on a server without logins one the first rank to ask makes there; else none.
  */
-async function dataPlaneSecret(given: string | undefined, prefixed: Store, store: Store): Promise<string | undefined> {
-  if (given !== undefined || process.env.CMESH_SECRET) return given;
+async function dataPlaneSecret(given: string | undefined, prefixed: Store, store: Store, env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  if (given !== undefined || env.CMESH_SECRET) return given;
   if (!(store as { keepsSecrets?: boolean }).keepsSecrets) return undefined;
-  const base = launcherSecret();
+  const base = launcherSecret(env);
   const bucket = (store as { bucket?: string }).bucket;
   if (base && bucket) return derivedSecret(base, `init\0${bucket}`);
   return (await prefixed.compareSet('run_secret', '', generateSecret())).toString();
@@ -325,11 +351,19 @@ export function allGatherIntoTensor<O extends CommonOptions & { algorithm?: Algo
   return call('allGatherIntoTensor', opts, (pg) => pg.allGatherIntoTensor(output, input, opts), undefined) as Ret<O>;
 }
 
-export function reduceScatter<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'reduceScatter'> }>(output: Tensor, inputList: Tensor[], opts?: O): Ret<O> {
+export function reduceScatter<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'reduceScatter'> }>(
+  output: Tensor,
+  inputList: Tensor[],
+  opts?: O,
+): Ret<O> {
   return call('reduceScatter', opts, (pg) => pg.reduceScatter(output, inputList, opts?.op, opts), undefined) as Ret<O>;
 }
 
-export function reduceScatterTensor<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'reduceScatter'> }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+export function reduceScatterTensor<O extends CommonOptions & { op?: ReduceOp; algorithm?: AlgorithmName<'reduceScatter'> }>(
+  output: Tensor,
+  input: Tensor,
+  opts?: O,
+): Ret<O> {
   return call('reduceScatterTensor', opts, (pg) => pg.reduceScatterTensor(output, input, opts?.op, opts), undefined) as Ret<O>;
 }
 
@@ -337,7 +371,11 @@ export function allToAll<O extends CommonOptions>(outputList: Tensor[], inputLis
   return call('allToAll', opts, (pg) => pg.allToAll(outputList, inputList, opts), undefined) as Ret<O>;
 }
 
-export function allToAllSingle<O extends CommonOptions & { outputSplitSizes?: number[]; inputSplitSizes?: number[] }>(output: Tensor, input: Tensor, opts?: O): Ret<O> {
+export function allToAllSingle<O extends CommonOptions & { outputSplitSizes?: number[]; inputSplitSizes?: number[] }>(
+  output: Tensor,
+  input: Tensor,
+  opts?: O,
+): Ret<O> {
   return call('allToAllSingle', opts, (pg) => pg.allToAllSingle(output, input, opts?.outputSplitSizes, opts?.inputSplitSizes, opts), undefined) as Ret<O>;
 }
 

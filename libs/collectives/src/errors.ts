@@ -116,3 +116,22 @@ export function describeContext(ctx: ErrorContext): string {
 export class AuthenticationError extends CmeshError {
   override readonly code = 'AUTHENTICATION_FAILED';
 }
+
+/**
+ * A NATS connection was down when an operation's deadline passed (or a service group's outage
+ * bound): names the servers it knew and how long it had been disconnected. The client kept
+ * reconnecting meanwhile; the operation may have run or not (check before running it again).
+ */
+export class NatsConnectionLostError extends CmeshError {
+  override readonly code = 'NATS_CONNECTION_LOST';
+  constructor(
+    message: string,
+    /** the servers the connection knew (configured and learned from the cluster) */
+    readonly servers: string[],
+    /** how long it had been disconnected when this was raised, ms */
+    readonly disconnectedMs: number,
+    context: ErrorContext = {},
+  ) {
+    super(message, context);
+  }
+}

@@ -76,10 +76,6 @@ export class ProcessGroup {
     return this.worldRanks.indexOf(worldRank);
   }
 
-  markDestroyed(): void {
-    this.destroyed = true;
-  }
-
   /** Marks the group destroyed and releases what its backend holds (an NCCL communicator). */
   async destroy(): Promise<void> {
     this.destroyed = true;
@@ -155,7 +151,12 @@ export class ProcessGroup {
     } else if (scatterList !== undefined && scatterList.length) {
       throw new InvalidArgumentError('scatter: scatterList must NOT be specified on non-source ranks', { op: 'scatter' });
     }
-    return this.collective('scatter', opts, t.byteLength * this.size, signature('scatter', dtypeOf(t), t.length, src), { op: 'scatter', output: t, inputs, root });
+    return this.collective('scatter', opts, t.byteLength * this.size, signature('scatter', dtypeOf(t), t.length, src), {
+      op: 'scatter',
+      output: t,
+      inputs,
+      root,
+    });
   }
 
   allGather(tensorList_: Tensor[], tensor: Tensor, opts: RootOptions<'allGather'> = {}): Promise<void> {
@@ -180,7 +181,14 @@ export class ProcessGroup {
     validateReduceOp(op, dtypeOf(out));
     const list = tensorList(inputList, this.size, 'inputList', 'reduceScatter', out);
     list.forEach((x, i) => sameLength(x, out.length, `inputList[${i}]`, 'reduceScatter'));
-    return this.collective('reduceScatter', opts, out.byteLength * this.size, signature('reduceScatter', dtypeOf(out), out.length), { op: 'reduceScatter', input: list, output: out, redOp: op }, op);
+    return this.collective(
+      'reduceScatter',
+      opts,
+      out.byteLength * this.size,
+      signature('reduceScatter', dtypeOf(out), out.length),
+      { op: 'reduceScatter', input: list, output: out, redOp: op },
+      op,
+    );
   }
 
   reduceScatterTensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM, opts: RootOptions<'reduceScatter'> = {}): Promise<void> {
@@ -189,15 +197,29 @@ export class ProcessGroup {
     sameDtype(inp, dtypeOf(out), 'input', 'reduceScatterTensor');
     validateReduceOp(op, dtypeOf(out));
     sameLength(inp, out.length * this.size, 'input (output length x group size)', 'reduceScatterTensor');
-    return this.collective('reduceScatter', opts, inp.byteLength, signature('reduceScatter', dtypeOf(out), out.length), { op: 'reduceScatter', input: inp, output: out, redOp: op }, op);
+    return this.collective(
+      'reduceScatter',
+      opts,
+      inp.byteLength,
+      signature('reduceScatter', dtypeOf(out), out.length),
+      { op: 'reduceScatter', input: inp, output: out, redOp: op },
+      op,
+    );
   }
 
   allToAll(outputList: Tensor[], inputList: Tensor[], opts: RootOptions<'allToAll'> = {}): Promise<void> {
-    if (!Array.isArray(inputList) || !inputList.length) throw new InvalidArgumentError('allToAll: inputList must be a non-empty array of tensors', { op: 'allToAll' });
+    if (!Array.isArray(inputList) || !inputList.length)
+      throw new InvalidArgumentError('allToAll: inputList must be a non-empty array of tensors', { op: 'allToAll' });
     const first = tensorArg(inputList[0], 'inputList[0]', 'allToAll');
     const inputs = tensorList(inputList, this.size, 'inputList', 'allToAll', first);
     const outputs = tensorList(outputList, this.size, 'outputList', 'allToAll', first);
-    if (!this.impl.capabilities.unevenAllToAll) checkEvenBlocks(this.backend, this.impl.capabilities, 'allToAll', [...inputs, ...outputs].map((x) => x.length));
+    if (!this.impl.capabilities.unevenAllToAll)
+      checkEvenBlocks(
+        this.backend,
+        this.impl.capabilities,
+        'allToAll',
+        [...inputs, ...outputs].map((x) => x.length),
+      );
     const bytes = inputs.reduce((a, x) => a + x.byteLength, 0);
     return this.collective('allToAll', opts, bytes, signature('allToAll', dtypeOf(first), undefined), { op: 'allToAll', inputs, outputs });
   }
@@ -234,7 +256,8 @@ export class ProcessGroup {
   private checkP2P(op: string, tensor: Tensor, tag: number, opts: OpOptions): Tensor {
     this.checkAlive(op);
     timeoutArg(opts.timeout, op);
-    if (!Number.isInteger(tag) || tag < 0 || tag > 0xffffffff) throw new InvalidArgumentError(`${op}: tag must be a non-negative 32-bit integer, got ${tag}`, { op });
+    if (!Number.isInteger(tag) || tag < 0 || tag > 0xffffffff)
+      throw new InvalidArgumentError(`${op}: tag must be a non-negative 32-bit integer, got ${tag}`, { op });
     return tensorArg(tensor, 'tensor', op);
   }
 
@@ -245,12 +268,22 @@ export class ProcessGroup {
     }
     const g = this.groupRank(worldRank);
     if (g < 0) {
-      throw new InvalidArgumentError(`${op}: ${what} rank ${worldRank} is not in group ${this.name} (ranks [${this.worldRanks.join(', ')}])`, { op, group: this.name });
+      throw new InvalidArgumentError(`${op}: ${what} rank ${worldRank} is not in group ${this.name} (ranks [${this.worldRanks.join(', ')}])`, {
+        op,
+        group: this.name,
+      });
     }
     return g;
   }
 
-  private collective<C extends Collective>(op: C, opts: RootOptions<C>, bytes: number, sig: OpSignature, call: CollectiveCall, redOp?: ReduceOp): Promise<void> {
+  private collective<C extends Collective>(
+    op: C,
+    opts: RootOptions<C>,
+    bytes: number,
+    sig: OpSignature,
+    call: CollectiveCall,
+    redOp?: ReduceOp,
+  ): Promise<void> {
     this.checkAlive(op);
     timeoutArg(opts.timeout, op);
     const dtype: DType | undefined = sig.dtype ? DTYPES[sig.dtype - 1] : undefined;
@@ -259,34 +292,31 @@ export class ProcessGroup {
     checkAlgorithmOption(this.backend, impl.capabilities, op, opts.algorithm);
     const algorithm = impl.plan(call, bytes, opts.algorithm);
     const seq = this.seq++;
-    const ctx: ErrorContext = { op, group: this.name, seq, rank: this.worldRank };
     const timeoutMs = opts.timeout ?? this.timeoutMs;
     const started = performance.now();
     const work = impl.run(call, algorithm, seq, sig, timeoutMs);
     // recorded once the backend took it (a call it refuses at once leaves nothing in flight)
     const trace = this.trace;
-    const rec = trace?.collective(seq, op, algorithm, dtype ?? 'none', sig.count !== ANY_COUNT ? sig.count : dtype ? bytes / elementSize(dtype) : 0, timeoutMs, started);
-    const finish = (error?: Error) => {
-      this.traffic.record(op, algorithm, work.bytesSent, work.bytesReceived);
-      if (!hasCollectiveObservers()) return;
-      notifyCollective({
-        op,
-        algorithm,
-        backend: this.backend,
-        dtype: dtype ?? 'none',
-        bytes,
-        bytesSent: work.bytesSent,
-        bytesReceived: work.bytesReceived,
-        durationSeconds: (performance.now() - started) / 1000,
-        worldSize: this.size,
-        rank: this.rank,
-        group: this.name,
-        error: error && { name: error.name, message: error.message, code: (error as { code?: string }).code ?? error.name },
-      });
-    };
+    const rec = trace?.collective(
+      seq,
+      op,
+      algorithm,
+      dtype ?? 'none',
+      sig.count !== ANY_COUNT ? sig.count : dtype ? bytes / elementSize(dtype) : 0,
+      timeoutMs,
+      started,
+    );
+    // done already (a small collective over shared memory whose peers were there): no timer
+    if (work.completed) {
+      if (rec) trace!.completed(rec);
+      this.finished(op, algorithm, dtype, bytes, started, work);
+      return work.done;
+    }
+    const finish = (error?: Error) => this.finished(op, algorithm, dtype, bytes, started, work, error);
     // One promise settled by whichever comes first, the op or the timer (no Promise.race and no
     // timer promise: this runs for every collective). An op that ends after the timeout changes
     // nothing.
+    const ctx: ErrorContext = { op, group: this.name, seq, rank: this.worldRank };
     return new Promise<void>((resolve, reject) => {
       let settled = false;
       const fail = (raw: unknown) => {
@@ -307,7 +337,9 @@ export class ProcessGroup {
       };
       const timer = setTimeout(() => {
         const peers = work.awaitedPeers();
-        fail(new DistTimeoutError(`${op} timed out after ${timeoutMs} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, { ...ctx, peers }));
+        fail(
+          new DistTimeoutError(`${op} timed out after ${timeoutMs} ms waiting for ranks [${peers.join(', ')}] (${describeContext(ctx)})`, { ...ctx, peers }),
+        );
       }, timerMs(timeoutMs));
       work.done.then(() => {
         if (settled) return;
@@ -317,6 +349,26 @@ export class ProcessGroup {
         finish();
         resolve();
       }, fail);
+    });
+  }
+
+  /** Counts a collective's bytes, and tells the observers (if any) how it went. */
+  private finished(op: Collective, algorithm: string, dtype: DType | undefined, bytes: number, started: number, work: BackendOp, error?: Error): void {
+    this.traffic.record(op, algorithm, work.bytesSent, work.bytesReceived);
+    if (!hasCollectiveObservers()) return;
+    notifyCollective({
+      op,
+      algorithm,
+      backend: this.backend,
+      dtype: dtype ?? 'none',
+      bytes,
+      bytesSent: work.bytesSent,
+      bytesReceived: work.bytesReceived,
+      durationSeconds: (performance.now() - started) / 1000,
+      worldSize: this.size,
+      rank: this.rank,
+      group: this.name,
+      error: error && { name: error.name, message: error.message, code: (error as { code?: string }).code ?? error.name },
     });
   }
 
@@ -338,7 +390,14 @@ export class ProcessGroup {
   }
 
   /** Runs a send or recv with the group's timeout; its bytes count under "send/p2p" / "recv/p2p". */
-  private p2p<T>(op: 'send' | 'recv', tag: number, timeoutMs: number | undefined, tensor: Tensor, peer: number | undefined, start: (ms: number) => BackendOp<T>): Promise<T> {
+  private p2p<T>(
+    op: 'send' | 'recv',
+    tag: number,
+    timeoutMs: number | undefined,
+    tensor: Tensor,
+    peer: number | undefined,
+    start: (ms: number) => BackendOp<T>,
+  ): Promise<T> {
     const ms = timeoutMs ?? this.timeoutMs;
     const work = start(ms);
     const trace = this.trace;

@@ -17,11 +17,15 @@ export interface TrafficCounters {
 
 export class TrafficCounter {
   private data: TrafficCounters = { bytesSent: 0, bytesReceived: 0, byOp: {} };
+  /** byOp's entries by op, then algorithm: no key string is built per call */
+  private entries = new Map<string, Map<string, TrafficEntry>>();
 
   /** `algorithm` is the collective's algorithm name, or "p2p" for send and recv. */
   record(op: Collective | 'send' | 'recv', algorithm: string, sent: number, received: number): void {
-    const key = `${op}/${algorithm}`;
-    const e = (this.data.byOp[key] ??= { calls: 0, bytesSent: 0, bytesReceived: 0 });
+    let byAlgorithm = this.entries.get(op);
+    if (!byAlgorithm) this.entries.set(op, (byAlgorithm = new Map()));
+    let e = byAlgorithm.get(algorithm);
+    if (!e) byAlgorithm.set(algorithm, (e = this.data.byOp[`${op}/${algorithm}`] ??= { calls: 0, bytesSent: 0, bytesReceived: 0 }));
     e.calls++;
     e.bytesSent += sent;
     e.bytesReceived += received;
@@ -35,5 +39,6 @@ export class TrafficCounter {
 
   reset(): void {
     this.data = { bytesSent: 0, bytesReceived: 0, byOp: {} };
+    this.entries = new Map();
   }
 }

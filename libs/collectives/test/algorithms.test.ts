@@ -77,8 +77,23 @@ function expected(dtype: DType, op: ReduceOp, p: number, i: number): number | bi
     for (let r = 1; r < p; r++) {
       const v = BigInt(value(dtype, r, i));
       acc =
-        op === 'sum' ? acc + v : op === 'product' ? acc * v : op === 'min' ? (v < acc ? v : acc) : op === 'max' ? (v > acc ? v : acc)
-        : op === 'band' ? acc & v : op === 'bor' ? acc | v : acc ^ v;
+        op === 'sum'
+          ? acc + v
+          : op === 'product'
+            ? acc * v
+            : op === 'min'
+              ? v < acc
+                ? v
+                : acc
+              : op === 'max'
+                ? v > acc
+                  ? v
+                  : acc
+                : op === 'band'
+                  ? acc & v
+                  : op === 'bor'
+                    ? acc | v
+                    : acc ^ v;
     }
     const w = bits[1] ? BigInt.asIntN(bits[0], acc) : BigInt.asUintN(bits[0], acc);
     return dtype === 'int64' ? w : Number(w);
@@ -189,7 +204,15 @@ describe('allreduce hierarchical across hosts', () => {
   const LAYOUTS = ['AABB', 'ABAB', 'AAABBB', 'AABBCC', 'AAB', 'ABB', 'AABBB', 'AAAABBBB'];
   const hostMeshes = new Map<string, MeshComms>();
   beforeAll(async () => {
-    for (const l of LAYOUTS) hostMeshes.set(l, await MeshComms.create(l.length, 'tcp', [...l].map((h) => `test-host-${h}`)));
+    for (const l of LAYOUTS)
+      hostMeshes.set(
+        l,
+        await MeshComms.create(
+          l.length,
+          'tcp',
+          [...l].map((h) => `test-host-${h}`),
+        ),
+      );
   });
   afterAll(async () => {
     for (const m of hostMeshes.values()) await m.close();
@@ -326,7 +349,11 @@ describe('reduce', () => {
   for (const p of SIZES) {
     it(`binomial P=${p} to every root; only the root changes`, async () => {
       for (let root = 0; root < p; root++) {
-        for (const [dtype, op] of [['float32', 'sum'], ['int32', 'max'], ['float16', 'avg']] as [DType, ReduceOp][]) {
+        for (const [dtype, op] of [
+          ['float32', 'sum'],
+          ['int32', 'max'],
+          ['float16', 'avg'],
+        ] as [DType, ReduceOp][]) {
           for (const count of countsFor(p)) {
             const data = Array.from({ length: p }, (_, r) => input(dtype, r, count));
             await onAllRanks(p, (c, r) => ALGORITHMS.reduce.binomial.run(c, data[r], op, root, scratches[r]));
@@ -380,9 +407,11 @@ describe('allgather', () => {
             const inputs = Array.from({ length: p }, (_, r) => Uint8Array.from({ length: len(r) }, (_, i) => fillByte(r, i)));
             const outs = Array.from({ length: p }, () => Array.from({ length: p }, (_, j) => new Uint8Array(len(j))));
             await onAllRanks(p, (c, r) => ALGORITHMS.allGather[name].run(c, inputs[r], outs[r], scratches[r]));
-            outs.forEach((o, r) => o.forEach((b, j) => {
-              if (!Buffer.from(b).equals(Buffer.from(inputs[j]))) throw new Error(`rank ${r} block ${j}`);
-            }));
+            outs.forEach((o, r) =>
+              o.forEach((b, j) => {
+                if (!Buffer.from(b).equals(Buffer.from(inputs[j]))) throw new Error(`rank ${r} block ${j}`);
+              }),
+            );
             if (!uneven) {
               for (const c of meshes.get(p)!.comms) expect(c.bytesSent).toBe((p - 1) * base);
             }
@@ -398,12 +427,16 @@ describe('alltoall', () => {
     it(`pairwise P=${p}, variable splits`, async () => {
       for (const base of [0, 1, 7, 100]) {
         const size = (from: number, to: number) => (base === 0 ? 0 : (base + from + 2 * to) % (base + 3));
-        const inputs = Array.from({ length: p }, (_, r) => Array.from({ length: p }, (_, j) => Uint8Array.from({ length: size(r, j) }, (_, i) => fillByte(r * 8 + j, i))));
+        const inputs = Array.from({ length: p }, (_, r) =>
+          Array.from({ length: p }, (_, j) => Uint8Array.from({ length: size(r, j) }, (_, i) => fillByte(r * 8 + j, i))),
+        );
         const outs = Array.from({ length: p }, (_, r) => Array.from({ length: p }, (_, j) => new Uint8Array(size(j, r))));
         await onAllRanks(p, (c, r) => ALGORITHMS.allToAll.pairwise.run(c, inputs[r], outs[r]));
-        outs.forEach((o, r) => o.forEach((b, j) => {
-          if (!Buffer.from(b).equals(Buffer.from(inputs[j][r]))) throw new Error(`rank ${r} from ${j}`);
-        }));
+        outs.forEach((o, r) =>
+          o.forEach((b, j) => {
+            if (!Buffer.from(b).equals(Buffer.from(inputs[j][r]))) throw new Error(`rank ${r} from ${j}`);
+          }),
+        );
       }
     });
   }
@@ -415,7 +448,12 @@ describe('reducescatter', () => {
   for (const name of algorithmNames('reduceScatter')) {
     for (const p of SIZES) {
       it(`${name} P=${p}, equal and uneven counts, input unchanged`, async () => {
-        for (const [dtype, op] of [['float32', 'sum'], ['int32', 'product'], ['bfloat16', 'avg'], ['int8', 'bor']] as [DType, ReduceOp][]) {
+        for (const [dtype, op] of [
+          ['float32', 'sum'],
+          ['int32', 'product'],
+          ['bfloat16', 'avg'],
+          ['int8', 'bor'],
+        ] as [DType, ReduceOp][]) {
           for (const base of countsFor(p)) {
             for (const uneven of [false, true]) {
               const counts = Array.from({ length: p }, (_, r) => (uneven ? blockLen(r, base) : base));

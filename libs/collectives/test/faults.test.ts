@@ -1,6 +1,9 @@
 // No hang without end: a dead peer, a silent peer and mismatched calls fail promptly, naming who.
 // Over TCP and over shared memory (CMESH_TRANSPORT=shm: no close event there, the sockets beside
 // the rings tell).
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { runRanks } from './support/ranks';
 
 describe.each(['tcp', 'shm'])('faults over %s', (transport) => {
@@ -23,8 +26,9 @@ describe.each(['tcp', 'shm'])('faults over %s', (transport) => {
       expect(r.result.message).toMatch(/rank|ranks/);
       expect(r.result.afterMs).toBeLessThan(4000);
     }
-    expect(results[0].result.context).toMatchObject({ op: 'allReduce', rank: 0, peers: [2] });
-    // rank 2 waits on rank 1, which never called
+    // rank 1 never called. On the ring rank 0 waits on rank 2, which waits on rank 1; over flags in
+    // shared memory every rank reads every peer's number, and both name rank 1
+    expect(results[0].result.context).toMatchObject({ op: 'allReduce', rank: 0, peers: transport === 'tcp' ? [2] : [1] });
     expect(results[2].result.context).toMatchObject({ op: 'allReduce', rank: 2, peers: [1] });
   }, 40000);
 
@@ -32,7 +36,7 @@ describe.each(['tcp', 'shm'])('faults over %s', (transport) => {
     const results = await runRanks('faults', 2, { args: { mode: 'mismatch' }, timeoutMs: 30000, env });
     const messages = results.map((r) => r.result.message).join('\n');
     // the broadcast root only sends, so it may finish; the receiving side must detect the mismatch
-    expect(results.every((r) => r.result.ok === true || r.result.name === 'CollectiveMismatchError')).toBe(true);
+    for (const r of results) expect([r.rank, r.result.ok === true || r.result.name === 'CollectiveMismatchError', r.result]).toEqual([r.rank, true, r.result]);
     expect(results.some((r) => r.result.name === 'CollectiveMismatchError')).toBe(true);
     expect(messages).toMatch(/broadcast\(float32, count=262144, root=0\)/);
     expect(messages).toMatch(/allReduce\(float32, count=262144\)/);
@@ -46,7 +50,16 @@ describe.each(['tcp', 'shm'])('faults over %s', (transport) => {
     }
   }, 40000);
 
-  it('a send whose size is not the recv\'s fails the recv with a typed error naming both sizes and the sender', async () => {
+  it('a broadcast root that destroys its group before the others call: their broadcast gets its data, their next op fails naming it', async () => {
+    const results = await runRanks('faults', 3, { args: { mode: 'rootLeaves' }, timeoutMs: 30000, env });
+    expect(results.map((r) => r.result)).toEqual([
+      { ok: true, wrong: 0 },
+      { ok: true, wrong: 0, after: { name: 'PeerFailureError', peers: [0] } },
+      { ok: true, wrong: 0, after: { name: 'PeerFailureError', peers: [0] } },
+    ]);
+  }, 40000);
+
+  it("a send whose size is not the recv's fails the recv with a typed error naming both sizes and the sender", async () => {
     const results = await runRanks('faults', 2, { args: { mode: 'p2pSize' }, timeoutMs: 30000, env });
     expect(results[0].result).toMatchObject({ name: 'CollectiveMismatchError', context: { op: 'recv', rank: 0, peers: [1] } });
     expect(results[0].result.message).toMatch(/rank 1 sent 4 bytes where 8 were expected/);
@@ -58,4 +71,22 @@ describe.each(['tcp', 'shm'])('faults over %s', (transport) => {
     expect(results[0].result).toMatchObject({ name: 'PeerFailureError', context: { op: 'recv', rank: 0, peers: [1] } });
     expect(results[0].result.afterMs).toBeLessThan(5000);
   }, 40000);
+});
+
+describe('a rank that never starts', () => {
+  it('fails initProcessGroup on the others with DistTimeoutError naming it, so a job blames it and not them', async () => {
+    const dist = await import('@cmesh/collectives');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-late-'));
+    try {
+      const init = dist.initProcessGroup({ backend: 'tcp', initMethod: `file://${dir}/store`, rank: 1, worldSize: 3, timeout: 600 });
+      await expect(init).rejects.toMatchObject({
+        name: 'DistTimeoutError',
+        message: 'data plane: ranks [0, 2] did not publish their address within 600 ms',
+        context: { rank: 1, peers: [0, 2] },
+      });
+      expect(dist.isInitialized()).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20000);
 });

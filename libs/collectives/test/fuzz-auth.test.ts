@@ -38,12 +38,24 @@ function attempts(context: string, payloadBytes: number): fc.Arbitrary<Attempt> 
       return { what: `a plaintext data-plane hello from rank ${r}`, first: b };
     }),
     fc.integer({ min: 1, max: AUTH_MESSAGE_BYTES - 1 }).map((n) => ({ what: `${n} bytes of a hello`, first: hello().subarray(0, n) })),
-    fc.integer({ min: 0, max: 255 }).filter((t) => t !== 1).map((t) => ({ what: `an authentication message of type ${t}`, first: hello(t) })),
-    fc.uint8Array({ minLength: 0, maxLength: 120 }).map((proof) => ({ what: `a hello, then a random proof of ${proof.length} bytes`, first: hello(), afterChallenge: () => Buffer.from(proof) })),
-    fc.string({ minLength: 16, maxLength: 40 }).filter((s) => s !== SECRET).map((wrong) => {
-      const d = new AuthDialer(Buffer.from(wrong), context, Buffer.alloc(payloadBytes, 1));
-      return { what: 'a hello, then the proof of another secret', first: d.hello(), afterChallenge: (c: Buffer) => (d.push(c) as { send?: Buffer }).send ?? Buffer.alloc(0) };
-    }),
+    fc
+      .integer({ min: 0, max: 255 })
+      .filter((t) => t !== 1)
+      .map((t) => ({ what: `an authentication message of type ${t}`, first: hello(t) })),
+    fc
+      .uint8Array({ minLength: 0, maxLength: 120 })
+      .map((proof) => ({ what: `a hello, then a random proof of ${proof.length} bytes`, first: hello(), afterChallenge: () => Buffer.from(proof) })),
+    fc
+      .string({ minLength: 16, maxLength: 40 })
+      .filter((s) => s !== SECRET)
+      .map((wrong) => {
+        const d = new AuthDialer(Buffer.from(wrong), context, Buffer.alloc(payloadBytes, 1));
+        return {
+          what: 'a hello, then the proof of another secret',
+          first: d.hello(),
+          afterChallenge: (c: Buffer) => (d.push(c) as { send?: Buffer }).send ?? Buffer.alloc(0),
+        };
+      }),
   );
 }
 
@@ -81,7 +93,8 @@ async function attempt(port: number, a: Attempt): Promise<string[]> {
   for (let at = 0; at + AUTH_MESSAGE_BYTES <= got.length; at += AUTH_MESSAGE_BYTES) {
     const m = got.subarray(at, at + AUTH_MESSAGE_BYTES);
     if (!m.subarray(0, AUTH_MAGIC.length).equals(AUTH_MAGIC)) problems.push(`${a.what}: a reply that is not an authentication message`);
-    else if (m[TYPE_AT] !== 2 && m[TYPE_AT] !== 4) problems.push(`${a.what}: an authentication message of type ${m[TYPE_AT]} (${m[TYPE_AT] === 3 ? 'ACCEPT' : '?'})`);
+    else if (m[TYPE_AT] !== 2 && m[TYPE_AT] !== 4)
+      problems.push(`${a.what}: an authentication message of type ${m[TYPE_AT]} (${m[TYPE_AT] === 3 ? 'ACCEPT' : '?'})`);
   }
   return problems;
 }
@@ -117,7 +130,13 @@ describe('authentication under fuzzing', () => {
     client = await TcpStore.create({ port, timeoutMs: 10_000, secret: SECRET });
     await client.set('fz/a', 'alpha');
     const before = await client.numKeys();
-    await fuzzListener('tcp store authentication', () => port, 'store', 0, () => store.alive());
+    await fuzzListener(
+      'tcp store authentication',
+      () => port,
+      'store',
+      0,
+      () => store.alive(),
+    );
     expect(store.alive()).toBe(true);
     expect(await client.numKeys()).toBe(before);
     expect((await client.get('fz/a')).toString()).toBe('alpha');
@@ -132,7 +151,13 @@ describe('authentication under fuzzing', () => {
     const s = await TcpStore.create({ port: meshStore.port, timeoutMs: 30_000, secret: SECRET });
     const addr = (await new PrefixStore('round0', s).get('mesh/addr/0', 30_000)).toString();
     const port = Number(addr.split(':')[1]);
-    await fuzzListener('data plane authentication', () => port, 'data-plane', 4, () => rank0.alive());
+    await fuzzListener(
+      'data plane authentication',
+      () => port,
+      'data-plane',
+      4,
+      () => rank0.alive(),
+    );
     expect(rank0.events.some((e) => e.event === 'ready')).toBe(false);
     // the real rank 1 still gets in, and its messages are echoed
     const mesh = await Mesh.create({ rank: 1, size: 2, store: new PrefixStore('round0', s), timeoutMs: 30_000, transport: 'tcp', secret: SECRET });

@@ -43,39 +43,83 @@ const sig: fc.Arbitrary<OpSignature> = fc.record({
   count: fc.oneof(fc.nat(), fc.constant(0xffffffff)),
 });
 const u32 = fc.oneof(fc.integer({ min: 0, max: 16 }), fc.constant(7), fc.constant(0xffffffff), fc.nat({ max: 0xffffffff }));
-const payload = fc.oneof({ arbitrary: fc.uint8Array({ maxLength: 64 }), weight: 8 }, { arbitrary: fc.uint8Array({ minLength: 64 * 1024, maxLength: 200 * 1024 }), weight: 1 });
+const payload = fc.oneof(
+  { arbitrary: fc.uint8Array({ maxLength: 64 }), weight: 8 },
+  { arbitrary: fc.uint8Array({ minLength: 64 * 1024, maxLength: 200 * 1024 }), weight: 1 },
+);
 
 const body: fc.Arbitrary<Case> = fc.oneof(
-  { arbitrary: fc.uint8Array({ minLength: 16, maxLength: 16 }).map((b) => ({ what: 'echo', bytes: frame(FrameKind.P2P, 7, 7, NO_SIGNATURE, b), echo: Buffer.from(b) })), weight: 4 },
-  { arbitrary: fc.uint8Array({ maxLength: 40 }).filter((b) => b.length !== 16).map((b) => ({ what: `echo of ${b.length} bytes`, bytes: frame(FrameKind.P2P, 7, 7, NO_SIGNATURE, b) })), weight: 1 },
-  { arbitrary: fc.tuple(fc.constantFrom(FrameKind.Collective, FrameKind.P2P), u32, u32, sig, payload).filter(([, g, t]) => !(g === 7 && t === 7)).map(([k, g, t, s, p]) => ({ what: `kind ${k} group ${g} tag ${t} ${p.length} bytes`, bytes: frame(k, g, t, s, p) })), weight: 6 },
   {
-    arbitrary: fc.tuple(u32, u32, fc.integer({ min: -1, max: 5 }), fc.string({ maxLength: 100 }), fc.constantFrom('peer', 'mismatch', 'timeout', 'error', 'other')).map(([g, t, failedRank, message, reason]) => ({
-      what: 'abort notice',
-      bytes: frame(FrameKind.Abort, g, t, NO_SIGNATURE, Buffer.from(JSON.stringify({ failedRank, message, reason }))),
-    })),
+    arbitrary: fc
+      .uint8Array({ minLength: 16, maxLength: 16 })
+      .map((b) => ({ what: 'echo', bytes: frame(FrameKind.P2P, 7, 7, NO_SIGNATURE, b), echo: Buffer.from(b) })),
+    weight: 4,
+  },
+  {
+    arbitrary: fc
+      .uint8Array({ maxLength: 40 })
+      .filter((b) => b.length !== 16)
+      .map((b) => ({ what: `echo of ${b.length} bytes`, bytes: frame(FrameKind.P2P, 7, 7, NO_SIGNATURE, b) })),
+    weight: 1,
+  },
+  {
+    arbitrary: fc
+      .tuple(fc.constantFrom(FrameKind.Collective, FrameKind.P2P), u32, u32, sig, payload)
+      .filter(([, g, t]) => !(g === 7 && t === 7))
+      .map(([k, g, t, s, p]) => ({ what: `kind ${k} group ${g} tag ${t} ${p.length} bytes`, bytes: frame(k, g, t, s, p) })),
+    weight: 6,
+  },
+  {
+    arbitrary: fc
+      .tuple(u32, u32, fc.integer({ min: -1, max: 5 }), fc.string({ maxLength: 100 }), fc.constantFrom('peer', 'mismatch', 'timeout', 'error', 'other'))
+      .map(([g, t, failedRank, message, reason]) => ({
+        what: 'abort notice',
+        bytes: frame(FrameKind.Abort, g, t, NO_SIGNATURE, Buffer.from(JSON.stringify({ failedRank, message, reason }))),
+      })),
     weight: 2,
   },
 );
 
 const broke = /^PeerFailureError: rank 1 broke the data-plane protocol \(.+\); its connection was closed/;
 const gone = /^PeerFailureError: rank 1 died or closed its connection/;
-const overBytes = /^PeerFailureError: rank 1 (died or closed its connection|broke the data-plane protocol \(sent \d+ bytes nobody had asked for yet, more than 4294967296 \(CMESH_MAX_UNEXPECTED_BYTES\)\); its connection was closed)/;
+const overBytes =
+  /^PeerFailureError: rank 1 (died or closed its connection|broke the data-plane protocol \(sent \d+ bytes nobody had asked for yet, more than 4294967296 \(CMESH_MAX_UNEXPECTED_BYTES\)\); its connection was closed)/;
 const ending: fc.Arbitrary<Ending> = fc.oneof(
   fc.constant({ what: 'clean close', bytes: Buffer.alloc(0), error: gone }),
-  fc.constant({ what: 'bye, then close', bytes: frame(FrameKind.Bye, 0, 0, NO_SIGNATURE, new Uint8Array(0)), error: /^PeerFailureError: rank 1 has destroyed its process group/ }),
-  fc.tuple(fc.integer({ min: 0, max: 255 }).filter((k) => k < 1 || k > 4), u32, u32, fc.uint8Array({ maxLength: 32 })).map(([k, g, t, p]) => ({ what: `unknown kind ${k}`, bytes: frame(k, g, t, NO_SIGNATURE, p), error: broke })),
-  fc.tuple(fc.integer({ min: 1, max: 0xffffffff }), fc.uint8Array({ maxLength: 32 })).map(([len, p]) => ({ what: `bye of ${len} bytes`, bytes: frame(FrameKind.Bye, 0, 0, NO_SIGNATURE, p, len), error: broke })),
-  fc.tuple(fc.integer({ min: 64 * 1024 + 1, max: 0xffffffff }), fc.uint8Array({ maxLength: 32 })).map(([len, p]) => ({ what: `abort of ${len} bytes`, bytes: frame(FrameKind.Abort, 1, 1, NO_SIGNATURE, p, len), error: broke })),
+  fc.constant({
+    what: 'bye, then close',
+    bytes: frame(FrameKind.Bye, 0, 0, NO_SIGNATURE, new Uint8Array(0)),
+    error: /^PeerFailureError: rank 1 has destroyed its process group/,
+  }),
   fc
-    .oneof(fc.uint8Array({ maxLength: 64 }), fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v) ?? 'x')), fc.constant(Buffer.from('{"failedRank":"x","message":1}')))
+    .tuple(
+      fc.integer({ min: 0, max: 255 }).filter((k) => k < 1 || k > 4),
+      u32,
+      u32,
+      fc.uint8Array({ maxLength: 32 }),
+    )
+    .map(([k, g, t, p]) => ({ what: `unknown kind ${k}`, bytes: frame(k, g, t, NO_SIGNATURE, p), error: broke })),
+  fc
+    .tuple(fc.integer({ min: 1, max: 0xffffffff }), fc.uint8Array({ maxLength: 32 }))
+    .map(([len, p]) => ({ what: `bye of ${len} bytes`, bytes: frame(FrameKind.Bye, 0, 0, NO_SIGNATURE, p, len), error: broke })),
+  fc
+    .tuple(fc.integer({ min: 64 * 1024 + 1, max: 0xffffffff }), fc.uint8Array({ maxLength: 32 }))
+    .map(([len, p]) => ({ what: `abort of ${len} bytes`, bytes: frame(FrameKind.Abort, 1, 1, NO_SIGNATURE, p, len), error: broke })),
+  fc
+    .oneof(
+      fc.uint8Array({ maxLength: 64 }),
+      fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v) ?? 'x')),
+      fc.constant(Buffer.from('{"failedRank":"x","message":1}')),
+    )
     .map((p) => ({ what: 'abort that is not a notice', bytes: frame(FrameKind.Abort, 1, 1, NO_SIGNATURE, p), error: broke })),
-  fc.tuple(fc.constantFrom(FrameKind.Collective, FrameKind.P2P), fc.integer({ min: 1 << 20, max: 0xffffffff }), fc.integer({ min: 0, max: 8192 })).map(([k, len, sent]) => ({
-    what: `kind ${k} announcing ${len} bytes, cut short after ${sent}`,
-    bytes: frame(k, 3, 3, NO_SIGNATURE, new Uint8Array(sent), len),
-    // with what the round buffered before, a header of almost 4 GiB can pass rank 0's bound on unclaimed bytes
-    error: overBytes,
-  })),
+  fc
+    .tuple(fc.constantFrom(FrameKind.Collective, FrameKind.P2P), fc.integer({ min: 1 << 20, max: 0xffffffff }), fc.integer({ min: 0, max: 8192 }))
+    .map(([k, len, sent]) => ({
+      what: `kind ${k} announcing ${len} bytes, cut short after ${sent}`,
+      bytes: frame(k, 3, 3, NO_SIGNATURE, new Uint8Array(sent), len),
+      // with what the round buffered before, a header of almost 4 GiB can pass rank 0's bound on unclaimed bytes
+      error: overBytes,
+    })),
   fc.integer({ min: 1, max: HEADER_BYTES - 1 }).map((n) => ({ what: `${n} bytes of a header`, bytes: Buffer.alloc(n, 1), error: gone })),
   fc.uint8Array({ minLength: 1, maxLength: 300 }).map((b) => ({ what: 'random bytes', bytes: Buffer.from(b), error: /^PeerFailureError: rank 1 / })),
 );
@@ -147,7 +191,8 @@ async function oneRound(hellos: Array<{ what: string; bytes: Buffer }>, cases: C
   // the echoes arrive before the ending is sent, so a broken ending cannot cut them off
   const deadline = Date.now() + 20_000;
   while (echoes.length < expected.length && Date.now() < deadline && !sock.destroyed) await new Promise((res) => setTimeout(res, 2));
-  if (echoes.length !== expected.length || echoes.some((e, i) => !e.equals(expected[i]))) problems.push(`round ${r}: ${echoes.length} of ${expected.length} echoes came back intact`);
+  if (echoes.length !== expected.length || echoes.some((e, i) => !e.equals(expected[i])))
+    problems.push(`round ${r}: ${echoes.length} of ${expected.length} echoes came back intact`);
   const closed = new Promise<void>((res) => sock.once('close', () => res()));
   sock.end(end.bytes);
   const gone = await target.waitFor((e) => e.event === 'peer-gone' && e.round === r, 30_000).catch((e: Error) => ({ error: `no end of round: ${e.message}` }));
@@ -175,9 +220,11 @@ it('data plane: hellos, frames, aborts, byes, oversized and broken frames from a
   const started = Date.now();
   const problems = await runFuzz(
     plan,
-    fc.tuple(fc.array(badHello, { maxLength: 2 }), ending).chain(([hellos, end]) =>
-      fc.array(body, { minLength: BATCH - 1 - hellos.length, maxLength: BATCH - 1 - hellos.length }).map((cases) => ({ hellos, cases, end })),
-    ),
+    fc
+      .tuple(fc.array(badHello, { maxLength: 2 }), ending)
+      .chain(([hellos, end]) =>
+        fc.array(body, { minLength: BATCH - 1 - hellos.length, maxLength: BATCH - 1 - hellos.length }).map((cases) => ({ hellos, cases, end })),
+      ),
     async ({ hellos, cases, end }) => {
       const p = await oneRound(hellos, cases, end);
       if (!target.alive()) p.push(`rank 0 exited: ${target.stderr.join('').slice(-1500)}`);
@@ -188,8 +235,16 @@ it('data plane: hellos, frames, aborts, byes, oversized and broken frames from a
   expect(target.alive()).toBe(true);
   expect(target.stderr.join('')).not.toMatch(/unhandled|uncaught|fatal/i);
   // and a last, clean round: the process still serves a peer
-  expect(await oneRound([], [{ what: 'echo', bytes: frame(FrameKind.P2P, 7, 7, NO_SIGNATURE, Buffer.alloc(16, 9)), echo: Buffer.alloc(16, 9) }], { what: 'clean close', bytes: Buffer.alloc(0), error: gone })).toEqual([]);
+  expect(
+    await oneRound([], [{ what: 'echo', bytes: frame(FrameKind.P2P, 7, 7, NO_SIGNATURE, Buffer.alloc(16, 9)), echo: Buffer.alloc(16, 9) }], {
+      what: 'clean close',
+      bytes: Buffer.alloc(0),
+      error: gone,
+    }),
+  ).toEqual([]);
   // headers announced up to 4 GiB: only what arrived was held
   expect(target.peakRss()).toBeLessThan(400 * 1024 * 1024);
-  process.stdout.write(`fuzz data plane frames: ${plan.cases} cases in ${round} rounds, ${((Date.now() - started) / 1000).toFixed(1)} s, peak RSS ${(target.peakRss() / 2 ** 20).toFixed(0)} MiB\n`);
+  process.stdout.write(
+    `fuzz data plane frames: ${plan.cases} cases in ${round} rounds, ${((Date.now() - started) / 1000).toFixed(1)} s, peak RSS ${(target.peakRss() / 2 ** 20).toFixed(0)} MiB\n`,
+  );
 }, 240_000);

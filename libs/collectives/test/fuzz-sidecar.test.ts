@@ -11,8 +11,20 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import fc from 'fast-check';
-import { fuzzPlan, runFuzz } from '@cmesh/testing';
-import { Frame, FrameDecoder, REQUEST_HEADER_BYTES, RequestHeader, encodeRequest, REQUEST_MAGIC, SIDECAR_BUILD_DIR, SIDECAR_ERROR_NAMES, SidecarClient, SidecarProcess, buildSidecar, spawnSidecar } from '../src/backends/nccl';
+import { fuzzPlan, runFuzz, buildSidecar } from '@cmesh/testing';
+import {
+  Frame,
+  FrameDecoder,
+  REQUEST_HEADER_BYTES,
+  RequestHeader,
+  encodeRequest,
+  REQUEST_MAGIC,
+  SIDECAR_BUILD_DIR,
+  SIDECAR_ERROR_NAMES,
+  SidecarClient,
+  SidecarProcess,
+  spawnSidecar,
+} from '../src/backends/nccl';
 
 const SIM_DIR = path.join(SIDECAR_BUILD_DIR, 'nccl-sim');
 /** Small, so that oversized frames are cheap to make and device memory is bounded. */
@@ -37,9 +49,32 @@ const U64 = fc.oneof(
   { arbitrary: fc.constantFrom(2n ** 48n, 2n ** 48n + 1n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 63n, 2n ** 64n - 1n, 1n << 20n), weight: 2 },
   { arbitrary: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), weight: 2 },
 );
-const U32 = fc.oneof({ arbitrary: fc.integer({ min: 0, max: 4 }), weight: 6 }, { arbitrary: fc.constantFrom(0xffffffff, 1 << 20, (1 << 20) + 1, 1_000_001, 256), weight: 2 }, { arbitrary: fc.nat({ max: 0xffffffff }), weight: 2 });
+const U32 = fc.oneof(
+  { arbitrary: fc.integer({ min: 0, max: 4 }), weight: 6 },
+  { arbitrary: fc.constantFrom(0xffffffff, 1 << 20, (1 << 20) + 1, 1_000_001, 256), weight: 2 },
+  { arbitrary: fc.nat({ max: 0xffffffff }), weight: 2 },
+);
 /** every op but shutdown (3), and unknown ones */
-const OP = fc.oneof({ arbitrary: fc.constantFrom(1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14), weight: 9 }, { arbitrary: fc.integer({ min: 15, max: 0xffff }), weight: 1 }, { arbitrary: fc.constant(0), weight: 1 });
+const OP = fc.oneof(
+  { arbitrary: fc.constantFrom(1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14), weight: 9 },
+  { arbitrary: fc.integer({ min: 15, max: 0xffff }), weight: 1 },
+  { arbitrary: fc.constant(0), weight: 1 },
+);
+
+/** A request header up to its op-specific fields (from byte 32): magic, version, op, codes, id, timeout. */
+function headerOf(r: { op: number; dtype: number; redOp: number; collective: number; timeoutMs: number }, id: number): Buffer {
+  const h = Buffer.alloc(REQUEST_HEADER_BYTES);
+  h.writeUInt32LE(REQUEST_MAGIC, 0);
+  h.writeUInt16LE(2, 4);
+  h.writeUInt16LE(REQUEST_HEADER_BYTES, 6);
+  h.writeUInt16LE(r.op, 8);
+  h.writeUInt8(r.dtype, 10);
+  h.writeUInt8(r.redOp, 11);
+  h.writeUInt8(r.collective, 12);
+  h.writeBigUInt64LE(BigInt(id), 16);
+  h.writeUInt32LE(r.timeoutMs, 24);
+  return h;
+}
 
 /** A well-framed request: a valid header (magic, version, length, reserved bytes) with random contents. */
 const randomRequest = fc
@@ -52,22 +87,16 @@ const randomRequest = fc
     timeoutMs: fc.integer({ min: 1, max: 20 }),
     u64s: fc.array(U64, { minLength: 7, maxLength: 7 }),
     u32s: fc.array(U32, { minLength: 4, maxLength: 4 }),
-    peers: fc.array(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }).map((v) => (v % 3 === 0 ? -1 : v)), { minLength: 2, maxLength: 2 }),
+    peers: fc.array(
+      fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }).map((v) => (v % 3 === 0 ? -1 : v)),
+      { minLength: 2, maxLength: 2 },
+    ),
     tail: fc.array(U32, { minLength: 4, maxLength: 4 }),
     payload: fc.oneof({ arbitrary: fc.uint8Array({ maxLength: 300 }), weight: 8 }, { arbitrary: fc.constant(new Uint8Array(128)), weight: 1 }),
     lengthOff: fc.oneof({ arbitrary: fc.constant(0), weight: 5 }, { arbitrary: fc.integer({ min: -4, max: 4 }), weight: 1 }),
   })
   .map((r) => (id: number): Req => {
-    const h = Buffer.alloc(REQUEST_HEADER_BYTES);
-    h.writeUInt32LE(REQUEST_MAGIC, 0);
-    h.writeUInt16LE(2, 4);
-    h.writeUInt16LE(REQUEST_HEADER_BYTES, 6);
-    h.writeUInt16LE(r.op, 8);
-    h.writeUInt8(r.dtype, 10);
-    h.writeUInt8(r.redOp, 11);
-    h.writeUInt8(r.collective, 12);
-    h.writeBigUInt64LE(BigInt(id), 16);
-    h.writeUInt32LE(r.timeoutMs, 24);
+    const h = headerOf(r, id);
     r.u64s.forEach((v, i) => h.writeBigUInt64LE(v, 32 + 8 * i));
     r.u32s.forEach((v, i) => h.writeUInt32LE(v, 88 + 4 * i));
     r.peers.forEach((v, i) => h.writeInt32LE(v, 104 + 4 * i));
@@ -115,16 +144,7 @@ const plausibleRequest = fc
   })
   .map((r) => (id: number, ctx: Ctx): Req => {
     const handle = (k: number) => (k === -2 ? 999_999 : k < 0 ? 0 : k === 0 ? 0 : ctx.bufs[(k - 1) % 2]);
-    const h = Buffer.alloc(REQUEST_HEADER_BYTES);
-    h.writeUInt32LE(REQUEST_MAGIC, 0);
-    h.writeUInt16LE(2, 4);
-    h.writeUInt16LE(REQUEST_HEADER_BYTES, 6);
-    h.writeUInt16LE(r.op, 8);
-    h.writeUInt8(r.dtype, 10);
-    h.writeUInt8(r.redOp, 11);
-    h.writeUInt8(r.collective, 12);
-    h.writeBigUInt64LE(BigInt(id), 16);
-    h.writeUInt32LE(r.timeoutMs, 24);
+    const h = headerOf(r, id);
     h.writeBigUInt64LE(BigInt(r.comm < 0 ? ctx.comm : r.comm), 32);
     h.writeBigUInt64LE(BigInt(handle(r.buf)), 40);
     h.writeBigUInt64LE(r.count, 48);
@@ -139,10 +159,17 @@ const plausibleRequest = fc
     // copyIn's payload: count bytes as it should, or another length
     const len = r.payload < 0 ? (r.op === 9 && r.count <= BigInt(BUF_BYTES) * 8n ? Number(r.count) : 0) : r.payload;
     h.writeUInt32LE(len, 28);
-    return { what: `op ${r.op} on the connection's handles (count ${r.count}, offset ${r.offset}, payload ${len})`, bytes: Buffer.concat([h, Buffer.alloc(len, 0x5a)]), id };
+    return {
+      what: `op ${r.op} on the connection's handles (count ${r.count}, offset ${r.offset}, payload ${len})`,
+      bytes: Buffer.concat([h, Buffer.alloc(len, 0x5a)]),
+      id,
+    };
   });
 
-const request: fc.Arbitrary<(id: number, ctx: Ctx) => Req> = fc.oneof(randomRequest.map((mk) => (id: number) => mk(id)), plausibleRequest);
+const request: fc.Arbitrary<(id: number, ctx: Ctx) => Req> = fc.oneof(
+  randomRequest.map((mk) => (id: number) => mk(id)),
+  plausibleRequest,
+);
 
 /** A last frame after which the sidecar may close the connection. */
 const terminal: fc.Arbitrary<(id: number) => Req> = fc.oneof(
@@ -151,17 +178,21 @@ const terminal: fc.Arbitrary<(id: number) => Req> = fc.oneof(
     r.bytes[at] = r.bytes[at] === v ? v ^ 0xff : v; // magic, version or header length broken
     return { what: `header byte ${at} = ${r.bytes[at]}`, bytes: r.bytes };
   }),
-  fc.tuple(randomRequest, fc.array(fc.tuple(fc.integer({ min: 8, max: 127 }), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 })).map(([mk, flips]) => (id: number) => {
-    const r = mk(id);
-    for (const [at, v] of flips) r.bytes[at] = v;
-    return { what: `header bytes ${flips.map(([a]) => a).join(',')} changed`, bytes: r.bytes };
-  }),
+  fc
+    .tuple(randomRequest, fc.array(fc.tuple(fc.integer({ min: 8, max: 127 }), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }))
+    .map(([mk, flips]) => (id: number) => {
+      const r = mk(id);
+      for (const [at, v] of flips) r.bytes[at] = v;
+      return { what: `header bytes ${flips.map(([a]) => a).join(',')} changed`, bytes: r.bytes };
+    }),
   fc.tuple(randomRequest, fc.integer({ min: MAX_FRAME_BYTES - REQUEST_HEADER_BYTES + 1, max: 0xffffffff })).map(([mk, len]) => (id: number) => {
     const r = mk(id);
     r.bytes.writeUInt32LE(len, 28);
     return { what: `payload of ${len} bytes announced, over the limit, not sent`, bytes: r.bytes.subarray(0, REQUEST_HEADER_BYTES) };
   }),
-  fc.tuple(randomRequest, fc.integer({ min: 1, max: REQUEST_HEADER_BYTES - 1 })).map(([mk, n]) => (id: number) => ({ what: `${n} bytes of a header`, bytes: mk(id).bytes.subarray(0, n) })),
+  fc
+    .tuple(randomRequest, fc.integer({ min: 1, max: REQUEST_HEADER_BYTES - 1 }))
+    .map(([mk, n]) => (id: number) => ({ what: `${n} bytes of a header`, bytes: mk(id).bytes.subarray(0, n) })),
   fc.uint8Array({ minLength: 1, maxLength: 400 }).map((b) => () => ({ what: 'random bytes', bytes: Buffer.from(b) })),
 );
 
@@ -218,7 +249,10 @@ async function runConnection(mks: Array<(id: number, ctx: Ctx) => Req>, mkLast: 
   const uid = String((await call({ op: 'getUniqueId', timeoutMs: 5000 })).uniqueId);
   const ctx: Ctx = {
     comm: Number((await call({ op: 'commInitRank', nranks: 1, rank: 0, device: 0, timeoutMs: 5000 }, Buffer.from(uid, 'hex'))).comm),
-    bufs: [Number((await call({ op: 'alloc', device: 0, count: BUF_BYTES, timeoutMs: 5000 })).buf), Number((await call({ op: 'alloc', device: 0, count: BUF_BYTES, timeoutMs: 5000 })).buf)],
+    bufs: [
+      Number((await call({ op: 'alloc', device: 0, count: BUF_BYTES, timeoutMs: 5000 })).buf),
+      Number((await call({ op: 'alloc', device: 0, count: BUF_BYTES, timeoutMs: 5000 })).buf),
+    ],
   };
   const reqs = mks.map((mk) => mk(nextId++, ctx));
   const last = mkLast ? mkLast(nextId++) : null;
@@ -274,11 +308,15 @@ it('NCCL sidecar: random, malformed, truncated and oversized frames on its socke
   const plan = fuzzPlan('nccl sidecar frames', BATCH);
   const before = await resources();
   const started = Date.now();
-  const problems = await runFuzz(plan, fc.tuple(fc.array(request, { minLength: BATCH - 1, maxLength: BATCH - 1 }), fc.option(terminal, { freq: 3 })), async ([mks, last]) => {
-    const p = await runConnection(mks, last);
-    if (!sidecar.running) p.push(`the sidecar exited: ${stderr.slice(-20).join('\n')}`);
-    return p;
-  });
+  const problems = await runFuzz(
+    plan,
+    fc.tuple(fc.array(request, { minLength: BATCH - 1, maxLength: BATCH - 1 }), fc.option(terminal, { freq: 3 })),
+    async ([mks, last]) => {
+      const p = await runConnection(mks, last);
+      if (!sidecar.running) p.push(`the sidecar exited: ${stderr.slice(-20).join('\n')}`);
+      return p;
+    },
+  );
   expect(problems.slice(0, 20)).toEqual([]);
   expect(sidecar.running).toBe(true);
   // the fixture's buffer is untouched, and what the fuzzing connections made is gone with them

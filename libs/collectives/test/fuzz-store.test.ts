@@ -25,23 +25,45 @@ interface Case {
 }
 
 const u8 = (s: string) => Buffer.from(s, 'utf8');
-const key = fc.oneof(fc.constantFrom(...Object.keys(FIXTURE)), fc.string({ maxLength: 20 }).map((s) => `fz/none/${s}`));
-const field = fc.oneof(key.map(u8), fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)));
+const key = fc.oneof(
+  fc.constantFrom(...Object.keys(FIXTURE)),
+  fc.string({ maxLength: 20 }).map((s) => `fz/none/${s}`),
+);
+const field = fc.oneof(
+  key.map(u8),
+  fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
+);
 
 /** A well-framed request (id filled in later) and whether it must be refused. */
 const framed: fc.Arbitrary<{ what: string; tag: number; fields: Buffer[]; error: boolean }> = fc.oneof(
-  fc.tuple(fc.integer({ min: 0, max: 255 }).filter((t) => t < 1 || t > 8), fc.array(field, { maxLength: 4 })).map(([tag, fields]) => ({ what: `unknown command ${tag}`, tag, fields, error: true })),
-  fc.tuple(fc.constantFrom(Cmd.SET, Cmd.GET, Cmd.ADD, Cmd.COMPARE_SET, Cmd.DELETE), fc.array(field, { maxLength: 5 }))
+  fc
+    .tuple(
+      fc.integer({ min: 0, max: 255 }).filter((t) => t < 1 || t > 8),
+      fc.array(field, { maxLength: 4 }),
+    )
+    .map(([tag, fields]) => ({ what: `unknown command ${tag}`, tag, fields, error: true })),
+  fc
+    .tuple(fc.constantFrom(Cmd.SET, Cmd.GET, Cmd.ADD, Cmd.COMPARE_SET, Cmd.DELETE), fc.array(field, { maxLength: 5 }))
     .filter(([tag, f]) => f.length !== { [Cmd.SET]: 2, [Cmd.GET]: 1, [Cmd.ADD]: 2, [Cmd.COMPARE_SET]: 3, [Cmd.DELETE]: 1 }[tag])
     .map(([tag, fields]) => ({ what: `command ${tag} with ${fields.length} fields`, tag, fields, error: true })),
   fc.tuple(fc.constantFrom(Cmd.WAIT, Cmd.CHECK)).map(([tag]) => ({ what: `command ${tag} without keys`, tag, fields: [], error: true })),
   fc.tuple(fc.array(field, { minLength: 1, maxLength: 2 })).map(([fields]) => ({ what: 'num_keys with fields', tag: Cmd.NUM_KEYS, fields, error: true })),
-  fc.tuple(key, fc.uint8Array({ maxLength: 16 }).filter((b) => b.length !== 8)).map(([k, amount]) => ({ what: `add of a ${amount.length}-byte amount`, tag: Cmd.ADD, fields: [u8(k), Buffer.from(amount)], error: true })),
-  fc.tuple(key, fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).filter((v) => v > BigInt(Number.MAX_SAFE_INTEGER) || v < -BigInt(Number.MAX_SAFE_INTEGER))).map(([k, v]) => {
-    const b = Buffer.alloc(8);
-    b.writeBigInt64LE(v);
-    return { what: `add of ${v}`, tag: Cmd.ADD, fields: [u8(k), b], error: true };
-  }),
+  fc
+    .tuple(
+      key,
+      fc.uint8Array({ maxLength: 16 }).filter((b) => b.length !== 8),
+    )
+    .map(([k, amount]) => ({ what: `add of a ${amount.length}-byte amount`, tag: Cmd.ADD, fields: [u8(k), Buffer.from(amount)], error: true })),
+  fc
+    .tuple(
+      key,
+      fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).filter((v) => v > BigInt(Number.MAX_SAFE_INTEGER) || v < -BigInt(Number.MAX_SAFE_INTEGER)),
+    )
+    .map(([k, v]) => {
+      const b = Buffer.alloc(8);
+      b.writeBigInt64LE(v);
+      return { what: `add of ${v}`, tag: Cmd.ADD, fields: [u8(k), b], error: true };
+    }),
   fc.constantFrom('fz/a', 'fz/b', 'fz/max').map((k) => ({ what: `add to ${k}, which cannot take it`, tag: Cmd.ADD, fields: [u8(k), i64(1)], error: true })),
   fc.constantFrom(...Object.keys(FIXTURE)).map((k) => ({ what: `get ${k}`, tag: Cmd.GET, fields: [u8(k)], error: false })),
   fc.array(key, { minLength: 1, maxLength: 5 }).map((ks) => ({ what: 'check', tag: Cmd.CHECK, fields: ks.map(u8), error: false })),
@@ -56,11 +78,13 @@ const terminal: fc.Arbitrary<Case> = fc.oneof(
     return { what: `length ${len}, under a header`, bytes: b };
   }),
   // refused with one error (the server's maxFrameBytes) and its body skipped as it would arrive; we stop sending
-  fc.tuple(fc.integer({ min: DEFAULT_TCP_STORE_LIMITS.maxFrameBytes + 1, max: 0xffffffff }), fc.uint8Array({ minLength: 7, maxLength: 20 })).map(([len, rest]) => {
-    const b = Buffer.concat([Buffer.alloc(4), Buffer.from(rest)]);
-    b.writeUInt32LE(len, 0);
-    return { what: `length ${len}, over the limit`, bytes: b };
-  }),
+  fc
+    .tuple(fc.integer({ min: DEFAULT_TCP_STORE_LIMITS.maxFrameBytes + 1, max: 0xffffffff }), fc.uint8Array({ minLength: 7, maxLength: 20 }))
+    .map(([len, rest]) => {
+      const b = Buffer.concat([Buffer.alloc(4), Buffer.from(rest)]);
+      b.writeUInt32LE(len, 0);
+      return { what: `length ${len}, over the limit`, bytes: b };
+    }),
   fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 0xffffffff })).map(([i, flen]) => {
     // a field whose length runs past the frame's end
     const f = encodeFrame(Cmd.GET, 0, [u8('fz/a'), u8('b'), u8('c'), u8('d')]);
@@ -82,7 +106,12 @@ const terminal: fc.Arbitrary<Case> = fc.oneof(
 );
 
 /** Sends a batch on one connection; returns what went wrong. */
-async function runBatch(port: number, requests: Array<{ what: string; tag: number; fields: Buffer[]; error: boolean }>, last: Case | null, split: number): Promise<string[]> {
+async function runBatch(
+  port: number,
+  requests: Array<{ what: string; tag: number; fields: Buffer[]; error: boolean }>,
+  last: Case | null,
+  split: number,
+): Promise<string[]> {
   const cases: Case[] = requests.map((r, i) => ({ what: r.what, bytes: encodeFrame(r.tag, 1000 + i, r.fields), expect: { id: 1000 + i, error: r.error } }));
   if (last) {
     // its id (if it has one) is 1 or garbage: replies to it are told apart by not being 1000+
@@ -129,7 +158,8 @@ async function runBatch(port: number, requests: Array<{ what: string; tag: numbe
   }
   // the last frame's header may carry any id: at most one error answers it
   const others = [...replies].filter(([id]) => id < 1000 || id >= 1000 + requests.length);
-  if (others.length > (last ? 1 : 0) || others.some(([, tag]) => tag !== REPLY_ERROR)) problems.push(`unexpected replies ${JSON.stringify(others)} after ${last?.what}`);
+  if (others.length > (last ? 1 : 0) || others.some(([, tag]) => tag !== REPLY_ERROR))
+    problems.push(`unexpected replies ${JSON.stringify(others)} after ${last?.what}`);
   return problems;
 }
 
@@ -182,7 +212,9 @@ it('TcpStore server: malformed, truncated, oversized and random frames', async (
   await c2.close();
   // frames of up to 1 GiB were announced; only what arrived was held
   expect(target.peakRss()).toBeLessThan(400 * 1024 * 1024);
-  process.stdout.write(`fuzz tcp store frames: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s, peak RSS ${(target.peakRss() / 2 ** 20).toFixed(0)} MiB\n`);
+  process.stdout.write(
+    `fuzz tcp store frames: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s, peak RSS ${(target.peakRss() / 2 ** 20).toFixed(0)} MiB\n`,
+  );
 }, 240_000);
 
 it('TcpStore: random sequences of valid requests behave like a map (torch semantics)', async () => {
@@ -191,13 +223,26 @@ it('TcpStore: random sequences of valid requests behave like a map (torch semant
   const keys = ['fz/m/a', 'fz/m/b', 'fz/m/c', 'fz/m/n'];
   const base = await client.numKeys();
   const model = new Map<string, Buffer>();
-  type Op = { op: 'set'; key: string; value: Buffer } | { op: 'get' | 'delete' | 'add'; key: string; amount: number } | { op: 'cas'; key: string; expected: Buffer | 'current'; desired: Buffer } | { op: 'check'; keys: string[] } | { op: 'numKeys' };
-  const value = fc.oneof(fc.uint8Array({ maxLength: 12 }).map((b) => Buffer.from(b)), fc.integer({ min: -1000, max: 1000 }).map((n) => Buffer.from(String(n))));
+  type Op =
+    | { op: 'set'; key: string; value: Buffer }
+    | { op: 'get' | 'delete' | 'add'; key: string; amount: number }
+    | { op: 'cas'; key: string; expected: Buffer | 'current'; desired: Buffer }
+    | { op: 'check'; keys: string[] }
+    | { op: 'numKeys' };
+  const value = fc.oneof(
+    fc.uint8Array({ maxLength: 12 }).map((b) => Buffer.from(b)),
+    fc.integer({ min: -1000, max: 1000 }).map((n) => Buffer.from(String(n))),
+  );
   const key = fc.constantFrom(...keys);
   const op: fc.Arbitrary<Op> = fc.oneof(
     fc.record({ op: fc.constant('set' as const), key, value }),
     fc.record({ op: fc.constantFrom('get' as const, 'delete' as const, 'add' as const), key, amount: fc.integer({ min: -(2 ** 40), max: 2 ** 40 }) }),
-    fc.record({ op: fc.constant('cas' as const), key, expected: fc.oneof(fc.constant('current' as const), value, fc.constant(Buffer.alloc(0))), desired: value }),
+    fc.record({
+      op: fc.constant('cas' as const),
+      key,
+      expected: fc.oneof(fc.constant('current' as const), value, fc.constant(Buffer.alloc(0))),
+      desired: value,
+    }),
     fc.record({ op: fc.constant('check' as const), keys: fc.array(key, { minLength: 1, maxLength: 3 }) }),
     fc.constant({ op: 'numKeys' as const }),
   );
@@ -206,7 +251,8 @@ it('TcpStore: random sequences of valid requests behave like a map (torch semant
     const wrong: string[] = [];
     for (const o of ops) {
       const expectEq = (got: unknown, want: unknown) => {
-        if (JSON.stringify(got) !== JSON.stringify(want)) wrong.push(`${JSON.stringify(o)}: got ${JSON.stringify(got)}, the model says ${JSON.stringify(want)}`);
+        if (JSON.stringify(got) !== JSON.stringify(want))
+          wrong.push(`${JSON.stringify(o)}: got ${JSON.stringify(got)}, the model says ${JSON.stringify(want)}`);
       };
       switch (o.op) {
         case 'set':
@@ -244,7 +290,10 @@ it('TcpStore: random sequences of valid requests behave like a map (torch semant
           break;
         }
         case 'check':
-          expectEq(await client.check(o.keys), o.keys.every((k) => model.has(k)));
+          expectEq(
+            await client.check(o.keys),
+            o.keys.every((k) => model.has(k)),
+          );
           break;
         case 'numKeys':
           expectEq(await client.numKeys(), base + model.size);

@@ -38,13 +38,21 @@ it('flight recorder requests: random, malformed, oversized', async () => {
   const plan = fuzzPlan('rank nats cmesh.trace.collect', BATCH);
   const inbox = createInbox();
   const answers: unknown[] = [];
-  const sub = nc.subscribe(inbox, { callback: (_err, m) => { answers.push(m.json()); } });
-  const started = Date.now();
-  const problems = await runFuzz(plan, fc.array(invalidJsonPayload({ job: 'fz-job' }, { required: ['job'], constrained: ['job'] }), { minLength: BATCH, maxLength: BATCH }), async (cases) => {
-    for (const c of cases) nc.publish(SUBJECT, c.data, { reply: inbox });
-    await nc.flush();
-    return target.alive() ? [] : [`the rank exited: ${target.stderr.join('').slice(-1500)}`];
+  const sub = nc.subscribe(inbox, {
+    callback: (_err, m) => {
+      answers.push(m.json());
+    },
   });
+  const started = Date.now();
+  const problems = await runFuzz(
+    plan,
+    fc.array(invalidJsonPayload({ job: 'fz-job' }, { required: ['job'], constrained: ['job'] }), { minLength: BATCH, maxLength: BATCH }),
+    async (cases) => {
+      for (const c of cases) nc.publish(SUBJECT, c.data, { reply: inbox });
+      await nc.flush();
+      return target.alive() ? [] : [`the rank exited: ${target.stderr.join('').slice(-1500)}`];
+    },
+  );
   expect(problems).toEqual([]);
   // NATS delivers in order: once this is answered, every case before it was read
   const summary = await ask({ job: 'fz-job' });
@@ -54,5 +62,7 @@ it('flight recorder requests: random, malformed, oversized', async () => {
   for (const a of answers) expect(a).toMatchObject({ rank: 0, job: 'fz-job' });
   expect(target.alive()).toBe(true);
   expect(target.stderr.join('')).not.toMatch(/unhandled|uncaught|fatal/i);
-  process.stdout.write(`fuzz rank nats ${SUBJECT}: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s (${answers.length} answered as valid requests of this job or of every job)\n`);
+  process.stdout.write(
+    `fuzz rank nats ${SUBJECT}: ${plan.cases} cases in ${((Date.now() - started) / 1000).toFixed(1)} s (${answers.length} answered as valid requests of this job or of every job)\n`,
+  );
 }, 180_000);

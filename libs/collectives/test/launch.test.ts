@@ -24,7 +24,7 @@ describe('spawn', () => {
 });
 
 describe('spawn variants', () => {
-  it('join: false returns the children\'s pids and a join(); children do not see the marker', () => {
+  it("join: false returns the children's pids and a join(); children do not see the marker", () => {
     const r = spawnSync(process.execPath, [...tsNode, fixture, 'nojoin'], { encoding: 'utf8', timeout: 30000 });
     expect(r.status).toBe(0);
     const parentPids = /parent pids (\d+),(\d+)/.exec(r.stdout)!.slice(1).map(Number).sort();

@@ -1,7 +1,8 @@
 // initProcessGroup through nats://host:port/<job>: the store is a JetStream KV bucket on a real
 // nats-server; 4 processes all-reduce through it.
+import net from 'net';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { derivedStoreId, jobBucket, NatsKvStore, parseStoreBucket, storeBucket } from '../src';
+import { derivedStoreId, jobBucket, NatsConnectionLostError, NatsKvStore, parseStoreBucket, storeBucket } from '../src';
 import { runRanks } from './support/ranks';
 
 let nats: NatsServer;
@@ -29,8 +30,65 @@ it('NatsKvStore has c10d semantics', async () => {
   }
 });
 
+/**
+ * A front for the nats-server whose first connections die before the handshake ends, as a server
+ * killed while it answers: `reset` of them reset, then `closed` closed; later ones reach the server.
+ */
+async function dyingFront(target: number, reset: number, closed: number): Promise<{ url: string; close(): Promise<void> }> {
+  let n = 0;
+  const sockets = new Set<net.Socket>();
+  const front = net.createServer((s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    const k = n++;
+    if (k < reset) return s.resetAndDestroy();
+    if (k < reset + closed) return s.destroy();
+    const up = net.connect(target, '127.0.0.1');
+    sockets.add(up);
+    s.pipe(up).pipe(s);
+    s.on('error', () => up.destroy());
+    up.on('error', () => s.destroy());
+  });
+  await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+  return {
+    url: `nats://127.0.0.1:${(front.address() as net.AddressInfo).port}`,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => front.close(r));
+    },
+  };
+}
+
+it('NatsKvStore.open tries again when a server resets or closes the connection during the handshake; past its deadline it fails with NatsConnectionLostError', async () => {
+  const port = Number(new URL(nats.url).port);
+  const front = await dyingFront(port, 2, 1);
+  try {
+    const store = await NatsKvStore.open({ servers: front.url, bucket: 'reset-then-up', timeoutMs: 10_000 });
+    await store.set('k', 'v');
+    expect((await store.get('k')).toString()).toBe('v');
+    await store.destroy();
+    await store.close();
+  } finally {
+    await front.close();
+  }
+  const dead = await dyingFront(port, 1_000_000, 0);
+  try {
+    const t0 = Date.now();
+    const err = await NatsKvStore.open({ servers: dead.url, bucket: 'never', timeoutMs: 1500 }).catch((e) => e);
+    expect(err).toBeInstanceOf(NatsConnectionLostError);
+    expect(err.message).toContain(dead.url);
+    expect(Date.now() - t0).toBeLessThan(6000);
+  } finally {
+    await dead.close();
+  }
+});
+
 it('a process group initialised through nats:// runs allReduce across 4 processes', async () => {
-  const results = await runRanks('nats-allreduce', 4, { args: { url: `${nats.url}/job-${Date.now()}` }, timeoutMs: 60000, env: () => ({ CMESH_DEBUG: 'INFO' }) });
+  const results = await runRanks('nats-allreduce', 4, {
+    args: { url: `${nats.url}/job-${Date.now()}` },
+    timeoutMs: 60000,
+    env: () => ({ CMESH_DEBUG: 'INFO' }),
+  });
   for (const r of results) {
     expect({ code: r.code, errors: r.stderr.split('\n').filter((l) => l && !l.startsWith('[cmesh rank')) }).toEqual({ code: 0, errors: [] });
     expect(r.result).toEqual({ sum: [10, 10, 10] });
@@ -68,7 +126,11 @@ it('ranks logged in to NATS derive their data-plane secret from the login: no se
   const authed = await startNatsServer({ config: `authorization { users: [ { user: tenant, password: "${login.NATS_PASSWORD}" } ] }\n` });
   try {
     const job = `job-${Date.now()}`;
-    const results = await runRanks('nats-allreduce', 2, { args: { url: `${authed.url}/${job}` }, timeoutMs: 60000, env: () => ({ ...login, CMESH_DEBUG: 'INFO' }) });
+    const results = await runRanks('nats-allreduce', 2, {
+      args: { url: `${authed.url}/${job}` },
+      timeoutMs: 60000,
+      env: () => ({ ...login, CMESH_DEBUG: 'INFO' }),
+    });
     for (const r of results) expect([r.code, r.result]).toEqual([0, { sum: [3, 3, 3] }]);
     const accepted = results.flatMap((r) => r.stderr.split('\n').filter((l) => /connection from rank \d+ accepted/.test(l)));
     expect(accepted.length).toBeGreaterThan(0);
@@ -88,4 +150,3 @@ it('ranks logged in to NATS derive their data-plane secret from the login: no se
     await authed.stop();
   }
 }, 70000);
-

@@ -6,8 +6,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import { NCCL_SIM_ENV as SIM_ENV } from '@cmesh/testing';
-import { buildSidecar, SidecarClient, SidecarProcess, spawnSidecar } from '../src/backends/nccl';
+import { NCCL_SIM_ENV as SIM_ENV, buildSidecar } from '@cmesh/testing';
+import { SidecarClient, SidecarProcess, spawnSidecar } from '../src/backends/nccl';
 import { RankResult, runRanks } from './support/ranks';
 
 function results(rs: RankResult[]): Record<string, any>[] {
@@ -29,7 +29,15 @@ describe.each([1, 2, 4])('initProcessGroup({ backend: "nccl" }) over the simulat
     const debug: Record<string, string> = world === 2 ? { NCCL_DEBUG: 'INFO' } : {};
     const runs = await runRanks('nccl', world, { timeoutMs: 110_000, env: (rank) => ({ ...SIM_ENV, ...debug, LOCAL_RANK: String(rank) }) });
     if (world === 2) for (const run of runs) expect(run.stderr).toMatch(/ NCCL INFO .*nRanks 2 cudaDev \d - Init COMPLETE/);
-    const r = results(runs.map((run) => ({ ...run, stderr: run.stderr.split('\n').filter((l) => !/ NCCL (INFO|WARN) /.test(l)).join('\n') })));
+    const r = results(
+      runs.map((run) => ({
+        ...run,
+        stderr: run.stderr
+          .split('\n')
+          .filter((l) => !/ NCCL (INFO|WARN) /.test(l))
+          .join('\n'),
+      })),
+    );
     for (const [rank, o] of r.entries()) {
       expect({ rank, failures: o.failures }).toEqual({ rank, failures: [] });
       expect(o.checks).toBeGreaterThan(300);
@@ -37,13 +45,18 @@ describe.each([1, 2, 4])('initProcessGroup({ backend: "nccl" }) over the simulat
       expect(o.sidecars).toBe(1); // the sidecar this process spawned, stopped by destroyProcessGroup
       expect(o.sidecarsAfterDestroy).toBe(0);
       const sum = (world * (world - 1)) / 2;
-      expect(o.async).toEqual([[sum, sum, sum, sum], [world, world]]);
+      expect(o.async).toEqual([
+        [sum, sum, sum, sum],
+        [world, world],
+      ]);
       if (world > 1) {
         expect(o.recvFrom).toBe(rank ^ 1);
         expect(o.p2p).toEqual([rank ^ 1, 1.5, -2]);
       }
       if (world === 4) expect(o.group).toEqual(rank === 2 ? 'non-member' : [[1 * 2 * 4, 1000], 42]);
-      expect(o.bitwise).toMatch(/^BackendUnsupportedError\(nccl\): allReduce: ReduceOp\.BAND \(it has sum, product, min, max, avg\) is not supported by the nccl backend/);
+      expect(o.bitwise).toMatch(
+        /^BackendUnsupportedError\(nccl\): allReduce: ReduceOp\.BAND \(it has sum, product, min, max, avg\) is not supported by the nccl backend/,
+      );
       expect(o.anySource).toMatch(/^BackendUnsupportedError\(nccl\): recv: recv from any source \(pass src\) is not supported by the nccl backend/);
       expect(o.algorithm).toMatch(/^BackendUnsupportedError\(nccl\): allReduce: the algorithm option \("ring"; the backend picks its own\)/);
       if (world > 1) expect(o.uneven).toMatch(/^BackendUnsupportedError\(nccl\): allToAllSingle: blocks of different sizes/);
@@ -71,7 +84,13 @@ describe('initProcessGroup({ backend: "nccl" }) attached to running sidecars (CM
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-nccl-attach-'));
     const sockets = [0, 1].map((r) => path.join(dir, `rank${r}.sock`));
     for (const socketPath of sockets) sidecars.push(await spawnSidecar({ socketPath, env: { ...process.env, ...SIM_ENV } }));
-    const r = results(await runRanks('nccl', 2, { timeoutMs: 60_000, args: { sizes: [1, 7] }, env: (rank) => ({ CMESH_NCCL_SOCKET: sockets[rank], LOCAL_RANK: String(rank) }) }));
+    const r = results(
+      await runRanks('nccl', 2, {
+        timeoutMs: 60_000,
+        args: { sizes: [1, 7] },
+        env: (rank) => ({ CMESH_NCCL_SOCKET: sockets[rank], LOCAL_RANK: String(rank) }),
+      }),
+    );
     for (const o of r) {
       expect(o.failures).toEqual([]);
       expect(o.checks).toBeGreaterThan(100);
@@ -126,7 +145,9 @@ describe('initProcessGroup({ backend: "nccl" }) where NCCL cannot run', () => {
   }, 70_000);
 
   it('names the sidecar binary when there is none, and the sidecar when its socket does not answer', async () => {
-    const [a] = results(await runRanks('nccl-unavailable', 1, { timeoutMs: 60_000, env: () => ({ CMESH_NCCL_SIDECAR: '/nonexistent/cmesh-test/cmesh-nccl-sidecar' }) }));
+    const [a] = results(
+      await runRanks('nccl-unavailable', 1, { timeoutMs: 60_000, env: () => ({ CMESH_NCCL_SIDECAR: '/nonexistent/cmesh-test/cmesh-nccl-sidecar' }) }),
+    );
     expect(a.error).toMatchObject({ name: 'NcclUnavailableError', missing: ['sidecar-binary'] });
     expect(a.error.message).toContain('sidecar binary not found at /nonexistent/cmesh-test/cmesh-nccl-sidecar (from CMESH_NCCL_SIDECAR)');
     const socket = path.join(os.tmpdir(), `cmesh-test-no-sidecar-${process.pid}.sock`);
@@ -138,7 +159,9 @@ describe('initProcessGroup({ backend: "nccl" }) where NCCL cannot run', () => {
 
 describe('nccl backend faults (world 2, over the simulation)', () => {
   it('a rank that never joins: the other times out naming the group, then fails at once on the aborted communicator', async () => {
-    const r = results(await runRanks('nccl-faults', 2, { timeoutMs: 60_000, args: { fault: 'timeout' }, env: (rank) => ({ ...SIM_ENV, LOCAL_RANK: String(rank) }) }));
+    const r = results(
+      await runRanks('nccl-faults', 2, { timeoutMs: 60_000, args: { fault: 'timeout' }, env: (rank) => ({ ...SIM_ENV, LOCAL_RANK: String(rank) }) }),
+    );
     expect(r[0].warm).toBe(3);
     expect(r[0].first).toMatchObject({ name: 'DistTimeoutError', code: 'TIMEOUT', context: { op: 'allReduce', group: '0', seq: 1, rank: 0, peers: [1] } });
     expect(r[0].first.message).toMatch(/^allReduce timed out after 1500 ms waiting for ranks \[1\]/);

@@ -3,7 +3,8 @@
 // when they do.
 import { spawnSync } from 'child_process';
 
-import { buildSidecar, SIDECAR_BUILD_DIR } from '../src/backends/nccl';
+import { buildSidecar } from '@cmesh/testing';
+import { SIDECAR_BUILD_DIR } from '../src/backends/nccl';
 
 describe('nccl sidecar C++ unit tests (ctest)', () => {
   it('builds the sidecar and its tests, and every ctest passes', () => {

@@ -5,9 +5,9 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
+import { isAlive, buildSidecar } from '@cmesh/testing';
 
 import {
-  buildSidecar,
   encodeRequest,
   FrameDecoder,
   Frame,
@@ -30,15 +30,6 @@ let dir: string;
 let sidecar: SidecarProcess;
 let client: SidecarClient;
 const extraProcs: SidecarProcess[] = [];
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A raw connection for writing arbitrary bytes and reading whatever frames come back. */
 class RawConnection {
@@ -170,9 +161,7 @@ describe('hello', () => {
     expect(err).toBeInstanceOf(NcclUnavailableError);
     expect(err.sidecarCode).toBe('UNAVAILABLE');
     expect(err.reason).toContain(MISSING_NCCL);
-    const init = await client
-      .commInitRank({ nranks: 2, rank: 0, uniqueId: '0'.repeat(256), device: 0 })
-      .catch((e) => e);
+    const init = await client.commInitRank({ nranks: 2, rank: 0, uniqueId: '0'.repeat(256), device: 0 }).catch((e) => e);
     expect(init).toBeInstanceOf(NcclUnavailableError);
     const coll = await client.collective({ comm: 1, collective: 'allReduce', count: 4 }).catch((e) => e);
     expect(coll).toBeInstanceOf(NcclUnavailableError);
@@ -293,9 +282,7 @@ describe('ops and arguments', () => {
     expect(neg).toBeInstanceOf(SidecarInvalidArgumentError);
     expect(neg.message).toContain("'delayMs'");
     // 2^61 float64 elements = 2^64 bytes: an overflow, not an empty copy
-    const overflow = await client
-      .request('collective', { comm: 1, collective: 'allReduce', dtype: 'float64', count: 2n ** 61n, iters: 1 })
-      .catch((e) => e);
+    const overflow = await client.request('collective', { comm: 1, collective: 'allReduce', dtype: 'float64', count: 2n ** 61n, iters: 1 }).catch((e) => e);
     expect(overflow).toBeInstanceOf(SidecarInvalidArgumentError);
     expect(overflow.message).toContain("field 'count'");
     const iters = await client.request('collective', { comm: 1, collective: 'allReduce', count: 4 }).catch((e) => e);
@@ -304,9 +291,7 @@ describe('ops and arguments', () => {
     const uid = await client.commInitRank({ nranks: 2, rank: 0, uniqueId: 'abc', device: 0 }).catch((e) => e);
     expect(uid).toBeInstanceOf(SidecarInvalidArgumentError);
     expect(uid.message).toContain("'uniqueId'");
-    const rank = await client
-      .commInitRank({ nranks: 2, rank: 2, uniqueId: '0'.repeat(256), device: 0 })
-      .catch((e) => e);
+    const rank = await client.commInitRank({ nranks: 2, rank: 2, uniqueId: '0'.repeat(256), device: 0 }).catch((e) => e);
     expect(rank).toBeInstanceOf(SidecarInvalidArgumentError);
     expect(rank.message).toContain("field 'rank' = 2 is outside [0, 1]");
   });

@@ -11,7 +11,10 @@ describe('point-to-point, async work and groups (world 4)', () => {
       const from = (k + 3) % 4;
       expect(r[k].ring).toEqual([from * 10, from]);
       expect(r[k].ringFrom).toBe(from);
-      expect(r[k].async).toEqual([[6, 6, 6, 6], [4, 4]]);
+      expect(r[k].async).toEqual([
+        [6, 6, 6, 6],
+        [4, 4],
+      ]);
     }
     expect(r[1].tags).toEqual([2, 1]);
     expect(r[0].anySource).toEqual([1, 2, 3]);

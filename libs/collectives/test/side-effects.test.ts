@@ -40,36 +40,47 @@ describe('no hidden side effects', () => {
     }
   }, 90000);
 
-  (canBind ? it : it.skip)('initProcessGroup({ bindToCore: true }) binds the main thread to LOCAL_RANK\'s core, the helpers keep theirs', async () => {
-    const res = await runRanks('side-effects', 2, { args: { bindToCore: true }, env: local, timeoutMs: 60000 });
-    for (const r of res) {
-      expect([r.rank, r.code]).toEqual([r.rank, 0]);
-      expect(r.result.before).toBe(ALLOWED_TEXT);
-      expect(r.result.main).toBe(String(ALLOWED[r.rank]));
-      expect(r.result.others.length).toBeGreaterThan(0);
-      for (const o of r.result.others) expect(o).toBe(ALLOWED_TEXT);
-    }
-  }, 90000);
+  (canBind ? it : it.skip)(
+    "initProcessGroup({ bindToCore: true }) binds the main thread to LOCAL_RANK's core, the helpers keep theirs",
+    async () => {
+      const res = await runRanks('side-effects', 2, { args: { bindToCore: true }, env: local, timeoutMs: 60000 });
+      for (const r of res) {
+        expect([r.rank, r.code]).toEqual([r.rank, 0]);
+        expect(r.result.before).toBe(ALLOWED_TEXT);
+        expect(r.result.main).toBe(String(ALLOWED[r.rank]));
+        expect(r.result.others.length).toBeGreaterThan(0);
+        for (const o of r.result.others) expect(o).toBe(ALLOWED_TEXT);
+      }
+    },
+    90000,
+  );
 
-  (canBind ? it : it.skip)('does what `cmesh run` asks: CMESH_RUN_BIND_CPU and CMESH_RUN_METRICS_PORT', async () => {
-    const base = await twoPorts();
-    const cpu = (r: number) => ALLOWED[(r + 1) % 2]; // not LOCAL_RANK's: the launcher's choice is taken as it is
-    const env = (r: number) => ({ ...local(r), CMESH_RUN_BIND_CPU: String(cpu(r)), CMESH_RUN_METRICS_PORT: String(base + r) });
-    const res = await runRanks('side-effects', 2, { args: { probePort: base }, env, timeoutMs: 60000 });
-    for (const r of res) {
-      expect([r.rank, r.code, r.stderr]).toEqual([r.rank, 0, '']);
-      expect(r.result).toMatchObject({ before: ALLOWED_TEXT, main: String(cpu(r.rank)), serving: true });
-    }
-    // bindToCore: false overrides the launcher
-    const off = await runRanks('side-effects', 2, { args: { bindToCore: false }, env, timeoutMs: 60000 });
-    for (const r of off) expect([r.code, r.result.main]).toEqual([0, ALLOWED_TEXT]);
-  }, 90000);
+  (canBind ? it : it.skip)(
+    'does what `cmesh run` asks: CMESH_RUN_BIND_CPU and CMESH_RUN_METRICS_PORT',
+    async () => {
+      const base = await twoPorts();
+      const cpu = (r: number) => ALLOWED[(r + 1) % 2]; // not LOCAL_RANK's: the launcher's choice is taken as it is
+      const env = (r: number) => ({ ...local(r), CMESH_RUN_BIND_CPU: String(cpu(r)), CMESH_RUN_METRICS_PORT: String(base + r) });
+      const res = await runRanks('side-effects', 2, { args: { probePort: base }, env, timeoutMs: 60000 });
+      for (const r of res) {
+        expect([r.rank, r.code, r.stderr]).toEqual([r.rank, 0, '']);
+        expect(r.result).toMatchObject({ before: ALLOWED_TEXT, main: String(cpu(r.rank)), serving: true });
+      }
+      // bindToCore: false overrides the launcher
+      const off = await runRanks('side-effects', 2, { args: { bindToCore: false }, env, timeoutMs: 60000 });
+      for (const r of off) expect([r.code, r.result.main]).toEqual([0, ALLOWED_TEXT]);
+    },
+    90000,
+  );
 
   it('CMESH_DEBUG=INFO logs rendezvous steps, connections made, the binding and algorithm choices, one line each with the rank', async () => {
     const res = await runRanks('side-effects', 2, { args: { bindToCore: canBind }, env: (r) => ({ ...local(r), CMESH_DEBUG: 'INFO' }), timeoutMs: 60000 });
     for (const r of res) expect(r.code).toBe(0);
     const [r0, r1] = res.map((r) => r.stderr.split('\n').filter(Boolean));
-    for (const [rank, lines] of [[0, r0], [1, r1]] as const) {
+    for (const [rank, lines] of [
+      [0, r0],
+      [1, r1],
+    ] as const) {
       for (const l of lines) expect(l).toMatch(new RegExp(`^\\[cmesh rank ${rank}\\] [a-z]+: `));
       const expected = [
         expect.stringMatching(new RegExp(`rendezvous: init method env://: rank ${rank} of world 2$`)),

@@ -40,6 +40,25 @@ describe('TcpStore (torch constructor form)', () => {
     await expect(client.get('early')).rejects.toBeInstanceOf(StoreError);
   });
 
+  it('calls made while connecting reach the server before calls made once it is ready, in the order made', async () => {
+    const server = await startTcpStoreServer({ port: 0 });
+    const client = new TcpStore({ port: server.port, timeoutMs: 5000 });
+    try {
+      const early = [client.set('k', 'one'), client.add('n', 1), client.set('k', 'two')];
+      // runs while the calls above and below still wait for start-up: its calls must queue behind them
+      const late = client.ready().then(() => Promise.all([client.check(['k']), client.get('k'), client.add('n', 10), client.set('k', 'four')]));
+      early.push(client.set('k', 'three'));
+      const [[seen, value, n]] = await Promise.all([late, ...early]);
+      expect(seen).toBe(true);
+      expect(String(value)).toBe('three');
+      expect(n).toBe(11);
+      expect(String(await client.get('k'))).toBe('four');
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  });
+
   it('with worldSize the master is ready only when every worker connected (one reserved key, like torch)', async () => {
     const master = new TcpStore({ port: 0, isMaster: true, worldSize: 3, timeoutMs: 5000 });
     let ready = false;
@@ -58,9 +77,7 @@ describe('TcpStore (torch constructor form)', () => {
   });
 
   it('a master waiting for missing workers times out saying how many came', async () => {
-    await expect(TcpStore.create({ port: 0, isMaster: true, worldSize: 2, timeoutMs: 300 })).rejects.toThrow(
-      /only 1 of 2 workers connected .* within 300 ms/,
-    );
+    await expect(TcpStore.create({ port: 0, isMaster: true, worldSize: 2, timeoutMs: 300 })).rejects.toThrow(/only 1 of 2 workers connected .* within 300 ms/);
   });
 
   it('bad input is InvalidArgumentError and changes nothing', async () => {
@@ -150,7 +167,11 @@ describe('TcpStore (torch constructor form)', () => {
     await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
     const s = await TcpStore.create({ port: (fake.address() as net.AddressInfo).port, timeoutMs: 5000 });
     try {
-      await expect(s.set('k', 'v')).rejects.toBeInstanceOf(StoreError);
+      await s.set('k', 'v'); // not answered: the next request learns what became of it
+      await expect(s.numKeys()).rejects.toThrow(
+        /^TcpStore: connection to .* lost: malformed store frame .*; the server may not have stored the last 1 set\(s\): k$/,
+      );
+      await expect(s.numKeys()).rejects.toBeInstanceOf(StoreError);
     } finally {
       await s.close();
       await new Promise((r) => fake.close(r));
@@ -276,12 +297,8 @@ describe('init methods', () => {
     await expect(rendezvous({ env: { RANK: '0', WORLD_SIZE: '1', MASTER_PORT: '1' } })).rejects.toThrow(
       'environment variable MASTER_ADDR expected, but not set',
     );
-    await expect(rendezvous({ env: { RANK: '3', WORLD_SIZE: '2', MASTER_ADDR: 'h', MASTER_PORT: '1' } })).rejects.toThrow(
-      'rank must be in [0, 2), got 3',
-    );
-    await expect(rendezvous({ env: { RANK: 'x', WORLD_SIZE: '2', MASTER_ADDR: 'h', MASTER_PORT: '1' } })).rejects.toThrow(
-      'RANK must be an integer, got "x"',
-    );
+    await expect(rendezvous({ env: { RANK: '3', WORLD_SIZE: '2', MASTER_ADDR: 'h', MASTER_PORT: '1' } })).rejects.toThrow('rank must be in [0, 2), got 3');
+    await expect(rendezvous({ env: { RANK: 'x', WORLD_SIZE: '2', MASTER_ADDR: 'h', MASTER_PORT: '1' } })).rejects.toThrow('RANK must be an integer, got "x"');
   });
 
   it('file:// shares one file between ranks and removes it when every rank has closed', async () => {

@@ -15,7 +15,15 @@ const ADDS = 20_000;
 function clients(port: number) {
   const proc: ChildProcess = spawn(
     process.execPath,
-    ['-r', require.resolve('@swc-node/register'), path.join(__dirname, 'support/store-clients.ts'), '127.0.0.1', String(port), String(PER_PROCESS), String(TOTAL)],
+    [
+      '-r',
+      require.resolve('@swc-node/register'),
+      path.join(__dirname, 'support/store-clients.ts'),
+      '127.0.0.1',
+      String(port),
+      String(PER_PROCESS),
+      String(TOTAL),
+    ],
     { stdio: ['pipe', 'pipe', 'inherit'] },
   );
   const lines: any[] = [];

@@ -67,9 +67,7 @@ describe('TcpStore', () => {
     const master = await TcpStore.create({ port: 0, isMaster: true, timeoutMs: 10000 });
     const script = `const { TcpStore } = require(${JSON.stringify(path.resolve(__dirname, '../src/store'))});
       (async () => { const s = await TcpStore.create({ port: ${master.port} }); await Promise.all(Array.from({ length: 250 }, () => s.add('n', 1))); await s.close(); })();`;
-    const kids = Array.from({ length: 4 }, () =>
-      spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), '-e', script], { stdio: 'ignore' }),
-    );
+    const kids = Array.from({ length: 4 }, () => spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), '-e', script], { stdio: 'ignore' }));
     try {
       await Promise.all(kids.map((k) => new Promise((r) => k.on('exit', r))));
       expect(await master.add('n', 0)).toBe(1000);
@@ -90,9 +88,7 @@ describe('FileStore', () => {
     const file = path.join(tmp, 'b');
     const script = `const { FileStore } = require(${JSON.stringify(path.resolve(__dirname, '../src/store'))});
       (async () => { const s = new FileStore(${JSON.stringify(file)}); for (let i = 0; i < 40; i++) await s.add('n', 1); })();`;
-    const kids = Array.from({ length: 3 }, () =>
-      spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), '-e', script], { stdio: 'ignore' }),
-    );
+    const kids = Array.from({ length: 3 }, () => spawn(process.execPath, ['-r', require.resolve('@swc-node/register'), '-e', script], { stdio: 'ignore' }));
     try {
       await Promise.all(kids.map((k) => new Promise((r) => k.on('exit', r))));
       expect(await new FileStore(file).add('n', 0)).toBe(120);

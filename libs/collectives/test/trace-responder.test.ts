@@ -35,7 +35,8 @@ it('answers with its summary, ignores other jobs, refuses what is not a request'
   const env = { CMESH_TRACE_NATS_URL: nats.url, CMESH_TRACE_SUBJECT: 'test.trace.collect' };
   const responder = (await startTraceResponder(trace, env))!;
   try {
-    const ask = async (body: string, timeout = 3000) => JSON.parse(new TextDecoder().decode((await nc.request(env.CMESH_TRACE_SUBJECT, new TextEncoder().encode(body), { timeout })).data));
+    const ask = async (body: string, timeout = 3000) =>
+      JSON.parse(new TextDecoder().decode((await nc.request(env.CMESH_TRACE_SUBJECT, new TextEncoder().encode(body), { timeout })).data));
     const d = (await ask('{}')) as TraceDump;
     expect(d).toMatchObject({ rank: 2, world_size: 4, job: 'job-7', pg_status: { 0: { last_completed_collective: 4, last_completed_op: 'allReduce' } } });
     expect(d.entries.at(-1)).toMatchObject({ collective_seq_id: 5, op: 'broadcast', state: 'started', input_dtypes: ['int32'] });

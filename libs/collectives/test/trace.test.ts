@@ -30,7 +30,14 @@ describe('flight recorder', () => {
     const [report] = analyzeTraces(dumps);
     expect(report.lines[0]).toMatch(/^ranks 0,2,3 timed out \(TIMEOUT\) in allReduce #20 since \d\d:\d\d:\d\d\.\d$/);
     expect(report.lines[1]).toBe('rank 1 finished allReduce #19 but did not join #20 (in no collective)');
-    expect(dumps.find((d) => d.rank === 0)!.entries.at(-1)).toMatchObject({ collective_seq_id: 20, state: 'failed', error: 'TIMEOUT', profiling_name: 'tcp:allReduce', input_sizes: [[64]], input_dtypes: ['float32'] });
+    expect(dumps.find((d) => d.rank === 0)!.entries.at(-1)).toMatchObject({
+      collective_seq_id: 20,
+      state: 'failed',
+      error: 'TIMEOUT',
+      profiling_name: 'tcp:allReduce',
+      input_sizes: [[64]],
+      input_dtypes: ['float32'],
+    });
   }, 60000);
 
   it('a rank waiting in another op is named with that op', async () => {

@@ -16,7 +16,18 @@ export type AgentState = z.infer<typeof AgentStateSchema>;
  */
 export const KvIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits, _ and - only (1..64)` });
 
+/** @alias an agent id is a KV id */
 export const AgentIdSchema = KvIdSchema;
+
+/**
+ * The node (machine) an agent runs on (CMESH_NODE_NAME: the host name by default, Kubernetes'
+ * spec.nodeName in a pod): agents on one node share its NVLink/PCIe and shared memory, so
+ * placement packs a job's ranks node by node and scans tell intra-node links from inter-node ones.
+ * A host name or a Kubernetes node name (a DNS subdomain) fits.
+ */
+export const NodeNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/, {
+  error: (iss) => `node name ${JSON.stringify(iss.input)}: letters, digits, '.', '_' and '-' only, starting with a letter or digit (1..253)`,
+});
 
 export const BackendInfoSchema = z.object({
   name: z.enum(['tcp', 'nccl']),
@@ -33,6 +44,11 @@ export const AgentRegisterSchema = z.object({
   host: z.string().min(1),
   /** which processes share its machine (the library's hostIdentity()): service members on it are placed on it */
   hostId: z.string().max(256).optional(),
+  /**
+   * the node it runs on (NodeNameSchema). Unlike hostId (one kernel, PID and network namespace),
+   * pods of one Kubernetes node share it. An agent that does not say is a node of its own.
+   */
+  node: NodeNameSchema.optional(),
   pid: z.number().int().positive().optional(),
   device: z.object({ kind: z.enum(['cpu', 'gpu']), index: z.number().int().min(0), name: z.string().optional() }),
   backends: z.array(BackendInfoSchema).min(1),
@@ -65,12 +81,16 @@ export const AgentRecordSchema = AgentRegisterSchema.extend({
 });
 export type AgentRecord = z.infer<typeof AgentRecordSchema>;
 
-export const AgentReplySchema = z.object({ ok: z.literal(true), agent: AgentRecordSchema, heartbeatMs: z.number().int().positive().max(600_000) });
 /** The answer to a heartbeat on NATS: a few bytes (the state and the interval), not the whole record. */
 export const AgentHeartbeatReplySchema = z.object({ ok: z.literal(true), state: AgentStateSchema, heartbeatMs: z.number().int().positive().max(600_000) });
 export type AgentHeartbeatReply = z.infer<typeof AgentHeartbeatReplySchema>;
-export const AgentListReplySchema = z.object({ ok: z.literal(true), agents: z.array(AgentRecordSchema) });
 
 /** coordinator -> agent event */
-export const AgentEventSchema = z.object({ type: z.literal('group-joined'), groupId: z.string(), rank: z.number().int().min(0), size: z.number().int().positive(), storePrefix: z.string() });
+export const AgentEventSchema = z.object({
+  type: z.literal('group-joined'),
+  groupId: z.string(),
+  rank: z.number().int().min(0),
+  size: z.number().int().positive(),
+  storePrefix: z.string(),
+});
 export type AgentEvent = z.infer<typeof AgentEventSchema>;

@@ -1,10 +1,27 @@
-import { AGENT_SUBJECTS, DEFAULT_CLUSTER, clusterSubject, GROUP_SUBJECTS, InvalidClusterNameError, JOB_SUBJECTS, RDZV_SUBJECTS, RESERVED_CLUSTER_NAMES, checkClusterName, clusterNames } from './index';
+import {
+  AGENT_SUBJECTS,
+  DEFAULT_CLUSTER,
+  clusterSubject,
+  GROUP_SUBJECTS,
+  InvalidClusterNameError,
+  JOB_SUBJECTS,
+  RDZV_SUBJECTS,
+  RESERVED_CLUSTER_NAMES,
+  checkClusterName,
+  clusterNames,
+} from './index';
 
 /** Every concrete name of a cluster (functions called with a sample id), flattened. */
 function allNames(cluster: string): string[] {
   const n = clusterNames(cluster);
-  const out: string[] = [...Object.values(n.buckets), n.jobStorePrefix('j1', 'r1'), n.stores.open, ...(['jobs', 'svc', 'rdzv', 'init'] as const).map((k) => n.stores.bucket(k, 'x1'))];
-  for (const area of [n.agents, n.groups, n.rdzv, n.jobs]) for (const v of Object.values(area)) out.push(typeof v === 'function' ? (v as (a: string, b: string) => string)('x1', 'x2') : v);
+  const out: string[] = [
+    ...Object.values(n.buckets),
+    n.jobStorePrefix('j1', 'r1'),
+    n.stores.open,
+    ...(['jobs', 'svc', 'rdzv', 'init'] as const).map((k) => n.stores.bucket(k, 'x1')),
+  ];
+  for (const area of [n.agents, n.groups, n.rdzv, n.jobs])
+    for (const v of Object.values(area)) out.push(typeof v === 'function' ? (v as (a: string, b: string) => string)('x1', 'x2') : v);
   return out;
 }
 
@@ -20,11 +37,23 @@ describe('cluster names', () => {
     expect(n.jobs.events('j1', 'a0')).toBe('cmesh.jobs.events.j1.a0');
     expect(n.jobs.start('a0')).toBe('cmesh.jobs.start.a0');
     expect(n.jobs.updates('j1')).toBe('cmesh.jobs.updates.j1');
-    expect(n.buckets).toEqual({ state: 'cmesh_default', jobs: 'cmesh_jobs', claims: 'cmesh_job_claims', replicas: 'cmesh_coordinator_replicas', scans: 'cmesh_scans' });
+    expect(n.buckets).toEqual({
+      state: 'cmesh_default',
+      jobs: 'cmesh_jobs',
+      claims: 'cmesh_job_claims',
+      replicas: 'cmesh_coordinator_replicas',
+      scans: 'cmesh_scans',
+      idempotency: 'cmesh_idempotency',
+    });
     expect(n.jobStorePrefix('j1', 'r1')).toBe('cmesh_store_jobs_j1-r1');
     expect(n.stores.open).toBe('cmesh.stores.open');
     // the exported constants are the default cluster's
-    expect([AGENT_SUBJECTS.heartbeatWildcard, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual(['cmesh.agents.heartbeat.*', 'cmesh.groups.get', 'cmesh.rdzv.leave', 'cmesh.jobs.submit']);
+    expect([AGENT_SUBJECTS.heartbeatWildcard, GROUP_SUBJECTS.get, RDZV_SUBJECTS.leave, JOB_SUBJECTS.submit]).toEqual([
+      'cmesh.agents.heartbeat.*',
+      'cmesh.groups.get',
+      'cmesh.rdzv.leave',
+      'cmesh.jobs.submit',
+    ]);
     expect(clusterNames()).toMatchObject({ cluster: 'default', buckets: n.buckets });
   });
 
@@ -37,7 +66,14 @@ describe('cluster names', () => {
     expect(n.jobs.start('a0')).toBe('cmesh.lab-2.jobs.start.a0');
     expect(n.jobs.events('j1', 'a0')).toBe('cmesh.lab-2.jobs.events.j1.a0');
     expect([n.scans.run, n.scans.get, n.scans.list]).toEqual(['cmesh.lab-2.scans.run', 'cmesh.lab-2.scans.get', 'cmesh.lab-2.scans.list']);
-    expect(n.buckets).toEqual({ state: 'cmesh_lab-2', jobs: 'cmesh_lab-2_jobs', claims: 'cmesh_lab-2_job_claims', replicas: 'cmesh_lab-2_coordinator_replicas', scans: 'cmesh_lab-2_scans' });
+    expect(n.buckets).toEqual({
+      state: 'cmesh_lab-2',
+      jobs: 'cmesh_lab-2_jobs',
+      claims: 'cmesh_lab-2_job_claims',
+      replicas: 'cmesh_lab-2_coordinator_replicas',
+      scans: 'cmesh_lab-2_scans',
+      idempotency: 'cmesh_lab-2_idempotency',
+    });
     expect(n.jobStorePrefix('j1', 'r1')).toBe('cmesh_lab-2_store_jobs_j1-r1');
     expect(n.stores.open).toBe('cmesh.lab-2.stores.open');
   });
@@ -50,7 +86,15 @@ describe('cluster names', () => {
     expect(def.stores.parse(lab.stores.bucket('rdzv', 'abc'))).toBeNull();
     expect(lab.stores.parse(def.stores.bucket('rdzv', 'abc'))).toBeNull();
     expect(lab.stores.parse(clusterNames('lab-2').stores.bucket('jobs', 'abc'))).toBeNull();
-    for (const other of [def.buckets.state, def.buckets.jobs, 'cmesh_store_other_x', 'cmesh_store_jobs_a_b', 'cmesh_store_store_jobs_x', 'KV_cmesh_store_jobs_x']) expect(def.stores.parse(other)).toBeNull();
+    for (const other of [
+      def.buckets.state,
+      def.buckets.jobs,
+      'cmesh_store_other_x',
+      'cmesh_store_jobs_a_b',
+      'cmesh_store_store_jobs_x',
+      'KV_cmesh_store_jobs_x',
+    ])
+      expect(def.stores.parse(other)).toBeNull();
     expect(() => def.stores.bucket('jobs', 'a_b')).toThrow(/letters, digits and -/);
   });
 
@@ -84,7 +128,7 @@ describe('cluster names', () => {
 });
 
 describe('clusterSubject', () => {
-  it("names a subject of the cluster by `<area>.<name>`, one made for an id with the id", () => {
+  it('names a subject of the cluster by `<area>.<name>`, one made for an id with the id', () => {
     const lab = clusterNames('lab');
     expect(clusterSubject(lab, 'agents.registerWildcard')).toBe('cmesh.lab.agents.register.*');
     expect(clusterSubject(lab, 'jobs.eventsWildcard')).toBe('cmesh.lab.jobs.events.*.*');

@@ -33,7 +33,8 @@ export class InvalidClusterNameError extends Error {
 /** The name itself when it is valid; InvalidClusterNameError naming what is wrong otherwise. */
 export function checkClusterName(cluster: string): string {
   if (!CLUSTER_NAME.test(cluster)) throw new InvalidClusterNameError(cluster, 'letters, digits and - only (1..64)');
-  if ((RESERVED_CLUSTER_NAMES as readonly string[]).includes(cluster)) throw new InvalidClusterNameError(cluster, `reserved (${RESERVED_CLUSTER_NAMES.join(', ')} are name segments of the default cluster)`);
+  if ((RESERVED_CLUSTER_NAMES as readonly string[]).includes(cluster))
+    throw new InvalidClusterNameError(cluster, `reserved (${RESERVED_CLUSTER_NAMES.join(', ')} are name segments of the default cluster)`);
   return cluster;
 }
 
@@ -94,25 +95,28 @@ export interface ClusterNames {
     /** request/reply: ScanList -> ScanListReply */
     list: string;
   };
-  /** collectives as a service (service.ts): members join named groups; agents run their ops */
-  svc: {
-    /** request/reply, member -> coordinator: SvcJoin -> SvcJoinReply */
+  /**
+   * Service groups, collectives as a service (service-groups.ts): members join named groups;
+   * agents run their ops. On the wire their token is `svc`, as clients in other languages know it.
+   */
+  serviceGroups: {
+    /** request/reply, member -> coordinator: ServiceGroupJoin -> ServiceGroupJoinReply */
     join: string;
-    /** request/reply, member -> coordinator: SvcLeave (a member giving up before its round is placed) */
+    /** request/reply, member -> coordinator: ServiceGroupLeave (a member giving up before its round is placed) */
     leave: string;
-    /** coordinator -> members (event): SvcPlaced, the round's ranks and agents, or why it could not be placed */
+    /** coordinator -> members (event): ServiceGroupPlaced, the round's ranks and agents, or why it could not be placed */
     placed: (name: string) => string;
     placedWildcard: string;
-    /** member -> its agent: SvcOp (JSON) and the op's data chunks (headers Cmesh-Seq, Cmesh-Offset) */
+    /** member -> its agent: ServiceGroupOp (JSON) and the op's data chunks (headers Cmesh-Seq, Cmesh-Offset) */
     op: (groupId: string, rank: number) => string;
-    /** agent -> its member: SvcResult (JSON) and the result's data chunks */
+    /** agent -> its member: ServiceGroupResult (JSON) and the result's data chunks */
     result: (groupId: string, rank: number) => string;
-    /** members and agents of a group (event): SvcHeartbeat every 500 ms */
+    /** members and agents of a group (event): ServiceGroupHeartbeat every 500 ms */
     heartbeat: (groupId: string) => string;
-    /** anyone -> the group (event): SvcEnd, the group is over (left, lost, failed) */
+    /** anyone -> the group (event): ServiceGroupEnd, the group is over (left, lost, failed) */
     end: (groupId: string) => string;
     endWildcard: string;
-    /** coordinator -> the group's member workers (request, one reply per rank): SvcRankStatus, the op each runs now */
+    /** coordinator -> the group's member workers (request, one reply per rank): ServiceGroupRankStatus, the op each runs now */
     status: (groupId: string) => string;
     /** what the agents' permissions need: every group's op, result, heartbeat and end subjects */
     groupWildcard: string;
@@ -128,6 +132,8 @@ export interface ClusterNames {
     replicas: string;
     /** the last scans' records (ScanRecord), and the lease of the scan running now */
     scans: string;
+    /** idempotency keys of job submissions and service joins: key -> first outcome (idempotency.ts) */
+    idempotency: string;
   };
   /**
    * Store buckets (the KV buckets process groups rendezvous through; @cmesh/collectives'
@@ -177,7 +183,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
     },
     trace: { collect: `${s}.trace.collect` },
     scans: { run: `${s}.scans.run`, get: `${s}.scans.get`, list: `${s}.scans.list` },
-    svc: {
+    serviceGroups: {
       join: `${s}.svc.join`,
       leave: `${s}.svc.leave`,
       placed: (name) => `${s}.svc.placed.${name}`,
@@ -197,6 +203,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
       claims: b('job_claims'),
       replicas: b('coordinator_replicas'),
       scans: b('scans'),
+      idempotency: b('idempotency'),
     },
     stores: {
       open: storesOpenSubject(cluster),
@@ -217,7 +224,7 @@ export function clusterNames(cluster: string = DEFAULT_CLUSTER): ClusterNames {
  */
 export function clusterSubject(names: ClusterNames, pattern: string, id?: string): string {
   const [area, name, ...rest] = pattern.split('.');
-  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans', 'svc', 'stores'] as const).find((a) => a === area);
+  const group = (['agents', 'groups', 'rdzv', 'jobs', 'trace', 'scans', 'serviceGroups', 'stores'] as const).find((a) => a === area);
   const v = group && !rest.length ? (names[group] as Record<string, string | ((id: string) => string)>)[name] : undefined;
   if (typeof v === 'string') return v;
   if (typeof v === 'function' && id !== undefined) return (v as (id: string) => string)(id);

@@ -9,7 +9,11 @@ export const GROUP_SUBJECTS = clusterNames(DEFAULT_CLUSTER).groups;
 
 export const GroupCreateSchema = z.object({
   /** agent ids in rank order */
-  members: z.array(AgentIdSchema).min(1).max(4096).refine((m) => new Set(m).size === m.length, 'members must be distinct'),
+  members: z
+    .array(AgentIdSchema)
+    .min(1)
+    .max(4096)
+    .refine((m) => new Set(m).size === m.length, 'members must be distinct'),
   name: z.string().max(128).optional(),
 });
 export type GroupCreate = z.infer<typeof GroupCreateSchema>;
@@ -26,6 +30,3 @@ export const GroupRecordSchema = z.object({
   createdAt: z.string(),
 });
 export type GroupRecord = z.infer<typeof GroupRecordSchema>;
-
-export const GroupReplySchema = z.object({ ok: z.literal(true), group: GroupRecordSchema });
-export const GroupListReplySchema = z.object({ ok: z.literal(true), groups: z.array(GroupRecordSchema) });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { Inbound, InboundMsg, RejectReason, decodeMessage, subjectCovers } from './inbound';
-import { RateLimitedLog } from './rate-limited-log';
+import { Inbound, InboundMsg, RateLimitedLog } from './kit';
+import { RejectReason, decodeMessage, subjectCovers } from './inbound';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const Schema = z.object({ id: z.string(), n: z.number().int() });
@@ -10,8 +10,16 @@ describe('decodeMessage', () => {
     expect(decodeMessage(Schema, text('{'))).toMatchObject({ ok: false, reason: 'not_json' });
     expect(decodeMessage(Schema, new Uint8Array([0x7b, 0xff, 0x7d]))).toMatchObject({ ok: false, reason: 'not_json' });
     expect(decodeMessage(Schema, new Uint8Array(0))).toMatchObject({ ok: false, reason: 'not_json' });
-    expect(decodeMessage(Schema, text('{"id":"a","n":1}'), { maxBytes: 8 })).toMatchObject({ ok: false, reason: 'too_large', message: 'payload of 16 bytes is over the limit of 8' });
-    expect(decodeMessage(Schema, text('{"id":5,"n":1.5}'))).toMatchObject({ ok: false, reason: 'invalid', issues: [expect.stringMatching(/^id: /), expect.stringMatching(/^n: /)] });
+    expect(decodeMessage(Schema, text('{"id":"a","n":1}'), { maxBytes: 8 })).toMatchObject({
+      ok: false,
+      reason: 'too_large',
+      message: 'payload of 16 bytes is over the limit of 8',
+    });
+    expect(decodeMessage(Schema, text('{"id":5,"n":1.5}'))).toMatchObject({
+      ok: false,
+      reason: 'invalid',
+      issues: [expect.stringMatching(/^id: /), expect.stringMatching(/^n: /)],
+    });
     expect(decodeMessage(Schema, text('{"id":"a","n":1}'))).toEqual({ ok: true, value: { id: 'a', n: 1 } });
     expect(decodeMessage(z.object({}), new Uint8Array(0), { empty: {} })).toEqual({ ok: true, value: {} });
   });
@@ -76,7 +84,12 @@ describe('Inbound', () => {
     cb(null, noReply);
     await new Promise((r) => setImmediate(r));
     expect(ms.map((m) => m.replies)).toEqual([
-      [{ ok: false, error: { code: 'BAD_REQUEST', message: 's.get: invalid message', issues: [expect.stringMatching(/^id: /), expect.stringMatching(/^n: /)] } }],
+      [
+        {
+          ok: false,
+          error: { code: 'BAD_REQUEST', message: 's.get: invalid message', issues: [expect.stringMatching(/^id: /), expect.stringMatching(/^n: /)] },
+        },
+      ],
       [{ ok: false, error: { code: 'NOT_FOUND', message: 'no such thing' } }],
       [{ ok: false, error: { code: 'INTERNAL', message: 'bug' } }],
       [{ ok: true, id: 'a' }],
@@ -87,7 +100,7 @@ describe('Inbound', () => {
     expect(counted.map((c) => c[1]).sort()).toEqual(['handler_error', 'invalid', 'not_json', 'not_json']);
   });
 
-  it('refuses what a JetStream consumer delivered to the subject (its own subject is the stream\'s), unanswered and unhandled', async () => {
+  it("refuses what a JetStream consumer delivered to the subject (its own subject is the stream's), unanswered and unhandled", async () => {
     const { counted, inbound } = setup();
     const seen: unknown[] = [];
     const ev = inbound.event('s.*', Schema, (b) => void seen.push(b));

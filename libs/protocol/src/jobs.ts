@@ -2,6 +2,7 @@
 // JobRequest (REST `POST /jobs` or NATS `cmesh.jobs.submit`), assigns ranks, broadcasts a
 // JobAssignment, and aggregates the agents' per-size samples into nccl-tests rows (BenchRow).
 import { z } from 'zod';
+import { IdempotencyKeySchema } from './idempotency';
 import { BenchDtypeSchema, BenchModeSchema, BenchOpSchema, BenchRedopSchema, BenchRowSchema } from './bench';
 import { DEFAULT_CLUSTER, clusterNames } from './cluster';
 import type { ErrorReply } from './reply';
@@ -12,6 +13,12 @@ export const JOB_SUBJECTS = clusterNames(DEFAULT_CLUSTER).jobs;
 /** Agent -> coordinator liveness while a job runs; a member silent longer than the limit is lost. */
 export const JOB_PING_INTERVAL_MS = 500;
 export const JOB_MEMBER_SILENCE_MS = 2500;
+/**
+ * The silence allowed instead while NATS fails over (a server of the cluster was lost within this
+ * long): the agents that were on it reconnect to another server, in about a second on a quiet
+ * host and in several on a loaded one, and are heard again only then.
+ */
+export const JOB_NATS_FAILOVER_MS = 10_000;
 /** A member that has not accepted the assignment within this time fails the job. */
 export const JOB_ACCEPT_TIMEOUT_MS = 10_000;
 
@@ -49,7 +56,11 @@ export const JOB_MAX_BYTES_CEILING = 2 ** 32;
 export const JOB_MAX_TIMEOUT_MS = 24 * 3600_000;
 const jobBytes = z.number().int().positive().max(JOB_MAX_BYTES_CEILING, `at most ${JOB_MAX_BYTES_CEILING} bytes`);
 const jobTimeout = z.number().int().positive().max(JOB_MAX_TIMEOUT_MS, `at most ${JOB_MAX_TIMEOUT_MS} ms (24 h)`);
-const jobModes = z.array(BenchModeSchema).min(1).max(2).refine((m) => new Set(m).size === m.length, { message: 'each mode at most once' });
+const jobModes = z
+  .array(BenchModeSchema)
+  .min(1)
+  .max(2)
+  .refine((m) => new Set(m).size === m.length, { message: 'each mode at most once' });
 const iters = z.number().int().positive().max(JOB_MAX_ITERS, `at most ${JOB_MAX_ITERS} (one size's samples must fit in one NATS message)`);
 const warmup = z.number().int().min(0).max(JOB_MAX_WARMUP, `at most ${JOB_MAX_WARMUP}`);
 
@@ -72,7 +83,10 @@ export const JobRequestSchema = z
     check: z.boolean().default(true),
     modes: jobModes.default(['out-of-place', 'in-place']),
     /** force an all-reduce algorithm (CMESH_ALGO) instead of the cost model */
-    algorithm: z.string().regex(/^[a-z_-]{1,32}$/).optional(),
+    algorithm: z
+      .string()
+      .regex(/^[a-z_-]{1,32}$/)
+      .optional(),
     backend: JobBackendSchema.default('tcp'),
     /** agents by id or name, in rank order */
     agents: z.array(z.string().min(1).max(256)).min(1).max(4096).optional(),
@@ -84,6 +98,8 @@ export const JobRequestSchema = z
     onBusy: z.enum(['wait', 'refuse']).default('wait'),
     /** per-call timeout of the collectives, milliseconds (at most 24 h) */
     timeoutMs: jobTimeout.default(60_000),
+    /** names this submission: a retry with the same key gets the same job, never a second run (REST: the Idempotency-Key header) */
+    idempotencyKey: IdempotencyKeySchema.optional(),
   })
   .refine((r) => !(r.agents && r.group), { message: 'give agents or group, not both' });
 export type JobRequest = z.infer<typeof JobRequestSchema>;
@@ -122,6 +138,16 @@ export const JobMemberSchema = z.object({
   host: z.string().optional(),
   pid: z.number().int().optional(),
   device: z.string().optional(),
+  /** the node its agent runs on, as the agent registered it (absent: a node of its own) */
+  node: z.string().optional(),
+  /** torchrun's LOCAL_RANK: its position among the job's members on its node */
+  localRank: z.number().int().min(0).optional(),
+  /** torchrun's LOCAL_WORLD_SIZE: the job's members on its node */
+  localWorldSize: z.number().int().positive().optional(),
+  /** torchrun's GROUP_RANK: its node's position among the job's nodes (in rank order) */
+  groupRank: z.number().int().min(0).optional(),
+  /** torchrun's GROUP_WORLD_SIZE: the job's nodes */
+  groupWorldSize: z.number().int().positive().optional(),
 });
 export type JobMember = z.infer<typeof JobMemberSchema>;
 
@@ -137,6 +163,11 @@ export const JobAssignmentSchema = z.object({
    * `jobs.start.<agent>` subject, never written to a bucket
    */
   secret: z.string().min(16).max(256),
+  /**
+   * a copy asking a member that ran the job for its samples and end again (core NATS lost them):
+   * an agent without them ignores it, and never starts the job from it
+   */
+  again: z.literal(true).optional(),
 });
 export type JobAssignment = z.infer<typeof JobAssignmentSchema>;
 
@@ -172,7 +203,8 @@ export type JobError = z.infer<typeof JobErrorSchema>;
 const eventBase = { jobId: id, agentId: z.string(), rank: z.number().int().min(0) };
 export const JobEventSchema = z.discriminatedUnion('type', [
   z.object({ ...eventBase, type: z.literal('accepted'), pid: z.number().int(), host: z.string(), device: z.string() }),
-  z.object({ ...eventBase, type: z.literal('ping') }),
+  /** `reconnects`: how often the agent's NATS connection came back (a rise: it was in a failover) */
+  z.object({ ...eventBase, type: z.literal('ping'), reconnects: z.number().int().min(0).optional() }),
   z.object({ ...eventBase, type: z.literal('size'), samples: SizeSamplesSchema }),
   z.object({ ...eventBase, type: z.literal('done') }),
   z.object({ ...eventBase, type: z.literal('failed'), error: JobErrorSchema }),

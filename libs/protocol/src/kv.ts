@@ -9,8 +9,7 @@ export const KV_KEYS = {
   groupsPrefix: 'groups.',
   groupCounter: 'counters.groups',
   leader: 'leader',
-  /** a service group's current round (service.ts SvcRound) */
-  svcGroup: (name: string) => `svc.${name}`,
-  svcGroupsPrefix: 'svc.',
+  /** a service group's current round (service-groups.ts ServiceGroupRound) */
+  serviceGroup: (name: string) => `svc.${name}`,
+  serviceGroupsPrefix: 'svc.',
 } as const;
-

@@ -87,7 +87,11 @@ export function natsPermissions(role: NatsRole, n: ClusterNames, user: string): 
   const s = prefixOf(n);
   switch (role) {
     case 'coordinator':
-      return { publish: { allow: [`${s}.>`, '$JS.API.>', '$KV.>', '$JS.ACK.>', '$JS.FC.>', '_INBOX.>'] }, subscribe: { allow: [`${s}.>`, inboxOf(user)] } };
+      // $SYS.REQ.ACCOUNT.PING.STATZ: every server of the cluster answers it, so the coordinator counts them (natsClusterSize)
+      return {
+        publish: { allow: [`${s}.>`, '$JS.API.>', '$KV.>', '$JS.ACK.>', '$JS.FC.>', '_INBOX.>', '$SYS.REQ.ACCOUNT.PING.STATZ'] },
+        subscribe: { allow: [`${s}.>`, inboxOf(user)] },
+      };
     case 'agent': {
       const id = user;
       return {
@@ -95,21 +99,48 @@ export function natsPermissions(role: NatsRole, n: ClusterNames, user: string): 
         // answer the coordinator's status requests (allow_responses); the group's MAC, not the
         // subject, says who may act in a group
         publish: {
-          allow: [n.agents.register(id), n.agents.heartbeat(id), n.agents.deregister(id), n.jobs.events('*', id), n.svc.groupWildcard, n.stores.open, ...STORE_CLIENT],
+          allow: [
+            n.agents.register(id),
+            n.agents.heartbeat(id),
+            n.agents.deregister(id),
+            n.jobs.events('*', id),
+            n.serviceGroups.groupWildcard,
+            n.stores.open,
+            ...STORE_CLIENT,
+          ],
           deny: coordinatorBuckets(n),
         },
-        subscribe: { allow: [n.agents.events(id), n.jobs.start(id), n.jobs.cancel, n.trace.collect, n.svc.groupWildcard, inboxOf(user)] },
+        subscribe: { allow: [n.agents.events(id), n.jobs.start(id), n.jobs.cancel, n.trace.collect, n.serviceGroups.groupWildcard, inboxOf(user)] },
         allow_responses: true,
       };
     }
     case 'client':
       return {
         publish: {
-          allow: [n.agents.list, n.groups.create, n.groups.get, n.groups.list, n.rdzv.join, n.rdzv.get, n.rdzv.leave, n.jobs.submit, n.jobs.get, n.jobs.list, n.scans.run, n.scans.get, n.scans.list, n.svc.join, n.svc.leave, n.svc.groupWildcard, n.stores.open, ...STORE_CLIENT],
+          allow: [
+            n.agents.list,
+            n.groups.create,
+            n.groups.get,
+            n.groups.list,
+            n.rdzv.join,
+            n.rdzv.get,
+            n.rdzv.leave,
+            n.jobs.submit,
+            n.jobs.get,
+            n.jobs.list,
+            n.scans.run,
+            n.scans.get,
+            n.scans.list,
+            n.serviceGroups.join,
+            n.serviceGroups.leave,
+            n.serviceGroups.groupWildcard,
+            n.stores.open,
+            ...STORE_CLIENT,
+          ],
           deny: coordinatorBuckets(n),
         },
         // service members: their placements, and their groups' results, heartbeats and ends
-        subscribe: { allow: [n.jobs.updates('*'), n.trace.collect, n.svc.placedWildcard, n.svc.groupWildcard, inboxOf(user)] },
+        subscribe: { allow: [n.jobs.updates('*'), n.trace.collect, n.serviceGroups.placedWildcard, n.serviceGroups.groupWildcard, inboxOf(user)] },
         allow_responses: true,
       };
   }
@@ -135,7 +166,8 @@ export function natsAuthorization(users: NatsUser[], n: ClusterNames): string {
     })),
   };
   for (const u of users) {
-    if (typeof u.password !== 'string' && !/^[A-Z][A-Z0-9_]*$/.test(u.password.env)) throw new Error(`NATS password variable ${u.password.env}: capitals, digits and _ only`);
+    if (typeof u.password !== 'string' && !/^[A-Z][A-Z0-9_]*$/.test(u.password.env))
+      throw new Error(`NATS password variable ${u.password.env}: capitals, digits and _ only`);
   }
   // an unquoted $NAME is a variable nats-server resolves from its environment
   return `authorization: ${JSON.stringify(block, null, 2).replace(/"\\u0000([A-Z0-9_]+)\\u0000"/g, '$$$1')}\n`;

@@ -2,7 +2,19 @@
 import { printable, printableDeep, printableJson, printableLines, printableLogHooks } from './printable';
 
 // every control character a terminal could act on: C0, DEL, C1, and the invisible format/bidi ones
-const CONTROLS = [...Array.from({ length: 0x20 }, (_, i) => i), 0x7f, ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i), 0x061c, 0x200e, 0x200f, 0x202a, 0x202e, 0x2066, 0x2069, 0xfeff];
+const CONTROLS = [
+  ...Array.from({ length: 0x20 }, (_, i) => i),
+  0x7f,
+  ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i),
+  0x061c,
+  0x200e,
+  0x200f,
+  0x202a,
+  0x202e,
+  0x2066,
+  0x2069,
+  0xfeff,
+];
 const RAW = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
 
 describe('printable', () => {

@@ -11,7 +11,9 @@ export const RDZV_SUBJECTS = clusterNames(DEFAULT_CLUSTER).rdzv;
 /** the run id is a KV key segment (rdzv.<runId>) */
 export const RunIdSchema = KvIdSchema;
 /** node ids are stored in the record only, so they may also hold . and : (host:port, fqdn) */
-export const NodeIdSchema = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits, _ . : and - only (1..128)` });
+export const NodeIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_.:-]{1,128}$/, { error: (iss) => `${JSON.stringify(iss.input)}: letters, digits, _ . : and - only (1..128)` });
 
 export const RdzvJoinSchema = z
   .object({

@@ -3,8 +3,22 @@ import { z } from 'zod';
 
 export const PROTOCOL_VERSION = 1;
 
-/** TOO_MANY_REQUESTS: a configured limit is full (the job queue); try again later (HTTP 429). */
-export const ERROR_CODES = ['BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'TOO_MANY_REQUESTS', 'UNSUPPORTED_VERSION', 'UNAVAILABLE', 'INTERNAL'] as const;
+/**
+ * TOO_MANY_REQUESTS: a configured limit is full (the job queue); try again later (HTTP 429).
+ * IDEMPOTENCY_KEY_REUSED: the request's idempotency key was used before with another request (HTTP 422).
+ */
+export const ERROR_CODES = [
+  'BAD_REQUEST',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'CONFLICT',
+  'IDEMPOTENCY_KEY_REUSED',
+  'TOO_MANY_REQUESTS',
+  'UNSUPPORTED_VERSION',
+  'UNAVAILABLE',
+  'INTERNAL',
+] as const;
 export const ErrorReplySchema = z.object({
   ok: z.literal(false),
   error: z.object({ code: z.enum(ERROR_CODES), message: z.string(), issues: z.array(z.string()).optional() }),

@@ -17,7 +17,12 @@ export const ScanRequestSchema = z.object({
   /** agents by id or name (at least 2); default: every live agent that is not running a job */
   agents: z.array(z.string().min(1)).min(2).max(1024).optional(),
   /** the latency probe's message size, bytes */
-  latencyBytes: z.number().int().positive().max(1 << 20).default(8),
+  latencyBytes: z
+    .number()
+    .int()
+    .positive()
+    .max(1 << 20)
+    .default(8),
   /** the bandwidth probe's message size, bytes */
   bandwidthBytes: z
     .number()
@@ -52,11 +57,23 @@ export const SCAN_STATES = ['running', 'succeeded', 'failed', 'cancelled'] as co
 export const ScanStateSchema = z.enum(SCAN_STATES);
 export type ScanState = z.infer<typeof ScanStateSchema>;
 
+/**
+ * Which kind of path a link takes: `intra_node` when both agents registered the same node
+ * (CMESH_NODE_NAME: NVLink/PCIe, shared memory, loopback), `inter_node` otherwise (the network;
+ * an agent that named no node is a node of its own). Each class is judged against its own
+ * reference: a node's links are not slow for being slower than NVLink.
+ */
+export const LINK_CLASSES = ['intra_node', 'inter_node'] as const;
+export const LinkClassSchema = z.enum(LINK_CLASSES);
+export type LinkClass = z.infer<typeof LinkClassSchema>;
+
 /** One pair's measurement (a and b: agent names, a before b in the scan's order). */
 export const ScanLinkSchema = z.object({
   a: z.string(),
   b: z.string(),
   round: z.number().int().min(0),
+  /** intra_node or inter_node (absent in scans made before agents named their nodes) */
+  link: LinkClassSchema.optional(),
   state: z.enum(['pending', 'ok', 'failed', 'skipped']),
   /** sendRecv time at latencyBytes, microseconds (median over iterations, slower rank; the lowest of the samples) */
   latencyUs: z.number().nonnegative().optional(),
@@ -64,7 +81,7 @@ export const ScanLinkSchema = z.object({
   bandwidthGBs: z.number().nonnegative().optional(),
   /** measurements taken: a link that looked slow is measured again and keeps its best figures */
   samples: z.number().int().min(0).optional(),
-  /** bandwidth / the scan's reference (set with the findings) */
+  /** bandwidth / the reference of its class (set with the findings) */
   ratio: z.number().nonnegative().optional(),
   slow: z.boolean().optional(),
   /** the job of the first measurement */
@@ -97,20 +114,49 @@ export const ScanAgentFindingSchema = z.object({
   links: z.number().int().min(0),
   slowLinks: z.number().int().min(0),
   flagged: z.boolean(),
+  /**
+   * in the findings of a scan over both classes: the class its bandwidth, ratio and latency are
+   * of (the one where its ratio is lowest); links and slowLinks count both
+   */
+  link: LinkClassSchema.optional(),
 });
 export type ScanAgentFinding = z.infer<typeof ScanAgentFindingSchema>;
 
-export const ScanFindingsSchema = z.object({
+const findingsFields = {
   /** the median over agents of each agent's median link bandwidth, GB/s */
   referenceGBs: z.number().nonnegative().nullable(),
   /** 1.4826 x the median absolute deviation of the agents' medians, GB/s (a robust sigma) */
   spreadGBs: z.number().nonnegative().nullable(),
   agents: z.array(ScanAgentFindingSchema),
   flaggedAgents: z.array(z.string()),
-  flaggedLinks: z.array(z.object({ a: z.string(), b: z.string(), ratio: z.number().nonnegative() })),
+  flaggedLinks: z.array(z.object({ a: z.string(), b: z.string(), ratio: z.number().nonnegative(), link: LinkClassSchema.optional() })),
   /** one sentence per flagged agent or link: "agent-7: 0.41x median bandwidth on 6 of 7 links" */
   evidence: z.array(z.string()),
   verdict: z.string(),
+};
+
+/** The findings over the links of one class (intra_node or inter_node) alone. */
+export const ScanClassFindingsSchema = z.object({
+  link: LinkClassSchema,
+  /** links of the class, and how many were measured (ok or failed) */
+  links: z.number().int().min(0),
+  measured: z.number().int().min(0),
+  /** the median latency of its measured links, microseconds */
+  medianLatencyUs: z.number().nonnegative().nullable(),
+  ...findingsFields,
+});
+export type ScanClassFindings = z.infer<typeof ScanClassFindingsSchema>;
+
+/**
+ * A scan's findings. Over links of one class they are that class's; over both, each class is
+ * judged on its own (`byLink`), and the top level merges them: flagged agents and links of
+ * either class, evidence and verdict prefixed with the class, and the reference and spread of the
+ * inter-node links (the fabric).
+ */
+export const ScanFindingsSchema = z.object({
+  ...findingsFields,
+  /** each class present, judged against its own reference (absent in scans made before agents named their nodes) */
+  byLink: z.array(ScanClassFindingsSchema).optional(),
 });
 export type ScanFindings = z.infer<typeof ScanFindingsSchema>;
 
@@ -120,8 +166,10 @@ export const ScanRecordSchema = z.object({
   /** who asked: a request (REST, NATS, cmesh scan) or the coordinator's schedule (--scan-every) */
   trigger: z.enum(['request', 'schedule']),
   request: ScanRequestSchema,
-  /** agent names in the scan's order */
+  /** agent names in the scan's order (node by node) */
   agents: z.array(z.string()),
+  /** agent name -> the node it registered (agents that named none are left out) */
+  nodes: z.record(z.string(), z.string()).optional(),
   rounds: z.number().int().min(0),
   progress: z.object({ done: z.number().int(), total: z.number().int() }),
   links: z.array(ScanLinkSchema),

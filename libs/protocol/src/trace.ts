@@ -2,10 +2,6 @@
 // request, many replies) and each rank answers with its recorder's summary, the library's
 // TraceDump (torch's field names). The analysis of the answers is the library's analyzeTraces.
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, clusterNames } from './cluster';
-
-/** The default cluster's trace subject (another cluster's: clusterNames(cluster).trace). */
-export const TRACE_SUBJECTS = clusterNames(DEFAULT_CLUSTER).trace;
 
 /** How long the coordinator gathers answers by default, and at most (the issue's "within 2 s"). */
 export const TRACE_COLLECT_DEFAULT_MS = 1000;
@@ -64,19 +60,37 @@ export const TraceDumpSchema = z.object({
   job: z.string().max(256).optional(),
   time_ns: ns,
   pg_config: z
-    .record(z.string().max(16), z.object({ name: z.string().max(128), desc: z.string().max(128), ranks: z.array(z.number().int().min(0)).max(65536), backend: z.string().max(32) }))
+    .record(
+      z.string().max(16),
+      z.object({ name: z.string().max(128), desc: z.string().max(128), ranks: z.array(z.number().int().min(0)).max(65536), backend: z.string().max(32) }),
+    )
     .refine(fewKeys, `at most ${TRACE_MAX_GROUPS} process groups`)
     .refine(fewMembers, `at most ${TRACE_MAX_MEMBERS} members in all the process groups`),
   pg_status: z
     .record(
       z.string().max(16),
-      z.object({ last_enqueued_collective: z.number().int(), last_started_collective: z.number().int(), last_completed_collective: z.number().int(), last_completed_op: z.string().max(64) }),
+      z.object({
+        last_enqueued_collective: z.number().int(),
+        last_started_collective: z.number().int(),
+        last_completed_collective: z.number().int(),
+        last_completed_op: z.string().max(64),
+      }),
     )
     .refine(fewKeys, `at most ${TRACE_MAX_GROUPS} process groups`),
   entries: z.array(TraceEntrySchema).max(100_000),
 });
 
-const OpViewSchema = z.object({ op: z.string(), pg: z.string(), seq: z.number(), p2p: z.boolean(), peer: z.number().nullable(), dtype: z.string().nullable(), count: z.number().nullable(), since_ns: z.number(), error: z.string().nullable() });
+const OpViewSchema = z.object({
+  op: z.string(),
+  pg: z.string(),
+  seq: z.number(),
+  p2p: z.boolean(),
+  peer: z.number().nullable(),
+  dtype: z.string().nullable(),
+  count: z.number().nullable(),
+  since_ns: z.number(),
+  error: z.string().nullable(),
+});
 
 /** The library's GroupReport: one process group of one job, as analyzeTraces says it. */
 export const GroupReportSchema = z.object({
@@ -91,7 +105,15 @@ export const GroupReportSchema = z.object({
   since_ns: z.number().optional(),
   age_s: z.number(),
   lagging: z.array(
-    z.object({ rank: z.number(), answered: z.boolean(), last_completed: z.number(), last_completed_op: z.string(), current: OpViewSchema.nullable(), elsewhere: OpViewSchema.nullable(), mismatch: z.boolean() }),
+    z.object({
+      rank: z.number(),
+      answered: z.boolean(),
+      last_completed: z.number(),
+      last_completed_op: z.string(),
+      current: OpViewSchema.nullable(),
+      elsewhere: OpViewSchema.nullable(),
+      mismatch: z.boolean(),
+    }),
   ),
   stuck: z.boolean(),
   lines: z.array(z.string()),

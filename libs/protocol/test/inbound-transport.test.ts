@@ -11,7 +11,8 @@ import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { Inbound, errorReply } from '@cmesh/protocol';
+import { Inbound } from '@cmesh/protocol/kit';
+import { errorReply } from '@cmesh/protocol';
 import { InboundErrors, InboundTransport } from '@cmesh/protocol/nest';
 
 class Refused extends Error {}
@@ -77,13 +78,19 @@ describe('InboundTransport (real nats-server)', () => {
     await nats?.stop();
   });
 
-  const req = async (subject: string, body: string) => JSON.parse(new TextDecoder().decode((await nc.request(subject, new TextEncoder().encode(body), { timeout: 3000 })).data));
+  const req = async (subject: string, body: string) =>
+    JSON.parse(new TextDecoder().decode((await nc.request(subject, new TextEncoder().encode(body), { timeout: 3000 })).data));
 
   it('answers a request sent the moment listen() returns (the server has the subscriptions by then)', async () => {
     for (let i = 0; i < 10; i++) {
       const own = await connect({ servers: nats.url });
       conns.push(own);
-      const strategy = new InboundTransport({ connection: () => own, inbound: () => new Inbound({ count: () => undefined, warn: () => undefined }), subject: (p) => `fresh${i}.${p}`, requestQueue: 'q' });
+      const strategy = new InboundTransport({
+        connection: () => own,
+        inbound: () => new Inbound({ count: () => undefined, warn: () => undefined }),
+        subject: (p) => `fresh${i}.${p}`,
+        requestQueue: 'q',
+      });
       const ms = await NestFactory.createMicroservice(DemoModule, { strategy, logger: false });
       await ms.listen();
       services.push(ms);
@@ -91,7 +98,7 @@ describe('InboundTransport (real nats-server)', () => {
     }
   });
 
-  it('answers with the handler\'s value as the body, once per request across the queue group', async () => {
+  it("answers with the handler's value as the body, once per request across the queue group", async () => {
     seen.calls.length = 0;
     for (let n = 0; n < 20; n++) expect(await req('t.demo.echo', JSON.stringify({ n }))).toEqual({ ok: true, twice: 2 * n });
     expect(seen.calls.sort()).toEqual(Array.from({ length: 20 }, (_, n) => `echo ${n}`).sort());
@@ -135,9 +142,13 @@ describe('InboundTransport (real nats-server)', () => {
     }
     @Module({ controllers: [NoSchema] })
     class BareModule {}
-    const strategy = new InboundTransport({ connection: () => nc, inbound: () => new Inbound({ count: () => undefined, warn: () => undefined }), subject: (p) => p });
+    const strategy = new InboundTransport({
+      connection: () => nc,
+      inbound: () => new Inbound({ count: () => undefined, warn: () => undefined }),
+      subject: (p) => p,
+    });
     const ms = await NestFactory.createMicroservice(BareModule, { strategy, logger: false });
-    await expect(ms.listen()).rejects.toThrow('NATS pattern demo.bare: no schema in the decorator\'s extras');
+    await expect(ms.listen()).rejects.toThrow("NATS pattern demo.bare: no schema in the decorator's extras");
     await ms.close();
   });
 });

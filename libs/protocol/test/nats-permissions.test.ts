@@ -104,15 +104,22 @@ it("an agent cannot publish on a coordinator control subject, speak as another a
     expect([subject, await subscribeRefused(agent.nc, subject)]).toEqual([subject, true]);
   }
   // what it needs is allowed
-  for (const subject of [n.agents.heartbeat('agent-0'), n.jobs.events('j1', 'agent-0')]) expect([subject, await publishSeen(agent, subject)]).toEqual([subject, false]);
-  for (const subject of [n.agents.events('agent-0'), n.jobs.start('agent-0'), n.jobs.cancel, '_INBOX.agent-0.x']) expect([subject, await subscribeRefused(agent.nc, subject)]).toEqual([subject, false]);
+  for (const subject of [n.agents.heartbeat('agent-0'), n.jobs.events('j1', 'agent-0')])
+    expect([subject, await publishSeen(agent, subject)]).toEqual([subject, false]);
+  for (const subject of [n.agents.events('agent-0'), n.jobs.start('agent-0'), n.jobs.cancel, '_INBOX.agent-0.x'])
+    expect([subject, await subscribeRefused(agent.nc, subject)]).toEqual([subject, false]);
 });
 
 it("each role reaches what it serves: the coordinator answers an agent's register and a client's submit, and its assignment reaches that agent only", async () => {
   const coord = await login('coordinator');
   const agent = await login('agent-1');
   const client = await login('client');
-  for (const subject of [n.agents.registerWildcard, n.jobs.submit]) coord.nc.subscribe(subject, { callback: (_e, m) => { m.respond(`ok ${m.subject}`); } });
+  for (const subject of [n.agents.registerWildcard, n.jobs.submit])
+    coord.nc.subscribe(subject, {
+      callback: (_e, m) => {
+        m.respond(`ok ${m.subject}`);
+      },
+    });
   const starts = agent.nc.subscribe(n.jobs.start('agent-1'), { max: 1 });
   await coord.nc.flush();
   await agent.nc.flush();
@@ -121,8 +128,10 @@ it("each role reaches what it serves: the coordinator answers an agent's registe
   coord.nc.publish(n.jobs.start('agent-1'), 'assignment');
   for await (const m of starts) expect(m.string()).toBe('assignment');
   // a client is no agent and no coordinator
-  for (const subject of [n.agents.register('agent-1'), n.jobs.start('agent-1'), n.jobs.events('j1', 'agent-1'), n.stores.open.replace('open', 'nope')]) expect([subject, await publishSeen(client, subject)]).toEqual([subject, true]);
-  for (const subject of [n.jobs.start('agent-1'), n.agents.events('agent-1'), n.svc.join, n.jobs.submit]) expect([subject, await subscribeRefused(client.nc, subject)]).toEqual([subject, true]);
+  for (const subject of [n.agents.register('agent-1'), n.jobs.start('agent-1'), n.jobs.events('j1', 'agent-1'), n.stores.open.replace('open', 'nope')])
+    expect([subject, await publishSeen(client, subject)]).toEqual([subject, true]);
+  for (const subject of [n.jobs.start('agent-1'), n.agents.events('agent-1'), n.serviceGroups.join, n.jobs.submit])
+    expect([subject, await subscribeRefused(client.nc, subject)]).toEqual([subject, true]);
   expect(coord.violations).toEqual([]);
 });
 
@@ -130,7 +139,11 @@ it("a tenant reads only its own inbox: another login's replies never reach it", 
   const coord = await login('coordinator');
   const client = await login('client');
   const other = await login('team-b');
-  coord.nc.subscribe(n.jobs.get, { callback: (_e, m) => { m.respond(`for ${m.reply}`); } });
+  coord.nc.subscribe(n.jobs.get, {
+    callback: (_e, m) => {
+      m.respond(`for ${m.reply}`);
+    },
+  });
   await coord.nc.flush();
   expect(await subscribeRefused(other.nc, '_INBOX.>')).toBe(true);
   expect(await subscribeRefused(other.nc, '_INBOX.client.>')).toBe(true);
@@ -141,9 +154,13 @@ it("a tenant reads only its own inbox: another login's replies never reach it", 
 it("a service group's member worker (an agent login) answers the coordinator's status request", async () => {
   const coord = await login('coordinator');
   const agent = await login('agent-0');
-  agent.nc.subscribe(n.svc.status('grads_1'), { callback: (_e, m) => { m.respond('{"rank":0}'); } });
+  agent.nc.subscribe(n.serviceGroups.status('grads_1'), {
+    callback: (_e, m) => {
+      m.respond('{"rank":0}');
+    },
+  });
   await agent.nc.flush();
-  expect((await coord.nc.request(n.svc.status('grads_1'), '{}', { timeout: 5000 })).string()).toBe('{"rank":0}');
+  expect((await coord.nc.request(n.serviceGroups.status('grads_1'), '{}', { timeout: 5000 })).string()).toBe('{"rank":0}');
   expect([coord.violations, agent.violations]).toEqual([[], []]);
 });
 
@@ -162,7 +179,9 @@ it('agents and clients use a store bucket the coordinator made, by its name, but
     expect(c.violations).toEqual([]);
     const jsm = await jetstreamManager(c.nc, { checkAPI: false });
     await expect(jsm.streams.add({ name: 'evil', subjects: [n.jobs.start('agent-0')] })).rejects.toThrow(/Permissions Violation/);
-    await expect(jsm.streams.add({ name: 'evil2', subjects: ['evil.>'], republish: { src: '>', dest: `$KV.${n.buckets.state}.agents.agent-9` } })).rejects.toThrow(/Permissions Violation/);
+    await expect(
+      jsm.streams.add({ name: 'evil2', subjects: ['evil.>'], republish: { src: '>', dest: `$KV.${n.buckets.state}.agents.agent-9` } }),
+    ).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.delete(`KV_${bucket}`)).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.purge(`KV_${bucket}`)).rejects.toThrow(/Permissions Violation/);
     await expect(jsm.streams.names().next()).rejects.toThrow(/Permissions Violation/);
@@ -179,7 +198,11 @@ it("a consumer can still be made to deliver a store bucket's bytes to any subjec
   const kv = await new Kvm(client.nc).open(bucket, { bindOnly: true });
   await kv.put('forged', '{"jobId":"evil"}');
   const got: string[] = [];
-  agent.nc.subscribe(n.jobs.start('agent-0'), { callback: (_e, m) => { got.push(m.subject); } });
+  agent.nc.subscribe(n.jobs.start('agent-0'), {
+    callback: (_e, m) => {
+      got.push(m.subject);
+    },
+  });
   await agent.nc.flush();
   const jsm = await jetstreamManager(client.nc, { checkAPI: false });
   await jsm.consumers.add(`KV_${bucket}`, { deliver_subject: n.jobs.start('agent-0'), ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });

@@ -103,6 +103,15 @@ export function forgedTraceAnswer(jobs: readonly string[]): fc.Arbitrary<ForgedA
       }
       return { what: `hostile dump (${groups} groups of ${size}, world ${worldSize})`, data: enc.encode(JSON.stringify(d)), mac };
     });
-  const malformed = fc.tuple(invalidJsonPayload(valid, { required: ['rank', 'world_size', 'pg_config', 'entries', 'time_ns'], constrained: ['rank', 'world_size'], maxBytes: 256 * 1024 }), mac).map(([p, m]) => ({ ...p, mac: m }));
+  const malformed = fc
+    .tuple(
+      invalidJsonPayload(valid, {
+        required: ['rank', 'world_size', 'pg_config', 'entries', 'time_ns'],
+        constrained: ['rank', 'world_size'],
+        maxBytes: 256 * 1024,
+      }),
+      mac,
+    )
+    .map(([p, m]) => ({ ...p, mac: m }));
   return fc.oneof({ arbitrary: hostile, weight: 1 }, { arbitrary: malformed, weight: 1 });
 }

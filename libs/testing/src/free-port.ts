@@ -18,29 +18,28 @@ export async function freePortPair(host = '127.0.0.1'): Promise<number> {
   throw new Error('no two consecutive free ports');
 }
 
+/** Whether host:port accepts a TCP connection now. */
+export function accepts(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise<boolean>((r) => {
+    const s = net.connect({ host, port }, () => {
+      s.destroy();
+      r(true);
+    });
+    s.once('error', () => r(false));
+  });
+}
+
 /** Resolves true once something accepts TCP connections on host:port, false after the deadline. */
 export async function waitForPort(port: number, timeoutMs: number, host = '127.0.0.1', alive: () => boolean = () => true): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && alive()) {
-    const ok = await new Promise<boolean>((r) => {
-      const s = net.connect({ host, port }, () => {
-        s.destroy();
-        r(true);
-      });
-      s.once('error', () => r(false));
-    });
-    if (ok) return true;
+    if (await accepts(port, host)) return true;
     await new Promise((r) => setTimeout(r, 50));
   }
   return false;
 }
 
-export function isAlive(pid: number | undefined): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+/** Resolves once something accepts TCP connections on host:port; throws naming the port after timeoutMs. */
+export async function listening(port: number, timeoutMs = 30_000, host = '127.0.0.1'): Promise<void> {
+  if (!(await waitForPort(port, timeoutMs, host))) throw new Error(`nothing listens on ${host}:${port} within ${timeoutMs} ms`);
 }

@@ -94,8 +94,7 @@ function hostileSameType(v: unknown): fc.Arbitrary<unknown> {
       fc.constantFrom('', ' ', '*', '>', 'a b', '../x', '\u0000', 'é', '%2e', 'x'.repeat(129), 'y'.repeat(20_000)),
       fc.string({ unit: 'grapheme', minLength: 1, maxLength: 30 }).map((s) => `${s}*`),
     );
-  if (typeof v === 'number')
-    return fc.constantFrom(0, -1, -0.5, 0.5, 1e308, -1e308, 2 ** 53, 2 ** 64, -(2 ** 31));
+  if (typeof v === 'number') return fc.constantFrom(0, -1, -0.5, 0.5, 1e308, -1e308, 2 ** 53, 2 ** 64, -(2 ** 31));
   return otherType(v);
 }
 
@@ -124,17 +123,69 @@ export function invalidJsonPayload(valid: Record<string, unknown>, opts: Payload
   const p = (what: string, a: fc.Arbitrary<Uint8Array>, weight = 10) => ({ arbitrary: a.map((data) => ({ what, data })), weight });
   return fc.oneof(
     p('random bytes', fc.uint8Array({ minLength: 1, maxLength: 512 })),
-    p('not JSON', fc.string({ minLength: 1, maxLength: 200 }).filter((s) => !isJson(s)).map(bytes)),
-    p('truncated', fc.integer({ min: 1, max: Math.max(1, text.length - 1) }).map((n) => bytes(text.slice(0, n)))),
-    p('trailing garbage', fc.string({ minLength: 1, maxLength: 20 }).filter((s) => !isJson(text + s)).map((s) => bytes(text + s))),
-    p('another JSON type', fc.oneof(fc.constant(null), fc.boolean(), fc.integer(), fc.string({ maxLength: 50 }), fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 5 })).map((v) => bytes(JSON.stringify(v)))),
-    p('missing key', key.map((k) => bytes(JSON.stringify(Object.fromEntries(Object.entries(valid).filter(([x]) => x !== k)))))),
-    p('key of another type', key.chain((k) => otherType(valid[k]).map((v) => mutate(k, v)))),
-    ...(opts.constrained?.length ? [p('key out of range', fc.constantFrom(...opts.constrained).chain((k) => hostileSameType(valid[k]).filter((v) => v !== valid[k]).map((v) => mutate(k, v))))] : []),
-    p('deep nesting', fc.integer({ min: 1000, max: 50_000 }).map((n) => bytes(`${'['.repeat(n)}${']'.repeat(n)}`)), 1),
-    p('deep nesting in a key', fc.tuple(key, fc.integer({ min: 1000, max: 20_000 })).map(([k, n]) => bytes(`{"${k}":${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`)), 1),
-    p('__proto__', key.map((k) => bytes(`{"__proto__":${text},"constructor":{"prototype":{"${k}":1}}}`))),
-    p('large', fc.tuple(key, fc.integer({ min: 64 * 1024, max: maxBytes - text.length - 64 })).map(([k, n]) => mutate(k, ['z'.repeat(n)])), 1),
+    p(
+      'not JSON',
+      fc
+        .string({ minLength: 1, maxLength: 200 })
+        .filter((s) => !isJson(s))
+        .map(bytes),
+    ),
+    p(
+      'truncated',
+      fc.integer({ min: 1, max: Math.max(1, text.length - 1) }).map((n) => bytes(text.slice(0, n))),
+    ),
+    p(
+      'trailing garbage',
+      fc
+        .string({ minLength: 1, maxLength: 20 })
+        .filter((s) => !isJson(text + s))
+        .map((s) => bytes(text + s)),
+    ),
+    p(
+      'another JSON type',
+      fc
+        .oneof(fc.constant(null), fc.boolean(), fc.integer(), fc.string({ maxLength: 50 }), fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 5 }))
+        .map((v) => bytes(JSON.stringify(v))),
+    ),
+    p(
+      'missing key',
+      key.map((k) => bytes(JSON.stringify(Object.fromEntries(Object.entries(valid).filter(([x]) => x !== k))))),
+    ),
+    p(
+      'key of another type',
+      key.chain((k) => otherType(valid[k]).map((v) => mutate(k, v))),
+    ),
+    ...(opts.constrained?.length
+      ? [
+          p(
+            'key out of range',
+            fc.constantFrom(...opts.constrained).chain((k) =>
+              hostileSameType(valid[k])
+                .filter((v) => v !== valid[k])
+                .map((v) => mutate(k, v)),
+            ),
+          ),
+        ]
+      : []),
+    p(
+      'deep nesting',
+      fc.integer({ min: 1000, max: 50_000 }).map((n) => bytes(`${'['.repeat(n)}${']'.repeat(n)}`)),
+      1,
+    ),
+    p(
+      'deep nesting in a key',
+      fc.tuple(key, fc.integer({ min: 1000, max: 20_000 })).map(([k, n]) => bytes(`{"${k}":${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`)),
+      1,
+    ),
+    p(
+      '__proto__',
+      key.map((k) => bytes(`{"__proto__":${text},"constructor":{"prototype":{"${k}":1}}}`)),
+    ),
+    p(
+      'large',
+      fc.tuple(key, fc.integer({ min: 64 * 1024, max: maxBytes - text.length - 64 })).map(([k, n]) => mutate(k, ['z'.repeat(n)])),
+      1,
+    ),
   );
 }
 

@@ -1,4 +1,5 @@
 export * from './free-port';
+export * from './processes';
 export * from './nats-server';
 export * from './prometheus';
 export * from './inspector';
@@ -6,3 +7,6 @@ export * from './fuzz';
 export * from './netns';
 export * from './nccl-sim';
 export * from './forged-trace';
+export * from './nats-cluster';
+export * from './reference-values';
+export * from './nccl-scenario';

@@ -24,7 +24,11 @@ export async function startNatsServer(opts: { timeoutMs?: number; binary?: strin
   const storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
   const conf = join(storeDir, 'nats-server.conf');
   if (opts.config !== undefined) writeFileSync(conf, opts.config, { mode: 0o600 });
-  const proc = spawn(opts.binary ?? 'nats-server', [...(opts.config !== undefined ? ['-c', conf] : []), '-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: 'ignore' });
+  const proc = spawn(
+    opts.binary ?? 'nats-server',
+    [...(opts.config !== undefined ? ['-c', conf] : []), '-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir],
+    { stdio: 'ignore' },
+  );
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const spawnError = new Promise<Error>((r) => proc.once('error', r));
   const stop = async () => {

@@ -113,7 +113,11 @@ export function createNetnsHosts(o: NetnsHostsOptions): NetnsHosts {
       // burst: a few 64 KiB GSO segments; latency bounds the queue (TCP fills it)
       if (o.rate) tc(ns, 'qdisc', 'add', 'dev', IFNAME, ...parent, 'handle', '10:', 'tbf', 'rate', o.rate, 'burst', '256kb', 'latency', '20ms');
     });
-    const parts = [o.rate ? `tbf ${o.rate} per host uplink` : '', netem ? `netem delay ${o.delayUs} us one way` : '', o.delayUs !== undefined && !netem ? shaping : ''];
+    const parts = [
+      o.rate ? `tbf ${o.rate} per host uplink` : '',
+      netem ? `netem delay ${o.delayUs} us one way` : '',
+      o.delayUs !== undefined && !netem ? shaping : '',
+    ];
     shaping = parts.filter(Boolean).join(', ') || 'unshaped';
   } catch (e) {
     remove();

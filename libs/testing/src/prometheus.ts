@@ -127,7 +127,9 @@ export async function startPrometheus(opts: PrometheusOptions = {}): Promise<Pro
     if (!ready) await new Promise((r) => setTimeout(r, 100));
   }
   if (!ready) {
-    const why = spawnError ? `cannot start prometheus (is the Debian package installed?): ${(spawnError as Error).message}` : `prometheus not ready on port ${port}: ${stderr.trim()}`;
+    const why = spawnError
+      ? `cannot start prometheus (is the Debian package installed?): ${(spawnError as Error).message}`
+      : `prometheus not ready on port ${port}: ${stderr.trim()}`;
     await stop();
     throw new Error(why);
   }
@@ -142,7 +144,9 @@ export async function startPrometheus(opts: PrometheusOptions = {}): Promise<Pro
   };
 
   const targets = async (): Promise<PrometheusTarget[]> => {
-    const data = await getJson<{ activeTargets: { labels: Record<string, string>; health: PrometheusTarget['health']; lastError: string }[] }>(`${url}/api/v1/targets?state=active`);
+    const data = await getJson<{ activeTargets: { labels: Record<string, string>; health: PrometheusTarget['health']; lastError: string }[] }>(
+      `${url}/api/v1/targets?state=active`,
+    );
     return data.activeTargets.map((t) => ({ job: t.labels.job, instance: t.labels.instance, health: t.health, lastError: t.lastError }));
   };
 
@@ -177,9 +181,18 @@ export async function startPrometheus(opts: PrometheusOptions = {}): Promise<Pro
       }
     },
     async rules() {
-      const data = await getJson<{ groups: { name: string; rules: { name: string; type: string; health: string; lastError?: string; state?: string }[] }[] }>(`${url}/api/v1/rules`);
+      const data = await getJson<{ groups: { name: string; rules: { name: string; type: string; health: string; lastError?: string; state?: string }[] }[] }>(
+        `${url}/api/v1/rules`,
+      );
       return data.groups.flatMap((g) =>
-        g.rules.map((r) => ({ group: g.name, name: r.name, type: r.type === 'alerting' ? ('alerting' as const) : ('recording' as const), health: r.health, lastError: r.lastError, state: r.state })),
+        g.rules.map((r) => ({
+          group: g.name,
+          name: r.name,
+          type: r.type === 'alerting' ? ('alerting' as const) : ('recording' as const),
+          health: r.health,
+          lastError: r.lastError,
+          state: r.state,
+        })),
       );
     },
     stop,

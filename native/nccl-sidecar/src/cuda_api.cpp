@@ -58,6 +58,7 @@ std::string bindAll(void* h, CudaApi& api) {
   bind(h, "cudaMalloc", api.malloc, missing);
   bind(h, "cudaFree", api.free, missing);
   bind(h, "cudaMallocHost", api.mallocHost, missing);
+  bind(h, "cudaFreeHost", api.freeHost, missing);
   bind(h, "cudaMemcpyAsync", api.memcpyAsync, missing);
   bind(h, "cudaMemsetAsync", api.memsetAsync, missing);
   bind(h, "cudaStreamCreateWithFlags", api.streamCreateWithFlags, missing);

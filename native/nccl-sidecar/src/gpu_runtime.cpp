@@ -37,6 +37,20 @@ GpuRuntime::GpuRuntime(const RuntimeOptions& opts) {
 GpuRuntime::~GpuRuntime() {
   stopping_ = true;
   if (watchdogThread_.joinable()) watchdogThread_.join();
+  // Communicators first (aborted, their work ended), then the memory, whose release waits for the
+  // device. The sidecar itself ends with _exit and leaves all of it to the driver.
+  watched_.clear();
+  claims_.clear();
+  comms_.clear();
+}
+
+GpuRuntime::Comm::~Comm() {
+  if (comm || parent) {
+    rt.cuda.setDevice(device);
+    comm.reset();  // the child before its parent (aborting the parent first breaks the child)
+    parent.reset();
+  }
+  rt.returnScratch(*this);
 }
 
 // The executor's own deadline checks run between library calls. A call that blocks (a launch
@@ -93,7 +107,7 @@ ncclComm_t GpuRuntime::handleOf(Comm& c, const std::string& what) {
     lk.unlock();
     abortAndThrow(c, codes::kAborted, what);
   }
-  return c.comm;
+  return c.comm.get();
 }
 
 void GpuRuntime::checkComm(Comm& c, cudaError_t e, const std::string& what) {
@@ -105,28 +119,31 @@ void GpuRuntime::takeScratch(Comm& c) {
     std::lock_guard<std::mutex> lk(m_);
     auto& pool = freeScratch_[c.device];
     if (!pool.empty()) {
-      std::tie(c.scratch, c.hostScratch) = pool.back();
+      c.scratch = std::move(pool.back());
       pool.pop_back();
       return;
     }
   }
-  void* dev = nullptr;
-  void* host = nullptr;
-  check(cuda.malloc(&dev, sizeof(double)), "cudaMalloc(scratch)");
-  // On failure the 8 device bytes stay allocated: freeing them would synchronise the device.
-  check(cuda.mallocHost(&host, sizeof(double)), "cudaMallocHost(scratch)");
-  c.scratch = dev;
-  c.hostScratch = static_cast<double*>(host);
+  Scratch slot;
+  check(cuda.malloc(slot.device.put(cuda), sizeof(double)), "cudaMalloc(scratch)");
+  if (cudaError_t e = cuda.mallocHost(slot.host.put(cuda), sizeof(double))) {
+    slot.device.release();  // 8 bytes left allocated: freeing them would synchronise the device
+    check(e, "cudaMallocHost(scratch)");
+  }
+  c.scratch = std::move(slot);
 }
 
 void GpuRuntime::returnScratch(Comm& c) {
-  // A slot whose stream may still copy into it (work left after an abort) is not reused.
-  if (c.scratch && c.hostScratch && (!c.stream || cuda.streamQuery(c.stream) == kCudaSuccess)) {
+  if (!c.scratch.device && !c.scratch.host) return;
+  // A slot whose stream may still copy into it (work left after an abort) is not reused, nor freed
+  // (that would wait on every kernel of the device): it stays allocated.
+  if (c.scratch.device && c.scratch.host && (!c.stream || cuda.streamQuery(c.stream.get()) == kCudaSuccess)) {
     std::lock_guard<std::mutex> lk(m_);
-    freeScratch_[c.device].emplace_back(c.scratch, c.hostScratch);
+    freeScratch_[c.device].push_back(std::move(c.scratch));
+    return;
   }
-  c.scratch = nullptr;
-  c.hostScratch = nullptr;
+  c.scratch.device.release();
+  c.scratch.host.release();
 }
 
 std::string GpuRuntime::unavailableReason() const {
@@ -214,6 +231,10 @@ GpuRuntime::Buffer& GpuRuntime::buffer(int64_t handle) {
 GpuRuntime::CommPtr GpuRuntime::findComm(int64_t handle) {
   std::lock_guard<std::mutex> lk(m_);
   auto it = comms_.find(handle);
+  auto gone = abortedByRequest_.find(handle);
+  if (it == comms_.end() && gone != abortedByRequest_.end() && gone->second == owner_)
+    throw SidecarError(codes::kAborted, "communicator " + std::to_string(handle) +
+                                            " was aborted by an abort request; its handle is released");
   if (it == comms_.end() || it->second->owner != owner_)
     throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle) + " on this connection");
   return it->second;
@@ -240,17 +261,16 @@ char* GpuRuntime::span(const Buffer& b, size_t offset, size_t bytes, const char*
     throw SidecarError(codes::kInvalidArgument, std::string(field) + ": range [" + std::to_string(offset) + ", " +
                                                     std::to_string(offset + bytes) + ") exceeds the buffer's " +
                                                     std::to_string(b.bytes) + " bytes");
-  return static_cast<char*>(b.ptr) + offset;
+  return static_cast<char*>(b.mem.get()) + offset;
 }
 
 cudaStream_t GpuRuntime::copyStream(int device) {
   std::lock_guard<std::mutex> lk(m_);  // connections' executors copy concurrently
   auto it = copyStreams_.find(device);
-  if (it != copyStreams_.end()) return it->second;
-  cudaStream_t s = nullptr;
-  check(cuda.streamCreateWithFlags(&s, kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  copyStreams_[device] = s;
-  return s;
+  if (it != copyStreams_.end()) return it->second.get();
+  CudaStream s;
+  check(cuda.streamCreateWithFlags(s.put(cuda), kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  return (copyStreams_[device] = std::move(s)).get();
 }
 
 void GpuRuntime::waitStream(cudaStream_t s, const Deadline& d, const std::string& what) {
@@ -269,20 +289,17 @@ void GpuRuntime::releaseComm(Comm& c) {
   // No cudaFree here: it synchronises the whole device, so an abort would wait on the kernels of
   // every other communicator there (a hung one included). Scratch slots go back to a pool.
   returnScratch(c);
-  if (c.start) cuda.eventDestroy(c.start);
-  if (c.stop) cuda.eventDestroy(c.stop);
-  if (c.sync) cuda.eventDestroy(c.sync);
-  if (c.stream) cuda.streamDestroy(c.stream);
-  c.start = c.stop = c.sync = nullptr;
-  c.stream = nullptr;
+  c.start.reset();
+  c.stop.reset();
+  c.sync.reset();
+  c.stream.reset();  // a stream with work left (after an abort) is released once that work ends
 }
 
 void GpuRuntime::abortLocked(Comm& c, const std::string& reason, bool releaseResources, const std::string& code) {
   if (!c.aborted) {
     cuda.setDevice(c.device);
-    if (c.comm) nccl.commAbort(c.comm);
-    if (c.parent) nccl.commAbort(c.parent);
-    c.comm = c.parent = nullptr;
+    c.comm.reset();  // ncclCommAbort, the child before its parent
+    c.parent.reset();
     c.aborted = true;
     c.abortReason = reason;
     c.abortCode = code;
@@ -450,7 +467,7 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
                                                     "-byte ncclUniqueId (from getUniqueId)");
   std::memcpy(&id, payload.data(), sizeof id);
   check(cuda.setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  auto c = std::make_shared<Comm>();
+  auto c = std::make_shared<Comm>(*this);
   c->device = device;
   c->rank = rank;
   c->nranks = nranks;
@@ -477,7 +494,7 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
   }
   {
     std::lock_guard<std::mutex> lk(c->m);
-    c->comm = made;
+    c->comm = NcclComm(nccl, made);
   }
   if (r != kNcclSuccess && r != kNcclInProgress) {
     std::string msg = what + ": " + nccl.describe(r, made);
@@ -489,10 +506,10 @@ Response GpuRuntime::commInitRank(const Request& req, const std::vector<uint8_t>
   if (nccl_.splitLaunches) splitBlocking(*c, d, what);
   checkDevice(*c, what);
   try {
-    check(cuda.streamCreateWithFlags(&c->stream, kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    check(cuda.eventCreateWithFlags(&c->start, kCudaEventDefault), "cudaEventCreate");
-    check(cuda.eventCreateWithFlags(&c->stop, kCudaEventDefault), "cudaEventCreate");
-    check(cuda.eventCreateWithFlags(&c->sync, kCudaEventDefault), "cudaEventCreate");
+    check(cuda.streamCreateWithFlags(c->stream.put(cuda), kCudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cuda.eventCreateWithFlags(c->start.put(cuda), kCudaEventDefault), "cudaEventCreate");
+    check(cuda.eventCreateWithFlags(c->stop.put(cuda), kCudaEventDefault), "cudaEventCreate");
+    check(cuda.eventCreateWithFlags(c->sync.put(cuda), kCudaEventDefault), "cudaEventCreate");
     takeScratch(*c);
   } catch (...) {
     std::lock_guard<std::mutex> lk(c->m);
@@ -524,21 +541,26 @@ void GpuRuntime::splitBlocking(Comm& c, const Deadline& d, const std::string& wh
   NcclConfig config;
   config.blocking = 1;
   // NCCL writes the child from its own thread when the split completes (the parent is
-  // non-blocking): a cell that outlives this call if it gives up first; freed once written.
-  auto* cell = new ncclComm_t(nullptr);
-  ncclResult_t r = nccl.commSplit(parent, 0, c.rank, cell, &config);
-  if (r != kNcclSuccess && r != kNcclInProgress) {
-    delete cell;
+  // non-blocking): if this call gives up first, the cell is left to NCCL, never freed.
+  auto cell = std::make_unique<ncclComm_t>(nullptr);
+  ncclResult_t r = nccl.commSplit(parent, 0, c.rank, cell.get(), &config);
+  if (r != kNcclSuccess && r != kNcclInProgress)
     abortAndThrow(c, codes::kNcclError, step + ": " + nccl.describe(r, parent));
+  try {
+    waitComm(c, d, step, parent, cell.get());
+  } catch (...) {
+    cell.release();
+    throw;
   }
-  waitComm(c, d, step, parent, cell);
   {
     std::lock_guard<std::mutex> lk(c.m);
-    c.comm = __atomic_load_n(cell, __ATOMIC_ACQUIRE);
-    c.parent = parent;
-    c.nonblocking = false;
+    NcclComm child(nccl, __atomic_load_n(cell.get(), __ATOMIC_ACQUIRE));
+    if (!c.aborted) {
+      c.parent = std::move(c.comm);
+      c.comm = std::move(child);
+      c.nonblocking = false;
+    }  // else aborted from another thread since: the child is aborted here, on leaving the scope
   }
-  delete cell;
   waitComm(c, d, step);  // a failed split hands back a child in error
   // The idle parent goes now if NCCL lets it; else it stays, aborted after the child at the end.
   bool released = true;
@@ -552,9 +574,13 @@ void GpuRuntime::splitBlocking(Comm& c, const Deadline& d, const std::string& wh
     released = r == kNcclSuccess;
   }
   if (released) {
-    nccl.commDestroy(parent);  // finalized: the handle is gone whatever destroy says
-    std::lock_guard<std::mutex> lk(c.m);
-    c.parent = nullptr;
+    NcclComm idle;
+    {
+      // taken first: an abort from another thread from now on leaves the handle alone
+      std::lock_guard<std::mutex> lk(c.m);
+      idle = std::move(c.parent);
+    }
+    if (idle) nccl.commDestroy(idle.release());  // finalized: the handle is gone whatever destroy says
   }
 }
 
@@ -564,13 +590,13 @@ Response GpuRuntime::alloc(const Request& req) {
   int device = static_cast<int>(req.device);
   size_t bytes = static_cast<size_t>(req.count * dtypeInfo(req.dtype)->bytes);  // checked by decodeRequest
   check(cuda.setDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  void* ptr = nullptr;
-  check(cuda.malloc(&ptr, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes on device " + std::to_string(device) + ")");
+  DeviceMemory mem;
+  check(cuda.malloc(mem.put(cuda), bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes on device " + std::to_string(device) + ")");
   int64_t handle;
   {
     std::lock_guard<std::mutex> lk(m_);
     handle = nextHandle_++;
-    buffers_[handle] = Buffer{device, ptr, bytes, owner_};
+    buffers_[handle] = Buffer{device, std::move(mem), bytes, owner_};
   }
   Response out;
   out.result.set("buf", handle).set("bytes", static_cast<int64_t>(bytes)).set("device", device);
@@ -581,7 +607,7 @@ Response GpuRuntime::free(const Request& req) {
   int64_t handle = static_cast<int64_t>(req.buf);
   Buffer& b = buffer(handle);
   check(cuda.setDevice(b.device), "cudaSetDevice");
-  check(cuda.free(b.ptr), "cudaFree");
+  check(b.mem.reset(), "cudaFree");
   std::lock_guard<std::mutex> lk(m_);
   buffers_.erase(handle);
   return Response{};
@@ -601,24 +627,39 @@ Response GpuRuntime::memset(const Request& req, const Deadline& d) {
   return Response{};
 }
 
-char* GpuRuntime::takeStaging() {
-  {
-    std::lock_guard<std::mutex> lk(m_);
-    if (!freeStaging_.empty()) {
-      char* p = freeStaging_.back();
-      freeStaging_.pop_back();
-      return p;
+// One copy's staging buffer: back to the pool once the copy has finished; left allocated when it
+// has not (deadline, error), as the DMA may still touch it and cudaFreeHost would wait on the device.
+class GpuRuntime::Staging {
+ public:
+  explicit Staging(GpuRuntime& rt) : rt_(rt) {
+    {
+      std::lock_guard<std::mutex> lk(rt.m_);
+      if (!rt.freeStaging_.empty()) {
+        mem_ = std::move(rt.freeStaging_.back());
+        rt.freeStaging_.pop_back();
+        return;
+      }
     }
+    rt.check(rt.cuda.mallocHost(mem_.put(rt.cuda), kStagingBytes), "cudaMallocHost(staging)");
   }
-  void* p = nullptr;
-  check(cuda.mallocHost(&p, kStagingBytes), "cudaMallocHost(staging)");
-  return static_cast<char*>(p);
-}
+  ~Staging() {
+    if (!finished_) {
+      mem_.release();
+      return;
+    }
+    std::lock_guard<std::mutex> lk(rt_.m_);
+    rt_.freeStaging_.push_back(std::move(mem_));
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  char* get() const { return static_cast<char*>(mem_.get()); }
+  void finished() { finished_ = true; }
 
-void GpuRuntime::returnStaging(char* p) {
-  std::lock_guard<std::mutex> lk(m_);
-  freeStaging_.push_back(p);
-}
+ private:
+  GpuRuntime& rt_;
+  PinnedMemory mem_;
+  bool finished_ = false;
+};
 
 // Copies go through a pinned staging buffer, a piece at a time: a cudaMemcpyAsync with pageable
 // memory returns only when done, where no deadline is seen; from pinned memory it is queued and
@@ -631,7 +672,8 @@ Response GpuRuntime::copyIn(const Request& req, std::vector<uint8_t>& payload, c
   if (payload.empty()) return Response{};
   check(cuda.setDevice(b.device), "cudaSetDevice");
   cudaStream_t s = copyStream(b.device);
-  char* stage = takeStaging();
+  Staging staging(*this);
+  char* stage = staging.get();
   for (size_t done = 0; done < payload.size();) {
     const size_t n = std::min(kStagingBytes, payload.size() - done);
     std::memcpy(stage, payload.data() + done, n);
@@ -639,7 +681,7 @@ Response GpuRuntime::copyIn(const Request& req, std::vector<uint8_t>& payload, c
     waitStream(s, d, "copyIn");
     done += n;
   }
-  returnStaging(stage);
+  staging.finished();
   Response out;
   out.result.set("bytes", static_cast<int64_t>(payload.size()));
   return out;
@@ -656,7 +698,8 @@ Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
   if (bytes == 0) return out;
   check(cuda.setDevice(b.device), "cudaSetDevice");
   cudaStream_t s = copyStream(b.device);
-  char* stage = takeStaging();
+  Staging staging(*this);
+  char* stage = staging.get();
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kStagingBytes, bytes - done);
     check(cuda.memcpyAsync(stage, src + done, n, kCudaMemcpyDeviceToHost, s), "cudaMemcpyAsync(D2H)");
@@ -664,7 +707,7 @@ Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
     std::memcpy(out.payload.data() + done, stage, n);
     done += n;
   }
-  returnStaging(stage);
+  staging.finished();
   return out;
 }
 
@@ -672,25 +715,25 @@ Response GpuRuntime::copyOut(const Request& req, const Deadline& d) {
 // it is done, so a peer missing from this all-reduce would hold the thread inside CUDA, past every
 // deadline. From pinned memory the copies are queued and the completion event polled.
 double GpuRuntime::allReduceMax(Comm& c, double value, const Deadline& d, const std::string& what) {
-  *c.hostScratch = value;
+  *c.scratch.value() = value;
   const ncclComm_t comm = handleOf(c, what);
   ncclResult_t r;
   {
     InCall call(c, d, what);  // each call may block (a full launch queue, NCCL's lazy connect)
-    checkComm(c, cuda.memcpyAsync(c.scratch, c.hostScratch, sizeof value, kCudaMemcpyHostToDevice, c.stream),
+    checkComm(c, cuda.memcpyAsync(c.scratch.device.get(), c.scratch.value(), sizeof value, kCudaMemcpyHostToDevice, c.stream.get()),
               what + ": cudaMemcpyAsync(H2D)");
-    r = nccl.allReduce(c.scratch, c.scratch, 1, kNcclFloat64, kNcclMax, comm, c.stream);
+    r = nccl.allReduce(c.scratch.device.get(), c.scratch.device.get(), 1, kNcclFloat64, kNcclMax, comm, c.stream.get());
   }
   if (r == kNcclInProgress) waitComm(c, d, what);  // enqueued only then: the copy back goes after it
   else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, comm));
   {
     InCall call(c, d, what);
-    checkComm(c, cuda.memcpyAsync(c.hostScratch, c.scratch, sizeof value, kCudaMemcpyDeviceToHost, c.stream),
+    checkComm(c, cuda.memcpyAsync(c.scratch.value(), c.scratch.device.get(), sizeof value, kCudaMemcpyDeviceToHost, c.stream.get()),
               what + ": cudaMemcpyAsync(D2H)");
-    checkComm(c, cuda.eventRecord(c.sync, c.stream), what + ": cudaEventRecord");
+    checkComm(c, cuda.eventRecord(c.sync.get(), c.stream.get()), what + ": cudaEventRecord");
   }
-  waitEvent(c, c.sync, d, what);
-  return *c.hostScratch;
+  waitEvent(c, c.sync.get(), d, what);
+  return *c.scratch.value();
 }
 
 Response GpuRuntime::collective(const Request& req, const Deadline& d) {
@@ -701,32 +744,25 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
   CollectiveSpec s = parseCollective(req, c.nranks, c.rank);
   size_t sendBytes = sendExtentBytes(s, c.nranks, c.rank);
   size_t recvBytes = recvExtentBytes(s, c.nranks, c.rank);
-  const void* send = nullptr;
-  void* recv = nullptr;
-  if (sendBytes) {
-    Buffer& b = buffer(s.sendBuf);
+  // sendBuf and recvBuf must be on the communicator's device
+  auto onCommDevice = [&](int64_t handle, size_t offset, size_t bytes, const char* field) -> void* {
+    Buffer& b = buffer(handle);
     if (b.device != c.device)
-      throw SidecarError(codes::kInvalidArgument, "sendBuf is on device " + std::to_string(b.device) +
+      throw SidecarError(codes::kInvalidArgument, std::string(field) + " is on device " + std::to_string(b.device) +
                                                       ", the communicator on device " + std::to_string(c.device));
-    send = span(b, s.sendOffset, sendBytes, "sendBuf");
-  }
-  if (recvBytes) {
-    Buffer& b = buffer(s.recvBuf);
-    if (b.device != c.device)
-      throw SidecarError(codes::kInvalidArgument, "recvBuf is on device " + std::to_string(b.device) +
-                                                      ", the communicator on device " + std::to_string(c.device));
-    recv = span(b, s.recvOffset, recvBytes, "recvBuf");
-  }
+    return span(b, offset, bytes, field);
+  };
+  const void* send = sendBytes ? onCommDevice(s.sendBuf, s.sendOffset, sendBytes, "sendBuf") : nullptr;
+  void* recv = recvBytes ? onCommDevice(s.recvBuf, s.recvOffset, recvBytes, "recvBuf") : nullptr;
   checkComm(c, cuda.setDevice(c.device), "cudaSetDevice");
   const std::string what = s.name + "(count " + std::to_string(s.count) + ", " + s.dtypeName + ")";
   // Every error aborts the communicator (as nccl-tests does), CUDA's included: a failed launch may
   // leave peers inside the collective, and a later free would wait on their kernels.
   auto record = [&](cudaEvent_t ev, const std::string& phase) {
     InCall call(c, d, what);  // a full launch queue blocks the call
-    checkComm(c, cuda.eventRecord(ev, c.stream), what + phase + ": cudaEventRecord");
+    checkComm(c, cuda.eventRecord(ev, c.stream.get()), what + phase + ": cudaEventRecord");
   };
-  int sinceWait = 0;
-  auto launch = [&](const std::string& phase) {
+  auto launch = [&]() {
     checkAbortRequest(c, what);
     const ncclComm_t comm = handleOf(c, what);
     ncclResult_t r;
@@ -734,37 +770,32 @@ Response GpuRuntime::collective(const Request& req, const Deadline& d) {
       // The first launch on a communicator sets up its connections inside this call and waits for
       // the peers there (NCCL's lazy connect): the watchdog ends it at the deadline.
       InCall call(c, d, what);
-      r = enqueueCollective(nccl, s, send, recv, c.nranks, c.rank, comm, c.stream);
+      r = enqueueCollective(nccl, s, send, recv, c.nranks, c.rank, comm, c.stream.get());
     }
     if (r == kNcclInProgress) waitComm(c, d, what);
     else if (r != kNcclSuccess) abortAndThrow(c, codes::kNcclError, what + ": " + nccl.describe(r, comm));
-    // A full CUDA launch queue would block the next launch inside the library, where neither the
-    // deadline nor an abort request is seen: wait for the stream every kLaunchesPerWait launches.
-    if (++sinceWait >= kLaunchesPerWait) {
-      sinceWait = 0;
-      record(c.sync, phase);
-      waitEvent(c, c.sync, d, what + phase);
-    }
+    // No wait on the stream between launches (nccl-tests times the same way): a full CUDA launch
+    // queue blocks the next launch inside InCall, where the watchdog ends it at the deadline.
   };
   auto hostStart = std::chrono::steady_clock::now();
   if (s.warmup > 0) {
-    for (int i = 0; i < s.warmup; i++) launch(" warm-up");
-    record(c.stop, " warm-up");
-    waitEvent(c, c.stop, d, what + " warm-up");
+    for (int i = 0; i < s.warmup; i++) launch();
+    record(c.stop.get(), " warm-up");
+    waitEvent(c, c.stop.get(), d, what + " warm-up");
   }
   // Ranks reach this point at different times; a 1-element all-reduce (completed) lines them up
   // so the first timed iteration does not absorb the skew. Only collectives every rank calls.
   const bool everyRank = s.kind != CollKind::Send && s.kind != CollKind::Recv && s.kind != CollKind::SendRecv;
   const bool timed = s.warmup > 0 && everyRank;
   if (timed) allReduceMax(c, 0.0, d, what + " alignment");
-  record(c.start, "");
+  record(c.start.get(), "");
   auto timedStart = std::chrono::steady_clock::now();
-  for (int i = 0; i < s.iters; i++) launch("");
-  record(c.stop, "");
-  waitEvent(c, c.stop, d, what);
+  for (int i = 0; i < s.iters; i++) launch();
+  record(c.stop.get(), "");
+  waitEvent(c, c.stop.get(), d, what);
   auto hostEnd = std::chrono::steady_clock::now();
   float ms = 0;
-  checkComm(c, cuda.eventElapsedTime(&ms, c.start, c.stop), what + ": cudaEventElapsedTime");
+  checkComm(c, cuda.eventElapsedTime(&ms, c.start.get(), c.stop.get()), what + ": cudaEventElapsedTime");
   const double rankSeconds = static_cast<double>(ms) / 1e3 / s.iters;
   // Rank 0 is the root of rooted ops and finishes early: report the slowest rank's time.
   const double deviceSeconds = timed ? allReduceMax(c, rankSeconds, d, what + " slowest-rank time") : rankSeconds;
@@ -822,6 +853,7 @@ Response GpuRuntime::abort(const Request& req, uint64_t owner) {
       throw SidecarError(codes::kNotFound, "no communicator with handle " + std::to_string(handle) + " on this connection");
     c = it->second;
     comms_.erase(it);
+    abortedByRequest_[handle] = owner;
   }
   bool wasAborted;
   {
@@ -838,6 +870,8 @@ void GpuRuntime::abortOwned(uint64_t owner, const std::string& why) {
   std::vector<CommPtr> mine;
   {
     std::lock_guard<std::mutex> lk(m_);
+    for (auto it = abortedByRequest_.begin(); it != abortedByRequest_.end();)
+      it = it->second == owner ? abortedByRequest_.erase(it) : std::next(it);
     for (auto it = comms_.begin(); it != comms_.end();) {
       if (it->second->owner == owner) {
         mine.push_back(it->second);
@@ -851,16 +885,21 @@ void GpuRuntime::abortOwned(uint64_t owner, const std::string& why) {
 }
 
 Response GpuRuntime::freeOwned(uint64_t owner) {
-  std::vector<std::pair<int64_t, Buffer>> mine;
+  std::vector<int64_t> mine;
   {
     std::lock_guard<std::mutex> lk(m_);
     for (const auto& [h, b] : buffers_)
-      if (b.owner == owner) mine.emplace_back(h, b);
+      if (b.owner == owner) mine.push_back(h);
   }
   int64_t freed = 0;
-  for (const auto& [h, b] : mine) {
-    cuda.setDevice(b.device);
-    cudaError_t e = cuda.free(b.ptr);
+  for (int64_t h : mine) {
+    Buffer* b;
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      b = &buffers_.at(h);  // stays valid: only this (the connection's) executor erases its buffers
+    }
+    cuda.setDevice(b->device);
+    cudaError_t e = b->mem.reset();
     std::lock_guard<std::mutex> lk(m_);
     buffers_.erase(h);
     if (e == kCudaSuccess) freed++;
@@ -929,10 +968,9 @@ Response GpuRuntime::destroy(const Request& req, const Deadline& d) {
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> lk(c.m);
-      r = nccl.commDestroy(c.comm);
+      r = nccl.commDestroy(c.comm.release());
       if (c.exec) c.exec->close();
-      if (c.parent) nccl.commAbort(c.parent);  // its release after the split failed; after the child is safe
-      c.comm = c.parent = nullptr;
+      c.parent.reset();  // aborted: its release after the split failed; after the child is safe
       c.aborted = true;
       c.abortReason = "destroyed";
       releaseComm(c);

@@ -1,25 +1,9 @@
 #include "cmesh_sidecar/json.hpp"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <limits>
 
 namespace cmesh {
-
-bool Json::isInteger() const {
-  if (type_ != Type::Number) return false;
-  if (isInt_) return true;
-  return std::isfinite(num_) && std::floor(num_) == num_ && std::fabs(num_) < 9.2e18;
-}
-
-const Json* Json::find(const std::string& key) const {
-  if (type_ != Type::Object) return nullptr;
-  for (const auto& kv : obj_)
-    if (kv.first == key) return &kv.second;
-  return nullptr;
-}
 
 Json& Json::set(const std::string& key, Json value) {
   if (type_ == Type::Null) type_ = Type::Object;

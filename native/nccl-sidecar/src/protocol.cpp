@@ -194,13 +194,6 @@ const DtypeInfo* dtypeInfo(uint8_t code) {
 const char* redOpName(uint8_t code) { return code <= kMaxRedOpCode ? kRedOpNames[code] : nullptr; }
 const char* collectiveName(uint8_t code) { return code <= kMaxCollectiveCode ? kCollectiveNames[code] : nullptr; }
 
-bool collectiveReduces(CollKind k) {
-  return k == CollKind::AllReduce || k == CollKind::Reduce || k == CollKind::ReduceScatter;
-}
-bool collectiveRooted(CollKind k) {
-  return k == CollKind::Broadcast || k == CollKind::Reduce || k == CollKind::Gather || k == CollKind::Scatter;
-}
-
 uint16_t loadLe16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t loadLe32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |

@@ -171,6 +171,26 @@ int64_t msSince(Clock::time_point t) {
 
 std::string hello(Conn& c) { return c.call(req(Op::Hello)).body; }
 
+/** The GPU thread(s) of a connection answer again: a ping within 1 s. */
+bool answers(Conn& c) {
+  Request p = req(Op::Ping);
+  p.timeoutMs = 1000;
+  return c.call(p).header.status == ErrorCode::Ok;
+}
+
+/** 1000 launches of a stalled all-reduce with a 1.5 s deadline: a Timeout within a second of it. */
+Reply stalledAllReduce(OneRank& r) {
+  Fault f("stall");
+  Request ar = allReduce(r.comm, r.send, r.recv, 16);
+  ar.iters = 1000;
+  ar.timeoutMs = 1500;
+  auto t0 = Clock::now();
+  Reply rep = r.c.call(ar);
+  CHECK(rep.header.status == ErrorCode::Timeout);
+  CHECK(msSince(t0) < 1500 + 1000);
+  return rep;
+}
+
 }  // namespace
 
 TEST(sim, a_two_rank_all_reduce_sums_and_reports_the_slowest_rank) {
@@ -270,6 +290,10 @@ TEST(sim, abort_interrupts_a_hung_collective_from_the_connection_thread) {
   CHECK(collReply.header.status == ErrorCode::Aborted);
   CHECK_CONTAINS(collReply.body, "abort request");
   CHECK(msSince(t0) < 3000);
+  // A request on the released handle (one queued behind the abort, or sent after it) says so.
+  Reply late = r.c.call(allReduce(r.comm, r.send, r.recv, 16));
+  CHECK(late.header.status == ErrorCode::Aborted);
+  CHECK_CONTAINS(late.body, "was aborted by an abort request");
 }
 
 TEST(sim, every_error_aborts_the_communicator) {
@@ -293,25 +317,13 @@ TEST(sim, every_error_aborts_the_communicator) {
   }
 }
 
-TEST(sim, launches_wait_on_the_stream_so_deadlines_hold_with_a_full_queue) {
-  ::setenv("CMESH_SIM_QUEUE_DEPTH", "160", 1);  // > kLaunchesPerWait + the events around it
+TEST(sim, deadlines_hold_with_a_full_launch_queue_and_no_wait_inside_the_timed_loop) {
+  ::setenv("CMESH_SIM_QUEUE_DEPTH", "160", 1);  // the 161st launch blocks inside the library
   OneRank r;
-  {
-    Fault f("stall");
-    Request ar = allReduce(r.comm, r.send, r.recv, 16);
-    ar.iters = 1000;
-    ar.timeoutMs = 1500;
-    auto t0 = Clock::now();
-    Reply rep = r.c.call(ar);
-    // Answered by the sidecar's own deadline check (communicator aborted), not by the reply's
-    // grace timer while the GPU thread is stuck inside a launch.
-    CHECK(rep.header.status == ErrorCode::Timeout);
-    CHECK_CONTAINS(rep.body, "communicator aborted");
-    CHECK(msSince(t0) < 1500 + 1000);
-  }
-  Request p = req(Op::Ping);
-  p.timeoutMs = 1000;
-  CHECK(r.c.call(p).header.status == ErrorCode::Ok);  // the GPU thread is free again (1 s timeout)
+  // Answered by the sidecar's own deadline check (communicator aborted), not by the reply's
+  // grace timer while the GPU thread is stuck inside a launch.
+  CHECK_CONTAINS(stalledAllReduce(r).body, "communicator aborted");
+  CHECK(answers(r.c));  // the GPU thread is free again
   ::unsetenv("CMESH_SIM_QUEUE_DEPTH");
 }
 
@@ -460,13 +472,6 @@ Request p2p(uint64_t comm, bool send, uint64_t buf, uint64_t count, int peer) {
   (send ? r.sendPeer : r.recvPeer) = peer;
   r.iters = 1;
   return r;
-}
-
-/** The GPU thread(s) of a connection answer again: a ping within 1 s. */
-bool answers(Conn& c) {
-  Request p = req(Op::Ping);
-  p.timeoutMs = 1000;
-  return c.call(p).header.status == ErrorCode::Ok;
 }
 
 }  // namespace
@@ -644,7 +649,9 @@ TEST(sim, an_abort_request_ends_a_launch_blocked_inside_nccl_and_nothing_uses_th
   CHECK(answers(a));
   Request q = req(Op::AsyncError);
   q.comm = ca;
-  CHECK(a.call(q).header.status == ErrorCode::NotFound);  // the handle went with the abort
+  Reply gone = a.call(q);  // the handle went with the abort: later requests on it say so
+  CHECK(gone.header.status == ErrorCode::Aborted);
+  CHECK_CONTAINS(gone.body, "was aborted by an abort request");
   ab.comm = cb;
   b.call(ab);
 }
@@ -677,17 +684,19 @@ TEST(sim, a_launch_blocked_on_a_full_launch_queue_ends_at_its_deadline) {
   // (as a full CUDA launch queue blocks the host), and only the watchdog sees the deadline there.
   ::setenv("CMESH_SIM_QUEUE_DEPTH", "40", 1);
   OneRank r;
-  {
-    Fault f("stall");
-    Request ar = allReduce(r.comm, r.send, r.recv, 16);
-    ar.iters = 1000;
-    ar.timeoutMs = 1500;
-    auto t0 = Clock::now();
-    Reply rep = r.c.call(ar);
-    CHECK(rep.header.status == ErrorCode::Timeout);
-    CHECK_CONTAINS(rep.body, "watchdog");
-    CHECK(msSince(t0) < 1500 + 1000);
-  }
+  CHECK_CONTAINS(stalledAllReduce(r).body, "watchdog");
   CHECK(answers(r.c));
   ::unsetenv("CMESH_SIM_QUEUE_DEPTH");
+}
+
+TEST(sim, a_collective_refuses_a_buffer_on_another_device_naming_it) {
+  OneRank r;
+  uint64_t elsewhere = alloc(r.c, 1, 64);
+  Reply rep = r.c.call(allReduce(r.comm, elsewhere, r.recv, 16));
+  CHECK(rep.header.status == ErrorCode::InvalidArgument);
+  CHECK_CONTAINS(rep.body, "sendBuf is on device 1, the communicator on device 0");
+  rep = r.c.call(allReduce(r.comm, r.send, elsewhere, 16));
+  CHECK(rep.header.status == ErrorCode::InvalidArgument);
+  CHECK_CONTAINS(rep.body, "recvBuf is on device 1, the communicator on device 0");
+  CHECK(r.c.call(allReduce(r.comm, r.send, r.recv, 16)).header.status == ErrorCode::Ok);
 }

@@ -57,6 +57,8 @@ struct CUevent_st {
   std::mutex m;
   uint64_t recorded = 0, done = 0;
   Clock::time_point at{};
+  int queued = 0;          // its records still on a stream
+  bool destroyed = false;  // cudaEventDestroy came while one was: the last one deletes it
 };
 
 namespace {
@@ -406,17 +408,24 @@ CMESH_SIM_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   {
     std::lock_guard<std::mutex> lk(e->m);
     seq = ++e->recorded;
+    e->queued++;
   }
   // The event completes once every task queued before it has run.
-  return cmesh_sim::enqueue(s, [e, seq] {
-           std::lock_guard<std::mutex> lk(e->m);
-           if (seq > e->done) {
-             e->done = seq;
-             e->at = Clock::now();
-           }
-         })
-             ? kSuccess
-             : kLaunchTimeout;
+  auto ran = [e, seq](bool run) {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lk(e->m);
+      if (run && seq > e->done) {
+        e->done = seq;
+        e->at = Clock::now();
+      }
+      last = --e->queued == 0 && e->destroyed;
+    }
+    if (last) delete e;
+  };
+  if (cmesh_sim::enqueue(s, [ran] { ran(true); })) return kSuccess;
+  ran(false);
+  return kLaunchTimeout;
 }
 
 CMESH_SIM_API cudaError_t cudaEventQuery(cudaEvent_t e) {
@@ -435,14 +444,16 @@ CMESH_SIM_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEve
 }
 
 CMESH_SIM_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  // A recorded event may still be pending on a stream; it is leaked then rather than freed under
-  // the stream (the sidecar destroys events after their work is done or the stream is gone).
+  // As in CUDA, the call returns at once: an event still queued on a stream (after an abort) goes
+  // once its last record has run.
   if (!e) return kInvalidHandle;
-  bool pending;
   {
     std::lock_guard<std::mutex> lk(e->m);
-    pending = e->done < e->recorded;
+    if (e->queued > 0) {
+      e->destroyed = true;
+      return kSuccess;
+    }
   }
-  if (!pending) delete e;
+  delete e;
   return kSuccess;
 }

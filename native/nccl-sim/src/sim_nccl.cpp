@@ -33,6 +33,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 #include <vector>
 
 #include "sim.hpp"
@@ -310,6 +312,22 @@ struct CommState {
   }
 };
 
+/** A socket being set up: closed when dropped, unless handed to the communicator's state. */
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
 /**
  * The handle NCCL hands out. ncclCommAbort and ncclCommDestroy free it in NCCL; here it is kept,
  * marked freed, so that a later call on it is caught (and kills the process, as a use after free
@@ -505,23 +523,22 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
       if (s.aborted) return kInternalError;
       if (Clock::now() >= deadline)
         return failWith(kSystemError, "rank " + std::to_string(p) + " never joined (CMESH_SIM_HANG_MS)");
-      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      socklen_t plen;
-      sockaddr_un pa = rankAddress(s.key, p, plen);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&pa), plen) == 0) {
-        Hello h{};
-        if (!writeAll(fd, &me, sizeof me) || !readAll(fd, &h, sizeof h)) {
-          ::close(fd);
-          return failWith(kRemoteError, "rank " + std::to_string(p) + " hung up during setup");
+      {
+        Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        socklen_t plen;
+        sockaddr_un pa = rankAddress(s.key, p, plen);
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&pa), plen) == 0) {
+          Hello h{};
+          if (!writeAll(fd.get(), &me, sizeof me) || !readAll(fd.get(), &h, sizeof h))
+            return failWith(kRemoteError, "rank " + std::to_string(p) + " hung up during setup");
+          {
+            std::lock_guard<std::mutex> lk(s.m);
+            s.fds[p] = fd.release();  // the state closes it
+          }
+          peers[p] = h;
+          break;
         }
-        {
-          std::lock_guard<std::mutex> lk(s.m);
-          s.fds[p] = fd;
-        }
-        peers[p] = h;
-        break;
       }
-      ::close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -530,17 +547,15 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
     if (Clock::now() >= deadline) return failWith(kSystemError, "not every higher rank joined (CMESH_SIM_HANG_MS)");
     pollfd pfd{s.listenFd, POLLIN, 0};
     if (::poll(&pfd, 1, 50) <= 0) continue;
-    int fd = ::accept4(s.listenFd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    Fd fd(::accept4(s.listenFd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (fd.get() < 0) continue;
     Hello h{};
-    if (!readAll(fd, &h, sizeof h) || h.rank <= s.rank || h.rank >= s.nranks || s.fds[h.rank] >= 0 ||
-        !writeAll(fd, &me, sizeof me)) {
-      ::close(fd);
+    if (!readAll(fd.get(), &h, sizeof h) || h.rank <= s.rank || h.rank >= s.nranks || s.fds[h.rank] >= 0 ||
+        !writeAll(fd.get(), &me, sizeof me))
       return failWith(kInvalidUsage, "a peer joined with a bad or duplicate rank");
-    }
     {
       std::lock_guard<std::mutex> lk(s.m);
-      s.fds[h.rank] = fd;
+      s.fds[h.rank] = fd.release();
     }
     peers[h.rank] = h;
     accepted++;
@@ -564,6 +579,15 @@ ncclResult_t rendezvous(const std::shared_ptr<CommState>& sp) {
     if (p != s.rank) std::thread(readerLoop, sp, p).detach();
   ncclDebug(true, s.device, "comm " + s.key + " rank " + std::to_string(s.rank) + " nRanks " + std::to_string(s.nranks) +
                                 " cudaDev " + std::to_string(s.device) + " - Init COMPLETE (simulated)");
+  // The ring's channel to the next rank, as NCCL names the transport it picked (one host: shared
+  // memory here; another host: the socket): what a first run reads to see how ranks are joined.
+  if (s.nranks > 1) {
+    const int next = (s.rank + 1) % s.nranks;
+    const bool sameHost = std::strncmp(peers[next].host, me.host, sizeof me.host) == 0;
+    ncclDebug(true, s.device, "Channel 00/0 : " + std::to_string(s.rank) + "[" + std::to_string(s.device) + "] -> " +
+                                  std::to_string(next) + "[" + std::to_string(peers[next].device) + "] via " +
+                                  (sameHost ? "SHM/direct/direct" : "NET/Socket/0") + " (simulated)");
+  }
   // NCCL_RUNTIME_CONNECT=0 (or NCCL before 2.22) connects the collectives' channels during init.
   const char* rc = std::getenv("NCCL_RUNTIME_CONNECT");
   if ((rc && rc[0] == '0') || cmesh_sim::envInt(std::getenv("CMESH_SIM_NCCL_VERSION"), 22703) < 22200) {
@@ -874,6 +898,17 @@ CMESH_SIM_API ncclResult_t ncclCommFinalize(ncclComm* comm) {
 namespace {
 
 /**
+ * Freed handles, kept for the life of the process (a later call on one is caught, and no new
+ * handle takes its address): held here, they are retained on purpose, not lost.
+ */
+void retire(ncclComm* comm) {
+  static std::mutex m;
+  static auto* retired = new std::vector<ncclComm*>();  // never destroyed: detached threads may still look
+  std::lock_guard<std::mutex> lk(m);
+  retired->push_back(comm);
+}
+
+/**
  * Ends the communicator's work and frees the handle. A call still inside the library on another
  * thread (a launch waiting for a peer) sees the abort and returns first; any call after this one
  * is a use after free.
@@ -885,6 +920,7 @@ ncclResult_t release(ncclComm* comm, const char* fn) {
   auto until = Clock::now() + std::chrono::milliseconds(cmesh_sim::hangLimitMs());
   while (comm->calls > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   comm->freed = true;  // never deleted: later calls are caught (Call)
+  retire(comm);
   return kSuccess;
 }
 

@@ -1,7 +1,7 @@
 // Renders a kustomization the way `kubectl kustomize` does for the features k8s/ uses:
 // resources (files and directories), components (kind Component: their resources and patches,
 // applied to what the resources made, before the kustomization's own transformers), namespace,
-// JSON 6902 patches with a target, and images (applied after the patches, as kustomize does).
+// JSON 6902 patches with a target, strategic merge patches that delete an object ($patch: delete), and images (applied after the patches, as kustomize does).
 // Anything else in a kustomization is refused, so the rendering can't silently differ from
 // kustomize's.
 import { existsSync, readFileSync, statSync } from 'fs';
@@ -10,7 +10,15 @@ import { loadAll, load } from 'js-yaml';
 
 export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; [k: string]: unknown }; [k: string]: any };
 
-const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'CustomResourceDefinition', 'PriorityClass']);
+const CLUSTER_SCOPED = new Set([
+  'Namespace',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'PersistentVolume',
+  'StorageClass',
+  'CustomResourceDefinition',
+  'PriorityClass',
+]);
 const KNOWN = new Set(['apiVersion', 'kind', 'namespace', 'resources', 'components', 'patches', 'images']);
 
 interface ImageRule {
@@ -26,7 +34,7 @@ interface Target {
   kind?: string;
   name?: string;
 }
-type Op = { op: 'add' | 'replace' | 'remove'; path: string; value?: unknown };
+type Op = { op: 'add' | 'replace' | 'remove' | 'test'; path: string; value?: unknown };
 
 function kustomizationFile(dir: string): string {
   for (const n of ['kustomization.yaml', 'kustomization.yml', 'Kustomization']) if (existsSync(join(dir, n))) return join(dir, n);
@@ -35,15 +43,23 @@ function kustomizationFile(dir: string): string {
 
 function matches(o: K8sObject, t: Target): boolean {
   const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
-  return (t.kind === undefined || t.kind === o.kind) && (t.name === undefined || t.name === o.metadata.name) && (t.group === undefined || t.group === group) && (t.version === undefined || t.version === version);
+  return (
+    (t.kind === undefined || t.kind === o.kind) &&
+    (t.name === undefined || t.name === o.metadata.name) &&
+    (t.group === undefined || t.group === group) &&
+    (t.version === undefined || t.version === version)
+  );
 }
 
 function pointer(path: string): string[] {
   if (!path.startsWith('/')) throw new Error(`JSON pointer must start with /: ${path}`);
-  return path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
-/** RFC 6902 add / replace / remove, in place. */
+/** RFC 6902 add / replace / remove / test, in place. */
 export function applyJsonPatch(doc: any, ops: Op[]): void {
   for (const { op, path, value } of ops) {
     const keys = pointer(path);
@@ -54,6 +70,11 @@ export function applyJsonPatch(doc: any, ops: Op[]): void {
       if (parent === undefined || parent === null) throw new Error(`${op} ${path}: ${k} does not exist`);
     }
     const copy = structuredClone(value);
+    if (op === 'test') {
+      const cur = Array.isArray(parent) ? parent[Number(last)] : parent[last];
+      if (JSON.stringify(cur) !== JSON.stringify(value)) throw new Error(`test ${path}: ${JSON.stringify(cur)} is not ${JSON.stringify(value)}`);
+      continue;
+    }
     if (Array.isArray(parent)) {
       const i = last === '-' ? parent.length : Number(last);
       if (!Number.isInteger(i) || i < 0 || i > parent.length || (op !== 'add' && i >= parent.length)) throw new Error(`${op} ${path}: index out of range`);
@@ -100,9 +121,21 @@ function loadResources(dir: string, resources: string[], out: K8sObject[]): void
   }
 }
 
+/** A strategic merge patch that deletes the object it names ($patch: delete), the one kind of one this renderer knows. */
+function deletePatch(dir: string, doc: Record<string, any>, out: K8sObject[]): void {
+  if (doc.$patch !== 'delete' || !doc.kind || !doc.metadata?.name) throw new Error(`${dir}: a patch without a target must be $patch: delete of a named object`);
+  const i = out.findIndex((o) => o.apiVersion === doc.apiVersion && o.kind === doc.kind && o.metadata.name === doc.metadata.name);
+  if (i < 0) throw new Error(`${dir}: $patch: delete of ${doc.kind}/${doc.metadata.name} matches no resource`);
+  out.splice(i, 1);
+}
+
 function applyPatches(dir: string, patches: { path?: string; target?: Target; patch?: string }[], out: K8sObject[]): void {
   for (const patch of patches) {
     const ops = load(patch.path ? readFileSync(join(dir, patch.path), 'utf8') : patch.patch!) as Op[];
+    if (!Array.isArray(ops) && !patch.target) {
+      deletePatch(dir, ops as Record<string, any>, out);
+      continue;
+    }
     if (!Array.isArray(ops) || !patch.target) throw new Error(`${dir}: only JSON 6902 patches with a target are supported`);
     const hit = out.filter((o) => matches(o, patch.target!));
     if (hit.length === 0) throw new Error(`${dir}: patch ${patch.path} matches no resource`);
@@ -120,7 +153,8 @@ export function renderKustomization(dir: string): K8sObject[] {
     const cdir = join(dir, c);
     const comp = load(readFileSync(kustomizationFile(cdir), 'utf8')) as Record<string, any>;
     if (comp.kind !== 'Component') throw new Error(`${cdir}: not a kind: Component`);
-    for (const key of Object.keys(comp)) if (!['apiVersion', 'kind', 'resources', 'patches'].includes(key)) throw new Error(`${cdir}: component field ${key} is not supported by this renderer`);
+    for (const key of Object.keys(comp))
+      if (!['apiVersion', 'kind', 'resources', 'patches'].includes(key)) throw new Error(`${cdir}: component field ${key} is not supported by this renderer`);
     loadResources(cdir, comp.resources ?? [], out);
     applyPatches(cdir, comp.patches ?? [], out);
   }
@@ -135,4 +169,3 @@ export const keyOf = (o: K8sObject) => `${o.kind}/${o.metadata.name}`;
 export function byKey(objs: K8sObject[]): Map<string, K8sObject> {
   return new Map(objs.map((o) => [keyOf(o), o]));
 }
-

@@ -15,16 +15,26 @@ export function strictFieldErrors(objs: K8sObject[]): string[] {
     objs.forEach((o, i) => {
       const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
       // the Prometheus Operator's kinds (ServiceMonitor, PodMonitor, PrometheusRule) from its models
-      const mod = group === 'monitoring.coreos.com' ? `@kubernetes-models/prometheus-operator/${group}/${version}` : `kubernetes-models/${group ? `${group}/` : ''}${version}/${o.kind}`;
+      const mod =
+        group === 'monitoring.coreos.com'
+          ? `@kubernetes-models/prometheus-operator/${group}/${version}`
+          : `kubernetes-models/${group ? `${group}/` : ''}${version}/${o.kind}`;
       lines.push(`import type { I${o.kind} as T${i} } from '${mod}';`);
       lines.push(`export const o${i}: T${i} = ${JSON.stringify(o, null, 2)};`);
     });
     const file = join(dir, 'manifests.ts');
     writeFileSync(file, lines.join('\n') + '\n');
     const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
-    const r = spawnSync(process.execPath, [tsc, '--noEmit', '--strict', '--skipLibCheck', '--moduleResolution', 'node', '--module', 'commonjs', '--target', 'es2022', '--types', 'node', file], { cwd: ROOT, encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [tsc, '--noEmit', '--strict', '--skipLibCheck', '--moduleResolution', 'node', '--module', 'commonjs', '--target', 'es2022', '--types', 'node', file],
+      { cwd: ROOT, encoding: 'utf8' },
+    );
     if (r.status === 0) return [];
-    return (r.stdout + r.stderr).split('\n').filter((l) => l.includes('error TS')).map((l) => l.replace(file, 'manifests.ts'));
+    return (r.stdout + r.stderr)
+      .split('\n')
+      .filter((l) => l.includes('error TS'))
+      .map((l) => l.replace(file, 'manifests.ts'));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

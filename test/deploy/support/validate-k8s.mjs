@@ -10,7 +10,11 @@ for (const o of objs) {
   const key = `${o.kind}/${o.metadata?.name}`;
   const [group, version] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : ['', o.apiVersion];
   try {
-    const mod = await import(group === 'monitoring.coreos.com' ? `@kubernetes-models/prometheus-operator/${group}/${version}` : `kubernetes-models/${group ? `${group}/` : ''}${version}`);
+    const mod = await import(
+      group === 'monitoring.coreos.com'
+        ? `@kubernetes-models/prometheus-operator/${group}/${version}`
+        : `kubernetes-models/${group ? `${group}/` : ''}${version}`
+    );
     const Model = mod[o.kind];
     if (!Model) throw new Error(`unknown kind ${o.kind} in ${o.apiVersion}`);
     new Model(o).validate();

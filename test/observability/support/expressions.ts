@@ -29,7 +29,10 @@ interface Panel {
 }
 
 /** Every target expression of every panel (rows included), plus the template variables' queries. */
-export function dashboardExpressions(dashboard: { panels?: Panel[]; templating?: { list?: { name: string; definition?: string }[] } }): { title: string; expr: string }[] {
+export function dashboardExpressions(dashboard: {
+  panels?: Panel[];
+  templating?: { list?: { name: string; definition?: string }[] };
+}): { title: string; expr: string }[] {
   const out: { title: string; expr: string }[] = [];
   const walk = (panels: Panel[] = []) => {
     for (const p of panels) {
@@ -53,5 +56,7 @@ export interface RuleSpec {
 
 export function ruleFileRules(yamlText: string): RuleSpec[] {
   const doc = load(yamlText) as { groups: { rules: { record?: string; alert?: string; expr: string }[] }[] };
-  return doc.groups.flatMap((g) => g.rules.map((r) => ({ name: (r.record ?? r.alert)!, kind: r.record ? ('record' as const) : ('alert' as const), expr: String(r.expr) })));
+  return doc.groups.flatMap((g) =>
+    g.rules.map((r) => ({ name: (r.record ?? r.alert)!, kind: r.record ? ('record' as const) : ('alert' as const), expr: String(r.expr) })),
+  );
 }

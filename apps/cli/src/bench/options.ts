@@ -73,14 +73,28 @@ export function parseOps(text: string): BenchOp[] {
 export function parseRedops(text: string): BenchRedop[] {
   const first = text.split(',')[0].trim().replace(/-/g, '_');
   if (opFromNcclTests(first) && !redopFromNcclTests(first)) {
-    throw new UsageError(`-o/--op is the reduction (${NCCL_TESTS_REDOPS.join(', ')} or all), as in nccl-tests; name the collective as the argument (cmesh bench ${first}) or with --coll ${first}`);
+    throw new UsageError(
+      `-o/--op is the reduction (${NCCL_TESTS_REDOPS.join(', ')} or all), as in nccl-tests; name the collective as the argument (cmesh bench ${first}) or with --coll ${first}`,
+    );
   }
-  return parseList(text, NCCL_TESTS_REDOPS.map((n) => redopFromNcclTests(n)!), 'reduction', NCCL_TESTS_REDOPS, redopFromNcclTests);
+  return parseList(
+    text,
+    NCCL_TESTS_REDOPS.map((n) => redopFromNcclTests(n)!),
+    'reduction',
+    NCCL_TESTS_REDOPS,
+    redopFromNcclTests,
+  );
 }
 
 /** -d/--datatype: nccl-tests' type names, a comma list, or all. */
 export function parseDtypes(text: string): DType[] {
-  return parseList(text, NCCL_TESTS_TYPES.map((n) => dtypeFromNcclTests(n)!), 'datatype', NCCL_TESTS_TYPES, dtypeFromNcclTests);
+  return parseList(
+    text,
+    NCCL_TESTS_TYPES.map((n) => dtypeFromNcclTests(n)!),
+    'datatype',
+    NCCL_TESTS_TYPES,
+    dtypeFromNcclTests,
+  );
 }
 
 /**
@@ -102,7 +116,14 @@ export function sweepsFromCli(o: BenchCliOptions): { np: number; sweeps: BenchSw
   const root = int('-r', o.root, 0);
   if (root >= np) throw new UsageError(`-r ${root} is not a rank of a world of ${np}`);
   const seconds = int('-T', o.timeout, 0);
-  const common = { root, sizes, iters: int('-n', o.iters, 1), warmup: int('-w', o.warmup_iters, 0), check, timeoutMs: seconds === 0 ? NO_TIMEOUT_MS : seconds * 1000 };
+  const common = {
+    root,
+    sizes,
+    iters: int('-n', o.iters, 1),
+    warmup: int('-w', o.warmup_iters, 0),
+    check,
+    timeoutMs: seconds === 0 ? NO_TIMEOUT_MS : seconds * 1000,
+  };
   const sweeps: BenchSweep[] = [];
   for (const op of parseOps(o.coll)) {
     for (const dtype of dtypes) {

@@ -37,7 +37,9 @@ export function refuseNcclTestsOnly(argv: readonly string[]): void {
   for (const a of argv) {
     const flag = a.split('=')[0];
     // -g, --ngpus, --ngpus=8, and the value glued on as nccl-tests' getopt takes it: -g8
-    const entry = Object.entries(NCCL_TESTS_ONLY).find(([short, [long]]) => flag === long || flag === short || (!flag.startsWith('--') && flag.startsWith(short)));
+    const entry = Object.entries(NCCL_TESTS_ONLY).find(
+      ([short, [long]]) => flag === long || flag === short || (!flag.startsWith('--') && flag.startsWith(short)),
+    );
     if (entry) throw new UsageError(`${entry[0]}, ${entry[1][0]} (an nccl-tests flag) has no meaning for cmesh bench: ${entry[1][1]}`);
   }
 }
@@ -102,13 +104,7 @@ export async function runBench(o: Opts, write: (s: string) => void): Promise<boo
     }
   }
   if (o.json) {
-    write(
-      JSON.stringify(
-        { nranks: np, minBytes, maxBytes, step, results: results.map((r) => ({ ...r, ...benchSummary(r.rows) })) },
-        null,
-        2,
-      ) + '\n',
-    );
+    write(JSON.stringify({ nranks: np, minBytes, maxBytes, step, results: results.map((r) => ({ ...r, ...benchSummary(r.rows) })) }, null, 2) + '\n');
   }
   return wrong > 0;
 }

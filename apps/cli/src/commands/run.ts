@@ -48,7 +48,9 @@ export function rdzvIdFor(backend: string, given: string | undefined, maxNodes: 
   }
   if (backend !== 'nats') return 'none';
   if (maxNodes === 1) return `run-${randomBytes(8).toString('hex')}`;
-  throw new InvalidArgumentError(`--rdzv-backend nats on up to ${maxNodes} nodes needs --rdzv-id: the same id on every node of the run, a new one for every run`);
+  throw new InvalidArgumentError(
+    `--rdzv-backend nats on up to ${maxNodes} nodes needs --rdzv-id: the same id on every node of the run, a new one for every run`,
+  );
 }
 
 export function parseNprocPerNode(v: string): number {
@@ -120,7 +122,8 @@ export function parseRdzvConf(v: string | undefined): RdzvConf {
 export function parseSeconds(flag: string) {
   return (v: string) => {
     const n = Number(v);
-    if (v.trim() === '' || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError(`${flag} must be a positive number of seconds, got ${JSON.stringify(v)}`);
+    if (v.trim() === '' || !(n > 0) || !Number.isFinite(n))
+      throw new InvalidArgumentError(`${flag} must be a positive number of seconds, got ${JSON.stringify(v)}`);
     return n;
   };
 }
@@ -200,9 +203,13 @@ export function register(program: Command): void {
     .description('launch a distributed script like torchrun: RANK, LOCAL_RANK, WORLD_SIZE, … for every worker')
     .addOption(new Option('--nproc-per-node <n>', 'workers on this node: a count, cpu, gpu or auto').default(1).argParser(parseNprocPerNode))
     .addOption(new Option('--nnodes <n>', 'N or MIN:MAX nodes').default('1').argParser((v) => (parseNnodes(v), v)))
-    .addOption(new Option('--node-rank <k>', 'this node\'s rank (static; with c10d or nats a requested rank, others fill in join order)').argParser(positiveInt('--node-rank')))
+    .addOption(
+      new Option('--node-rank <k>', "this node's rank (static; with c10d or nats a requested rank, others fill in join order)").argParser(
+        positiveInt('--node-rank'),
+      ),
+    )
     .option('--master-addr <addr>', 'address of rank 0 (static rendezvous)', '127.0.0.1')
-    .addOption(new Option('--master-port <port>', 'port of rank 0\'s store; 0 picks a free one').default(29500).argParser(positiveInt('--master-port')))
+    .addOption(new Option('--master-port <port>', "port of rank 0's store; 0 picks a free one").default(29500).argParser(positiveInt('--master-port')))
     .option('--standalone', 'single node with a free port, no external rendezvous (env: PET_STANDALONE=1)', false)
     .option('--rdzv-backend <name>', 'static | c10d | nats')
     .option('--rdzv-endpoint <host:port>', 'rendezvous endpoint')
@@ -210,16 +217,47 @@ export function register(program: Command): void {
     .addOption(new Option('--rdzv-last-call <ms>', 'last-call window of a MIN:MAX rendezvous').default(1000).argParser(positiveInt('--rdzv-last-call')))
     .addOption(new Option('--rdzv-timeout <ms>', 'rendezvous timeout').default(600000).argParser(positiveInt('--rdzv-timeout')))
     .addOption(new Option('--rdzv-conf <k=v,...>', RDZV_CONF_KEYS).argParser((v) => (parseRdzvConf(v), v)))
-    .addOption(new Option('--max-restarts <n>', 'restarts of the worker group after a failure (on every node, counted for the whole job) before the job fails').default(0).argParser(positiveInt('--max-restarts')))
-    .addOption(new Option('--monitor-interval <seconds>', 'how often the launcher looks at its workers and the rendezvous').default(0.1).argParser(parseSeconds('--monitor-interval')))
-    .option('--role <name>', 'the workers\' ROLE_NAME', 'default')
-    .option('--log-dir <dir>', 'base directory of the workers\' log files (<dir>/<rdzv id>_<random>/attempt_<n>/<local rank>/)')
-    .addOption(new Option('-r, --redirects <std>', 'send workers\' stdout (1), stderr (2) or both (3) to their log files instead of the console; per local rank: 0:1,1:2').argParser((v) => parseStd('--redirects', v)))
-    .addOption(new Option('-t, --tee <std>', 'copy workers\' stdout (1), stderr (2) or both (3) to their log files as well; per local rank: 0:1,1:2').argParser((v) => parseStd('--tee', v)))
-    .addOption(new Option('--local-ranks-filter <ranks>', 'show only these local ranks\' output on the console, e.g. 0,2 (log files are unaffected)').argParser(parseLocalRanksFilter))
-    .addOption(new Option('--bind-to <what>', 'core: bind each worker\'s main thread to a core of its own (LOCAL_RANK over the allowed cores); none: never. Default: CMESH_BIND, else core when the node\'s workers busy-poll').argParser(parseBindTo))
-    .addOption(new Option('--metrics-port <port>', 'each worker serves its collectives on /metrics at port + LOCAL_RANK (0: free ports). Default: CMESH_METRICS_PORT').argParser(positiveInt('--metrics-port')))
-    .option('--metrics-host <addr>', 'address the workers\' exporters listen on. Default: CMESH_METRICS_HOST, else 127.0.0.1')
+    .addOption(
+      new Option('--max-restarts <n>', 'restarts of the worker group after a failure (on every node, counted for the whole job) before the job fails')
+        .default(0)
+        .argParser(positiveInt('--max-restarts')),
+    )
+    .addOption(
+      new Option('--monitor-interval <seconds>', 'how often the launcher looks at its workers and the rendezvous')
+        .default(0.1)
+        .argParser(parseSeconds('--monitor-interval')),
+    )
+    .option('--role <name>', "the workers' ROLE_NAME", 'default')
+    .option('--log-dir <dir>', "base directory of the workers' log files (<dir>/<rdzv id>_<random>/attempt_<n>/<local rank>/)")
+    .addOption(
+      new Option(
+        '-r, --redirects <std>',
+        "send workers' stdout (1), stderr (2) or both (3) to their log files instead of the console; per local rank: 0:1,1:2",
+      ).argParser((v) => parseStd('--redirects', v)),
+    )
+    .addOption(
+      new Option('-t, --tee <std>', "copy workers' stdout (1), stderr (2) or both (3) to their log files as well; per local rank: 0:1,1:2").argParser((v) =>
+        parseStd('--tee', v),
+      ),
+    )
+    .addOption(
+      new Option('--local-ranks-filter <ranks>', "show only these local ranks' output on the console, e.g. 0,2 (log files are unaffected)").argParser(
+        parseLocalRanksFilter,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--bind-to <what>',
+        "core: bind each worker's main thread to a core of its own (LOCAL_RANK over the allowed cores); none: never. Default: CMESH_BIND, else core when the node's workers busy-poll",
+      ).argParser(parseBindTo),
+    )
+    .addOption(
+      new Option(
+        '--metrics-port <port>',
+        'each worker serves its collectives on /metrics at port + LOCAL_RANK (0: free ports). Default: CMESH_METRICS_PORT',
+      ).argParser(positiveInt('--metrics-port')),
+    )
+    .option('--metrics-host <addr>', "address the workers' exporters listen on. Default: CMESH_METRICS_HOST, else 127.0.0.1")
     .argument('<script>', 'a .ts or .js script (or an executable)')
     .argument('[args...]', 'arguments for the script')
     .passThroughOptions()
@@ -261,7 +299,8 @@ export function register(program: Command): void {
         o.rdzvBackend = 'static';
         o.masterPort = await freePort(o.masterAddr);
       } else if (o.rdzvBackend === 'static' && o.masterPort === 0) {
-        if (nnodes.max > 1) throw new InvalidArgumentError('--master-port 0 (pick a free port) works for a single node only: other nodes could not know the port');
+        if (nnodes.max > 1)
+          throw new InvalidArgumentError('--master-port 0 (pick a free port) works for a single node only: other nodes could not know the port');
         o.masterPort = await freePort(o.masterAddr);
       }
       o.secret = runSecret(nnodes.max, process.env);

@@ -1,7 +1,8 @@
 // `cmesh scan`: find the bad node. The coordinator measures every pair of agents (POST /scans),
 // then this prints the matrix, the ring all-reduces, the flagged agents and links and the verdict
 // (`--json`: the scan record); `--list` lists the stored scans. With thresholds (--fail-on-flagged,
-// --min-busbw, --min-link-bw, --max-latency) it is a pre-flight check before a job: exit 0 when the
+// --min-busbw, --min-link-bw (or per class: --min-intra-node-link-bw, --min-inter-node-link-bw),
+// --max-latency) it is a pre-flight check before a job: exit 0 when the
 // fabric meets them, 1 when it does not or the scan did not succeed (2: a usage error).
 import { Command } from 'commander';
 import { evaluateScanGate, printableDeep, printableJson, ScanGate, ScanGateResult, ScanRecord, ScanRequestInput } from '@cmesh/protocol';
@@ -30,22 +31,30 @@ interface ScanOptions {
   failOnFlagged?: boolean;
   minBusbw?: string;
   minLinkBw?: string;
+  minIntraNodeLinkBw?: string;
+  minInterNodeLinkBw?: string;
   maxLatency?: string;
 }
 
 function number(flag: string, v: string, positive: boolean): number {
   const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || n < 0 || (positive && n === 0)) throw new UsageError(`${flag} must be a ${positive ? 'positive' : 'non-negative'} number, got ${JSON.stringify(v)}`);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0 || (positive && n === 0))
+    throw new UsageError(`${flag} must be a ${positive ? 'positive' : 'non-negative'} number, got ${JSON.stringify(v)}`);
   return n;
 }
 
 /** The thresholds the flags ask for; undefined when none (a plain scan). */
-export function scanGate(o: Pick<ScanOptions, 'failOnFlagged' | 'minBusbw' | 'minLinkBw' | 'maxLatency'>): ScanGate | undefined {
-  if (!o.failOnFlagged && o.minBusbw === undefined && o.minLinkBw === undefined && o.maxLatency === undefined) return undefined;
+export function scanGate(
+  o: Pick<ScanOptions, 'failOnFlagged' | 'minBusbw' | 'minLinkBw' | 'minIntraNodeLinkBw' | 'minInterNodeLinkBw' | 'maxLatency'>,
+): ScanGate | undefined {
+  const none = [o.minBusbw, o.minLinkBw, o.minIntraNodeLinkBw, o.minInterNodeLinkBw, o.maxLatency].every((v) => v === undefined);
+  if (!o.failOnFlagged && none) return undefined;
   return {
     failOnFlagged: !!o.failOnFlagged,
     ...(o.minBusbw !== undefined ? { minBusBwGBs: number('--min-busbw', o.minBusbw, false) } : {}),
     ...(o.minLinkBw !== undefined ? { minLinkBandwidthGBs: number('--min-link-bw', o.minLinkBw, false) } : {}),
+    ...(o.minIntraNodeLinkBw !== undefined ? { minIntraNodeLinkBandwidthGBs: number('--min-intra-node-link-bw', o.minIntraNodeLinkBw, false) } : {}),
+    ...(o.minInterNodeLinkBw !== undefined ? { minInterNodeLinkBandwidthGBs: number('--min-inter-node-link-bw', o.minInterNodeLinkBw, false) } : {}),
     ...(o.maxLatency !== undefined ? { maxLatencyUs: number('--max-latency', o.maxLatency, true) } : {}),
   };
 }
@@ -60,7 +69,14 @@ export function scanRequest(o: ScanOptions): ScanRequestInput {
   const gate = scanGate(o);
   return {
     ...(gate ? { gate } : {}),
-    ...(o.agents ? { agents: o.agents.split(',').map((s) => s.trim()).filter(Boolean) } : {}),
+    ...(o.agents
+      ? {
+          agents: o.agents
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+        }
+      : {}),
     latencyBytes: parseSize(o.latencySize),
     bandwidthBytes: parseSize(o.bandwidthSize),
     iters: Number(o.iters),
@@ -72,7 +88,11 @@ export function scanRequest(o: ScanOptions): ScanRequestInput {
 }
 
 /** Starts a scan and polls it to its end (progress on stderr when it is a terminal). */
-export async function runScan(client: MeshClient, req: ScanRequestInput, opts: { timeoutMs: number; onProgress?: (s: ScanRecord) => void }): Promise<ScanRecord> {
+export async function runScan(
+  client: MeshClient,
+  req: ScanRequestInput,
+  opts: { timeoutMs: number; onProgress?: (s: ScanRecord) => void },
+): Promise<ScanRecord> {
   let s = await client.post<ScanRecord>('/scans', req);
   const deadline = Date.now() + opts.timeoutMs;
   let seen = -1;
@@ -93,7 +113,10 @@ export function register(program: Command): void {
     .command('scan')
     .description('find the slow agent or link: every pair of agents (sendRecv), ring all-reduce over all and the halves, outliers flagged')
     .option('--coordinator <url>', 'coordinator REST address (or CMESH_COORDINATOR)', DEFAULT_COORDINATOR)
-    .option('--token-file <path>', "file holding the coordinator's bearer token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE; default for a local coordinator: cmesh up's)")
+    .option(
+      '--token-file <path>',
+      "file holding the coordinator's bearer token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE; default for a local coordinator: cmesh up's)",
+    )
     .option('--agents <names>', 'comma-separated agent names or ids (default: every live idle agent)')
     .option('--latency-size <bytes>', 'latency probe size', '8')
     .option('--bandwidth-size <bytes>', 'bandwidth probe size (K, M, G suffixes)', '4M')
@@ -111,7 +134,12 @@ export function register(program: Command): void {
     .option('--fail-on-flagged', 'a pre-flight check: exit 1 when any agent or link is flagged slow')
     .option('--min-busbw <GB/s>', 'a pre-flight check: exit 1 when the ring all-reduce over all agents reaches less busbw')
     .option('--min-link-bw <GB/s>', 'a pre-flight check: exit 1 when any link carries less')
-    .option('--max-latency <us>', 'a pre-flight check: exit 1 when any link\'s latency is higher, microseconds')
+    .option(
+      '--min-intra-node-link-bw <GB/s>',
+      'a pre-flight check: exit 1 when any intra-node link (both agents on one node) carries less; instead of --min-link-bw for those links',
+    )
+    .option('--min-inter-node-link-bw <GB/s>', 'a pre-flight check: exit 1 when any inter-node link carries less; instead of --min-link-bw for those links')
+    .option('--max-latency <us>', "a pre-flight check: exit 1 when any link's latency is higher, microseconds")
     .action(async (o: ScanOptions) => {
       const gate = scanGate(o); // a bad threshold is refused before anything is measured
       const client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator, o.tokenFile));

@@ -53,7 +53,8 @@ export async function checkUiLink(link: string, timeoutMs = 10_000): Promise<voi
 
 /** The platform's "open this URL" command, detached: the browser outlives this process. */
 function openInBrowser(link: string): void {
-  const [cmd, args] = process.platform === 'darwin' ? ['open', [link]] : process.platform === 'win32' ? ['cmd', ['/c', 'start', '', link]] : ['xdg-open', [link]];
+  const [cmd, args] =
+    process.platform === 'darwin' ? ['open', [link]] : process.platform === 'win32' ? ['cmd', ['/c', 'start', '', link]] : ['xdg-open', [link]];
   const child = spawn(cmd, args, { detached: true, stdio: 'ignore' });
   child.on('error', (e) => console.error(`cmesh ui: could not start ${cmd} (${e.message}); open the link above by hand`));
   child.unref();
@@ -64,7 +65,10 @@ export function register(program: Command): void {
     .command('ui')
     .description("print the link that opens the coordinator's live page (/ui) in a browser (a login link when the API asks for a token)")
     .option('--coordinator <url>', 'coordinator REST address (or CMESH_COORDINATOR)', DEFAULT_COORDINATOR)
-    .option('--token-file <path>', "file holding the coordinator's API token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE; default for a local coordinator: cmesh up's)")
+    .option(
+      '--token-file <path>',
+      "file holding the coordinator's API token (or CMESH_API_TOKEN / CMESH_API_TOKEN_FILE; default for a local coordinator: cmesh up's)",
+    )
     .option('--open', 'also open the link in the default browser (xdg-open, open)')
     .option('--no-check', 'print the link without asking the coordinator whether it lets a browser in')
     .action(async (o: { coordinator: string; tokenFile?: string; open?: boolean; check: boolean }) => {

@@ -1,10 +1,18 @@
 // The coordinator's REST API as `cmesh status`, `bench --mesh` and `demo` use it.
+import { randomUUID } from 'crypto';
 import { existsSync, readFileSync } from 'fs';
-import { JobRecord, JobRequestInput, isFinished, readSecretSetting } from '@cmesh/protocol';
+import { IDEMPOTENCY_KEY_HEADER, JobRecord, JobRequestInput, isFinished } from '@cmesh/protocol';
+import { readSecretSetting } from '@cmesh/protocol/kit';
 import { UsageError } from '../usage';
 import { stateDirFiles } from './state-dir';
 
 export const DEFAULT_COORDINATOR = process.env.CMESH_COORDINATOR || 'http://127.0.0.1:7700';
+
+/** How long submitJob sends a submission again while its answer may have been lost. */
+const SUBMIT_RETRY_MS = 30_000;
+
+/** No answer (0), or one that says try again (502, 503, 504): the request may have acted, so only a keyed request is sent again. */
+export const answerMayBeLost = (status: number) => status === 0 || status === 502 || status === 503 || status === 504;
 
 export class MeshApiError extends Error {
   override name = 'MeshApiError';
@@ -23,7 +31,11 @@ export class MeshApiError extends Error {
  */
 export function clientToken(coordinator: string, tokenFile?: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const read = (p: string) => readFileSync(p, 'utf8');
-  const given = readSecretSetting('CMESH_API_TOKEN', { CMESH_API_TOKEN: env.CMESH_API_TOKEN, CMESH_API_TOKEN_FILE: tokenFile ?? env.CMESH_API_TOKEN_FILE }, read);
+  const given = readSecretSetting(
+    'CMESH_API_TOKEN',
+    { CMESH_API_TOKEN: env.CMESH_API_TOKEN, CMESH_API_TOKEN_FILE: tokenFile ?? env.CMESH_API_TOKEN_FILE },
+    read,
+  );
   if (given) return given;
   let host = '';
   try {
@@ -38,7 +50,7 @@ export function clientToken(coordinator: string, tokenFile?: string, env: NodeJS
 }
 
 /** The coordinator's address as given (--coordinator or CMESH_COORDINATOR), checked: an http(s) URL. */
-export function coordinatorBase(text: string): string {
+function coordinatorBase(text: string): string {
   let url: URL | undefined;
   try {
     url = new URL(text);
@@ -46,7 +58,9 @@ export function coordinatorBase(text: string): string {
     url = undefined;
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname) {
-    throw new UsageError(`coordinator address ${JSON.stringify(text)} (--coordinator or CMESH_COORDINATOR) is not an http:// or https:// URL; e.g. http://127.0.0.1:7700`);
+    throw new UsageError(
+      `coordinator address ${JSON.stringify(text)} (--coordinator or CMESH_COORDINATOR) is not an http:// or https:// URL; e.g. http://127.0.0.1:7700`,
+    );
   }
   return text.replace(/\/+$/, '');
 }
@@ -62,7 +76,7 @@ export class MeshClient {
     this.base = coordinatorBase(base);
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  private async call<T>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<T> {
     let res: Response | undefined;
     for (let attempt = 0; !res; attempt++) {
       try {
@@ -71,6 +85,7 @@ export class MeshClient {
           headers: {
             ...(body === undefined ? {} : { 'content-type': 'application/json' }),
             ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+            ...extraHeaders,
           },
           body: body === undefined ? undefined : JSON.stringify(body),
           signal: AbortSignal.timeout(this.timeoutMs),
@@ -107,8 +122,23 @@ export class MeshClient {
     return this.call<T>('POST', path, body);
   }
 
-  submitJob(req: JobRequestInput): Promise<JobRecord> {
-    return this.call('POST', '/jobs', req);
+  /**
+   * Submits a job under an idempotency key (a new one per call unless given) and sends it again,
+   * with the same key, while its answer may have been lost (the coordinator unreachable, timed out
+   * or 503) for up to `retryForMs`: the coordinator answers a retry with the job the first attempt
+   * made, so the job runs once however many attempts reach it.
+   */
+  async submitJob(req: JobRequestInput, opts: { idempotencyKey?: string; retryForMs?: number } = {}): Promise<JobRecord> {
+    const key = opts.idempotencyKey ?? randomUUID();
+    const deadline = Date.now() + (opts.retryForMs ?? SUBMIT_RETRY_MS);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.call<JobRecord>('POST', '/jobs', req, { [IDEMPOTENCY_KEY_HEADER]: key });
+      } catch (e) {
+        if (!(e instanceof MeshApiError && answerMayBeLost(e.status)) || Date.now() >= deadline) throw e;
+        await new Promise((r) => setTimeout(r, Math.min(200 * 2 ** attempt, 2000, Math.max(0, deadline - Date.now()))));
+      }
+    }
   }
 
   job(id: string): Promise<JobRecord> {

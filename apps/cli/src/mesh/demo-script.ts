@@ -6,19 +6,22 @@ import { BENCH_OPS, JobRequestInput } from '@cmesh/protocol';
 import type { MeshClient } from './client';
 import { rankInfo } from './mesh-bench';
 
-export interface DemoStep {
+interface DemoStep {
   title: string;
   request: JobRequestInput;
 }
 
-export function demoSteps(nagents: number): DemoStep[] {
+function demoSteps(nagents: number): DemoStep[] {
   const root = nagents > 1 ? 1 : 0;
   const steps: DemoStep[] = BENCH_OPS.map((op) => ({
     title: `${ncclTestsOp(op)}${hasRoot(op) ? ` (root ${root})` : ''}`,
     request: { op, sizes: [64, 65536], iters: 2, warmup: 1, root: hasRoot(op) ? root : 0, check: true, timeoutMs: 30_000 },
   }));
   for (const redop of ['max', 'min', 'product'] as const) {
-    steps.push({ title: `all_reduce ${ncclTestsRedop(redop)} int32`, request: { op: 'allReduce', redop, dtype: 'int32', sizes: [4096], iters: 2, warmup: 1, check: true } });
+    steps.push({
+      title: `all_reduce ${ncclTestsRedop(redop)} int32`,
+      request: { op: 'allReduce', redop, dtype: 'int32', sizes: [4096], iters: 2, warmup: 1, check: true },
+    });
   }
   // AVG is defined for floating-point dtypes only (torch)
   steps.push({ title: 'all_reduce avg double', request: { op: 'allReduce', redop: 'avg', dtype: 'float64', sizes: [4096], iters: 2, warmup: 1, check: true } });
@@ -49,7 +52,15 @@ export async function runDemo(client: MeshClient, nagents: number, write: (s: st
   const wrong = job.rows.flatMap((r) => [r.outOfPlace, r.inPlace]).reduce((a, m) => a + (m?.wrong ?? 0), 0);
   write(
     formatTable(
-      { backend: `tcp via mesh job ${job.id}`, nranks: job.members.length, sweep: job.sweep, minBytes: sizes[0], maxBytes: sizes[sizes.length - 1], step: '4(factor)', ranks: rankInfo(job) },
+      {
+        backend: `tcp via mesh job ${job.id}`,
+        nranks: job.members.length,
+        sweep: job.sweep,
+        minBytes: sizes[0],
+        maxBytes: sizes[sizes.length - 1],
+        step: '4(factor)',
+        ranks: rankInfo(job),
+      },
       job.rows,
     ),
   );

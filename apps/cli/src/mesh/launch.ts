@@ -11,6 +11,7 @@ import { freePort } from '@cmesh/collectives';
 import { checkClusterName } from '@cmesh/protocol';
 import { nodeArgs, programEnv, programOf, requireMeshPackages } from '../programs';
 import { MeshClient } from './client';
+import { startLocalNatsCluster, LocalNatsServer, natsHealthy } from './local-nats-cluster';
 import { COORDINATOR_USER, MeshAuth, prepareMeshAuth } from './mesh-auth';
 import { Supervisor } from './supervisor';
 
@@ -18,8 +19,13 @@ export interface MeshOptions {
   agents: number;
   /** use this NATS server instead of starting one */
   natsUrl?: string;
-  /** port of the nats-server we start (0: any free port) */
+  /** port of the nats-server we start (0: any free port); of the first one with natsCluster */
   natsPort?: number;
+  /**
+   * start this many nats-servers forming one JetStream cluster (3: any one of them may stop)
+   * instead of one; the coordinator and the agents are given all of their URLs
+   */
+  natsCluster?: number;
   /** coordinator HTTP port (0: any free port) */
   port?: number;
   host?: string;
@@ -31,6 +37,8 @@ export interface MeshOptions {
   readyTimeoutMs?: number;
   /** extra environment for the agents */
   agentEnv?: NodeJS.ProcessEnv;
+  /** extra environment for agent i (over agentEnv): e.g. CMESH_NODE_NAME, to play several nodes on one machine */
+  agentEnvFor?: (i: number) => NodeJS.ProcessEnv;
   /** extra environment for the coordinator and the agents */
   env?: NodeJS.ProcessEnv;
   /** restart a child that dies (see Supervisor) instead of stopping the mesh */
@@ -46,7 +54,10 @@ export interface MeshOptions {
 }
 
 export interface Mesh {
+  /** the server, or every server of the cluster, comma-separated (the children's NATS_URL) */
   natsUrl: string;
+  /** the servers we started with natsCluster: ports, pid files (`nats-server --signal ldm=<pid file>`) */
+  natsServers?: LocalNatsServer[];
   /** the secrets, when started with `auth` */
   auth?: MeshAuth;
   coordinatorUrl: string;
@@ -86,7 +97,6 @@ function tcpOpen(host: string, port: number): Promise<true | undefined> {
   });
 }
 
-
 export async function startMesh(opts: MeshOptions): Promise<Mesh> {
   requireMeshPackages(); // before anything starts: the launcher alone lacks the mesh's packages
   const host = opts.host ?? '127.0.0.1';
@@ -119,13 +129,45 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
     const agentNames = Array.from({ length: opts.agents }, (_, i) => `agent-${i}`);
     const auth = opts.auth ? prepareMeshAuth(opts.auth.stateDir, agentNames, opts.cluster, opts.auth.tenants) : undefined;
     let natsUrl = opts.natsUrl;
+    let natsServers: LocalNatsServer[] | undefined;
     const ownNats = !natsUrl;
-    if (!natsUrl) {
+    if (!natsUrl && (opts.natsCluster ?? 1) > 1) {
+      storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
+      const servers = await startLocalNatsCluster(supervisor, {
+        size: opts.natsCluster!,
+        host,
+        firstPort: opts.natsPort ?? 0,
+        dir: storeDir,
+        natsConf: auth?.natsConf,
+        routeAuth: auth?.routeAuth(),
+        restart: opts.restart,
+      });
+      natsServers = servers;
+      for (const s of servers)
+        await until(
+          `nats-server ${s.name}`,
+          readyMs,
+          () => natsHealthy(host, s),
+          () => deathReason,
+        );
+      natsUrl = servers.map((s) => s.url).join(',');
+    } else if (!natsUrl) {
       const port = opts.natsPort || (await freePort(host));
       storeDir = mkdtempSync(join(tmpdir(), 'cmesh-nats-'));
       const conf = auth ? ['-c', auth.natsConf] : [];
-      supervisor.start({ name: 'nats', stage: 0, restart: opts.restart, command: 'nats-server', args: [...conf, '-js', '-a', host, '-p', String(port), '-sd', storeDir] });
-      await until('nats-server', readyMs, () => tcpOpen(host, port), () => deathReason);
+      supervisor.start({
+        name: 'nats',
+        stage: 0,
+        restart: opts.restart,
+        command: 'nats-server',
+        args: [...conf, '-js', '-a', host, '-p', String(port), '-sd', storeDir],
+      });
+      await until(
+        'nats-server',
+        readyMs,
+        () => tcpOpen(host, port),
+        () => deathReason,
+      );
       natsUrl = `nats://${host}:${port}`;
     }
     const httpPort = opts.port || (await freePort(host));
@@ -146,7 +188,12 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       },
     });
     const client = new MeshClient(coordinatorUrl, undefined, auth?.apiToken);
-    await until('coordinator', readyMs, async () => ((await client.get('/health')) ? true : undefined), () => deathReason);
+    await until(
+      'coordinator',
+      readyMs,
+      async () => ((await client.get('/health')) ? true : undefined),
+      () => deathReason,
+    );
     agentNames.forEach((name, i) =>
       supervisor.start({
         name,
@@ -154,7 +201,16 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
         restart: opts.restart,
         command: process.execPath,
         args: nodeArgs(programOf('@cmesh/rank-agent', 'main')),
-        env: { ...env, ...opts.agentEnv, ...(auth && ownNats ? auth.login(name) : {}), NATS_URL: natsUrl, CMESH_AGENT_NAME: name, CMESH_DEVICE_INDEX: String(i), CMESH_AGENT_HOST: host },
+        env: {
+          ...env,
+          ...opts.agentEnv,
+          ...opts.agentEnvFor?.(i),
+          ...(auth && ownNats ? auth.login(name) : {}),
+          NATS_URL: natsUrl,
+          CMESH_AGENT_NAME: name,
+          CMESH_DEVICE_INDEX: String(i),
+          CMESH_AGENT_HOST: host,
+        },
       }),
     );
     await until(
@@ -166,7 +222,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
       },
       () => deathReason,
     );
-    return { natsUrl, auth, coordinatorUrl, client, supervisor, agentNames, died, stop };
+    return { natsUrl, natsServers, auth, coordinatorUrl, client, supervisor, agentNames, died, stop };
   } catch (e) {
     await stop();
     throw e;
@@ -186,6 +242,8 @@ export interface AgentRow {
   backends: string;
   lastHeartbeat?: string;
   host?: string;
+  /** the node it registered (CMESH_NODE_NAME); absent from agents that named none */
+  node?: string;
 }
 
 /** The coordinator's agent list, normalised for the CLI. */
@@ -213,6 +271,7 @@ export function normaliseAgent(a: Record<string, unknown>): AgentRow {
     backends: b,
     lastHeartbeat: typeof a.lastHeartbeat === 'string' ? a.lastHeartbeat : typeof a.lastSeen === 'string' ? a.lastSeen : undefined,
     host: typeof a.host === 'string' ? a.host : undefined,
+    ...(typeof a.node === 'string' ? { node: a.node } : {}),
   };
 }
 

@@ -44,7 +44,9 @@ async function main() {
       t0 = Date.now();
       await mesh.client.waitJob((await mesh.client.submitJob({ ...tiny, nranks: n })).id, undefined, { pollMs: 5 });
       tinyMesh.push(Date.now() - t0);
-      console.log(`rep ${i}: cmesh bench ${local[i][0]} ms (timed ${local[i][1].toFixed(1)} ms) | mesh job ${viaMesh[i][0]} ms (timed ${viaMesh[i][1].toFixed(1)} ms, dispatch->finish ${viaMesh[i][2]} ms)`);
+      console.log(
+        `rep ${i}: cmesh bench ${local[i][0]} ms (timed ${local[i][1].toFixed(1)} ms) | mesh job ${viaMesh[i][0]} ms (timed ${viaMesh[i][1].toFixed(1)} ms, dispatch->finish ${viaMesh[i][2]} ms)`,
+      );
     }
   } finally {
     await mesh.stop();

@@ -33,10 +33,15 @@ export function addMeshOptions(cmd: Command): Command {
     .option('--backend <name>', 'with --mesh: tcp or nccl', 'tcp');
 }
 
-export function meshRequests(o: MeshBenchOptions): { requests: JobRequestInput[]; minBytes: number; maxBytes: number; step: string } {
+function meshRequests(o: MeshBenchOptions): { requests: JobRequestInput[]; minBytes: number; maxBytes: number; step: string } {
   // -np only bounds the root check of sweepsFromCli when the agents are not known yet
   const { sweeps, minBytes, maxBytes, step } = sweepsFromCli({ ...o, np: o.npGiven ? o.np : '1024' });
-  const agents = o.agents ? o.agents.split(',').map((s) => s.trim()).filter(Boolean) : undefined;
+  const agents = o.agents
+    ? o.agents
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : undefined;
   const requests = sweeps.map((s) => ({
     op: s.op,
     dtype: s.dtype,
@@ -60,7 +65,11 @@ export function rankInfo(job: JobRecord): BenchRankInfo[] {
 }
 
 /** Runs every sweep as a mesh job and writes one table per collective; true when any element was wrong or a job failed. */
-export async function runMeshBench(o: MeshBenchOptions, write: (s: string) => void, client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator ?? DEFAULT_COORDINATOR, o.tokenFile))): Promise<{ failed: boolean; jobs: JobRecord[] }> {
+export async function runMeshBench(
+  o: MeshBenchOptions,
+  write: (s: string) => void,
+  client = new MeshClient(o.coordinator, undefined, clientToken(o.coordinator ?? DEFAULT_COORDINATOR, o.tokenFile)),
+): Promise<{ failed: boolean; jobs: JobRecord[] }> {
   const { requests, minBytes, maxBytes, step } = meshRequests(o);
   const jobs: JobRecord[] = [];
   let failed = false;
@@ -71,14 +80,26 @@ export async function runMeshBench(o: MeshBenchOptions, write: (s: string) => vo
     let headed = false;
     const head = (j: JobRecord) => {
       headed = true;
-      const preamble = { backend: `${j.sweep.backend} via mesh job ${j.id}`, nranks: j.members.length, sweep: { ...j.sweep }, minBytes, maxBytes, step, ranks: rankInfo(j), dtypes, redops };
+      const preamble = {
+        backend: `${j.sweep.backend} via mesh job ${j.id}`,
+        nranks: j.members.length,
+        sweep: { ...j.sweep },
+        minBytes,
+        maxBytes,
+        step,
+        ranks: rankInfo(j),
+        dtypes,
+        redops,
+      };
       write([...formatPreamble(preamble), ...formatHeader()].join('\n') + '\n');
     };
     const rows: BenchRow[] = [];
     for (const req of group) {
       const submitted = await client.submitJob(req);
       const showBar = o.progress ?? (!o.json && process.stderr.isTTY);
-      const bar = showBar ? new SingleBar({ format: `${ncclTestsOp(req.op)} [{bar}] {value}/{total} sizes | {state}`, stream: process.stderr, clearOnComplete: true }) : null;
+      const bar = showBar
+        ? new SingleBar({ format: `${ncclTestsOp(req.op)} [{bar}] {value}/{total} sizes | {state}`, stream: process.stderr, clearOnComplete: true })
+        : null;
       bar?.start(submitted.progress.total, 0, { state: submitted.state });
       let printed = 0;
       const job = await client.waitJob(submitted.id, (j) => {

@@ -20,7 +20,8 @@ async function scrape(name: string, url: string): Promise<MetricsEndpoint> {
       const m = /^cmesh_collective_busbw_bytes_per_second\{(.*)\} (\S+)$/.exec(l);
       if (!m) continue;
       const v = Number(m[2]);
-      if (!best || v > best.bytesPerSecond) best = { op: /op="([^"]*)"/.exec(m[1])?.[1] ?? '?', sizeClass: /size_class="([^"]*)"/.exec(m[1])?.[1] ?? '?', bytesPerSecond: v };
+      if (!best || v > best.bytesPerSecond)
+        best = { op: /op="([^"]*)"/.exec(m[1])?.[1] ?? '?', sizeClass: /size_class="([^"]*)"/.exec(m[1])?.[1] ?? '?', bytesPerSecond: v };
     }
     return { name, url, cmeshSeries: lines.length, bestBusbw: best };
   } catch (e) {

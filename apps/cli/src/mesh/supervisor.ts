@@ -101,12 +101,15 @@ export class Supervisor {
       const how = signal ?? `code ${code}`;
       // code -1: it could not be started at all; starting it again would fail the same way
       if (!spec.restart || code === -1 || child.restarts.length >= this.policy.maxRestarts) {
-        if (spec.restart && code !== -1) this.write(`${prefix} exited with ${how} after ${child.restarts.length} restarts in ${this.policy.windowMs / 1000} s: giving up`);
+        if (spec.restart && code !== -1)
+          this.write(`${prefix} exited with ${how} after ${child.restarts.length} restarts in ${this.policy.windowMs / 1000} s: giving up`);
         return this.onUnexpected?.(child, code, signal);
       }
       const delay = Math.min(this.policy.backoffMs * 2 ** child.restarts.length, this.policy.maxBackoffMs);
       child.restarts.push(now);
-      this.write(`${prefix} exited with ${how}; restarting it in ${delay} ms (restart ${child.restarts.length} of ${this.policy.maxRestarts} allowed in ${this.policy.windowMs / 1000} s)`);
+      this.write(
+        `${prefix} exited with ${how}; restarting it in ${delay} ms (restart ${child.restarts.length} of ${this.policy.maxRestarts} allowed in ${this.policy.windowMs / 1000} s)`,
+      );
       child.pendingRestart = setTimeout(() => {
         child.pendingRestart = undefined;
         if (this.stopping) return;

@@ -28,7 +28,7 @@ export interface WorkerPlacement {
 }
 
 /** True when `localWorldSize` workers are more than the CPUs this node's quota and affinity give. */
-export function overQuota(localWorldSize: number, budget: CpuBudget): boolean {
+function overQuota(localWorldSize: number, budget: CpuBudget): boolean {
   return localWorldSize > budget.cpus;
 }
 
@@ -53,14 +53,28 @@ export function quotaNote(localWorldSize: number, budget: CpuBudget, env: NodeJS
 }
 
 /** Where local rank `local` of `localWorldSize` is bound (planned with the launcher's own allowed cores). */
-export function planWorkerBinding(p: WorkerPlacement, env: NodeJS.ProcessEnv, local: number, localWorldSize: number, allowed?: readonly number[], budget: CpuBudget = cpuBudget()): Binding {
+function planWorkerBinding(
+  p: WorkerPlacement,
+  env: NodeJS.ProcessEnv,
+  local: number,
+  localWorldSize: number,
+  allowed?: readonly number[],
+  budget: CpuBudget = cpuBudget(),
+): Binding {
   if (overQuota(localWorldSize, budget)) return { skipped: `${localWorldSize} workers on ${budget.cpus} usable CPUs` };
   const mode = p.bindTo ?? env.CMESH_BIND;
   return planRankBinding({ ...env, CMESH_BIND: mode, LOCAL_RANK: String(local), LOCAL_WORLD_SIZE: String(localWorldSize) }, allowed);
 }
 
 /** The environment entries that ask worker `local` for its binding and exporter (empty strings clear inherited ones). */
-export function placementEnv(p: WorkerPlacement, env: NodeJS.ProcessEnv, local: number, localWorldSize: number, allowed?: readonly number[], budget: CpuBudget = cpuBudget()): Record<string, string> {
+export function placementEnv(
+  p: WorkerPlacement,
+  env: NodeJS.ProcessEnv,
+  local: number,
+  localWorldSize: number,
+  allowed?: readonly number[],
+  budget: CpuBudget = cpuBudget(),
+): Record<string, string> {
   const out: Record<string, string> = { [LAUNCHER_BIND_ENV]: '', [LAUNCHER_METRICS_PORT_ENV]: '', [LAUNCHER_METRICS_HOST_ENV]: '' };
   const binding = planWorkerBinding(p, env, local, localWorldSize, allowed, budget);
   if ('cpu' in binding) out[LAUNCHER_BIND_ENV] = String(binding.cpu);

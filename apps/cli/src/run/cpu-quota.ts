@@ -28,7 +28,7 @@ const read = (file: string): string | undefined => {
 };
 
 /** A cgroup v2 `cpu.max` ("max 100000" or "150000 100000") in CPUs; undefined for no limit. */
-export function parseCpuMax(text: string): number | undefined {
+function parseCpuMax(text: string): number | undefined {
   const [quota, period = '100000'] = text.trim().split(/\s+/);
   if (quota === 'max') return undefined;
   const q = Number(quota);
@@ -37,7 +37,7 @@ export function parseCpuMax(text: string): number | undefined {
 }
 
 /** cgroup v1's cfs quota and period (quota -1: no limit) in CPUs. */
-export function parseCfsQuota(quotaUs: string, periodUs: string): number | undefined {
+function parseCfsQuota(quotaUs: string, periodUs: string): number | undefined {
   const q = Number(quotaUs);
   const p = Number(periodUs);
   return q > 0 && p > 0 ? q / p : undefined;
@@ -51,7 +51,7 @@ interface Mount {
 }
 
 /** The cgroup mounts of /proc/self/mountinfo: "id parent dev root point opts ... - fstype source superopts". */
-export function cgroupMounts(mountinfo: string): Mount[] {
+function cgroupMounts(mountinfo: string): Mount[] {
   const out: Mount[] = [];
   for (const line of mountinfo.split('\n')) {
     const [left, right] = line.split(' - ');
@@ -75,7 +75,11 @@ function dirsUp(mount: Mount, cgroupPath: string): string[] {
 }
 
 /** The smallest CPU quota along this process's cgroups (v2 and v1), with where it was found. */
-export function cgroupQuota(procCgroup: string, mountinfo: string, readFile: (f: string) => string | undefined = read): { cpus: number; source: string } | undefined {
+export function cgroupQuota(
+  procCgroup: string,
+  mountinfo: string,
+  readFile: (f: string) => string | undefined = read,
+): { cpus: number; source: string } | undefined {
   const mounts = cgroupMounts(mountinfo);
   let best: { cpus: number; source: string } | undefined;
   const consider = (cpus: number | undefined, source: string) => {
@@ -97,7 +101,8 @@ export function cgroupQuota(procCgroup: string, mountinfo: string, readFile: (f:
         for (const dir of dirsUp(mount, path)) {
           const quota = readFile(join(dir, 'cpu.cfs_quota_us'));
           const period = readFile(join(dir, 'cpu.cfs_period_us'));
-          if (quota !== undefined && period !== undefined) consider(parseCfsQuota(quota, period), `cgroup v1 cpu.cfs_quota_us ${quota} / cpu.cfs_period_us ${period} (${dir})`);
+          if (quota !== undefined && period !== undefined)
+            consider(parseCfsQuota(quota, period), `cgroup v1 cpu.cfs_quota_us ${quota} / cpu.cfs_period_us ${period} (${dir})`);
         }
       }
     }

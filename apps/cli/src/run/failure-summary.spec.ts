@@ -6,7 +6,7 @@ import { exitcodeOf, formatFailureSummary } from './failure-summary';
 // a whole-second local time, so the expected text does not depend on the time zone
 const at = new Date(2026, 10, 24, 1, 2, 3).getTime();
 
-describe('formatFailureSummary (torch\'s ChildFailedError message)', () => {
+describe("formatFailureSummary (torch's ChildFailedError message)", () => {
   it('prints one failure as the root cause, with <NO_OTHER_FAILURES>', () => {
     const text = formatFailureSummary('train.ts', [{ rank: 3, localRank: 1, exitcode: -9, pid: 4242, at, errorFile: '/nonexistent/error.json' }], 'node-a');
     expect(text.split('\n')).toEqual([
@@ -32,7 +32,12 @@ describe('formatFailureSummary (torch\'s ChildFailedError message)', () => {
   it('sets the earliest exit apart as the root cause, numbers blocks by rank, reads a record() error file', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmesh-summary-'));
     const file = path.join(dir, 'error.json');
-    fs.writeFileSync(file, JSON.stringify({ message: { message: 'Error: boom', extraInfo: { py_callstack: 'Error: boom\n    at main (w.ts:1:1)\n', timestamp: String(at / 1000 + 1) } } }));
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        message: { message: 'Error: boom', extraInfo: { py_callstack: 'Error: boom\n    at main (w.ts:1:1)\n', timestamp: String(at / 1000 + 1) } },
+      }),
+    );
     try {
       const text = formatFailureSummary(
         'w.ts',
@@ -69,7 +74,7 @@ describe('formatFailureSummary (torch\'s ChildFailedError message)', () => {
     }
   });
 
-  it('turns a signal into minus its number, like torch\'s exitcode', () => {
+  it("turns a signal into minus its number, like torch's exitcode", () => {
     expect([exitcodeOf(null, 'SIGKILL'), exitcodeOf(null, 'SIGTERM'), exitcodeOf(3, null)]).toEqual([-9, -15, 3]);
   });
 });

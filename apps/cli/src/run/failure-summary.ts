@@ -43,7 +43,10 @@ function readErrorFile(file: string): { message: string; seconds?: number } | un
   if (typeof m === 'string') return { message: m, seconds: data.timestamp ? Number(data.timestamp) : undefined };
   if (!m || typeof m !== 'object') return undefined;
   const stamp = m.extraInfo?.timestamp;
-  return { message: (m.extraInfo?.py_callstack ?? m.message ?? NOT_AVAILABLE).replace(/\n$/, '').replace(/\n/g, '\n  '), seconds: stamp ? Number(stamp) : undefined };
+  return {
+    message: (m.extraInfo?.py_callstack ?? m.message ?? NOT_AVAILABLE).replace(/\n$/, '').replace(/\n/g, '\n  '),
+    seconds: stamp ? Number(stamp) : undefined,
+  };
 }
 
 function signalName(exitcode: number): string {
@@ -56,7 +59,10 @@ function formatFailure(idx: number, f: WorkerFailure, host: string): string {
   const seconds = recorded?.seconds ?? Math.floor(f.at / 1000);
   let message = recorded?.message;
   if (!message) {
-    message = f.exitcode < 0 ? `Signal ${-f.exitcode} (${signalName(f.exitcode)}) received by PID ${f.pid ?? NOT_AVAILABLE}` : 'To enable traceback, wrap the worker\'s entry point in record() (docs/api.md)';
+    message =
+      f.exitcode < 0
+        ? `Signal ${-f.exitcode} (${signalName(f.exitcode)}) received by PID ${f.pid ?? NOT_AVAILABLE}`
+        : "To enable traceback, wrap the worker's entry point in record() (docs/api.md)";
   }
   return [
     `[${idx}]:`,
@@ -70,7 +76,7 @@ function formatFailure(idx: number, f: WorkerFailure, host: string): string {
 }
 
 /** The first observed failure: the earliest exit seen. */
-export function rootCause(failures: WorkerFailure[]): WorkerFailure {
+function rootCause(failures: WorkerFailure[]): WorkerFailure {
   return failures.reduce((a, b) => (b.at < a.at ? b : a));
 }
 

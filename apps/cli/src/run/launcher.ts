@@ -15,17 +15,17 @@ import './rdzv-nats';
 import { workerCommand } from './script';
 import { WorkerGroup, startWorkers } from './worker-group';
 import { WorkerLogs } from './worker-logs';
+import { setTimeout as sleep } from 'timers/promises';
 
 /** How long to wait for the last output of exited workers (a grandchild may hold the pipe open). */
 const DRAIN_MS = 2000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface LaunchResult {
   exitCode: number;
   message?: string;
 }
 
-export function failureMessage(e: Pick<ChildExit, 'rank' | 'code' | 'signal'>, node: Pick<RoundAssignment, 'rankOffset' | 'nodeRank' | 'nnodes'>): string {
+function failureMessage(e: Pick<ChildExit, 'rank' | 'code' | 'signal'>, node: Pick<RoundAssignment, 'rankOffset' | 'nodeRank' | 'nnodes'>): string {
   const where = node.nnodes > 1 ? ` on node ${node.nodeRank}` : '';
   return `cmesh run: rank ${e.rank} (local_rank ${e.rank - node.rankOffset}) failed with ${describeExit(e)}${where}`;
 }
@@ -106,7 +106,9 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
           const message = failureMessage(root, round);
           if (restartsLeft) {
             await round.requestRestart(); // tell the other nodes before stopping ours
-            process.stderr.write(`${message}; restarting the workers${round.nnodes > 1 ? ' on every node' : ''} (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
+            process.stderr.write(
+              `${message}; restarting the workers${round.nnodes > 1 ? ' on every node' : ''} (restart ${round.restartCount + 1} of ${maxRestarts})\n`,
+            );
             await stopWorkers(w);
             reason = 'failure';
             break;
@@ -129,7 +131,9 @@ export async function launch(o: RunOptions, script: string, args: string[]): Pro
         case 'node-lost':
           if (restartsLeft) {
             await round.requestRestart();
-            process.stderr.write(`${outcome.message}; restarting the workers${round.nnodes > 1 ? ' on every node' : ''} (restart ${round.restartCount + 1} of ${maxRestarts})\n`);
+            process.stderr.write(
+              `${outcome.message}; restarting the workers${round.nnodes > 1 ? ' on every node' : ''} (restart ${round.restartCount + 1} of ${maxRestarts})\n`,
+            );
             await stopWorkers(w);
             reason = 'failure';
             break;

@@ -8,7 +8,7 @@ import { DEFAULT_READ_TIMEOUT_MS, RunOptions, registerRdzvBackend } from './rdzv
 import { StoreRendezvous } from './rdzv-round';
 
 /** torchrun's C10D default port, used when --rdzv-endpoint names only a host. */
-export const DEFAULT_C10D_PORT = 29400;
+const DEFAULT_C10D_PORT = 29400;
 
 export function parseEndpoint(endpoint: string | undefined, defaultPort?: number): { host: string; port: number } {
   const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(endpoint ?? '');
@@ -36,7 +36,7 @@ function isLoopback(host: string): boolean {
 }
 
 /** The address other nodes reach this one at: loopback for a loopback endpoint, else a real IPv4. */
-export function localAddressFor(endpointHost: string, hostsEndpoint: boolean): string {
+function localAddressFor(endpointHost: string, hostsEndpoint: boolean): string {
   if (isLoopback(endpointHost)) return '127.0.0.1';
   if (process.env.CMESH_DATA_ADDR) return process.env.CMESH_DATA_ADDR;
   if (hostsEndpoint) return endpointHost;

@@ -1,6 +1,6 @@
 // --rdzv-backend nats: the c10d round protocol on a JetStream KV bucket of the cluster's NATS
 // server, so launchers on different nodes need only reach NATS (--rdzv-endpoint host:port). No
-// launcher hosts anything: any node may be lost. The bucket is deleted once every node finished.
+// launcher hosts anything: any node may be lost. The last node to leave a finished job deletes the bucket.
 //
 // The bucket's name is derived from an HMAC of a secret only the run's launchers hold
 // (CMESH_SECRET, else their NATS login's password) and the rdzv id, in the cluster CMESH_CLUSTER:
@@ -20,14 +20,20 @@ export function rdzvBucket(rdzvId: string, env: NodeJS.ProcessEnv = process.env)
 
 registerRdzvBackend('nats', async (o) => {
   const { host, port } = parseEndpoint(o.rdzvEndpoint);
-  const store = await NatsKvStore.open({ servers: `nats://${host}:${port}`, bucket: rdzvBucket(o.rdzvId), timeoutMs: o.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS });
+  const store = await NatsKvStore.open({
+    servers: `nats://${host}:${port}`,
+    bucket: rdzvBucket(o.rdzvId),
+    timeoutMs: o.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS,
+  });
   if (!o.secret) {
     // no CMESH_SECRET given: the launchers derive the run's secret from their login's password;
     // a server without logins gives no secret to derive from, so the first launcher makes one in
     // the bucket (compare-and-set), which anybody could read there anyway
     const base = launcherSecret();
     const cluster = process.env.CMESH_CLUSTER || 'default';
-    o.secret = base ? derivedSecret(base, `rdzv\0${cluster}\0${o.rdzvId}`) : (await store.compareSet(`rdzv/${o.rdzvId}/run_secret`, '', generateSecret())).toString();
+    o.secret = base
+      ? derivedSecret(base, `rdzv\0${cluster}\0${o.rdzvId}`)
+      : (await store.compareSet(`rdzv/${o.rdzvId}/run_secret`, '', generateSecret())).toString();
   }
   const loopback = host === 'localhost' || host.startsWith('127.');
   return new StoreRendezvous(new PrefixStore(`rdzv/${o.rdzvId}`, store), o, loopback ? '127.0.0.1' : (firstIPv4() ?? host), false, async (jobOver) => {

@@ -8,13 +8,13 @@
 //
 // Keys (under rdzv/<id>/): round (the current round), failed (the job failed: the message),
 // closed (every node finished); r<k>/joined, r<k>/node/<i>, r<k>/final, r<k>/master,
-// r<k>/alive/<i>, r<k>/done/<i>.
+// r<k>/alive/<i>, r<k>/done/<i>, r<k>/left (nodes that finished and let go of the store).
 import { freePort, PrefixStore, Store, StoreError } from '@cmesh/collectives';
 import { assignNodeRanks } from './node-ranks';
 import { DEFAULT_CLOSE_TIMEOUT_MS, JoinReason, Rendezvous, RoundAssignment, RoundEvent, RunOptions } from './rdzv';
+import { setTimeout as sleep } from 'timers/promises';
 
 const POLL_MS = 200;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface NodeInfo {
   nproc: number;
@@ -32,7 +32,7 @@ interface Master {
 }
 
 /** The job failed on some node, or finished: nobody can join any more. */
-export class RendezvousClosedError extends StoreError {}
+class RendezvousClosedError extends StoreError {}
 
 /**
  * Closes round `r` (already scoped to the round) for everyone and returns its node count.
@@ -89,7 +89,7 @@ class StaleTracker {
 /**
  * The rendezvous of one launcher on `store` (already scoped to this run id). `ownAddr` is how
  * other nodes reach this one; `isHost` marks the launcher that hosts the store (it leaves last);
- * `release(jobOver)` lets go of the store (jobOver: every node finished, the state can go).
+ * `release(jobOver)` lets go of the store (jobOver: this node is the last to leave a job that finished cleanly, the state can go).
  */
 export class StoreRendezvous implements Rendezvous {
   /** The round this node last took part in, and its join index there. */
@@ -121,7 +121,8 @@ export class StoreRendezvous implements Rendezvous {
     if (await this.store.check(['failed'])) {
       throw new RendezvousClosedError(`rendezvous ${this.o.rdzvId} is closed: ${(await this.store.get('failed')).toString().replace(/^cmesh run: /, '')}`);
     }
-    if (await this.store.check(['closed'])) throw new RendezvousClosedError(`rendezvous ${this.o.rdzvId} is closed: the job has finished (use a new --rdzv-id)`);
+    if (await this.store.check(['closed']))
+      throw new RendezvousClosedError(`rendezvous ${this.o.rdzvId} is closed: the job has finished (use a new --rdzv-id)`);
   }
 
   async next(reason: JoinReason, signal?: AbortSignal): Promise<RoundAssignment> {
@@ -140,7 +141,8 @@ export class StoreRendezvous implements Rendezvous {
           continue;
         }
         // a full round that is not ours: wait until a new round opens (torch's wait list)
-        if (Date.now() > deadline) throw new StoreError(`rendezvous ${o.rdzvId}: round ${k} is full (${o.nnodes.max} nodes) and no new round opened within ${o.timeoutMs} ms`);
+        if (Date.now() > deadline)
+          throw new StoreError(`rendezvous ${o.rdzvId}: round ${k} is full (${o.nnodes.max} nodes) and no new round opened within ${o.timeoutMs} ms`);
         await sleep(POLL_MS);
         continue;
       }
@@ -209,7 +211,10 @@ export class StoreRendezvous implements Rendezvous {
         }
         const current = Number((await store.get('round')).toString());
         if (current > k) {
-          return { kind: 'new-round', message: `cmesh run: rendezvous round ${current} opened (a node failed, was lost or joined); restarting the workers of node ${nodeRank}` };
+          return {
+            kind: 'new-round',
+            message: `cmesh run: rendezvous round ${current} opened (a node failed, was lost or joined); restarting the workers of node ${nodeRank}`,
+          };
         }
         if (Date.now() - lastStaleCheck >= o.keepAliveIntervalMs) {
           lastStaleCheck = Date.now();
@@ -255,24 +260,36 @@ export class StoreRendezvous implements Rendezvous {
     let jobOver = false;
     try {
       if (this.lastRound >= 0) await this.roundStore(this.lastRound).set(`done/${this.me}`, outcome);
-      if (outcome === 'succeeded' && (await this.allDone())) {
-        await this.store.set('closed', '1');
-        jobOver = true;
-      }
-      if (this.isHost && !jobOver) jobOver = await this.serveUntilOver();
+      if (outcome === 'succeeded' && (await this.allDone())) await this.store.set('closed', '1');
+      if (this.isHost) await this.serveUntilOver();
+      jobOver = await this.leave();
     } catch {
       /* the store is gone: nothing left to coordinate */
     } finally {
-      await this.release(jobOver);
+      // the host closes its store once it saw every node done: a last set of ours it never
+      // answered (the store's close reports it) changes nothing for this node's result
+      await this.release(jobOver).catch(() => undefined);
     }
+  }
+
+  /**
+   * Counts this node out of its last round, its last use of the store. True for the last node of
+   * the round to leave a job that finished cleanly: only it may delete the store. Nodes that
+   * finish together all see every node done, and one that deleted the store at once would leave
+   * the others' last writes waiting on a store that is gone.
+   */
+  private async leave(): Promise<boolean> {
+    if (this.lastRound < 0) return false;
+    const left = await this.roundStore(this.lastRound).add('left', 1);
+    return left >= this.final && (await this.store.check(['closed']));
   }
 
   /**
    * The host keeps the store until the job is over: every node of the latest round done, a
    * failure that had close_timeout to reach every node, the remaining nodes all lost, or a round
-   * that made no progress for the join timeout. Returns whether the job finished cleanly.
+   * that made no progress for the join timeout.
    */
-  private async serveUntilOver(): Promise<boolean> {
+  private async serveUntilOver(): Promise<void> {
     const { o } = this;
     const closeTimeoutMs = o.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
     let failedAt: number | undefined;
@@ -280,9 +297,9 @@ export class StoreRendezvous implements Rendezvous {
     let progressAt = Date.now();
     const trackers = new Map<number, StaleTracker>();
     for (;;) {
-      if (await this.store.check(['closed'])) return true;
+      if (await this.store.check(['closed'])) return;
       if (failedAt === undefined && (await this.store.check(['failed']))) failedAt = Date.now();
-      if (failedAt !== undefined && Date.now() - failedAt > closeTimeoutMs) return false;
+      if (failedAt !== undefined && Date.now() - failedAt > closeTimeoutMs) return;
       const k = await this.currentRound();
       const r = this.roundStore(k);
       if (k === this.lastRound) await r.add(`alive/${this.me}`, 1);
@@ -296,18 +313,17 @@ export class StoreRendezvous implements Rendezvous {
         const notDone: number[] = [];
         for (let i = 0; i < final; i++) if (!(await r.check([`done/${i}`]))) notDone.push(i);
         if (!notDone.length) {
-          if (failedAt !== undefined) return false;
+          if (failedAt !== undefined) return;
           await this.store.set('closed', '1');
-          return true;
+          return;
         }
         if (!trackers.has(k)) trackers.set(k, new StaleTracker(r, this.staleAfterMs));
         const stale = await trackers.get(k)!.stale(final, k === this.lastRound ? this.me : -1);
-        if (notDone.every((i) => stale.includes(i))) return false;
+        if (notDone.every((i) => stale.includes(i))) return;
       } else if (Date.now() - progressAt > o.timeoutMs) {
-        return false;
+        return;
       }
       await sleep(POLL_MS);
     }
   }
 }
-

@@ -33,7 +33,10 @@ export function checkScript(script: string, env: NodeJS.ProcessEnv = process.env
     }
     return;
   }
-  const onPath = (env.PATH ?? '').split(delimiter).filter(Boolean).some((dir) => file(join(dir, script)));
+  const onPath = (env.PATH ?? '')
+    .split(delimiter)
+    .filter(Boolean)
+    .some((dir) => file(join(dir, script)));
   if (!onPath) throw new UsageError(`script ${JSON.stringify(script)} not found: not a file, and no such command on PATH`);
 }
 

@@ -8,7 +8,7 @@ import { traceEnv } from './trace-env';
 import type { RoundAssignment, RunOptions } from './rdzv';
 import { WorkerStreams, routeStream } from './worker-logs';
 
-export const DEFAULT_ROLE = 'default';
+const DEFAULT_ROLE = 'default';
 
 export interface WorkerGroup {
   group: ChildGroup;
@@ -18,7 +18,12 @@ export interface WorkerGroup {
   rankOffset: number;
 }
 
-export function startWorkers(o: RunOptions, round: RoundAssignment, cmd: { command: string; args: string[]; env: Record<string, string> }, streams: WorkerStreams[]): WorkerGroup {
+export function startWorkers(
+  o: RunOptions,
+  round: RoundAssignment,
+  cmd: { command: string; args: string[]; env: Record<string, string> },
+  streams: WorkerStreams[],
+): WorkerGroup {
   const outputs: Promise<void>[] = [];
   const budget = cpuBudget();
   const children = streams.map((s, local) => {
@@ -56,7 +61,10 @@ export function startWorkers(o: RunOptions, round: RoundAssignment, cmd: { comma
       },
     });
     child.on('error', (err) => process.stderr.write(`cmesh run: cannot start ${cmd.command} for rank ${rank}: ${err.message}\n`));
-    outputs.push(routeStream(child.stdout!, s.stdout, process.stdout, `[rank${rank}]:`), routeStream(child.stderr!, s.stderr, process.stderr, `[rank${rank}]:`));
+    outputs.push(
+      routeStream(child.stdout!, s.stdout, process.stdout, `[rank${rank}]:`),
+      routeStream(child.stderr!, s.stderr, process.stderr, `[rank${rank}]:`),
+    );
     return { rank, child };
   });
   // the launcher looks at its workers once per --monitor-interval and stops them itself

@@ -1,6 +1,6 @@
 import { parseLocalRanksFilter, parseStd, stdFor } from './worker-logs';
 
-describe('torchrun\'s --redirects / --tee values', () => {
+describe("torchrun's --redirects / --tee values", () => {
   it('takes one value for every local rank or local_rank:value pairs', () => {
     expect(parseStd('--tee', '3')).toBe(3);
     const perRank = parseStd('--redirects', '0:1,2:3');

@@ -49,7 +49,8 @@ export function stdFor(spec: StdSpec | undefined, localRank: number): Std {
 
 /** `0,2`: the local ranks shown on the console. */
 export function parseLocalRanksFilter(v: string): Set<number> {
-  if (!/^\d+(,\d+)*$/.test(v)) throw new InvalidArgumentError(`--local-ranks-filter must be local ranks separated by commas, like 0,2, got ${JSON.stringify(v)}`);
+  if (!/^\d+(,\d+)*$/.test(v))
+    throw new InvalidArgumentError(`--local-ranks-filter must be local ranks separated by commas, like 0,2, got ${JSON.stringify(v)}`);
   return new Set(v.split(',').map(Number));
 }
 

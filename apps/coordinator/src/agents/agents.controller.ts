@@ -1,10 +1,17 @@
 // REST for agents: the NATS operations' schemas validate the input (ApiInput), refusals become
-// their HTTP status (ApiErrorFilter).
-import { Controller, Delete, Get, Post, UseFilters } from '@nestjs/common';
+// their HTTP status (HttpErrorFilter).
+import { Controller, Delete, Get, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatSchema, AgentRecord, AgentRecordSchema, AgentRegister, AgentRegisterSchema } from '@cmesh/protocol';
+import {
+  AgentDeregisterSchema,
+  AgentHeartbeat,
+  AgentHeartbeatSchema,
+  AgentRecord,
+  AgentRecordSchema,
+  AgentRegister,
+  AgentRegisterSchema,
+} from '@cmesh/protocol';
 import { z } from 'zod';
-import { ApiErrorFilter } from '../http/api-error.filter';
 import { ApiInput } from '../http/api-input';
 import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { AgentsService } from './agents.service';
@@ -15,7 +22,6 @@ type AgentIdInput = z.infer<typeof AgentDeregisterSchema>;
 
 @ApiTags('agents')
 @Controller('agents')
-@UseFilters(ApiErrorFilter)
 export class AgentsController {
   constructor(private readonly agents: AgentsService) {}
 

@@ -6,15 +6,24 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import { InboundContext, InboundErrors } from '@cmesh/protocol/nest';
-import { AgentDeregisterSchema, AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRegister, AgentRegisterSchema, subjectAgent } from '@cmesh/protocol';
+import {
+  AgentDeregisterSchema,
+  AgentHeartbeat,
+  AgentHeartbeatReply,
+  AgentHeartbeatSchema,
+  AgentRegister,
+  AgentRegisterSchema,
+  subjectAgent,
+} from '@cmesh/protocol';
 import { z } from 'zod';
 import { ReplyError } from '../nats/reply-error';
 import { AgentsService } from './agents.service';
 
 /** The body's agent id when it is the subject's; FORBIDDEN otherwise. */
-export function sameAgent(body: { agentId: string }, ctx: InboundContext): string {
+function sameAgent(body: { agentId: string }, ctx: InboundContext): string {
   const id = subjectAgent(ctx.subject);
-  if (body.agentId !== id) throw new ReplyError('FORBIDDEN', `the message names agent ${JSON.stringify(body.agentId)} but came on agent ${JSON.stringify(id)}'s subject`);
+  if (body.agentId !== id)
+    throw new ReplyError('FORBIDDEN', `the message names agent ${JSON.stringify(body.agentId)} but came on agent ${JSON.stringify(id)}'s subject`);
   return id;
 }
 

@@ -5,7 +5,19 @@
 // heartbeat subject (the one in the request queue group answers it), so the leader's liveness view
 // is whole without a JetStream write per beat.
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { AgentHeartbeat, AgentHeartbeatReply, AgentHeartbeatSchema, AgentRecord, AgentRegister, ClusterNames, KV_KEYS, PROTOCOL_VERSION, decodeMessage, subjectAgent, subjectCovers } from '@cmesh/protocol';
+import {
+  AgentHeartbeat,
+  AgentHeartbeatReply,
+  AgentHeartbeatSchema,
+  AgentRecord,
+  AgentRegister,
+  ClusterNames,
+  KV_KEYS,
+  PROTOCOL_VERSION,
+  decodeMessage,
+  subjectAgent,
+  subjectCovers,
+} from '@cmesh/protocol';
 import { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CLUSTER_NAMES, COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { LeaderService } from '../leader/leader.service';
@@ -14,6 +26,7 @@ import { ReplyError } from '../nats/reply-error';
 import { KvMirror } from '../state/kv-mirror';
 import { KvState } from '../state/kv-state';
 import { Liveness } from './liveness';
+import { watchConnection } from '@cmesh/collectives/nats';
 
 export type AgentLostListener = (agent: AgentRecord) => Promise<void>;
 
@@ -54,6 +67,8 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
       },
     });
     await this.mirror.start().catch((e) => this.log.warn(`agent mirror: ${(e as Error).message}; reading KV instead`));
+    // NATS back after an outage: nobody could be heard meanwhile, so nobody is judged for it
+    watchConnection(this.nc).onChange((up) => up && this.liveness.restartWindow(Date.now()));
     this.leader.whileLeading(() => this.markLost());
   }
 
@@ -148,7 +163,9 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async list(): Promise<AgentRecord[]> {
-    const all = this.mirror.isReady ? this.mirror.values().sort((a, b) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0)) : await this.state.list<AgentRecord>(KV_KEYS.agentsPrefix);
+    const all = this.mirror.isReady
+      ? this.mirror.values().sort((a, b) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0))
+      : await this.state.list<AgentRecord>(KV_KEYS.agentsPrefix);
     return all.map((a) => this.live(a));
   }
 
@@ -176,18 +193,22 @@ export class AgentsService implements OnModuleInit, OnApplicationShutdown {
   private live(a: AgentRecord): AgentRecord {
     const last = this.liveness.lastHeard(a.agentId, a.lastHeartbeat);
     const gap = Math.max(a.maxHeartbeatGapSeconds, this.liveness.maxGap(a.agentId));
-    return last === Date.parse(a.lastHeartbeat) && gap === a.maxHeartbeatGapSeconds ? a : { ...a, lastHeartbeat: new Date(last).toISOString(), maxHeartbeatGapSeconds: gap };
+    return last === Date.parse(a.lastHeartbeat) && gap === a.maxHeartbeatGapSeconds
+      ? a
+      : { ...a, lastHeartbeat: new Date(last).toISOString(), maxHeartbeatGapSeconds: gap };
   }
 
   /** Leader only: agents silent for missedHeartbeats x heartbeat become lost (the check is in memory). */
   private async markLost(): Promise<void> {
-    if (!this.mirror.isReady) return;
+    // disconnected: the silence is ours (a write queued now would land after the reconnect)
+    const conn = watchConnection(this.nc);
+    if (!this.mirror.isReady || conn.outageMs() !== null) return;
     const limit = this.config.heartbeatMs * this.config.missedHeartbeats;
     const now = Date.now();
     for (const a of this.mirror.values()) {
       if (a.state === 'lost' || !this.liveness.silent(a.agentId, a.lastHeartbeat, now, limit)) continue;
       const lost = await this.state.update<AgentRecord>(KV_KEYS.agent(a.agentId), (cur) =>
-        cur && cur.state !== 'lost' && this.liveness.silent(cur.agentId, cur.lastHeartbeat, Date.now(), limit)
+        cur && cur.state !== 'lost' && conn.outageMs() === null && this.liveness.silent(cur.agentId, cur.lastHeartbeat, Date.now(), limit)
           ? { ...this.live(cur), state: 'lost' }
           : undefined,
       );

@@ -1,11 +1,17 @@
 // When each agent was last heard, in memory: a heartbeat costs a map write, never a JetStream
 // round trip. The durable record keeps the time of its last change only, so a replica that starts
 // (or takes over the lead) gives every agent one full loss window from its own start before it
-// judges it: it has not heard anyone yet.
+// judges it: it has not heard anyone yet. So does a replica whose NATS connection comes back
+// (restartWindow): while it was down it could hear nobody.
 export class Liveness {
   private readonly heard = new Map<string, { at: number; maxGap: number }>();
 
-  constructor(private readonly startedAt = Date.now()) {}
+  constructor(private startedAt = Date.now()) {}
+
+  /** Every agent gets a full loss window from `now` (this replica's connection is back). */
+  restartWindow(now: number): void {
+    this.startedAt = Math.max(this.startedAt, now);
+  }
 
   /** Notes a heartbeat at `now`; answers the gap since the one before, s (0 for the first heard). */
   beat(agentId: string, now: number, durableIso?: string): number {

@@ -4,14 +4,40 @@
 import { readFileSync } from 'fs';
 import { hostname } from 'os';
 import { z } from 'zod';
-import { DEFAULT_CLUSTER, DEFAULT_SCANS_KEPT, JOB_MAX_BYTES_CEILING, JobBackendSchema, JOB_MAX_BYTES_DEFAULT, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES, checkClusterName, intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol';
+import {
+  DEFAULT_CLUSTER,
+  DEFAULT_SCANS_KEPT,
+  JOB_MAX_BYTES_CEILING,
+  JobBackendSchema,
+  JOB_MAX_BYTES_DEFAULT,
+  DEFAULT_STORE_MAX_AGE_S,
+  DEFAULT_STORE_MAX_BYTES,
+  checkClusterName,
+} from '@cmesh/protocol';
+import { intSetting, loadSettings, readSecretSetting, setting, settingsHelp } from '@cmesh/protocol/kit';
 import type { ApiTokens } from '../http/api-auth.guard';
 import { DEFAULT_JOB_QUEUE_MAX } from '../jobs/job-limits';
+import { CLAIM_STALE_MS } from '../jobs/agent-claims';
 
 export const CoordinatorSettings = z.object({
-  natsUrl: setting(z.string().min(1).default('nats://127.0.0.1:4222'), { env: 'NATS_URL', flag: '--nats', help: 'NATS server (JetStream on)' }),
+  natsUrl: setting(z.string().min(1).default('nats://127.0.0.1:4222'), {
+    env: 'NATS_URL',
+    flag: '--nats',
+    help: 'NATS server (JetStream on); several of a cluster comma-separated',
+  }),
+  /** replicas of every JetStream bucket the mesh makes; unset: min(3, the cluster's JetStream servers) */
+  natsReplicas: setting(intSetting(1, 5).optional(), {
+    env: 'CMESH_NATS_REPLICAS',
+    flag: '--nats-replicas',
+    help: 'replicas of every JetStream bucket the mesh makes; existing ones below it are raised at start',
+    defaultText: 'min(3, JetStream servers in the cluster)',
+  }),
   httpPort: setting(intSetting(0, 65535).default(7700), { env: 'HTTP_PORT', flag: '--port', help: 'REST API, /health, /metrics, OpenAPI at /docs' }),
-  httpHost: setting(z.string().min(1).default('127.0.0.1'), { env: 'HTTP_HOST', flag: '--host', help: 'address the HTTP server listens on (0.0.0.0 in containers)' }),
+  httpHost: setting(z.string().min(1).default('127.0.0.1'), {
+    env: 'HTTP_HOST',
+    flag: '--host',
+    help: 'address the HTTP server listens on (0.0.0.0 in containers)',
+  }),
   cluster: setting(
     // a bad name throws checkClusterName's typed InvalidClusterNameError
     z
@@ -21,9 +47,17 @@ export const CoordinatorSettings = z.object({
     { env: 'CMESH_CLUSTER', flag: '--cluster', help: 'cluster name: every subject and bucket carries it' },
   ),
   /** how often agents are asked to heartbeat */
-  heartbeatMs: setting(intSetting(50, 600_000).default(1000), { env: 'CMESH_HEARTBEAT_MS', flag: '--heartbeat-ms', help: 'heartbeat interval the agents are told to use, ms' }),
+  heartbeatMs: setting(intSetting(50, 600_000).default(1000), {
+    env: 'CMESH_HEARTBEAT_MS',
+    flag: '--heartbeat-ms',
+    help: 'heartbeat interval the agents are told to use, ms',
+  }),
   /** an agent silent for this many heartbeats is lost */
-  missedHeartbeats: setting(intSetting(1, 1000).default(3), { env: 'CMESH_MISSED_HEARTBEATS', flag: '--missed-heartbeats', help: 'an agent silent for this many intervals is lost' }),
+  missedHeartbeats: setting(intSetting(1, 1000).default(3), {
+    env: 'CMESH_MISSED_HEARTBEATS',
+    flag: '--missed-heartbeats',
+    help: 'an agent silent for this many intervals is lost',
+  }),
   /** the leader lease lasts this long unless renewed */
   leaseMs: setting(intSetting(200, 600_000).default(3000), { env: 'CMESH_LEASE_MS', flag: '--lease-ms', help: 'leader lease, ms (renewed every lease/3)' }),
   /** this replica's one identity: leader lease, job claims, replica lease, job records, logs */
@@ -33,12 +67,21 @@ export const CoordinatorSettings = z.object({
       // a KV key (replica leases) and a NATS connection name
       .regex(/^[A-Za-z0-9_.-]{1,128}$/, 'letters, digits, _ . and - only (1..128)')
       .default(() => `${hostname()}-${process.pid}`),
-    { env: 'CMESH_REPLICA_ID', flag: '--replica-id', help: "this replica's identity: leader lease, job claims, replica lease, job records", defaultText: '<hostname>-<pid>' },
+    {
+      env: 'CMESH_REPLICA_ID',
+      flag: '--replica-id',
+      help: "this replica's identity: leader lease, job claims, replica lease, job records",
+      defaultText: '<hostname>-<pid>',
+    },
   ),
   /** finished job records kept (GET /jobs, KV), newest first */
   jobsKept: setting(intSetting(1, 100_000).default(200), { env: 'CMESH_JOBS_KEPT', flag: '--jobs-kept', help: 'finished job records kept, newest first' }),
   /** a job record not written for this long is dropped, in memory and in KV */
-  jobsMaxAgeS: setting(intSetting(60, 365 * 24 * 3600).default(7 * 24 * 3600), { env: 'CMESH_JOBS_MAX_AGE_S', flag: '--jobs-max-age-s', help: 'a job record not written for this long is dropped, s' }),
+  jobsMaxAgeS: setting(intSetting(60, 365 * 24 * 3600).default(7 * 24 * 3600), {
+    env: 'CMESH_JOBS_MAX_AGE_S',
+    flag: '--jobs-max-age-s',
+    help: 'a job record not written for this long is dropped, s',
+  }),
   /** the largest size a job may ask for (its largest buffer; a worker holds several) */
   jobMaxBytes: setting(intSetting(1 << 20, JOB_MAX_BYTES_CEILING).default(JOB_MAX_BYTES_DEFAULT), {
     env: 'CMESH_JOB_MAX_BYTES',
@@ -50,6 +93,12 @@ export const CoordinatorSettings = z.object({
     env: 'CMESH_JOB_QUEUE_MAX',
     flag: '--job-queue-max',
     help: 'jobs that may wait for busy agents; one more is refused (429)',
+  }),
+  /** an agent's claim or a replica's lease not renewed for this long: its replica stopped (renewed five times within it) */
+  claimStaleMs: setting(intSetting(1000, 600_000).default(CLAIM_STALE_MS), {
+    env: 'CMESH_CLAIM_STALE_MS',
+    flag: '--claim-stale-ms',
+    help: "a replica's agent claims and lease not renewed for this long (ms) are stale: others free its agents and fail its jobs",
   }),
   /** the leader scans idle agents this often (0: never) */
   scanEveryMs: setting(durationSetting().default(0), {
@@ -77,7 +126,11 @@ export const CoordinatorSettings = z.object({
     help: "a store bucket's key older than this is dropped, s",
   }),
   /** scan records kept in the scans bucket, newest first */
-  scansKept: setting(intSetting(1, 10_000).default(DEFAULT_SCANS_KEPT), { env: 'CMESH_SCANS_KEPT', flag: '--scans-kept', help: 'scan records kept (GET /scans, KV), newest first' }),
+  scansKept: setting(intSetting(1, 10_000).default(DEFAULT_SCANS_KEPT), {
+    env: 'CMESH_SCANS_KEPT',
+    flag: '--scans-kept',
+    help: 'scan records kept (GET /scans, KV), newest first',
+  }),
   /** per-link scan metrics for every link only up to this many agents (flagged links always) */
   scanLinkMetricsMaxAgents: setting(intSetting(0, 1024).default(8), {
     env: 'CMESH_SCAN_LINK_METRICS_MAX_AGENTS',
@@ -98,7 +151,13 @@ export function durationSetting() {
       const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(v);
       return m ? Math.round(Number(m[1]) * unit[m[2]]) : 0;
     })
-    .pipe(z.number().int().min(0).max(30 * 24 * 3_600_000, 'at most 30 days'));
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(0)
+        .max(30 * 24 * 3_600_000, 'at most 30 days'),
+    );
 }
 
 export type CoordinatorConfig = z.output<typeof CoordinatorSettings>;
@@ -124,6 +183,10 @@ export function loadApiTokens(env: NodeJS.ProcessEnv = process.env): ApiTokens {
   const read = (path: string) => readFileSync(path, 'utf8');
   // the names as the configuration page lists them; readSecretSetting also reads <NAME>_FILE
   const admin = readSecretSetting('CMESH_API_TOKEN', { CMESH_API_TOKEN: env.CMESH_API_TOKEN, CMESH_API_TOKEN_FILE: env.CMESH_API_TOKEN_FILE }, read);
-  const readOnly = readSecretSetting('CMESH_API_READ_TOKEN', { CMESH_API_READ_TOKEN: env.CMESH_API_READ_TOKEN, CMESH_API_READ_TOKEN_FILE: env.CMESH_API_READ_TOKEN_FILE }, read);
+  const readOnly = readSecretSetting(
+    'CMESH_API_READ_TOKEN',
+    { CMESH_API_READ_TOKEN: env.CMESH_API_READ_TOKEN, CMESH_API_READ_TOKEN_FILE: env.CMESH_API_READ_TOKEN_FILE },
+    read,
+  );
   return { admin, read: readOnly };
 }

@@ -1,16 +1,14 @@
-// REST for process groups, validated and answered like every controller (ApiInput, ApiErrorFilter).
-import { Controller, Get, Post, UseFilters } from '@nestjs/common';
+// REST for process groups, validated and answered like every controller (ApiInput, HttpErrorFilter).
+import { Controller, Get, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import { GroupCreate, GroupCreateSchema, GroupGetSchema, GroupRecord, GroupRecordSchema } from '@cmesh/protocol';
 import { z } from 'zod';
-import { ApiErrorFilter } from '../http/api-error.filter';
 import { ApiInput } from '../http/api-input';
 import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { GroupsService } from './groups.service';
 
 @ApiTags('groups')
 @Controller('groups')
-@UseFilters(ApiErrorFilter)
 export class GroupsController {
   constructor(private readonly groups: GroupsService) {}
 

@@ -11,7 +11,6 @@ import { KvState } from '../state/kv-state';
 
 @Injectable()
 export class GroupsService {
-
   constructor(
     private readonly state: KvState,
     private readonly agents: AgentsService,
@@ -27,7 +26,13 @@ export class GroupsService {
     if (lost.length) throw new ReplyError('CONFLICT', `agents are lost: ${lost.join(', ')}`);
     const counter = await this.state.update<number>(KV_KEYS.groupCounter, (n) => (n ?? 0) + 1);
     const id = String(counter);
-    const group: GroupRecord = { id, ...(body.name ? { name: body.name } : {}), members: body.members, storePrefix: `groups/${id}`, createdAt: new Date().toISOString() };
+    const group: GroupRecord = {
+      id,
+      ...(body.name ? { name: body.name } : {}),
+      members: body.members,
+      storePrefix: `groups/${id}`,
+      createdAt: new Date().toISOString(),
+    };
     await this.state.put(KV_KEYS.group(id), group);
     body.members.forEach((agentId, rank) => {
       const ev: AgentEvent = { type: 'group-joined', groupId: id, rank, size: body.members.length, storePrefix: group.storePrefix };

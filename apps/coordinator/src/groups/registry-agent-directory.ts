@@ -4,7 +4,7 @@ import { Injectable } from '@nestjs/common';
 import { AgentDirectory, AgentView } from '../jobs/agent-directory';
 import { GroupsService } from './groups.service';
 import { AgentsService } from '../agents/agents.service';
-import { ServiceGroupsService } from '../service/service.service';
+import { ServiceGroupsService } from '../service-groups/service-groups.service';
 
 @Injectable()
 export class RegistryAgentDirectory extends AgentDirectory {
@@ -23,6 +23,7 @@ export class RegistryAgentDirectory extends AgentDirectory {
       name: a.name,
       alive: a.state !== 'lost',
       host: a.host,
+      ...(a.node ? { node: a.node } : {}),
       lastHeartbeat: a.lastHeartbeat,
       ...(serving.has(a.agentId) ? { serving: serving.get(a.agentId) } : {}),
     }));

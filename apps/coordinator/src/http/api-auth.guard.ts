@@ -1,7 +1,7 @@
 // Bearer tokens on the REST API: with CMESH_API_TOKEN (every route) and/or CMESH_API_READ_TOKEN
 // (GET only) set, a request without a valid `Authorization: Bearer <token>` is a 401 and a
 // read-only token on a route that changes something is a 403, both in the API's error shape
-// (ApiErrorFilter). Routes marked @Public() (/health, /metrics, the live page's login) stay open.
+// (HttpErrorFilter). Routes marked @Public() (/health, /metrics, the live page's login) stay open.
 // A GET or HEAD without an Authorization header may instead carry the live page's session cookie
 // (ui-session.ts), which reads like the read-only token; on any other method the cookie is not
 // even looked at. NATS handlers are not HTTP and are guarded by NATS credentials instead.
@@ -11,7 +11,7 @@ import { ReplyError } from '../nats/reply-error';
 import { sameSecret } from './same-secret';
 import { UiSessions, cookieValue, uiCookieName } from './ui-session';
 
-export const PUBLIC_ROUTE = 'cmesh:public-route';
+const PUBLIC_ROUTE = 'cmesh:public-route';
 /** A route any client may call without a token. */
 export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 
@@ -57,7 +57,11 @@ export class ApiTokenGuard implements CanActivate {
       }
     }
     const m = typeof header === 'string' ? /^Bearer[ ]+(\S+)\s*$/i.exec(header) : null;
-    if (!m) throw new ReplyError('UNAUTHORIZED', `a bearer token is required: Authorization: Bearer <token>${reads ? ' (a browser: open the login link cmesh ui prints)' : ''}`);
+    if (!m)
+      throw new ReplyError(
+        'UNAUTHORIZED',
+        `a bearer token is required: Authorization: Bearer <token>${reads ? ' (a browser: open the login link cmesh ui prints)' : ''}`,
+      );
     if (sameSecret(m[1], this.tokens.admin)) return true;
     if (!sameSecret(m[1], this.tokens.read)) throw new ReplyError('UNAUTHORIZED', 'the bearer token is not valid');
     if (reads) return true;

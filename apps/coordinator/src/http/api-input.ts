@@ -1,6 +1,6 @@
 // A REST handler's input, validated with the same zod schema as the NATS operation: @ApiInput
 // assembles it from the body, path parameters and query string, and ZodInputPipe parses it; a
-// failure is a ReplyError BAD_REQUEST naming the fields, which ApiErrorFilter answers with 400.
+// failure is a ReplyError BAD_REQUEST naming the fields, which HttpErrorFilter answers with 400.
 import { ExecutionContext, PipeTransform, createParamDecorator } from '@nestjs/common';
 import { z } from 'zod';
 import { describeIssues } from '@cmesh/protocol';
@@ -13,7 +13,7 @@ interface HttpRequest {
   query: Record<string, unknown>;
 }
 
-export class ZodInputPipe<S extends z.ZodTypeAny> implements PipeTransform<unknown, z.infer<S>> {
+class ZodInputPipe<S extends z.ZodTypeAny> implements PipeTransform<unknown, z.infer<S>> {
   constructor(private readonly schema: S) {}
 
   transform(value: unknown): z.infer<S> {

@@ -22,17 +22,24 @@ export function ApiZodBody(schema: z.ZodType, ...fromPath: string[]): MethodDeco
   return ApiBody({ schema: json });
 }
 
-const ERROR_STATUS: Record<number, string> = { 400: 'invalid request (the issues name the fields)', 404: 'not found', 409: 'conflict', 429: 'a limit is full (the job queue): try again later' };
+const ERROR_STATUS: Record<number, string> = {
+  400: 'invalid request (the issues name the fields)',
+  404: 'not found',
+  409: 'conflict',
+  429: 'a limit is full (the job queue): try again later',
+};
 
 /** The success body (`status`, 200 unless given) and the error bodies this route can answer. */
 export function ApiZodResponse(schema: z.ZodType, opts: { status?: number; errors?: number[] } = {}): MethodDecorator {
-  const errors = (opts.errors ?? [400]).map((status) => ApiResponse({ status, description: ERROR_STATUS[status] ?? 'error', schema: jsonSchema(HttpErrorSchema, 'output') }));
+  const errors = (opts.errors ?? [400]).map((status) =>
+    ApiResponse({ status, description: ERROR_STATUS[status] ?? 'error', schema: jsonSchema(HttpErrorSchema, 'output') }),
+  );
   return applyDecorators(ApiResponse({ status: opts.status ?? 200, schema: jsonSchema(schema, 'output') }), ...errors);
 }
 
 export const BEARER_SCHEME = 'bearer';
 /** Routes open to anyone, token or not (Prometheus and probes reach them without one). */
-export const PUBLIC_PATHS = ['/health', '/metrics'];
+const PUBLIC_PATHS = ['/health', '/metrics'];
 
 /**
  * Every operation but the public ones requires the bearer scheme and may answer 401 and 403 (in

@@ -22,7 +22,10 @@ const KEY_LABEL = 'cmesh ui session key v1';
  * other's session.
  */
 export function uiCookieName(host: string | undefined): string {
-  return `cmesh-ui-${(host ?? '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}`;
+  return `cmesh-ui-${(host ?? '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '')}`;
 }
 
 /** The value of cookie `name` in a Cookie header (RFC 6265 `a=b; c=d`). */

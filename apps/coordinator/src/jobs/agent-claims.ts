@@ -1,15 +1,22 @@
 // Which job holds which agent, in JetStream KV (the cluster's claims bucket, one key per agent),
 // shared by every coordinator replica: a claim is created with compare-and-set, so two replicas
 // never put two jobs on one agent. The replica running a job renews its claims; a claim not
-// renewed for CLAIM_STALE_MS belongs to a replica that stopped, and may be taken over.
+// renewed for `staleMs` (CLAIM_STALE_MS unless the coordinator's claimStaleMs says otherwise)
+// belongs to a replica that stopped, and may be taken over.
 import { NatsConnection } from '@nats-io/nats-core';
-import { KV, Kvm } from '@nats-io/kv';
+import { KV } from '@nats-io/kv';
+import { createKv } from '../nats/bucket-replicas';
 import { z } from 'zod';
-import { kvKeys } from '../state/kv-keys';
+import { KvStream } from '../state/kv-keys';
 import { RecordCheck } from '../state/kv-records';
 
-export const CLAIM_RENEW_MS = 2_000;
+/** Default of the coordinator's claimStaleMs (CMESH_CLAIM_STALE_MS). */
 export const CLAIM_STALE_MS = 10_000;
+
+/** How often claims and leases are renewed: five times within the time they go stale in. */
+export function claimRenewMs(staleMs: number): number {
+  return Math.max(50, Math.floor(staleMs / 5));
+}
 
 export interface Claim {
   jobId: string;
@@ -21,6 +28,7 @@ const ClaimSchema = z.object({ jobId: z.string(), replica: z.string(), renewedAt
 
 export class AgentClaims {
   private kv: KV | null = null;
+  private stream: KvStream | null = null;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -30,15 +38,21 @@ export class AgentClaims {
     readonly replica: string,
     /** a claim read back that is not valid is skipped (as none: a new claim replaces it) */
     private readonly check: RecordCheck = new RecordCheck(bucket),
+    /** a claim not renewed for this long is stale */
+    readonly staleMs = CLAIM_STALE_MS,
   ) {}
 
   async open(): Promise<void> {
-    this.kv = await new Kvm(this.nc).create(this.bucket, { history: 1 });
+    this.kv = await createKv(this.nc, this.bucket, { history: 1 });
+    this.stream = await KvStream.of(this.nc, this.bucket);
   }
 
   private get store(): KV {
-    if (!this.kv) throw new Error('agent claims are not open');
-    return this.kv;
+    return this.kv ?? this.notOpen();
+  }
+
+  private notOpen(): never {
+    throw new Error('agent claims are not open');
   }
 
   /** The claim on an agent with its KV revision, live or stale (null when none). */
@@ -51,7 +65,7 @@ export class AgentClaims {
   /** The live claim on an agent (null when none, or stale). */
   async holder(agentId: string): Promise<Claim | null> {
     const r = await this.read(agentId);
-    return r && !isStale(r.claim.renewedAt) ? r.claim : null;
+    return r && !isStale(r.claim.renewedAt, this.staleMs) ? r.claim : null;
   }
 
   /**
@@ -86,16 +100,18 @@ export class AgentClaims {
         continue;
       }
       if (c.jobId === jobId) return { ok: true };
-      if (!isStale(c.renewedAt)) return { ok: false, holder: c };
+      if (!isStale(c.renewedAt, this.staleMs)) return { ok: false, holder: c };
       if (await succeeds(this.store.update(agentId, value(), e.revision))) return { ok: true, stale: c };
     }
     const h = await this.holder(agentId);
     return { ok: false, holder: h ?? { jobId: '?', replica: '?', renewedAt: 0 } };
   }
 
-  /** Refreshes this job's claims (a replica that stops renewing loses them after CLAIM_STALE_MS). */
+  /** Refreshes this job's claims (a replica that stops renewing loses them once they are stale). */
   async renew(agentIds: string[], jobId: string): Promise<void> {
-    await this.eachOwn(agentIds, jobId, (agentId, revision) => this.store.update(agentId, JSON.stringify({ jobId, replica: this.replica, renewedAt: Date.now() }), revision));
+    await this.eachOwn(agentIds, jobId, (agentId, revision) =>
+      this.store.update(agentId, JSON.stringify({ jobId, replica: this.replica, renewedAt: Date.now() }), revision),
+    );
   }
 
   /** Drops this job's claims (leaves other jobs' claims alone). */
@@ -103,12 +119,12 @@ export class AgentClaims {
     await this.eachOwn(agentIds, jobId, (agentId, revision) => this.store.delete(agentId, { previousSeq: revision }));
   }
 
-  /** Removes the claims nobody renewed for CLAIM_STALE_MS (their replica died) and returns them. */
+  /** Removes the claims nobody renewed in time (their replica died) and returns them. */
   async sweepStale(): Promise<Claim[]> {
     const out: Claim[] = [];
-    for (const agentId of await kvKeys(this.store)) {
+    for (const agentId of await (this.stream ?? this.notOpen()).keys()) {
       const r = await this.read(agentId);
-      if (!r || !isStale(r.claim.renewedAt)) continue;
+      if (!r || !isStale(r.claim.renewedAt, this.staleMs)) continue;
       // compare-and-delete: a replica that just took the agent over keeps it
       if (await succeeds(this.store.delete(agentId, { previousSeq: r.revision }))) out.push(r.claim);
     }
@@ -130,9 +146,9 @@ export class AgentClaims {
   }
 }
 
-/** A claim or lease not renewed for CLAIM_STALE_MS: its replica stopped. */
-export function isStale(renewedAt: number): boolean {
-  return Date.now() - renewedAt > CLAIM_STALE_MS;
+/** A claim or lease not renewed for `staleMs`: its replica stopped. */
+export function isStale(renewedAt: number, staleMs: number): boolean {
+  return Date.now() - renewedAt > staleMs;
 }
 
 /** Whether a compare-and-set KV write went through (false when another writer was first). */

@@ -6,6 +6,8 @@ export interface AgentView {
   /** registered and heartbeating */
   alive: boolean;
   host?: string;
+  /** the node it runs on (CMESH_NODE_NAME); absent: an agent that did not say, a node of its own */
+  node?: string;
   lastHeartbeat?: string;
   /** the service group it runs a member of now: it takes no job until that group ends */
   serving?: string;

@@ -2,13 +2,13 @@
 // reports and `now` come in; the service finishes the job and marks the suspects.
 //
 // A member that does not accept within JOB_ACCEPT_TIMEOUT_MS, or stops talking (no message for
-// JOB_MEMBER_SILENCE_MS), is to blame. A failure report names the peers the data plane saw die,
+// JOB_MEMBER_SILENCE_MS, or JOB_NATS_FAILOVER_MS within that long of a NATS server's loss), is to blame. A failure report names the peers the data plane saw die,
 // and a member that reports is alive: after BLAME_GATHER_MS of gathering reports, the peers named
 // minus the reporters are to blame; if none is named, a member silent for SUSPECT_SILENCE_MS
 // that did not report is; after BLAME_LIMIT_MS without such a candidate, the first reporter is.
 // An error that is the reporter's own (not a peer failure or a timeout, naming nobody: a bad
 // backend, a wrong result) blames the reporter at once.
-import { JOB_ACCEPT_TIMEOUT_MS, JOB_MEMBER_SILENCE_MS, JobError } from '@cmesh/protocol';
+import { JOB_ACCEPT_TIMEOUT_MS, JOB_MEMBER_SILENCE_MS, JOB_NATS_FAILOVER_MS, JobError } from '@cmesh/protocol';
 
 /** How long failure reports are gathered before blaming the named peers. */
 export const BLAME_GATHER_MS = 400;
@@ -26,6 +26,8 @@ export interface MemberStatus {
   done: boolean;
   /** when it was last heard from (ms) */
   lastSeen: number;
+  /** its agent's NATS reconnects, as its last ping said */
+  reconnects?: number;
 }
 
 export interface FailureReport {
@@ -42,6 +44,8 @@ export interface RunningJob {
   members: readonly MemberStatus[];
   startedAt: number;
   failures: readonly FailureReport[];
+  /** when a member last said its NATS connection came back (0: never) */
+  failoverAt: number;
 }
 
 export type Verdict =
@@ -51,18 +55,25 @@ export type Verdict =
 
 const NOT_YET: Verdict = { kind: 'not-yet' };
 
-/** A running job on a tick. */
-export function judge(job: RunningJob, now: number): Verdict {
+/**
+ * A running job on a tick. `serverLostAt`: when the coordinator last saw a NATS server lost (its
+ * own, or one its cluster stopped listing), if ever.
+ */
+export function judge(job: RunningJob, now: number, serverLostAt = 0): Verdict {
   const pending = job.members.filter((m) => !m.done);
   const unaccepted = pending.find((m) => !m.accepted && now - job.startedAt > JOB_ACCEPT_TIMEOUT_MS);
   if (unaccepted) {
     return blame(`agent ${unaccepted.name} (rank ${unaccepted.rank}) did not accept the job within ${JOB_ACCEPT_TIMEOUT_MS} ms`, [unaccepted], true);
   }
-  const silent = pending.filter((m) => m.accepted && now - m.lastSeen > JOB_MEMBER_SILENCE_MS);
+  // a member that reported its failure is alive and has nothing more to say
+  const reporters = new Set(job.failures.map((f) => f.rank));
+  const failover = now - Math.max(job.failoverAt, serverLostAt) < JOB_NATS_FAILOVER_MS;
+  const limit = failover ? JOB_NATS_FAILOVER_MS : JOB_MEMBER_SILENCE_MS;
+  const silent = pending.filter((m) => m.accepted && !reporters.has(m.rank) && now - m.lastSeen > limit);
   if (silent.length) {
     return blame(`agent ${names(silent)} lost: no message for ${now - Math.max(...silent.map((m) => m.lastSeen))} ms`, silent, true);
   }
-  return job.failures.length ? judgeReports(job, now) : NOT_YET;
+  return job.failures.length ? judgeReports(job, reporters, now) : NOT_YET;
 }
 
 /** A failure report as it arrives: the reporter's own error is blamed at once; others wait for judge(). */
@@ -71,11 +82,10 @@ export function judgeOwnError(member: MemberStatus, error: JobError): Verdict {
   return blame(`agent ${member.name} (rank ${member.rank}) failed: ${error.name}: ${error.message}`, [member], false);
 }
 
-function judgeReports(job: RunningJob, now: number): Verdict {
+function judgeReports(job: RunningJob, reporters: ReadonlySet<number>, now: number): Verdict {
   const first = job.failures[0];
   const since = now - first.at;
   if (since < BLAME_GATHER_MS) return NOT_YET;
-  const reporters = new Set(job.failures.map((f) => f.rank));
   const named = new Set(job.failures.flatMap((f) => f.peers).filter((r) => !reporters.has(r)));
   let culprits = job.members.filter((m) => named.has(m.rank));
   if (!culprits.length) culprits = job.members.filter((m) => !reporters.has(m.rank) && !m.done && now - m.lastSeen > SUSPECT_SILENCE_MS);

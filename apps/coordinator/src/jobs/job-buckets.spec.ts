@@ -21,7 +21,7 @@ describe('job store buckets', () => {
     expect(jobOfStream(def, 'KV_cmesh_jobs')).toBeNull();
   });
 
-  it('drops a finished job\'s bucket after a sweep period, one without a record after STORE_ORPHAN_MS', () => {
+  it("drops a finished job's bucket after a sweep period, one without a record after STORE_ORPHAN_MS", () => {
     expect(bucketUnneeded(rec('succeeded'), STORE_SWEEP_MS)).toBe(false);
     expect(bucketUnneeded(rec('failed'), STORE_SWEEP_MS + 1)).toBe(true);
     expect(bucketUnneeded(rec('running'), STORE_ORPHAN_MS * 10)).toBe(false); // another replica's job

@@ -6,7 +6,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { ClusterNames, JobRecord, isFinished } from '@cmesh/protocol';
-import { randomStoreId } from '@cmesh/collectives';
+import { randomStoreId } from '@cmesh/collectives/nats';
 import { DEFAULT_STORE_LIMITS, openStoreBucket, StoreLimits } from '../stores/store-buckets';
 import { STORE_LIMITS } from '../stores/stores.nats';
 import { Clock } from './clock';

@@ -19,7 +19,10 @@ describe('job limits', () => {
     const e = refusal(() => checkJobBytes(r, jobSizes(r), 1024));
     expect(e).toBeInstanceOf(ReplyError);
     expect(e.code).toBe('BAD_REQUEST');
-    expect(e.issues).toEqual([`sizes.1: at most 1024 bytes (the coordinator's CMESH_JOB_MAX_BYTES)`, `sizes.2: at most 1024 bytes (the coordinator's CMESH_JOB_MAX_BYTES)`]);
+    expect(e.issues).toEqual([
+      `sizes.1: at most 1024 bytes (the coordinator's CMESH_JOB_MAX_BYTES)`,
+      `sizes.2: at most 1024 bytes (the coordinator's CMESH_JOB_MAX_BYTES)`,
+    ]);
   });
 
   it('refuses maxBytes and minBytes above the limit; a range under it passes', () => {
@@ -30,7 +33,13 @@ describe('job limits', () => {
   });
 
   it('the schema refuses what no setting allows: sizes above the ceiling, timeouts above 24 h, repeated modes', () => {
-    const bad = JobRequestSchema.safeParse({ op: 'allReduce', sizes: [JOB_MAX_BYTES_CEILING + 1], maxBytes: 2 ** 40, timeoutMs: 3e9, modes: ['in-place', 'in-place'] });
+    const bad = JobRequestSchema.safeParse({
+      op: 'allReduce',
+      sizes: [JOB_MAX_BYTES_CEILING + 1],
+      maxBytes: 2 ** 40,
+      timeoutMs: 3e9,
+      modes: ['in-place', 'in-place'],
+    });
     expect(bad.success).toBe(false);
     const issues = describeIssues(bad.error!);
     expect(issues).toEqual(

@@ -32,6 +32,9 @@ export function checkJobBytes(req: JobRequest, sizes: readonly number[], maxByte
 /** A job that must wait while `queued` jobs already do: refused (TOO_MANY_REQUESTS) when the queue is full. */
 export function checkQueueRoom(queued: number, queueMax: number): void {
   if (queued >= queueMax) {
-    throw new ReplyError('TOO_MANY_REQUESTS', `the job queue is full: ${queued} jobs are waiting, the limit is ${queueMax} (CMESH_JOB_QUEUE_MAX); try again later`);
+    throw new ReplyError(
+      'TOO_MANY_REQUESTS',
+      `the job queue is full: ${queued} jobs are waiting, the limit is ${queueMax} (CMESH_JOB_QUEUE_MAX); try again later`,
+    );
   }
 }

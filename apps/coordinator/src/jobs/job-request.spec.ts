@@ -5,7 +5,12 @@ const req = (body: Record<string, unknown>) => JobRequestSchema.parse({ op: 'all
 
 describe('job request', () => {
   it('makes the sweep the members run from the request, sizes expanded', () => {
-    expect(sweepOf(req({ minBytes: 8, maxBytes: 32, algorithm: 'ring' }))).toMatchObject({ op: 'allReduce', sizes: [8, 16, 32], dtype: 'float32', algorithm: 'ring' });
+    expect(sweepOf(req({ minBytes: 8, maxBytes: 32, algorithm: 'ring' }))).toMatchObject({
+      op: 'allReduce',
+      sizes: [8, 16, 32],
+      dtype: 'float32',
+      algorithm: 'ring',
+    });
     expect(sweepOf(req({ sizes: [8] }))).not.toHaveProperty('algorithm');
   });
 

@@ -1,7 +1,7 @@
 // A validated request (JobRequestSchema) -> the sweep its members run and its queued record,
 // refusing (BAD_REQUEST) what the schema cannot see. Pure: the id, replica and `now` come in.
-import { benchSizes, isReduction } from '@cmesh/bench';
-import { isFloatDType } from '@cmesh/collectives';
+import { benchSizes, isReduction } from '@cmesh/bench/rows';
+import { isFloatDType } from '@cmesh/collectives/names';
 import { JobRecord, JobRequest, JobSweep } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
 

@@ -7,10 +7,10 @@
 // record is removed by purging its subject, which leaves no delete marker behind: a marker per
 // finished job would grow the stream without bound, and every key listing would read it.
 import { NatsConnection, nanos } from '@nats-io/nats-core';
-import { JetStreamManager } from '@nats-io/jetstream';
-import { KV, Kvm } from '@nats-io/kv';
+import { KV } from '@nats-io/kv';
+import { createKv } from '../nats/bucket-replicas';
 import { JobRecord, JobRecordSchema, isFinished } from '@cmesh/protocol';
-import { kvKeys } from '../state/kv-keys';
+import { KvStream } from '../state/kv-keys';
 import { RecordCheck } from '../state/kv-records';
 
 export interface JobRetention {
@@ -19,17 +19,11 @@ export interface JobRetention {
   /** a record not written for this long is dropped */
   maxAgeMs: number;
 }
-export const DEFAULT_JOB_RETENTION: JobRetention = { kept: 200, maxAgeMs: 7 * 24 * 3600_000 };
-
-/** The fields of nats.js's Bucket this needs to purge a key without a marker. */
-interface BucketInternals {
-  jsm: JetStreamManager;
-  stream: string;
-  subjectForKey(key: string): string;
-}
+const DEFAULT_JOB_RETENTION: JobRetention = { kept: 200, maxAgeMs: 7 * 24 * 3600_000 };
 
 export class JobStore {
   private kv: KV | null = null;
+  private stream: KvStream | null = null;
   /** id -> when it was last written (ms), in the order the jobs were created */
   private readonly index = new Map<string, number>();
   /** latest record per id, written or not yet: reads never see an older state than the service */
@@ -46,18 +40,19 @@ export class JobStore {
   ) {}
 
   async open(): Promise<void> {
-    const kv = await new Kvm(this.nc).create(this.bucket, { history: 1, ttl: this.retention.maxAgeMs });
+    const kv = await createKv(this.nc, this.bucket, { history: 1, ttl: this.retention.maxAgeMs });
+    const stream = await KvStream.of(this.nc, this.bucket);
     this.kv = kv;
+    this.stream = stream;
     // a bucket made with another max_age (an earlier setting) takes this one
-    const b = kv as unknown as BucketInternals;
-    const info = await b.jsm.streams.info(b.stream);
+    const info = await stream.jsm.streams.info(stream.name);
     const maxAge = nanos(this.retention.maxAgeMs);
     if (info.config.max_age !== maxAge) {
       // the server refuses a duplicates window longer than max_age
-      await b.jsm.streams.update(b.stream, { ...info.config, max_age: maxAge, duplicate_window: Math.min(info.config.duplicate_window, maxAge) });
+      await stream.jsm.streams.update(stream.name, { ...info.config, max_age: maxAge, duplicate_window: Math.min(info.config.duplicate_window, maxAge) });
     }
     const recs: JobRecord[] = [];
-    for (const key of await kvKeys(kv)) {
+    for (const key of await stream.keys()) {
       const rec = await this.read(key);
       if (rec) recs.push(rec);
       else await this.purge(key); // a delete marker an older version left, or a record that is not valid
@@ -96,7 +91,7 @@ export class JobStore {
 
   /** Every job id in KV, this replica's and the others'. */
   async keys(): Promise<string[]> {
-    return this.kv ? kvKeys(this.kv) : [];
+    return this.stream ? this.stream.keys() : [];
   }
 
   /** Most recent first, within the retention bounds. */
@@ -132,8 +127,6 @@ export class JobStore {
 
   /** Removes every message of the key: no delete marker is left. */
   private async purge(id: string): Promise<void> {
-    if (!this.kv) return;
-    const b = this.kv as unknown as BucketInternals;
-    await b.jsm.streams.purge(b.stream, { filter: b.subjectForKey(id) });
+    await this.stream?.purge(id);
   }
 }

@@ -1,30 +1,56 @@
 // REST: POST /jobs, GET /jobs, GET /jobs/:id, DELETE /jobs/:id (cancel). The same operations
 // are on NATS (the cluster's jobs.submit/get/list), served by JobsService. Input is validated
 // with the protocol's schemas (ApiInput) and errors have the shape of every other controller's
-// (ApiErrorFilter).
-import { Controller, Delete, Get, Post, UseFilters } from '@nestjs/common';
-import { ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
-import { JobGet, JobGetSchema, JobList, JobListSchema, JobRecord, JobRecordSchema, JobRequest, JobRequestSchema } from '@cmesh/protocol';
+// (HttpErrorFilter).
+import { Controller, Delete, Get, Headers, Post } from '@nestjs/common';
+import { ApiHeader, ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
+import {
+  IDEMPOTENCY_KEY_HEADER,
+  IdempotencyKeySchema,
+  JobGet,
+  JobGetSchema,
+  JobList,
+  JobListSchema,
+  JobRecord,
+  JobRecordSchema,
+  JobRequest,
+  JobRequestSchema,
+} from '@cmesh/protocol';
 import { z } from 'zod';
-import { ApiErrorFilter } from '../http/api-error.filter';
+import { ReplyError } from '../nats/reply-error';
 import { ApiInput } from '../http/api-input';
 import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { JobsService } from './jobs.service';
+
+/** The Idempotency-Key header as the request's key (the body may carry the same one, not another). */
+function withHeaderKey(req: JobRequest, header?: string): JobRequest {
+  if (header === undefined) return req;
+  const key = IdempotencyKeySchema.safeParse(header);
+  if (!key.success) throw new ReplyError('BAD_REQUEST', `${IDEMPOTENCY_KEY_HEADER}: ${key.error.issues[0]?.message ?? 'not valid'}`);
+  if (req.idempotencyKey !== undefined && req.idempotencyKey !== key.data)
+    throw new ReplyError('BAD_REQUEST', `${IDEMPOTENCY_KEY_HEADER} and the body's idempotencyKey differ`);
+  return { ...req, idempotencyKey: key.data };
+}
 
 const JobIdParam = () => ApiInput(JobGetSchema, { params: { id: 'id' } });
 
 @ApiTags('jobs')
 @Controller('jobs')
-@UseFilters(ApiErrorFilter)
 export class JobsController {
   constructor(private readonly jobs: JobsService) {}
 
   @Post()
   @ApiOperation({ summary: 'submit a collective sweep to agents (by name, a group, or nranks idle ones); 409 when they are busy and onBusy is refuse' })
   @ApiZodBody(JobRequestSchema)
-  @ApiZodResponse(JobRecordSchema, { status: 201, errors: [400, 404, 409, 429] })
-  submit(@ApiInput(JobRequestSchema) req: JobRequest): Promise<JobRecord> {
-    return this.jobs.submit(req);
+  @ApiZodResponse(JobRecordSchema, { status: 201, errors: [400, 404, 409, 422, 429] })
+  @ApiHeader({
+    name: IDEMPOTENCY_KEY_HEADER,
+    required: false,
+    description:
+      'names this submission: a retry with the same key (and the same body) gets the same job, never a second run; the same key with another body is a 422',
+  })
+  submit(@ApiInput(JobRequestSchema) req: JobRequest, @Headers('idempotency-key') key?: string): Promise<JobRecord> {
+    return this.jobs.submit(withHeaderKey(req, key));
   }
 
   @Get()

@@ -8,7 +8,9 @@ import { InboundContext, InboundErrors } from '@cmesh/protocol/nest';
 import { ClusterNames, JobEvent, JobEventSchema, JobGet, JobGetSchema, JobList, JobListSchema, JobRequest, JobRequestSchema } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
 import { JobsService } from './jobs.service';
-import { JOB_CLUSTER } from './tokens';
+import { JOBS_NATS, JOB_CLUSTER } from './tokens';
+import { natsPrincipal } from '../idempotency/principal';
+import { NatsConnection } from '@nats-io/nats-core';
 
 @Controller()
 @UseFilters(InboundErrors)
@@ -16,11 +18,13 @@ export class JobsNats {
   constructor(
     private readonly jobs: JobsService,
     @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
+    @Inject(JOBS_NATS) private readonly nc: NatsConnection,
   ) {}
 
   @MessagePattern('jobs.submit', { schema: JobRequestSchema })
-  async submit(req: JobRequest) {
-    return { ok: true, job: await this.jobs.submit(req) };
+  async submit(@Payload() req: JobRequest, @Ctx() ctx: InboundContext) {
+    // with authentication on, the server tells clients so (auth_required) as it tells the coordinator
+    return { ok: true, job: await this.jobs.submit(req, natsPrincipal(ctx.reply, !!this.nc.info?.auth_required)) };
   }
 
   @MessagePattern('jobs.get', { schema: JobGetSchema })
@@ -36,7 +40,8 @@ export class JobsNats {
   @EventPattern('jobs.eventsWildcard', { schema: JobEventSchema })
   event(@Payload() ev: JobEvent, @Ctx() ctx: InboundContext): void {
     const own = this.names.jobs.events(ev.jobId, ev.agentId);
-    if (ctx.subject !== own) throw new ReplyError('FORBIDDEN', `an event of agent ${JSON.stringify(ev.agentId)} for job ${ev.jobId} came on ${ctx.subject}, not its own subject`);
+    if (ctx.subject !== own)
+      throw new ReplyError('FORBIDDEN', `an event of agent ${JSON.stringify(ev.agentId)} for job ${ev.jobId} came on ${ctx.subject}, not its own subject`);
     this.jobs.onEvent(ev);
   }
 }

@@ -12,10 +12,10 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { NatsConnection } from '@nats-io/nats-core';
-import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobRecord, JobRequest, isFinished } from '@cmesh/protocol';
-import { generateSecret } from '@cmesh/collectives';
+import { BenchRow, ClusterNames, JOB_LIST_MAX, JobEvent, JobRecord, JobRequest, isFinished, requestFingerprint } from '@cmesh/protocol';
+import { ConnectionWatch, generateSecret, watchConnection } from '@cmesh/collectives/nats';
 import { ReplyError } from '../nats/reply-error';
-import { AgentClaims, CLAIM_STALE_MS } from './agent-claims';
+import { AgentClaims } from './agent-claims';
 import { AgentDirectory, AgentView } from './agent-directory';
 import { inBackground } from './background';
 import { judge } from './blame-policy';
@@ -31,8 +31,24 @@ import { ReplicaLeases } from './replica-leases';
 import { LocalJobs, ReplicaUpkeep } from './replica-upkeep';
 import { JOBS_NATS, JOB_CLOCK, JOB_CLUSTER, JOB_LIMITS, JOB_RESULT_SINK, JobResultSink } from './tokens';
 import { DEFAULT_JOB_LIMITS, JobLimits, checkJobBytes, checkQueueRoom } from './job-limits';
+import { IdempotencyKeys, KeyEntry } from '../idempotency/idempotency-keys';
+import { REST_PRINCIPAL, checkKeyOwner } from '../idempotency/principal';
 
 const TICK_MS = 100;
+/**
+ * How long a replica that is stopping (SIGTERM: a rolling restart) lets its running jobs finish
+ * before it cancels them: below Kubernetes' default termination grace of 30 s.
+ */
+export const STOP_GRACE_MS = 20_000;
+/**
+ * A key whose first request left no job record this long is taken over even when its replica
+ * still renews its lease: that request failed before recording the job (KV unavailable) and
+ * forgetting the key failed too. No submission takes this long to record its job.
+ */
+const KEY_STUCK_MS = 30_000;
+
+/** The replica id of a key's owner (`<replica>/<start nonce>`). */
+const ownerReplica = (owner: string) => owner.slice(0, owner.lastIndexOf('/'));
 
 @Injectable()
 export class JobsService implements OnModuleInit, OnApplicationShutdown {
@@ -48,6 +64,10 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
   /** the tick (tests stop it, with the NATS transport, to play a replica that died) */
   private timer: NodeJS.Timeout | null = null;
   private draining = false;
+  /** this replica's NATS connection as @cmesh/collectives watches it (down since when) */
+  private link?: ConnectionWatch;
+  /** SIGTERM came: no new jobs here, those taken finish (beforeApplicationShutdown) */
+  private stopping = false;
   /** finished jobs whose end could not be written to KV yet (resave) */
   private readonly unsaved = new Map<string, JobRun>();
   private resaving = false;
@@ -72,16 +92,38 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     @Inject(JOB_CLUSTER) private readonly names: ClusterNames,
     @Optional() @Inject(JOB_RESULT_SINK) private readonly sink?: JobResultSink,
     @Optional() @Inject(JOB_LIMITS) private readonly limits: JobLimits = DEFAULT_JOB_LIMITS,
+    /** submissions' idempotency keys, shared with the other replicas */
+    @Optional() private readonly keys?: IdempotencyKeys,
   ) {}
 
   async onModuleInit(): Promise<void> {
     await this.store.open();
     await this.claims.open();
     await this.leases.open();
+    await this.keys?.open();
+    this.link = watchConnection(this.nc);
+    // back on NATS (on this server or another of the cluster): every member gets a fresh silence window
+    this.link.onChange((up) => {
+      if (!up) return;
+      const now = this.clock.now();
+      for (const run of this.active.values()) for (const m of run.members) m.lastSeen = Math.max(m.lastSeen, now);
+    });
     // tick after the poll phase: when this process was stalled (a busy host, a long GC), the
     // members' pings waiting in the socket are read before silence is judged, not after
     this.timer = setInterval(() => setImmediate(() => this.tick()), TICK_MS);
     this.timer.unref();
+  }
+
+  /**
+   * A rolling restart stops replicas one at a time: this one takes no new job (UNAVAILABLE, so the
+   * client submits to another replica) and lets the jobs it took, queued (they start as agents
+   * free up) and running, finish for up to STOP_GRACE_MS; what is unfinished then is cancelled below.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    const unfinished = () => [...this.active.values()].filter((r) => !isFinished(r.rec.state));
+    if (unfinished().length) this.log.log(`stopping: letting ${unfinished().length} job(s) it took finish (up to ${STOP_GRACE_MS} ms)`);
+    for (const end = Date.now() + STOP_GRACE_MS; unfinished().length && Date.now() < end; ) await new Promise((r) => setTimeout(r, TICK_MS));
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -94,20 +136,79 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
 
   // ---- API (REST and NATS) --------------------------------------------------------------
 
-  /** A request already validated with JobRequestSchema (REST parseBody, NATS respond). */
-  async submit(req: JobRequest): Promise<JobRecord> {
-    const sweep = sweepOf(req);
-    checkJobBytes(req, sweep.sizes, this.limits.maxBytes);
-    // fixed member lists are checked now, so a bad name is refused rather than queued
-    const fixed = await this.fixedMembers(req);
-    if (fixed) checkRoot(req, fixed.length);
-    const now = this.clock.now();
-    const id = `j${now.toString(36)}${randomBytes(3).toString('hex')}`;
-    const run = new JobRun(queuedRecord(id, req, sweep, this.leases.replica, now), req, now);
-    const step = submitStep(await this.pick(run), req.onBusy);
-    // a job that starts now takes no room in the queue; one that would wait needs some
-    if (step.kind === 'queue') checkQueueRoom(this.queue.length, this.limits.queueMax);
-    if (step.kind === 'refuse') throw new ReplyError('CONFLICT', step.reason);
+  /**
+   * A request already validated with JobRequestSchema (REST parseBody, NATS respond). With an
+   * idempotency key, `principal` (whose key it is: principal.ts) and the key name the submission:
+   * a retry gets the job the first request made, and never a second one.
+   */
+  async submit(req: JobRequest, principal = REST_PRINCIPAL): Promise<JobRecord> {
+    if (this.stopping) throw new ReplyError('UNAVAILABLE', `submit: coordinator replica ${this.leases.replica} is stopping; submit to another replica`);
+    const { idempotencyKey: key, ...request } = req;
+    if (!key || !this.keys) return this.submitNew(request, this.newId());
+    checkKeyOwner(principal, 'submit');
+    const slot = IdempotencyKeys.slot('job', principal, key);
+    const fp = requestFingerprint(request);
+    const id = this.newId();
+    for (let i = 0; ; i++) {
+      const b = await this.keys.begin(slot, fp, id, 'submit');
+      const forget = () => this.keys!.forget(slot);
+      if (b.kind === 'first') return this.submitNew(request, id, forget);
+      const earlier = await this.earlierJob(b.entry.ref);
+      if (earlier) return earlier;
+      // no record yet: the first request is between its key and its record, or its replica died
+      // there (before dispatching: the record is written before the members are told)
+      if (i > 0 || ((await this.keyOwnerAlive(b.entry)) && Date.now() - b.entry.at < KEY_STUCK_MS)) {
+        throw new ReplyError('UNAVAILABLE', `submit: job ${b.entry.ref} of this Idempotency-Key is still being submitted; retry with the same key`);
+      }
+      if (await this.keys.takeOver(slot, b.entry, b.revision)) {
+        this.log.warn(`job ${b.entry.ref}: submitted again for its Idempotency-Key (${b.entry.owner} stopped before recording it)`);
+        return this.submitNew(request, b.entry.ref, forget);
+      }
+    }
+  }
+
+  private newId(): string {
+    return `j${this.clock.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  }
+
+  /** The job an earlier request with the same key made, once its record is readable (a second at most). */
+  private async earlierJob(id: string): Promise<JobRecord | null> {
+    for (let i = 0; ; i++) {
+      const rec = await this.get(id);
+      if (rec || i >= 10) return rec;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** The key's owner is this process (its request still running), or another replica that renews its lease. */
+  private async keyOwnerAlive(entry: KeyEntry): Promise<boolean> {
+    if (entry.owner === this.keys?.owner) return true;
+    const replica = ownerReplica(entry.owner);
+    // an earlier start of this replica (same id, another nonce) died: its lease is this process's now
+    if (replica === this.leases.replica) return false;
+    return this.leases.alive(replica).catch(() => true);
+  }
+
+  /** `refused`: what to undo when the request is refused before it queued or started (forget its key). */
+  private async submitNew(req: JobRequest, id: string, refused?: () => Promise<void>): Promise<JobRecord> {
+    let run: JobRun;
+    let step: ReturnType<typeof submitStep>;
+    try {
+      const sweep = sweepOf(req);
+      checkJobBytes(req, sweep.sizes, this.limits.maxBytes);
+      // fixed member lists are checked now, so a bad name is refused rather than queued
+      const fixed = await this.fixedMembers(req);
+      if (fixed) checkRoot(req, fixed.length);
+      const now = this.clock.now();
+      run = new JobRun(queuedRecord(id, req, sweep, this.leases.replica, now), req, now);
+      step = submitStep(await this.pick(run), req.onBusy);
+      // a job that starts now takes no room in the queue; one that would wait needs some
+      if (step.kind === 'queue') checkQueueRoom(this.queue.length, this.limits.queueMax);
+      if (step.kind === 'refuse') throw new ReplyError('CONFLICT', step.reason);
+    } catch (e) {
+      await refused?.();
+      throw e;
+    }
     this.active.set(id, run);
     if (step.kind === 'start') {
       await this.dispatch(run, step.agents);
@@ -236,7 +337,8 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
         if (step.kind === 'keep') continue;
         this.dequeue(id);
         if (step.kind === 'fail') await this.finish(run, 'failed', step.reason);
-        else if (run.finishing) this.releaseClaims(run.rec.id, step.agents); // cancelled while its agents were claimed
+        else if (run.finishing)
+          this.releaseClaims(run.rec.id, step.agents); // cancelled while its agents were claimed
         else await this.dispatch(run, step.agents);
       }
     } finally {
@@ -267,9 +369,22 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
 
   private tick(): void {
     const now = this.clock.now();
+    // while this replica's own NATS connection is down it hears no member: nobody is silent for that
+    const deaf = this.link?.outageMs() != null;
+    // the watch keeps wall-clock time; the jobs' clock may be another (tests): the loss's age carries over
+    const lossAge = this.link?.sinceServerLoss();
+    const serverLostAt = lossAge == null ? 0 : now - lossAge;
     for (const run of this.active.values()) {
-      if (run.rec.state !== 'running') continue;
-      const v = judge(run, now);
+      if (run.rec.state !== 'running' || deaf) continue;
+      const again = run.resends(now);
+      for (const m of again.start) this.publish(this.names.jobs.start(m.agentId), run.assignment);
+      for (const m of again.ask) this.publish(this.names.jobs.start(m.agentId), { ...run.assignment, again: true });
+      const results = run.results(now);
+      if (results?.kind === 'finish') {
+        this.background(`job ${run.rec.id}: cannot finish`, this.finish(run, results.state, results.reason, results.agent));
+        continue;
+      }
+      const v = judge(run, now, serverLostAt);
       if (v.kind === 'not-yet') continue;
       for (const agentId of v.suspects) this.suspects.set(agentId, run.rec.id);
       this.background(`job ${run.rec.id}: cannot finish`, this.finish(run, 'failed', v.reason, v.agent));
@@ -289,13 +404,15 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
     for (const m of run.members) if (this.busy.get(m.agentId) === id) this.busy.delete(m.agentId);
     // the agents are free before anyone can see the job finished: a job submitted right after
     // (on any replica) may use them at once
-    await this.claims.release(
-      run.members.map((m) => m.agentId),
-      id,
-    ).catch((e: Error) => {
-      // safe to go on: a claim not released goes stale after CLAIM_STALE_MS and is swept then
-      this.log.warn(`job ${id}: cannot release its agents' claims (${e.message}); they free up in ${CLAIM_STALE_MS} ms`);
-    });
+    await this.claims
+      .release(
+        run.members.map((m) => m.agentId),
+        id,
+      )
+      .catch((e: Error) => {
+        // safe to go on: a claim not released goes stale and is swept then
+        this.log.warn(`job ${id}: cannot release its agents' claims (${e.message}); they free up in ${this.claims.staleMs} ms`);
+      });
     const now = this.clock.now();
     run.end(state, now, reason, agent);
     if (wasRunning && state !== 'succeeded') this.publish(this.names.jobs.cancel, { jobId: id, reason: reason ?? state });
@@ -312,7 +429,7 @@ export class JobsService implements OnModuleInit, OnApplicationShutdown {
 
   /** Claims made for a job that was cancelled while they were made. */
   private releaseClaims(jobId: string, agents: readonly AgentView[]): void {
-    // a claim not released goes stale after CLAIM_STALE_MS and is swept then
+    // a claim not released goes stale and is swept then
     this.background(
       `job ${jobId}: cannot release its agents' claims`,
       this.claims.release(

@@ -45,8 +45,38 @@ describe('pick policy', () => {
     expect(names(pickAgents(input({ fixed: ok, suspects: new Set(['id-a1']) })))).toEqual(['a3', 'a1']);
   });
 
+  it('an nranks pick packs node by node on the fewest nodes, counting only the agents it may take', () => {
+    const on = (node: string, ...ns: string[]) => ns.map((n) => ({ ...agent(n), node }));
+    const agents = [...on('gpu-a', 'a0', 'a1', 'a2', 'a3'), ...on('gpu-b', 'b0', 'b1', 'b2'), ...on('gpu-c', 'c0', 'c1')];
+    // fits one node: the smallest that holds it
+    expect(names(pickAgents(input({ agents, nranks: 2 })))).toEqual(['c0', 'c1']);
+    expect(names(pickAgents(input({ agents, nranks: 3 })))).toEqual(['b0', 'b1', 'b2']);
+    // 6: gpu-a whole, then gpu-c (2 fits exactly), contiguous per node
+    expect(names(pickAgents(input({ agents, nranks: 6 })))).toEqual(['a0', 'a1', 'a2', 'a3', 'c0', 'c1']);
+    // busy here, claimed by another replica, suspect or serving: not free, so gpu-a holds 1 and gpu-b 3
+    const r = pickAgents(
+      input({
+        agents: agents.map((v) => (v.name === 'a3' ? { ...v, serving: 'g' } : v)),
+        nranks: 3,
+        busy: new Map([['id-a0', 'j1']]),
+        claimed: new Map([['id-a1', 'j2']]),
+        suspects: new Set(['id-c0']),
+      }),
+    );
+    expect(names(r)).toEqual(['b0', 'b1', 'b2']);
+    // a0 busy: gpu-a and gpu-b hold 3 each, none 4; gpu-a (first) whole, the last rank on gpu-c, the smallest that holds it
+    expect(names(pickAgents(input({ agents, nranks: 4, busy: new Map([['id-a0', 'j1']]) })))).toEqual(['a1', 'a2', 'a3', 'c0']);
+    expect(pickAgents(input({ agents, nranks: 9, busy: new Map([['id-a0', 'j1']]) }))).toEqual({
+      kind: 'wait',
+      reason: '9 agents asked for, 8 idle (busy: a0)',
+    });
+  });
+
   it('claim lookups cover only what an nranks pick could take; a claim conflict waits naming the holder', () => {
-    expect(claimLookups({ agents: [...A, agent('a9', false)], busy: new Map([['id-a1', 'j1']]), suspects: new Set(['id-a2']) }).map((v) => v.name)).toEqual(['a3', 'a10']);
+    expect(claimLookups({ agents: [...A, agent('a9', false)], busy: new Map([['id-a1', 'j1']]), suspects: new Set(['id-a2']) }).map((v) => v.name)).toEqual([
+      'a3',
+      'a10',
+    ]);
     expect(claimConflict(A, 'id-a2', 'j9')).toEqual({ kind: 'wait', reason: 'agents busy: a2 (job j9)' });
   });
 

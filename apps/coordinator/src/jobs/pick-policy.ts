@@ -3,11 +3,13 @@
 // claims the agents in KV after a 'run'.
 //
 // A job names its members (fixed: agents or a group, in rank order) or asks for `nranks` of the
-// alive agents (all of them when absent), the idle ones first by name. 'never' means it cannot
+// alive agents (all of them when absent): idle ones, packed node by node on as few nodes as
+// possible (node-packing.ts), by name within a node. 'never' means it cannot
 // run as asked whatever happens next (an agent is dead, too few are alive); 'wait' means the
 // agents it needs are busy now.
 import { ReplyError } from '../nats/reply-error';
 import { AgentView } from './agent-directory';
+import { packByNode } from './node-packing';
 
 export type PickResult = { kind: 'run'; agents: AgentView[] } | { kind: 'wait'; reason: string } | { kind: 'never'; reason: string };
 
@@ -74,9 +76,15 @@ function pickAny(p: PickInput): PickResult {
   if (p.root >= n) return { kind: 'never', reason: `root ${p.root} is not a rank of ${n} agents` };
   const idle = alive.filter((v) => !p.busy.has(v.agentId) && !p.claimed.has(v.agentId) && !v.serving);
   if (idle.length < n) {
-    return { kind: 'wait', reason: `${n} agents asked for, ${idle.length} idle (busy: ${alive.filter((v) => !idle.includes(v)).map((v) => v.name).join(', ')})` };
+    return {
+      kind: 'wait',
+      reason: `${n} agents asked for, ${idle.length} idle (busy: ${alive
+        .filter((v) => !idle.includes(v))
+        .map((v) => v.name)
+        .join(', ')})`,
+    };
   }
-  return { kind: 'run', agents: idle.slice(0, n) };
+  return { kind: 'run', agents: packByNode(idle, n)! };
 }
 
 /** What holds a busy agent: a job of this replica, or a service group. */

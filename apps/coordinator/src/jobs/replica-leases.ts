@@ -2,11 +2,10 @@
 // key per replica, renewed like agent claims): a replica that stops renewing has died, and the
 // jobs it had queued (kept in its memory) are failed by another replica instead of staying queued.
 import { NatsConnection } from '@nats-io/nats-core';
-import { Kvm } from '@nats-io/kv';
 import { z } from 'zod';
 import { KvState } from '../state/kv-state';
 import { RecordCheck } from '../state/kv-records';
-import { isStale } from './agent-claims';
+import { CLAIM_STALE_MS, isStale } from './agent-claims';
 
 const LeaseSchema = z.object({ renewedAt: z.number() });
 
@@ -21,10 +20,12 @@ export class ReplicaLeases {
     readonly replica: string,
     /** a lease read back that is not valid is skipped (its replica counts as not alive) */
     private readonly check: RecordCheck = new RecordCheck(bucket),
+    /** a lease not renewed for this long is stale (the claims' staleMs) */
+    private readonly staleMs = CLAIM_STALE_MS,
   ) {}
 
   async open(): Promise<void> {
-    this.state = new KvState(await new Kvm(this.nc).create(this.bucket, { history: 1 }), this.check, () => LeaseSchema);
+    this.state = await KvState.open(this.nc, this.bucket, { history: 1 }, this.check, () => LeaseSchema);
     await this.renew();
   }
 
@@ -32,14 +33,14 @@ export class ReplicaLeases {
     await this.state?.put(this.replica, { renewedAt: Date.now() });
   }
 
-  /** False once the replica has not renewed for CLAIM_STALE_MS (or said goodbye). */
+  /** False once the replica has not renewed for staleMs (or said goodbye). */
   async alive(replica: string): Promise<boolean> {
     const lease = await this.state?.get<{ renewedAt: number }>(replica);
-    return !!lease && !isStale(lease.renewedAt);
+    return !!lease && !isStale(lease.renewedAt, this.staleMs);
   }
 
   async release(): Promise<void> {
-    // on shutdown, best effort: a lease not deleted goes stale after CLAIM_STALE_MS all the same
+    // on shutdown, best effort: a lease not deleted goes stale all the same
     await this.state?.delete(this.replica).catch(() => undefined);
   }
 }

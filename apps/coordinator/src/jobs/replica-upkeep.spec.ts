@@ -1,20 +1,24 @@
-import { CLAIM_RENEW_MS, CLAIM_STALE_MS } from './agent-claims';
+import { CLAIM_STALE_MS, claimRenewMs } from './agent-claims';
 import { STORE_SWEEP_MS } from './job-buckets';
 import { ReplicaUpkeep } from './replica-upkeep';
 
 /** Fakes that count calls: no NATS. */
 function upkeep(stale: { jobId: string; replica: string; renewedAt: number }[] = []) {
   const calls: string[] = [];
-  const claims = { renew: async (ids: string[], job: string) => void calls.push(`renew ${job} ${ids}`), sweepStale: async () => (calls.push('sweepStale'), stale) };
+  const claims = {
+    renew: async (ids: string[], job: string) => void calls.push(`renew ${job} ${ids}`),
+    sweepStale: async () => (calls.push('sweepStale'), stale),
+  };
   const leases = { renew: async () => void calls.push('lease') };
   const recovery = {
     failUnfinishedOfDeadReplicas: async () => void calls.push('unfinished'),
     closeOrphan: async (c: { jobId: string }, has: (id: string) => boolean) => void calls.push(`orphan ${c.jobId} ${has(c.jobId)}`),
   };
   const buckets = { dropUnneeded: async () => void calls.push('buckets') };
-  const u = new ReplicaUpkeep(claims as any, leases as any, recovery as any, buckets as any);
+  const u = new ReplicaUpkeep(claims as any, leases as any, recovery as any, buckets as any, CLAIM_STALE_MS);
   return { u, calls };
 }
+const CLAIM_RENEW_MS = claimRenewMs(CLAIM_STALE_MS);
 const jobs = { running: () => [{ id: 'j1', agentIds: ['a', 'b'] }], has: (id: string) => id === 'j1' };
 const settle = () => new Promise((r) => setImmediate(r));
 

@@ -1,15 +1,16 @@
 // What a replica does on its tick to share agents with the others: renews its lease and its
-// running jobs' claims (CLAIM_RENEW_MS), frees the agents of replicas that died and fails their
-// jobs (stale claims; unfinished jobs of stale leases, CLAIM_STALE_MS), and drops job store buckets
-// nobody needs (STORE_SWEEP_MS). Each is retried on its next period when it fails: only
-// CLAIM_STALE_MS of failed renewals lose the lease or a claim.
-import { Injectable, Logger } from '@nestjs/common';
-import { AgentClaims, CLAIM_RENEW_MS, CLAIM_STALE_MS, Claim } from './agent-claims';
+// running jobs' claims (five times per staleMs), frees the agents of replicas that died and fails
+// their jobs (stale claims; unfinished jobs of stale leases, every staleMs), and drops job store
+// buckets nobody needs (STORE_SWEEP_MS). Each is retried on its next period when it fails: only
+// staleMs of failed renewals lose the lease or a claim.
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { AgentClaims, Claim, claimRenewMs } from './agent-claims';
 import { inBackground } from './background';
 import { Cadence } from './cadence';
 import { JobBuckets, STORE_SWEEP_MS } from './job-buckets';
 import { ReplicaLeases } from './replica-leases';
 import { ReplicaRecovery } from './replica-recovery';
+import { JOB_CLAIM_STALE_MS } from './tokens';
 
 /** What the upkeep needs of the service's jobs. */
 export interface LocalJobs {
@@ -22,8 +23,8 @@ export interface LocalJobs {
 @Injectable()
 export class ReplicaUpkeep {
   private readonly log = new Logger('Jobs');
-  private readonly renewal = new Cadence(CLAIM_RENEW_MS);
-  private readonly unfinishedSweep = new Cadence(CLAIM_STALE_MS);
+  private readonly renewal: Cadence;
+  private readonly unfinishedSweep: Cadence;
   private readonly storeSweep = new Cadence(STORE_SWEEP_MS);
 
   constructor(
@@ -31,13 +32,18 @@ export class ReplicaUpkeep {
     private readonly leases: ReplicaLeases,
     private readonly recovery: ReplicaRecovery,
     private readonly buckets: JobBuckets,
-  ) {}
+    @Inject(JOB_CLAIM_STALE_MS) staleMs: number,
+  ) {
+    this.renewal = new Cadence(claimRenewMs(staleMs));
+    this.unfinishedSweep = new Cadence(staleMs);
+  }
 
   /** On the service's tick: starts what is due, waits for none of it. */
   onTick(now: number, jobs: LocalJobs): void {
     const has = (id: string) => jobs.has(id);
     if (this.renewal.due(now)) this.renew(jobs);
-    if (this.unfinishedSweep.due(now)) inBackground(this.log, 'cannot fail the unfinished jobs of stopped replicas', this.recovery.failUnfinishedOfDeadReplicas(has));
+    if (this.unfinishedSweep.due(now))
+      inBackground(this.log, 'cannot fail the unfinished jobs of stopped replicas', this.recovery.failUnfinishedOfDeadReplicas(has));
     if (this.storeSweep.due(now)) inBackground(this.log, 'cannot sweep job store buckets', this.buckets.dropUnneeded(has));
   }
 
@@ -47,7 +53,11 @@ export class ReplicaUpkeep {
    */
   closeOrphans(stale: readonly Claim[], jobs: Pick<LocalJobs, 'has'>): void {
     for (const c of new Map(stale.map((s) => [s.jobId, s])).values()) {
-      inBackground(this.log, `cannot close job ${c.jobId} of stopped replica ${c.replica}`, this.recovery.closeOrphan(c, (id) => jobs.has(id)));
+      inBackground(
+        this.log,
+        `cannot close job ${c.jobId} of stopped replica ${c.replica}`,
+        this.recovery.closeOrphan(c, (id) => jobs.has(id)),
+      );
     }
   }
 

@@ -25,3 +25,6 @@ export const JOB_LIMITS = Symbol('JOB_LIMITS');
 
 /** This coordinator replica's id (claims, leases, job records): the coordinator's replicaId. */
 export const JOB_REPLICA = Symbol('JOB_REPLICA');
+
+/** How long an agent claim or a replica lease lasts without renewal (ms): the coordinator's claimStaleMs. */
+export const JOB_CLAIM_STALE_MS = Symbol('JOB_CLAIM_STALE_MS');

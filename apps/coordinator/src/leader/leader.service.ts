@@ -41,7 +41,9 @@ export class LeaderService implements OnModuleInit, OnApplicationShutdown {
     clearInterval(this.timer);
     if (this.leading) {
       // hand over at once rather than after the lease runs out
-      await this.state.update<Lease>(KV_KEYS.leader, (cur) => (cur?.holder === this.config.replicaId ? { holder: '', expiresAt: 0 } : undefined)).catch(() => {});
+      await this.state
+        .update<Lease>(KV_KEYS.leader, (cur) => (cur?.holder === this.config.replicaId ? { holder: '', expiresAt: 0 } : undefined))
+        .catch(() => {});
     }
   }
 

@@ -3,7 +3,8 @@
 // errors), plus the default process metrics.
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { AGENT_STATES, BenchRow, PROTOCOL_VERSION, DURATION_BUCKETS, JobRecord, LastSweepSeries, METRICS, opLabel, sizeBucket, sizeClass } from '@cmesh/protocol';
+import { AGENT_STATES, BenchRow, PROTOCOL_VERSION, DURATION_BUCKETS, JobRecord, LastSweepSeries, opLabel, sizeBucket, sizeClass } from '@cmesh/protocol';
+import { METRICS } from './metric-names';
 import type { ClusterNames } from '@cmesh/protocol';
 import { AgentsService } from '../agents/agents.service';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
@@ -34,11 +35,20 @@ export class CoordinatorMetrics implements OnModuleInit, JobResultSink {
     const r = [this.registry];
     // every series names its cluster (CMESH_CLUSTER): one Prometheus scrapes several meshes apart
     this.registry.setDefaultLabels({ cluster: names.cluster });
-    new Gauge({ name: METRICS.componentInfo.name, help: METRICS.componentInfo.help, labelNames: METRICS.componentInfo.labels, registers: r }).set({ component: 'coordinator', protocol_version: String(PROTOCOL_VERSION) }, 1);
+    new Gauge({ name: METRICS.componentInfo.name, help: METRICS.componentInfo.help, labelNames: METRICS.componentInfo.labels, registers: r }).set(
+      { component: 'coordinator', protocol_version: String(PROTOCOL_VERSION) },
+      1,
+    );
     collectDefaultMetrics({ register: this.registry });
     this.registry.registerMetric(inbound.rejected);
     const m = METRICS;
-    this.duration = new Histogram({ name: m.collectiveDuration.name, help: m.collectiveDuration.help, labelNames: m.collectiveDuration.labels, buckets: DURATION_BUCKETS, registers: r });
+    this.duration = new Histogram({
+      name: m.collectiveDuration.name,
+      help: m.collectiveDuration.help,
+      labelNames: m.collectiveDuration.labels,
+      buckets: DURATION_BUCKETS,
+      registers: r,
+    });
     this.busbw = new Gauge({ name: m.collectiveBusbw.name, help: m.collectiveBusbw.help, labelNames: m.collectiveBusbw.labels, registers: r });
     this.algbw = new Gauge({ name: m.collectiveAlgbw.name, help: m.collectiveAlgbw.help, labelNames: m.collectiveAlgbw.labels, registers: r });
     this.errors = new Counter({ name: m.collectiveErrors.name, help: m.collectiveErrors.help, labelNames: m.collectiveErrors.labels, registers: r });

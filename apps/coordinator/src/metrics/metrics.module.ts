@@ -5,5 +5,10 @@ import { RendezvousModule } from '../rendezvous/rendezvous.module';
 import { CoordinatorMetrics } from './coordinator-metrics';
 import { MetricsController } from './metrics.controller';
 
-@Module({ imports: [AgentsModule, GroupsModule, RendezvousModule], controllers: [MetricsController], providers: [CoordinatorMetrics], exports: [CoordinatorMetrics] })
+@Module({
+  imports: [AgentsModule, GroupsModule, RendezvousModule],
+  controllers: [MetricsController],
+  providers: [CoordinatorMetrics],
+  exports: [CoordinatorMetrics],
+})
 export class MetricsModule {}

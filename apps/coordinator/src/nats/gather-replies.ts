@@ -5,13 +5,13 @@
 // replies or bytes came, or the caller stops: `break`, or `close()` from a timer. Decoding goes
 // through the guarded decoder: no reply, however made, throws out of the iteration.
 import { MsgHdrs, NatsConnection, Subscription, createInbox } from '@nats-io/nats-core';
-import { connectionInboxPrefix } from '@cmesh/collectives';
+import { connectionInboxPrefix } from '@cmesh/collectives/nats';
 import { z } from 'zod';
 import { RejectReason, decodeMessage } from '@cmesh/protocol';
 
 /** Replies gathered at most, and their bytes (a flood of answers must not fill the memory). */
-export const GATHER_MAX_REPLIES = 65_536;
-export const GATHER_MAX_BYTES = 16 * 1024 * 1024;
+const GATHER_MAX_REPLIES = 65_536;
+const GATHER_MAX_BYTES = 16 * 1024 * 1024;
 
 export interface GatheredReply<T> {
   value: T;

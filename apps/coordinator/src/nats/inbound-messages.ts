@@ -6,8 +6,10 @@
 // are counted and logged here too.
 import { Logger } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { Inbound, METRICS, RateLimitedLog, errorReply } from '@cmesh/protocol';
+import { Inbound, RateLimitedLog } from '@cmesh/protocol/kit';
+import { METRICS, errorReply } from '@cmesh/protocol';
 import { ReplyError } from './reply-error';
+import { natsUnavailable } from './nats-unavailable';
 import { RecordCheck, RecordSink } from '../state/kv-records';
 
 /** Reasons beyond the decoder's: a gathered answer whose MAC did not check */
@@ -16,13 +18,21 @@ export type DropReason = Parameters<RecordSink['count']>[1] | 'bad_mac';
 /** Provided by NatsModule (and by a JobsModule with a connection of its own). */
 export class InboundMessages {
   /** registered by CoordinatorMetrics into the /metrics registry */
-  readonly rejected = new Counter({ name: METRICS.rejectedMessages.name, help: METRICS.rejectedMessages.help, labelNames: METRICS.rejectedMessages.labels, registers: [] });
+  readonly rejected = new Counter({
+    name: METRICS.rejectedMessages.name,
+    help: METRICS.rejectedMessages.help,
+    labelNames: METRICS.rejectedMessages.labels,
+    registers: [],
+  });
   private readonly log = new Logger('Inbound');
   private readonly dropLog = new RateLimitedLog((line) => this.log.warn(line), 10_000);
   readonly inbound = new Inbound({
     count: (subject, reason) => this.rejected.inc({ subject, reason }),
     warn: (line) => this.log.warn(line),
-    refusal: (e) => (e instanceof ReplyError ? errorReply(e.code, e.message, e.issues) : undefined),
+    refusal: (e) => {
+      const r = e instanceof ReplyError ? e : natsUnavailable(e);
+      return r ? errorReply(r.code, r.message, r.issues) : undefined;
+    },
   });
   private readonly sink: RecordSink = { count: (subject, reason) => this.rejected.inc({ subject, reason }), warn: (line) => this.log.warn(line) };
 

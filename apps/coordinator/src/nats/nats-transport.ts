@@ -6,7 +6,7 @@ import { clusterNames, clusterSubject } from '@cmesh/protocol';
 import { InboundTransport } from '@cmesh/protocol/nest';
 import { InboundMessages } from './inbound-messages';
 
-export const COORDINATOR_QUEUE = 'cmesh-coordinator';
+const COORDINATOR_QUEUE = 'cmesh-coordinator';
 
 /**
  * Connects the transport to `app` (then app.init(), app.startAllMicroservices()). `connection`

@@ -1,7 +1,18 @@
 import type { ErrorReply } from '@cmesh/protocol';
 
 type Code = ErrorReply['error']['code'];
-const HTTP: Record<Code, number> = { BAD_REQUEST: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404, CONFLICT: 409, TOO_MANY_REQUESTS: 429, UNSUPPORTED_VERSION: 400, UNAVAILABLE: 503, INTERNAL: 500 };
+const HTTP: Record<Code, number> = {
+  BAD_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  CONFLICT: 409,
+  IDEMPOTENCY_KEY_REUSED: 422,
+  TOO_MANY_REQUESTS: 429,
+  UNSUPPORTED_VERSION: 400,
+  UNAVAILABLE: 503,
+  INTERNAL: 500,
+};
 
 /** The HTTP status of an error code. */
 export function httpStatus(code: Code): number {
@@ -10,7 +21,7 @@ export function httpStatus(code: Code): number {
 
 /**
  * A refusal the caller should see as is: over NATS as an error reply, over REST as the status
- * (ApiErrorFilter). `issues` name the offending fields of an invalid request.
+ * (HttpErrorFilter). `issues` name the offending fields of an invalid request.
  */
 export class ReplyError extends Error {
   constructor(

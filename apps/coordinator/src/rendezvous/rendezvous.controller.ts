@@ -1,9 +1,20 @@
-// REST for rendezvous, validated and answered like every controller (ApiInput, ApiErrorFilter).
-import { Controller, Get, Post, UseFilters } from '@nestjs/common';
+// REST for rendezvous, validated and answered like every controller (ApiInput, HttpErrorFilter).
+import { Controller, Get, Post } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
-import { RdzvGetSchema, RdzvJoin, RdzvJoinSchema, RdzvLeaveSchema, RdzvRecord, RdzvRecordSchema, RdzvBriefReply, RdzvBriefReplySchema, RdzvReply, RdzvReplySchema, briefReply } from '@cmesh/protocol';
+import {
+  RdzvGetSchema,
+  RdzvJoin,
+  RdzvJoinSchema,
+  RdzvLeaveSchema,
+  RdzvRecord,
+  RdzvRecordSchema,
+  RdzvBriefReply,
+  RdzvBriefReplySchema,
+  RdzvReply,
+  RdzvReplySchema,
+  briefReply,
+} from '@cmesh/protocol';
 import { z } from 'zod';
-import { ApiErrorFilter } from '../http/api-error.filter';
 import { ApiInput } from '../http/api-input';
 import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { RendezvousService } from './rendezvous.service';
@@ -12,7 +23,6 @@ const fromPath = { params: { runId: 'runId' } };
 
 @ApiTags('rendezvous')
 @Controller('rendezvous')
-@UseFilters(ApiErrorFilter)
 export class RendezvousController {
   constructor(private readonly rdzv: RendezvousService) {}
 

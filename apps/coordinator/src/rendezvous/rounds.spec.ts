@@ -34,7 +34,11 @@ it('a batch gives the record that its joins one by one give, for any split into 
 });
 
 it('closes once full with ranks by sorted node id; later joins wait; a repeated join changes nothing', () => {
-  const { record: r } = joinBatch(undefined, ['e', 'b', 'a', 'd', 'c', 'f', 'b'].map((id) => join(id)), 1000);
+  const { record: r } = joinBatch(
+    undefined,
+    ['e', 'b', 'a', 'd', 'c', 'f', 'b'].map((id) => join(id)),
+    1000,
+  );
   expect(r).toMatchObject({ state: 'closed', ranks: { a: 0, b: 1, c: 2, d: 3, e: 4 }, waiting: ['f'] });
   expect(r!.participants.map((p) => p.nodeId)).toEqual(['e', 'b', 'a', 'd', 'c']);
   expect(joinBatch(r, [join('a'), join('f')], 2000).record).toBeUndefined();

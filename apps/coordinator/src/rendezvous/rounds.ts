@@ -1,12 +1,12 @@
 // The c10d round rules as pure functions over a record: join (a batch at a time), close, leave.
 import type { RdzvJoin, RdzvRecord } from '@cmesh/protocol';
 
-export function newRecord(j: RdzvJoin): RdzvRecord {
+function newRecord(j: RdzvJoin): RdzvRecord {
   return { runId: j.runId, round: 0, state: 'open', minNodes: j.minNodes, maxNodes: j.maxNodes, lastCallMs: j.lastCallMs, participants: [], waiting: [] };
 }
 
 /** Closes the round: ranks follow the sorted node ids, so every replica computes the same ones. */
-export function close(r: RdzvRecord, now: number): RdzvRecord {
+function close(r: RdzvRecord, now: number): RdzvRecord {
   const ids = r.participants.map((p) => p.nodeId).sort();
   return { ...r, state: 'closed', closedAt: new Date(now).toISOString(), ranks: Object.fromEntries(ids.map((id, i) => [id, i])), lastCallDeadline: undefined };
 }

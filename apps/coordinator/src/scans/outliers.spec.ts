@@ -25,7 +25,10 @@ describe('findOutliers', () => {
   it('a healthy fabric flags nothing', () => {
     for (const p of [2, 3, 4, 8, 16]) {
       const agents = names(p);
-      const { findings, links } = findOutliers(agents, fabric(agents, () => 1.0, 0.15));
+      const { findings, links } = findOutliers(
+        agents,
+        fabric(agents, () => 1.0, 0.15),
+      );
       expect(findings.flaggedAgents).toEqual([]);
       expect(findings.flaggedLinks).toEqual([]);
       expect(findings.evidence).toEqual([]);
@@ -38,7 +41,10 @@ describe('findOutliers', () => {
 
   it('one slow agent among 4 (half the links touch it) is flagged, and nothing else', () => {
     const agents = names(4);
-    const { findings } = findOutliers(agents, fabric(agents, (a, b) => (a === 'agent-2' || b === 'agent-2' ? 0.25 : 1)));
+    const { findings } = findOutliers(
+      agents,
+      fabric(agents, (a, b) => (a === 'agent-2' || b === 'agent-2' ? 0.25 : 1)),
+    );
     expect(findings.flaggedAgents).toEqual(['agent-2']);
     expect(findings.flaggedLinks).toEqual([]);
     expect(findings.evidence).toHaveLength(1);
@@ -58,7 +64,10 @@ describe('findOutliers', () => {
       [16, 'agent-7'],
     ] as const) {
       const agents = names(p);
-      const { findings } = findOutliers(agents, fabric(agents, (a, b) => (a === bad || b === bad ? 0.41 : 1)));
+      const { findings } = findOutliers(
+        agents,
+        fabric(agents, (a, b) => (a === bad || b === bad ? 0.41 : 1)),
+      );
       expect(findings.flaggedAgents).toEqual([bad]);
       expect(findings.flaggedLinks).toEqual([]);
       expect(findings.evidence[0]).toMatch(new RegExp(`^${bad}: 0\\.(3[6-9]|4\\d)x median bandwidth on ${p - 1} of ${p - 1} links$`));
@@ -68,7 +77,10 @@ describe('findOutliers', () => {
   it('one slow link is flagged, not its hosts', () => {
     const agents = names(4);
     const slow = (a: string, b: string) => a === 'agent-1' && b === 'agent-3';
-    const { findings, links } = findOutliers(agents, fabric(agents, (a, b) => (slow(a, b) ? 0.5 : 1)));
+    const { findings, links } = findOutliers(
+      agents,
+      fabric(agents, (a, b) => (slow(a, b) ? 0.5 : 1)),
+    );
     expect(findings.flaggedAgents).toEqual([]);
     expect(findings.flaggedLinks.map((l) => `${l.a}<->${l.b}`)).toEqual(['agent-1<->agent-3']);
     expect(findings.evidence).toEqual([expect.stringMatching(/^link agent-1<->agent-3: 0\.[45]\dx$/)]);
@@ -77,15 +89,23 @@ describe('findOutliers', () => {
 
   it('a link only a little slower (0.8x) is not flagged; one at 0.5x on a noisy fabric is', () => {
     const agents = names(8);
-    const mild = findOutliers(agents, fabric(agents, (a, b) => (a === 'agent-1' && b === 'agent-2' ? 0.8 : 1), 0.2));
+    const mild = findOutliers(
+      agents,
+      fabric(agents, (a, b) => (a === 'agent-1' && b === 'agent-2' ? 0.8 : 1), 0.2),
+    );
     expect(mild.findings.flaggedLinks).toEqual([]);
-    const clear = findOutliers(agents, fabric(agents, (a, b) => (a === 'agent-1' && b === 'agent-2' ? 0.3 : 1), 0.2));
+    const clear = findOutliers(
+      agents,
+      fabric(agents, (a, b) => (a === 'agent-1' && b === 'agent-2' ? 0.3 : 1), 0.2),
+    );
     expect(clear.findings.flaggedLinks.map((l) => l.a + l.b)).toEqual(['agent-1agent-2']);
   });
 
   it('failed links count as slow; an agent whose links all failed is flagged', () => {
     const agents = names(4);
-    const links = fabric(agents, () => 1).map((l) => (l.a === 'agent-3' || l.b === 'agent-3' ? { ...l, state: 'failed' as const, bandwidthGBs: undefined } : l));
+    const links = fabric(agents, () => 1).map((l) =>
+      l.a === 'agent-3' || l.b === 'agent-3' ? { ...l, state: 'failed' as const, bandwidthGBs: undefined } : l,
+    );
     const { findings } = findOutliers(agents, links);
     expect(findings.flaggedAgents).toEqual(['agent-3']);
     expect(findings.evidence).toEqual(['agent-3: 0.00x median bandwidth on 3 of 3 links (3 failed)']);
@@ -106,7 +126,10 @@ describe('findOutliers', () => {
   it('two slow agents among 8: both flagged, the link between them not separately', () => {
     const agents = names(8);
     const bad = new Set(['agent-2', 'agent-5']);
-    const { findings } = findOutliers(agents, fabric(agents, (a, b) => (bad.has(a) || bad.has(b) ? 0.3 : 1)));
+    const { findings } = findOutliers(
+      agents,
+      fabric(agents, (a, b) => (bad.has(a) || bad.has(b) ? 0.3 : 1)),
+    );
     expect(findings.flaggedAgents.sort()).toEqual(['agent-2', 'agent-5']);
     expect(findings.flaggedLinks).toEqual([]);
   });

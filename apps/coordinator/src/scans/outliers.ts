@@ -38,10 +38,14 @@ export function mad(xs: readonly number[]): number | null {
 
 const fmt = (x: number) => x.toFixed(2);
 /** A bandwidth in GB/s as people read it: GB/s from 1 GB/s up, MB/s below. */
-export const rate = (gbs: number) => (gbs >= 1 ? `${gbs.toFixed(2)} GB/s` : `${(gbs * 1000).toPrecision(3)} MB/s`);
+const rate = (gbs: number) => (gbs >= 1 ? `${gbs.toFixed(2)} GB/s` : `${(gbs * 1000).toPrecision(3)} MB/s`);
 
 /** The findings of a scan, and each link's ratio and slowness (links returned in input order). */
-export function findOutliers(agents: readonly string[], links: readonly LinkInput[], opts: OutlierOptions = {}): { findings: ScanFindings; links: { ratio?: number; slow?: boolean }[] } {
+export function findOutliers(
+  agents: readonly string[],
+  links: readonly LinkInput[],
+  opts: OutlierOptions = {},
+): { findings: ScanFindings; links: { ratio?: number; slow?: boolean }[] } {
   const slowRatio = opts.slowRatio ?? 0.6;
   const zMin = opts.zMin ?? 3;
   // a failed link counts as bandwidth 0; pending and skipped ones were not measured
@@ -108,7 +112,8 @@ export function findOutliers(agents: readonly string[], links: readonly LinkInpu
   else {
     const parts: string[] = [];
     if (flagged.size) parts.push(`${flagged.size} agent${flagged.size > 1 ? 's' : ''} flagged (${[...flagged].join(', ')})`);
-    if (flaggedLinks.length) parts.push(`${flaggedLinks.length} link${flaggedLinks.length > 1 ? 's' : ''} flagged (${flaggedLinks.map((l) => `${l.a}<->${l.b}`).join(', ')})`);
+    if (flaggedLinks.length)
+      parts.push(`${flaggedLinks.length} link${flaggedLinks.length > 1 ? 's' : ''} flagged (${flaggedLinks.map((l) => `${l.a}<->${l.b}`).join(', ')})`);
     verdict = `${parts.join(', ')}; reference ${rate(ref!)} over ${measured} links`;
   }
   if (measured < links.length && reference !== null && reference > 0) verdict += `; ${links.length - measured} of ${links.length} links not measured`;

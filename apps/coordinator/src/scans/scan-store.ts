@@ -4,21 +4,15 @@
 // that no two scans run at once on any replica (a scan's pairs would share agents and measure
 // each other).
 import { NatsConnection } from '@nats-io/nats-core';
-import { JetStreamManager } from '@nats-io/jetstream';
-import { KV, KvEntry, Kvm } from '@nats-io/kv';
+import { KV, KvEntry } from '@nats-io/kv';
+import { createKv } from '../nats/bucket-replicas';
 import { z } from 'zod';
 import { ScanRecord, ScanRecordSchema } from '@cmesh/protocol';
-import { kvKeys } from '../state/kv-keys';
+import { KvStream } from '../state/kv-keys';
 import { RecordCheck } from '../state/kv-records';
 
 const PREFIX = 'scan.';
 const LEASE = 'lease';
-
-interface BucketInternals {
-  jsm: JetStreamManager;
-  stream: string;
-  subjectForKey(key: string): string;
-}
 
 export interface ScanLease {
   scanId: string;
@@ -30,6 +24,7 @@ const ScanLeaseSchema = z.object({ scanId: z.string(), replica: z.string(), expi
 
 export class ScanStore {
   private kv: KV | null = null;
+  private stream: KvStream | null = null;
   private chain: Promise<void> = Promise.resolve();
 
   constructor(
@@ -41,12 +36,20 @@ export class ScanStore {
   ) {}
 
   async open(): Promise<void> {
-    this.kv = await new Kvm(this.nc).create(this.bucket, { history: 1 });
+    this.kv = await createKv(this.nc, this.bucket, { history: 1 });
+    this.stream = await KvStream.of(this.nc, this.bucket);
   }
 
   private bucketOrThrow(): KV {
-    if (!this.kv) throw new Error('scan store is not open');
-    return this.kv;
+    return this.kv ?? this.notOpen();
+  }
+
+  private streamOrThrow(): KvStream {
+    return this.stream ?? this.notOpen();
+  }
+
+  private notOpen(): never {
+    throw new Error('scan store is not open');
   }
 
   async read(id: string): Promise<ScanRecord | null> {
@@ -71,7 +74,7 @@ export class ScanStore {
 
   /** Scan ids, oldest first. */
   async ids(): Promise<string[]> {
-    const keys = await kvKeys(this.bucketOrThrow(), `${PREFIX}>`);
+    const keys = await this.streamOrThrow().keys(`${PREFIX}>`);
     return keys
       .filter((k) => k.startsWith(PREFIX))
       .map((k) => k.slice(PREFIX.length))
@@ -124,7 +127,6 @@ export class ScanStore {
   }
 
   private async purge(key: string): Promise<void> {
-    const b = this.bucketOrThrow() as unknown as BucketInternals;
-    await b.jsm.streams.purge(b.stream, { filter: b.subjectForKey(key) });
+    await this.streamOrThrow().purge(key);
   }
 }

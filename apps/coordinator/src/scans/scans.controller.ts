@@ -1,17 +1,15 @@
 // REST: POST /scans (starts a scan, 202 with its first record), GET /scans, GET /scans/:id. The
 // same operations are on NATS (<cluster>.scans.run/get/list).
-import { Controller, Get, HttpCode, Post, UseFilters } from '@nestjs/common';
+import { Controller, Get, HttpCode, Post } from '@nestjs/common';
 import { ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { ScanGet, ScanGetSchema, ScanList, ScanListSchema, ScanRecord, ScanRecordSchema, ScanRequest, ScanRequestSchema } from '@cmesh/protocol';
 import { z } from 'zod';
-import { ApiErrorFilter } from '../http/api-error.filter';
 import { ApiInput } from '../http/api-input';
 import { ApiZodBody, ApiZodResponse } from '../http/openapi';
 import { ScansService } from './scans.service';
 
 @ApiTags('scans')
 @Controller('scans')
-@UseFilters(ApiErrorFilter)
 export class ScansController {
   constructor(private readonly scans: ScansService) {}
 

@@ -1,8 +1,9 @@
 // Fabric scans: every pair of agents measured with a sendRecv job of 2 ranks (latency at a small
 // size, bandwidth at a large one), the pairs in round-robin rounds (tournament.ts) so every agent
 // is in one pair at a time, then a ring all-reduce over all agents and over the two halves; the
-// findings from outliers.ts. Pairs run as ordinary jobs of this replica's JobsService, so claims,
-// timeouts, blame and the agents' backends are the jobs module's.
+// findings from outliers.ts, intra-node and inter-node links judged apart (link-classes.ts).
+// Pairs run as ordinary jobs of this replica's JobsService, so claims, timeouts, blame and the
+// agents' backends are the jobs module's.
 //
 // One scan at a time in the cluster (a lease in the scans bucket). A scan yields to users' jobs:
 // its pairs ask for their agents with onBusy 'refuse' (never queued ahead of anyone), a round
@@ -10,14 +11,26 @@
 // its agents are busy is tried again after the last round, then skipped with the reason.
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'crypto';
-import { JobRecord, JobRequestInput, JobRequestSchema, ScanCollective, ScanLink, ScanRecord, ScanRequest, SCAN_LIST_MAX, evaluateScanGate, isFinished } from '@cmesh/protocol';
+import {
+  JobRecord,
+  JobRequestInput,
+  JobRequestSchema,
+  ScanCollective,
+  ScanLink,
+  ScanRecord,
+  ScanRequest,
+  SCAN_LIST_MAX,
+  evaluateScanGate,
+  isFinished,
+} from '@cmesh/protocol';
 import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-config';
 import { AgentDirectory, AgentView } from '../jobs/agent-directory';
 import { JobsService } from '../jobs/jobs.service';
 import { ReplyError } from '../nats/reply-error';
-import { findOutliers } from './outliers';
+import { classifiedOutliers, linkClass } from './link-classes';
 import { ScanStore } from './scan-store';
 import { roundRobin } from './tournament';
+import { setTimeout as sleep } from 'timers/promises';
 
 const LEASE_MS = 15_000;
 const POLL_MS = 50;
@@ -26,7 +39,10 @@ const YIELD_MAX_MS = 10 * 60_000;
 /** how long pairs refused for busy agents are retried after the last round */
 const RETRY_BUSY_MS = 30_000;
 
-type PairMeasurement = { kind: 'busy'; reason: string } | { kind: 'failed'; reason: string; jobId?: string } | { kind: 'ok'; jobId: string; latencyUs: number; bandwidthGBs: number };
+type PairMeasurement =
+  | { kind: 'busy'; reason: string }
+  | { kind: 'failed'; reason: string; jobId?: string }
+  | { kind: 'ok'; jobId: string; latencyUs: number; bandwidthGBs: number };
 
 /** A pair's first measurement into its link. */
 function apply(l: ScanLink, m: Exclude<PairMeasurement, { kind: 'busy' }>): void {
@@ -42,8 +58,6 @@ function apply(l: ScanLink, m: Exclude<PairMeasurement, { kind: 'busy' }>): void
   l.bandwidthGBs = m.bandwidthGBs;
   l.samples = 1;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 @Injectable()
 export class ScansService implements OnModuleInit, OnApplicationShutdown {
@@ -90,19 +104,24 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
       }
       const rounds = roundRobin(agents.map((a) => a.name));
       const collectives: ScanCollective[] = [];
-      if (req.collectives && agents.length >= 3) collectives.push({ name: 'all', agents: agents.map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
+      if (req.collectives && agents.length >= 3)
+        collectives.push({ name: 'all', agents: agents.map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
       if (req.collectives && agents.length >= 4) {
         const half = agents.length >> 1;
         collectives.push({ name: 'half-1', agents: agents.slice(0, half).map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
         collectives.push({ name: 'half-2', agents: agents.slice(half).map((a) => a.name), state: 'pending', bytes: req.bandwidthBytes });
       }
-      const links: ScanLink[] = rounds.flatMap((pairs, round) => pairs.map(([a, b]) => ({ a, b, round, state: 'pending' as const })));
+      const nodes = Object.fromEntries(agents.flatMap((a) => (a.node ? [[a.name, a.node]] : [])));
+      const links: ScanLink[] = rounds.flatMap((pairs, round) =>
+        pairs.map(([a, b]) => ({ a, b, round, link: linkClass(a, b, nodes), state: 'pending' as const })),
+      );
       const rec: ScanRecord = {
         id,
         state: 'running',
         trigger,
         request: req,
         agents: agents.map((a) => a.name),
+        nodes,
         rounds: rounds.length,
         progress: { done: 0, total: links.length + collectives.length },
         links,
@@ -158,11 +177,17 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
     }
     const busy = this.jobs.busyAgents();
     const idle = all.filter((a) => a.alive && !busy[a.agentId]);
-    // names identify agents in the matrix: of agents sharing a name, the first one is scanned
+    // names identify agents in the matrix: of agents sharing a name, the first one is scanned;
+    // node by node, so each node's agents sit together in the matrix and in the halves
     const byName = new Map<string, AgentView>();
-    for (const a of idle.sort((x, y) => x.name.localeCompare(y.name, 'en', { numeric: true }))) if (!byName.has(a.name)) byName.set(a.name, a);
+    const cmp = (x: string, y: string) => x.localeCompare(y, 'en', { numeric: true });
+    for (const a of idle.sort((x, y) => cmp(x.node ?? x.name, y.node ?? y.name) || cmp(x.name, y.name))) if (!byName.has(a.name)) byName.set(a.name, a);
     const out = [...byName.values()];
-    if (out.length < 2) throw new ReplyError('CONFLICT', `a scan needs at least 2 idle live agents; ${out.length} ${out.length === 1 ? 'is' : 'are'} idle of ${all.filter((a) => a.alive).length} alive`);
+    if (out.length < 2)
+      throw new ReplyError(
+        'CONFLICT',
+        `a scan needs at least 2 idle live agents; ${out.length} ${out.length === 1 ? 'is' : 'are'} idle of ${all.filter((a) => a.alive).length} alive`,
+      );
     return out;
   }
 
@@ -203,7 +228,9 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
       // looks slow is measured once more, alone (no other pair of the scan runs meanwhile), and
       // keeps its better figures: a slow link stays slow, a disturbed one recovers, and the
       // reference is not dragged down by a bad moment.
-      const suspects = findOutliers(rec.agents, rec.links, { slowRatio: rec.request.slowRatio }).links.flatMap((x, i) => (x.slow && rec.links[i].state === 'ok' ? [rec.links[i]] : []));
+      const suspects = classifiedOutliers(rec.agents, rec.links, { slowRatio: rec.request.slowRatio }).links.flatMap((x, i) =>
+        x.slow && rec.links[i].state === 'ok' ? [rec.links[i]] : [],
+      );
       await this.inRounds(cur, suspects, 1, async (l) => {
         const m = await this.measurePair(rec, l, ids([l.a, l.b]));
         if (m.kind !== 'ok') return;
@@ -211,7 +238,9 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
         l.latencyUs = Math.min(l.latencyUs ?? Infinity, m.latencyUs);
         l.samples = (l.samples ?? 1) + 1;
       });
-      const [all, ...halves] = rec.collectives.length ? [rec.collectives.find((c) => c.name === 'all'), ...rec.collectives.filter((c) => c.name !== 'all')] : [undefined];
+      const [all, ...halves] = rec.collectives.length
+        ? [rec.collectives.find((c) => c.name === 'all'), ...rec.collectives.filter((c) => c.name !== 'all')]
+        : [undefined];
       if (all && !cur.stop) {
         await this.yieldToJobs(cur);
         await this.measureCollective(rec, all, ids(all.agents));
@@ -220,7 +249,7 @@ export class ScansService implements OnModuleInit, OnApplicationShutdown {
         await this.yieldToJobs(cur);
         await Promise.all(halves.map((c) => this.measureCollective(rec, c!, ids(c!.agents))));
       }
-      const { findings, links } = findOutliers(rec.agents, rec.links, { slowRatio: rec.request.slowRatio });
+      const { findings, links } = classifiedOutliers(rec.agents, rec.links, { slowRatio: rec.request.slowRatio });
       rec.links.forEach((l, i) => Object.assign(l, links[i]));
       rec.findings = findings;
       rec.state = cur.stop ? 'cancelled' : 'succeeded';

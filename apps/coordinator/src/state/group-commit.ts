@@ -33,7 +33,10 @@ export class GroupCommit<I, R> {
       for (let batch = this.queues.get(key); batch?.length; batch = this.queues.get(key)) {
         this.queues.delete(key);
         try {
-          const out = await this.commit(key, batch.map((w) => w.item));
+          const out = await this.commit(
+            key,
+            batch.map((w) => w.item),
+          );
           batch.forEach((w, i) => {
             const o = out[i];
             if (o?.ok) w.resolve(o.value);

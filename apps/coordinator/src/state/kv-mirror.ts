@@ -4,31 +4,25 @@
 // is not valid is skipped (counted and logged by the state's RecordCheck), and drops an earlier
 // value of its key: nothing a bucket holds can end the watch.
 import { QueuedIterator } from '@nats-io/nats-core';
-import { KV, KvWatchEntry } from '@nats-io/kv';
-import { kvKeys } from './kv-keys';
+import { KvWatchEntry } from '@nats-io/kv';
 import { KvState } from './kv-state';
 
 export class KvMirror<T> {
   private readonly records = new Map<string, T>();
   private watcher?: QueuedIterator<KvWatchEntry>;
   private ready = false;
-  private readonly kv: KV;
-  private readonly state: KvState;
 
-  /** `source`: the state (its records are checked with their schemas), or a bare bucket (any JSON) */
+  /** `state`: the bucket, whose records are checked with their schemas */
   constructor(
-    source: KV | KvState,
+    private readonly state: KvState,
     private readonly prefix: string,
-  ) {
-    this.state = source instanceof KvState ? source : new KvState(source);
-    this.kv = this.state.kv;
-  }
+  ) {}
 
   /** Starts watching; resolves once the current values are loaded. */
   async start(): Promise<void> {
     let loaded!: () => void;
     const initialized = new Promise<void>((r) => (loaded = r));
-    this.watcher = await this.kv.watch({ key: `${this.prefix}>` });
+    this.watcher = await this.state.kv.watch({ key: `${this.prefix}>` });
     void (async () => {
       for await (const e of this.watcher!) {
         const id = e.key.substring(this.prefix.length);
@@ -41,7 +35,7 @@ export class KvMirror<T> {
     })().catch(() => undefined);
     // nothing under the prefix (not even a delete marker): the watch has no value to deliver
     // until a write, and the mirror is complete as it is
-    if (!(await kvKeys(this.kv, `${this.prefix}>`)).length) loaded();
+    if (!(await this.state.stream.keys(`${this.prefix}>`)).length) loaded();
     await initialized;
     this.ready = true;
   }

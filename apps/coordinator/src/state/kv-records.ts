@@ -5,7 +5,8 @@
 // not crash a request, end a watch loop or keep the coordinator from serving the rest.
 import { Logger } from '@nestjs/common';
 import { z } from 'zod';
-import { AgentRecordSchema, GroupRecordSchema, KV_KEYS, RateLimitedLog, RdzvRecordSchema, RejectReason, SvcRoundSchema, decodeMessage } from '@cmesh/protocol';
+import { AgentRecordSchema, GroupRecordSchema, KV_KEYS, RdzvRecordSchema, RejectReason, ServiceGroupRoundSchema, decodeMessage } from '@cmesh/protocol';
+import { RateLimitedLog } from '@cmesh/protocol/kit';
 
 /** Where rejected records are counted and logged (InboundMessages.records gives one that counts). */
 export interface RecordSink {
@@ -39,7 +40,11 @@ export class RecordCheck {
     try {
       const r = schema.safeParse(d.value);
       fits = r.success;
-      if (!r.success) issues = r.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(record)'}: ${i.message}`).join('; ');
+      if (!r.success)
+        issues = r.error.issues
+          .slice(0, 3)
+          .map((i) => `${i.path.join('.') || '(record)'}: ${i.message}`)
+          .join('; ');
     } catch (e) {
       fits = false;
       issues = (e as Error).message;
@@ -69,7 +74,7 @@ export function stateRecordSchema(key: string): z.ZodTypeAny {
   if (key.startsWith(KV_KEYS.agentsPrefix)) return AgentRecordSchema;
   if (key.startsWith(KV_KEYS.groupsPrefix)) return GroupRecordSchema;
   if (key.startsWith(KV_KEYS.rendezvous(''))) return RdzvRecordSchema;
-  if (key.startsWith(KV_KEYS.svcGroupsPrefix)) return SvcRoundSchema;
+  if (key.startsWith(KV_KEYS.serviceGroupsPrefix)) return ServiceGroupRoundSchema;
   if (key === KV_KEYS.groupCounter) return z.number().int().min(0);
   if (key === KV_KEYS.leader) return LeaderLeaseSchema;
   return z.unknown();

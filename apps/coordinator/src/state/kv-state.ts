@@ -2,23 +2,37 @@
 // compare-and-set on the revision read, so replicas (and a restarted coordinator) never lose or
 // overwrite each other's changes. A record read back that is not JSON or does not fit its kind's
 // schema is skipped as missing (kv-records.ts): an update overwrites it.
-import { KV, KvEntry } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { KV, KvEntry, KvOptions } from '@nats-io/kv';
 import { z } from 'zod';
-import { kvKeys } from './kv-keys';
+import { createKv } from '../nats/bucket-replicas';
+import { KvStream } from './kv-keys';
 import { RecordCheck } from './kv-records';
+import { setTimeout as sleep } from 'timers/promises';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export class ConflictError extends Error {}
+class ConflictError extends Error {}
 
 export class KvState {
   constructor(
     readonly kv: KV,
+    /** the bucket's stream: its key listing */
+    readonly stream: KvStream,
     /** where skipped records are counted and logged */
-    readonly records: RecordCheck = new RecordCheck((kv as { bucket?: string }).bucket ?? 'state'),
+    readonly records: RecordCheck = new RecordCheck(stream.bucket),
     /** the schema of a key's record (default: any JSON) */
     private readonly schemaOf: (key: string) => z.ZodTypeAny = () => z.unknown(),
   ) {}
+
+  /** The bucket, made with the mesh's replica count if it is not there yet (createKv). */
+  static async open(
+    nc: NatsConnection,
+    bucket: string,
+    opts: Partial<KvOptions>,
+    records?: RecordCheck,
+    schemaOf?: (key: string) => z.ZodTypeAny,
+  ): Promise<KvState> {
+    return new KvState(await createKv(nc, bucket, opts), await KvStream.of(nc, bucket), records, schemaOf);
+  }
 
   /** A watched or read entry's record: undefined when deleted, or not valid (skipped). */
   decode<T>(e: KvEntry | null): T | undefined {
@@ -73,7 +87,7 @@ export class KvState {
 
   async list<T>(prefix: string): Promise<T[]> {
     const out: T[] = [];
-    for (const k of (await kvKeys(this.kv, `${prefix}>`)).sort()) {
+    for (const k of (await this.stream.keys(`${prefix}>`)).sort()) {
       const v = await this.get<T>(k);
       if (v !== undefined) out.push(v);
     }

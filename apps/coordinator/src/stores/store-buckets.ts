@@ -3,7 +3,7 @@
 // `<cluster>.stores.open`), each with one value per key and limits on bytes and age.
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
+import { createKv } from '../nats/bucket-replicas';
 import { ClusterNames, DEFAULT_STORE_MAX_AGE_S, DEFAULT_STORE_MAX_BYTES } from '@cmesh/protocol';
 import { ReplyError } from '../nats/reply-error';
 import { isStreamNotFound } from '../nats/stream-not-found';
@@ -18,7 +18,7 @@ export interface StoreLimits {
 export const DEFAULT_STORE_LIMITS: StoreLimits = { maxBytes: DEFAULT_STORE_MAX_BYTES, maxAgeS: DEFAULT_STORE_MAX_AGE_S };
 
 /** A name that is not one of this cluster's store buckets: refused with BAD_REQUEST, nothing created. */
-export function checkStoreBucket(names: ClusterNames, bucket: string): void {
+function checkStoreBucket(names: ClusterNames, bucket: string): void {
   if (!names.stores.parse(bucket)) {
     const form = names.stores.bucket('jobs', 'x').replace(/_jobs_x$/, '_<kind>_<id>');
     throw new ReplyError('BAD_REQUEST', `${JSON.stringify(bucket)} is not a store bucket of cluster ${names.cluster} (${form})`);
@@ -39,6 +39,6 @@ export async function openStoreBucket(nc: NatsConnection, names: ClusterNames, b
     if (!isStreamNotFound(e)) throw e;
   }
   // Kvm.create creates it when missing, and takes it as it is when another made it meanwhile
-  await new Kvm(nc).create(bucket, { history: 1, max_bytes: limits.maxBytes, ttl: limits.maxAgeS * 1000 });
+  await createKv(nc, bucket, { history: 1, max_bytes: limits.maxBytes, ttl: limits.maxAgeS * 1000 });
   return true;
 }

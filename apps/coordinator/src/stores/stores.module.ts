@@ -8,7 +8,13 @@ import { StoreLimits } from './store-buckets';
 @Global()
 @Module({
   controllers: [StoresNats],
-  providers: [{ provide: STORE_LIMITS, inject: [COORDINATOR_CONFIG], useFactory: (c: CoordinatorConfig): StoreLimits => ({ maxBytes: c.storeMaxBytes, maxAgeS: c.storeMaxAgeS }) }],
+  providers: [
+    {
+      provide: STORE_LIMITS,
+      inject: [COORDINATOR_CONFIG],
+      useFactory: (c: CoordinatorConfig): StoreLimits => ({ maxBytes: c.storeMaxBytes, maxAgeS: c.storeMaxAgeS }),
+    },
+  ],
   exports: [STORE_LIMITS],
 })
 export class StoresModule {}

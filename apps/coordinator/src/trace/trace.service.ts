@@ -10,7 +10,7 @@
 // replica's job) cannot be checked here: they are kept, and their reports say `verified: false`.
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { randomBytes } from 'crypto';
-import { TRACE_MAC_HEADER, TraceDump, analyzeTraces, checkTraceAnswerMac, traceAnswerKey } from '@cmesh/collectives';
+import { TRACE_MAC_HEADER, TraceDump, analyzeTraces, checkTraceAnswerMac, traceAnswerKey } from '@cmesh/collectives/trace';
 import { ClusterNames, TRACE_COLLECT_DEFAULT_MS, TraceCollect, TraceDumpSchema, TraceReport } from '@cmesh/protocol';
 import { NatsConnection } from '@nats-io/nats-core';
 import { CLUSTER_NAMES } from '../config/coordinator-config';
@@ -66,7 +66,11 @@ export class TraceService {
         if (!key) keys.set(job, (key = traceAnswerKey(secret)));
         if (!checkTraceAnswerMac(key, nonce, data, headers?.get(TRACE_MAC_HEADER) || undefined)) {
           rejected++;
-          this.inbound?.dropped(subject, 'bad_mac', `an answer for job ${JSON.stringify(job.slice(0, 64))}, rank ${d.rank}, without a valid MAC of the job's secret`);
+          this.inbound?.dropped(
+            subject,
+            'bad_mac',
+            `an answer for job ${JSON.stringify(job.slice(0, 64))}, rank ${d.rank}, without a valid MAC of the job's secret`,
+          );
           continue;
         }
         verifiedJobs.add(job);

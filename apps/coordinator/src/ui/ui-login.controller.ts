@@ -35,7 +35,8 @@ export class UiLoginController {
     res.setHeader('cache-control', 'no-store');
     res.setHeader('referrer-policy', 'no-referrer');
     if (authEnabled(this.tokens)) {
-      if (!this.sessions.loginValid(token)) throw new ReplyError('UNAUTHORIZED', 'the login token is not valid for this coordinator: print a new link with cmesh ui');
+      if (!this.sessions.loginValid(token))
+        throw new ReplyError('UNAUTHORIZED', 'the login token is not valid for this coordinator: print a new link with cmesh ui');
       // Secure where the browser speaks HTTPS (directly, or to a proxy that says so)
       const secure = req.secure || req.headers['x-forwarded-proto'] === 'https' ? '; Secure' : '';
       const host = req.headers.host;

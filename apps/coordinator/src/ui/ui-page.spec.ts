@@ -71,8 +71,25 @@ describe('renderUi', () => {
   });
 
   it('lists the stuck process groups the flight recorders report, escaped', () => {
-    const group = (stuck: boolean, age: number, text: string) => ({ pg: '0', ranks: [0, 1], waiting: [0], age_s: age, lagging: [], stuck, lines: [text], text });
-    const traces = { answered: 4, waitedMs: 12, reports: [group(true, 0, 'group 0 of j<1>: rank 1 did not join'), group(false, 5, 'group 0 of j2: waiting long'), group(false, 0.1, 'group 0 of j3: fine')] };
+    const group = (stuck: boolean, age: number, text: string) => ({
+      pg: '0',
+      ranks: [0, 1],
+      waiting: [0],
+      age_s: age,
+      lagging: [],
+      stuck,
+      lines: [text],
+      text,
+    });
+    const traces = {
+      answered: 4,
+      waitedMs: 12,
+      reports: [
+        group(true, 0, 'group 0 of j<1>: rank 1 did not join'),
+        group(false, 5, 'group 0 of j2: waiting long'),
+        group(false, 0.1, 'group 0 of j3: fine'),
+      ],
+    };
     const html = renderUi({ cluster: 'd', replica: 'r', agents: [], groups: [], jobs: [], scan: null, traces, now: new Date(0) });
     expect(html).toContain('<h2>Stuck ranks <span class="muted">4 ranks answered in 12 ms</span></h2>');
     expect(html).toContain('<li class="flagged">group 0 of j&lt;1&gt;: rank 1 did not join</li>');
@@ -83,16 +100,74 @@ describe('renderUi', () => {
   it('lists the service groups: members with their agents, how each ended, labels escaped', () => {
     const member = (rank: number, label: string) => ({ rank, member: `m${rank}`, label, agentId: `a${rank}`, agentName: `agent-${rank}` });
     const serviceGroups = [
-      { name: 'grads', round: 3, state: 'placed' as const, size: 2, joined: 2, backend: 'nccl' as const, members: [member(0, '<w0>'), member(1, 'w1')], placedAt: '2026-01-01T00:00:01.000Z', updatedAt: 'x' },
-      { name: 'old', round: 1, state: 'ended' as const, size: 2, joined: 2, members: [member(0, 'v0'), member(1, 'v1')], placedAt: 'p', endedAt: '2026-01-01T00:00:09.000Z', end: { reason: 'lost' as const, who: 'member "v1" (rank 1)' }, updatedAt: 'x' },
-      { name: 'el', round: 1, state: 'waiting' as const, size: 4, elastic: { min: 2, max: 4, lastCallMs: 1000 }, joined: 1, members: [{ member: 'm9' }], updatedAt: 'x' },
+      {
+        name: 'grads',
+        round: 3,
+        state: 'placed' as const,
+        size: 2,
+        joined: 2,
+        backend: 'nccl' as const,
+        members: [member(0, '<w0>'), member(1, 'w1')],
+        placedAt: '2026-01-01T00:00:01.000Z',
+        updatedAt: 'x',
+      },
+      {
+        name: 'old',
+        round: 1,
+        state: 'ended' as const,
+        size: 2,
+        joined: 2,
+        members: [member(0, 'v0'), member(1, 'v1')],
+        placedAt: 'p',
+        endedAt: '2026-01-01T00:00:09.000Z',
+        end: { reason: 'lost' as const, who: 'member "v1" (rank 1)' },
+        updatedAt: 'x',
+      },
+      {
+        name: 'el',
+        round: 1,
+        state: 'waiting' as const,
+        size: 4,
+        elastic: { min: 2, max: 4, lastCallMs: 1000 },
+        joined: 1,
+        members: [{ member: 'm9' }],
+        updatedAt: 'x',
+      },
     ];
     const html = renderUi({ cluster: 'd', replica: 'r', agents: [], groups: [], serviceGroups, jobs: [], scan: null, now: new Date(0) });
     expect(html).toContain('<h2>Service groups (3)</h2>');
-    expect(html).toContain('<td>grads</td><td class="num">3</td><td class="state-running">placed</td><td>nccl</td><td>0 &lt;w0&gt;@agent-0, 1 w1@agent-1</td><td>2026-01-01T00:00:01.000Z</td>');
+    expect(html).toContain(
+      '<td>grads</td><td class="num">3</td><td class="state-running">placed</td><td>nccl</td><td>0 &lt;w0&gt;@agent-0, 1 w1@agent-1</td><td>2026-01-01T00:00:01.000Z</td>',
+    );
     expect(html).toContain('<td class="state-failed">ended</td>');
     expect(html).toContain('<td>lost member &quot;v1&quot; (rank 1)</td>');
     expect(html).toContain('<td>waiting 1/2..4</td><td>auto</td><td>- m9</td>');
+  });
+
+  it("shows each agent's node and, for a scan over two nodes, each class's reference and each cell's class", () => {
+    const onNode = { ...agent('a'), node: 'gpu-<1>' } as AgentRecord;
+    const s = scan();
+    s.links = s.links.map((l) => ({ ...l, link: l.a === 'a' && l.b === 'b' ? ('intra_node' as const) : ('inter_node' as const) }));
+    const byLink = (link: 'intra_node' | 'inter_node', referenceGBs: number) => ({
+      link,
+      links: 1,
+      measured: 1,
+      medianLatencyUs: 40,
+      referenceGBs,
+      spreadGBs: 0,
+      agents: [],
+      flaggedAgents: [],
+      flaggedLinks: [],
+      evidence: [],
+      verdict: 'healthy',
+    });
+    s.findings = { ...s.findings!, byLink: [byLink('intra_node', 12), byLink('inter_node', 1.2)] };
+    const html = renderUi({ cluster: 'c', replica: 'r', agents: [onNode, agent('b')], groups: [], jobs: [], scan: s, now: new Date(0) });
+    expect(html).toContain('<th>node</th>');
+    expect(html).toContain('<td>gpu-&lt;1&gt;</td>');
+    expect(html).toContain('<td>-</td>');
+    expect(html).toContain('; references intra-node 12.00 GB/s, inter-node 1.20 GB/s</p>');
+    expect(html).toContain('title="a&lt;-&gt;b: 1.00x, intra-node, 40 us"');
   });
 
   it('says when there is no scan, no group, no job', () => {

@@ -3,7 +3,7 @@
 // its flagged cells, and the ranks the flight recorders say are stuck. One HTML document, inline
 // CSS, no script and nothing fetched from elsewhere (clusters are often cut off from the
 // internet); it reloads itself every few seconds.
-import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord, SvcGroup, TraceReport } from '@cmesh/protocol';
+import type { AgentRecord, GroupRecord, JobRecord, ScanLink, ScanRecord, ServiceGroupSummary, TraceReport } from '@cmesh/protocol';
 import { printable } from '@cmesh/protocol';
 
 export interface UiData {
@@ -12,7 +12,7 @@ export interface UiData {
   agents: AgentRecord[];
   groups: GroupRecord[];
   /** collectives as a service (GET /service-groups) */
-  serviceGroups?: SvcGroup[];
+  serviceGroups?: ServiceGroupSummary[];
   jobs: JobRecord[];
   scan: ScanRecord | null;
   /** the flight recorders' analysis (GET /traces); null when it could not be asked */
@@ -55,11 +55,12 @@ function agentsSection(d: UiData): string {
       td(a.name),
       td(a.state, `state-${a.state}`),
       td(a.host),
+      td(a.node ?? '-'),
       td(a.backends.map((b) => (b.available ? b.name : `${b.name} (unavailable)`)).join(', ')),
       td(`${a.device.kind}:${a.device.index}`),
       td(a.lastHeartbeat),
     ]);
-  return `<h2>Agents (${d.agents.length})</h2>${table(['name', 'state', 'host', 'backends', 'device', 'last heartbeat'], rows, 'agents')}`;
+  return `<h2>Agents (${d.agents.length})</h2>${table(['name', 'state', 'host', 'node', 'backends', 'device', 'last heartbeat'], rows, 'agents')}`;
 }
 
 function groupsSection(d: UiData): string {
@@ -91,7 +92,15 @@ function jobsSection(d: UiData): string {
     const head = `<h3>${esc(j.id)} <span class="state-${esc(j.state)}">${esc(j.state)}</span> <span class="muted">${esc(j.sweep.op)} ${esc(j.sweep.backend)}, ${j.members.length} ranks (${esc(j.members.map((m) => m.name).join(', '))}), ${j.progress.done}/${j.progress.total} sizes${j.reason ? `: ${esc(j.reason)}` : ''}</span></h3>`;
     const rows = j.rows.map((r) => {
       const m = r.outOfPlace ?? r.inPlace;
-      return [td(r.bytes, 'num'), td(r.count, 'num'), td(r.type), td(m ? m.timeUs.toFixed(1) : '-', 'num'), td(m ? m.algBwGBs.toFixed(3) : '-', 'num'), td(m ? m.busBwGBs.toFixed(3) : '-', 'num'), td(m?.wrong ?? 'N/A', 'num')];
+      return [
+        td(r.bytes, 'num'),
+        td(r.count, 'num'),
+        td(r.type),
+        td(m ? m.timeUs.toFixed(1) : '-', 'num'),
+        td(m ? m.algBwGBs.toFixed(3) : '-', 'num'),
+        td(m ? m.busBwGBs.toFixed(3) : '-', 'num'),
+        td(m?.wrong ?? 'N/A', 'num'),
+      ];
     });
     return head + (rows.length ? table(['size (B)', 'count', 'type', 'time (us)', 'algbw (GB/s)', 'busbw (GB/s)', '#wrong'], rows, 'job-rows') : '');
   });
@@ -104,6 +113,13 @@ function cellClass(l: ScanLink | undefined): string {
   if (l.state !== 'ok') return 'cell-none';
   if (l.slow) return 'cell-slow';
   return (l.ratio ?? 1) < 0.9 ? 'cell-warn' : 'cell-ok';
+}
+
+/** "; reference 1.2 GB/s", or per class when the scan had intra-node and inter-node links. */
+function references(f: ScanRecord['findings']): string {
+  const classes = (f?.byLink ?? []).filter((c) => c.referenceGBs);
+  if (classes.length > 1) return `; references ${classes.map((c) => `${c.link.replace('_', '-')} ${esc(rate(c.referenceGBs!))}`).join(', ')}`;
+  return f?.referenceGBs ? `; reference ${esc(rate(f.referenceGBs))}` : '';
 }
 
 function scanSection(d: UiData): string {
@@ -123,7 +139,8 @@ function scanSection(d: UiData): string {
       if (r === c) return '<td class="cell-self">-</td>';
       const l = link.get(`${r}\0${c}`);
       const text = !l ? '' : l.state === 'ok' ? (l.bandwidthGBs! * scale).toFixed(digits) : l.state;
-      const title = l?.ratio !== undefined ? ` title="${esc(`${r}<->${c}: ${l.ratio.toFixed(2)}x, ${l.latencyUs?.toFixed(0) ?? '-'} us`)}"` : '';
+      const cls = l?.link ? `, ${l.link.replace('_', '-')}` : '';
+      const title = l?.ratio !== undefined ? ` title="${esc(`${r}<->${c}: ${l.ratio.toFixed(2)}x${cls}, ${l.latencyUs?.toFixed(0) ?? '-'} us`)}"` : '';
       return `<td class="${cellClass(l)}"${title}>${esc(text)}</td>`;
     });
     return `<tr>${name(r)}${cells.join('')}</tr>`;
@@ -140,7 +157,7 @@ function scanSection(d: UiData): string {
     : '';
   return (
     `<h2>Last scan <span class="muted">${esc(s.id)}, ${esc(s.state)}, ${esc(s.createdAt)}${s.wallMs !== undefined ? `, ${(s.wallMs / 1000).toFixed(1)} s` : ''}</span></h2>` +
-    `<p>sendRecv bandwidth, ${unit} (${s.request.bandwidthBytes} B each way)${f?.referenceGBs ? `; reference ${esc(rate(f.referenceGBs))}` : ''}</p>` +
+    `<p>sendRecv bandwidth, ${unit} (${s.request.bandwidthBytes} B each way)${references(f)}</p>` +
     matrix +
     colls +
     evidence +

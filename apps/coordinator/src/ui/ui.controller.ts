@@ -8,7 +8,7 @@ import { COORDINATOR_CONFIG, CoordinatorConfig } from '../config/coordinator-con
 import { GroupsService } from '../groups/groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { ScansService } from '../scans/scans.service';
-import { ServiceGroupsView } from '../service/service-groups.view';
+import { ServiceGroupsView } from '../service-groups/service-groups.view';
 import { TraceService } from '../trace/trace.service';
 import { renderUi } from './ui-page';
 
@@ -43,6 +43,16 @@ export class UiController {
       // the flight recorders of running ranks; the page does not wait long for them
       this.trace.report({}, TRACE_WAIT_MS).catch(() => null),
     ]);
-    return renderUi({ cluster: this.config.cluster, replica: this.config.replicaId, agents, groups, serviceGroups, jobs, scan: scans[0] ?? null, traces, now: new Date() });
+    return renderUi({
+      cluster: this.config.cluster,
+      replica: this.config.replicaId,
+      agents,
+      groups,
+      serviceGroups,
+      jobs,
+      scan: scans[0] ?? null,
+      traces,
+      now: new Date(),
+    });
   }
 }

@@ -4,9 +4,11 @@
 import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { Kvm } from '@nats-io/kv';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { AGENT_SUBJECTS, GROUP_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS, clusterNames } from '@cmesh/protocol';
 import { NatsServer, startNatsServer } from '@cmesh/testing';
-import { CoordinatorProcess, startCoordinatorProcess } from './coordinator-process';
+import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
+import { KvStream } from '../../src/state/kv-keys';
 
 export const FIXTURE_AGENT = {
   protocolVersion: PROTOCOL_VERSION,
@@ -55,25 +57,28 @@ export async function startCoordinatorFuzzFixture(opts: { token?: string; readTo
 
   const names = clusterNames();
   const kvm = new Kvm(nc);
+  const jsm = await jetstreamManager(nc);
+  // every step has a deadline, so a stall fails the test naming it instead of reaching jest's limit
+  const get = async (path: string) => (await fetch(`${coord.url}${path}`, { headers, signal: AbortSignal.timeout(20_000) })).json();
   const snapshot = async () => {
     const out: Record<string, unknown> = {};
     for (const bucket of [names.buckets.state, names.buckets.jobs, names.buckets.claims]) {
       const kv = await kvm.create(bucket);
-      const keys: string[] = [];
-      for await (const k of await kv.keys()) keys.push(k);
-      for (const k of keys.sort()) {
+      // the stream's one-answer listing: kv.keys() walks a consumer until nothing is pending and
+      // never ends while a key is rewritten faster than it drains (the leader lease, the claims)
+      for (const k of (await new KvStream(jsm, bucket).keys()).sort()) {
         if (bucket === names.buckets.state && k === 'leader') continue;
         const e = await kv.get(k);
         if (e && e.operation === 'PUT') out[`${bucket}/${k}`] = e.string();
       }
     }
-    for (const path of ['/agents', '/groups', '/rendezvous', '/jobs']) out[`GET ${path}`] = await (await fetch(`${coord.url}${path}`, { headers })).json();
+    for (const path of ['/agents', '/groups', '/rendezvous', '/jobs']) out[`GET ${path}`] = await get(path);
     return out;
   };
   const healthy = async () => {
     if (coord.proc.exitCode !== null || coord.proc.signalCode !== null) return false;
     const r = (await request(AGENT_SUBJECTS.list, JSON.stringify({}))) as { ok: boolean; agents?: Array<{ agentId: string }> };
-    const h = await fetch(`${coord.url}/health`);
+    const h = await fetch(`${coord.url}/health`, { signal: AbortSignal.timeout(20_000) });
     return r.ok && !!r.agents?.some((a) => a.agentId === FIXTURE_AGENT.agentId) && h.status === 200;
   };
   return {
@@ -92,7 +97,4 @@ export async function startCoordinatorFuzzFixture(opts: { token?: string; readTo
   };
 }
 
-/** Lines of a process's output that say it crashed or let a rejection or exception escape. */
-export function crashLines(output: readonly string[]): string[] {
-  return output.filter((l) => /unhandled ?rejection|uncaught ?exception|FATAL ERROR|heap out of memory/i.test(l));
-}
+export { crashLines } from '@cmesh/testing';

@@ -7,20 +7,20 @@ import { Controller, UseFilters } from '@nestjs/common';
 import { EventPattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
 import { JobAssignment, JobAssignmentSchema, JobCancel, JobCancelSchema } from '@cmesh/protocol';
-import { JobRunnerService } from './job-runner.service';
+import { JobExecutionService } from './job-execution.service';
 
 @Controller()
 @UseFilters(InboundErrors)
 export class JobSubjects {
-  constructor(private readonly runner: JobRunnerService) {}
+  constructor(private readonly jobs: JobExecutionService) {}
 
   @EventPattern('jobs.start', { schema: JobAssignmentSchema })
   start(a: JobAssignment): Promise<void> {
-    return this.runner.assign(a);
+    return this.jobs.assign(a);
   }
 
   @EventPattern('jobs.cancel', { schema: JobCancelSchema })
   cancel(c: JobCancel): Promise<void> {
-    return this.runner.cancel(c);
+    return this.jobs.cancel(c);
   }
 }

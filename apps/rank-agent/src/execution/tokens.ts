@@ -1,8 +1,8 @@
 // Injection tokens of the execution module.
 import type { JobAssignment, SizeSamplesMsg } from '@cmesh/protocol';
 
-/** Record<backend name, JobBackend> */
-export const JOB_BACKENDS = Symbol('JOB_BACKENDS');
+/** Record<backend name, JobRunner>: the job runners of this agent */
+export const JOB_RUNNERS = Symbol('JOB_RUNNERS');
 
 /** Where job results go besides the coordinator (the agent's metrics). */
 export const JOB_OBSERVER = Symbol('JOB_OBSERVER');

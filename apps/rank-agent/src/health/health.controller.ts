@@ -2,17 +2,17 @@
 // process groups it was told it belongs to.
 import { Controller, Get, Inject } from '@nestjs/common';
 import { AGENT_CONFIG, AgentConfig } from '../config';
-import { JobBackend } from '../execution/job-backend';
-import { JobRunnerService } from '../execution/job-runner.service';
-import { JOB_BACKENDS } from '../execution/tokens';
+import { JobExecutionService } from '../execution/job-execution.service';
+import { JobRunner } from '../execution/job-runner';
+import { JOB_RUNNERS } from '../execution/tokens';
 import { GroupMembership } from '../registration/group-membership';
 
 @Controller('health')
 export class HealthController {
   constructor(
     @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
-    @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
-    private readonly runner: JobRunnerService,
+    @Inject(JOB_RUNNERS) private readonly runners: Record<string, JobRunner>,
+    private readonly jobs: JobExecutionService,
     private readonly membership: GroupMembership,
   ) {}
 
@@ -23,8 +23,8 @@ export class HealthController {
       agentId: this.config.agentId,
       name: this.config.name,
       pid: process.pid,
-      backends: Object.fromEntries(Object.entries(this.backends).map(([k, b]) => [k, b.available()])),
-      ...this.runner.state(),
+      backends: Object.fromEntries(Object.entries(this.runners).map(([k, r]) => [k, r.available()])),
+      ...this.jobs.state(),
       groups: this.membership.list(),
     };
   }

@@ -10,7 +10,19 @@ const assignment = (op: JobAssignment['sweep']['op']): JobAssignment => ({
     { agentId: 'a0', name: 'a0', rank: 0 },
     { agentId: 'a1', name: 'a1', rank: 1 },
   ],
-  sweep: { op, dtype: 'float32', redop: 'sum', root: 0, sizes: [1024], iters: 3, warmup: 0, check: true, modes: ['out-of-place'], timeoutMs: 1000, backend: 'tcp' },
+  sweep: {
+    op,
+    dtype: 'float32',
+    redop: 'sum',
+    root: 0,
+    sizes: [1024],
+    iters: 3,
+    warmup: 0,
+    check: true,
+    modes: ['out-of-place'],
+    timeoutMs: 1000,
+    backend: 'tcp',
+  },
 });
 
 /** A sample's labels in one order (prom-client puts default labels first in histograms, last elsewhere). */
@@ -27,10 +39,16 @@ function value(text: string, series: string): number {
   return Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
-it('turns size samples into the duration histogram, payload and wire bytes, this rank\'s busbw/algbw by size class and #wrong, every series labelled with the cluster', async () => {
+it("turns size samples into the duration histogram, payload and wire bytes, this rank's busbw/algbw by size class and #wrong, every series labelled with the cluster", async () => {
   // the agent's cluster (CMESH_CLUSTER) labels every series
   const m = new AgentMetrics('lab');
-  m.onSize(assignment('allReduce'), 0, { requestedBytes: 1024, bytes: 1024, count: 256, variants: [{ mode: 'out-of-place', times: [2e-6, 4e-6, 1e-3], wrong: 1 }], wire: { sent: 3 * 1024, received: 3 * 1024 + 8 } });
+  m.onSize(assignment('allReduce'), 0, {
+    requestedBytes: 1024,
+    bytes: 1024,
+    count: 256,
+    variants: [{ mode: 'out-of-place', times: [2e-6, 4e-6, 1e-3], wrong: 1 }],
+    wire: { sent: 3 * 1024, received: 3 * 1024 + 8 },
+  });
   m.onError(assignment('allReduce'), 'PEER_FAILED');
   const text = await m.registry.metrics();
   const h = 'op="all_reduce",backend="tcp",algorithm="auto",dtype="float32",size_bucket="1024",cluster="lab"';
@@ -60,7 +78,7 @@ it('turns size samples into the duration histogram, payload and wire bytes, this
 
 it("records service group ops by group name, op and dtype; bus bytes with the op's factor; failures by reason; names capped", async () => {
   const m = new AgentMetrics();
-  const op = { type: 'svc-op', name: 'grads', op: 'allGather', dtype: 'int32', size: 4, bytes: 4096, seconds: 2e-3 } as const;
+  const op = { type: 'service-group-op', name: 'grads', op: 'allGather', dtype: 'int32', size: 4, bytes: 4096, seconds: 2e-3 } as const;
   m.onServiceOp(op);
   m.onServiceOp({ ...op, seconds: 0.5 });
   m.onServiceOp({ ...op, op: 'barrier', dtype: 'uint8', bytes: 0, seconds: 1e-4 });

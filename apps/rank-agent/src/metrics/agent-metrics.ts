@@ -6,14 +6,25 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { bandwidths, busBwFactor, median } from '@cmesh/bench';
-import { DEFAULT_CLUSTER, DURATION_BUCKETS, PROTOCOL_VERSION, JobAssignment, LastSweepSeries, METRICS, SizeSamplesMsg, opLabel, sizeBucket, sizeClass } from '@cmesh/protocol';
+import {
+  DEFAULT_CLUSTER,
+  DURATION_BUCKETS,
+  PROTOCOL_VERSION,
+  JobAssignment,
+  LastSweepSeries,
+  METRICS,
+  SizeSamplesMsg,
+  opLabel,
+  sizeBucket,
+  sizeClass,
+} from '@cmesh/protocol';
 import type { JobObserver } from '../execution/tokens';
-import type { SvcOpReport } from '../service/member-stats';
+import type { ServiceGroupOpReport } from '../service-groups/member-stats';
 
-/** Service group names an agent labels its metrics with; ops of any later name count under SVC_OTHER_GROUP. */
-export const SVC_METRICS_MAX_GROUPS = 32;
+/** Service group names an agent labels its metrics with; ops of any later name count under SERVICE_GROUP_OTHER. */
+const SERVICE_GROUP_METRICS_MAX_GROUPS = 32;
 /** Not a group name (names have no `_`), so it cannot be mistaken for one. */
-export const SVC_OTHER_GROUP = '_other';
+const SERVICE_GROUP_OTHER = '_other';
 /** The agent's cluster (CMESH_CLUSTER), the `cluster` label of every series it exports. */
 export const METRICS_CLUSTER = Symbol('METRICS_CLUSTER');
 
@@ -28,30 +39,55 @@ export class AgentMetrics implements JobObserver {
   private readonly wrong: Counter;
   private readonly errors: Counter;
   private readonly lastSweep = new LastSweepSeries();
-  private readonly svcDuration: Histogram;
-  private readonly svcBytes: Counter;
-  private readonly svcBusBytes: Counter;
-  private readonly svcErrors: Counter;
-  private readonly svcGroups = new Set<string>();
+  private readonly serviceGroupDuration: Histogram;
+  private readonly serviceGroupBytes: Counter;
+  private readonly serviceGroupBusBytes: Counter;
+  private readonly serviceGroupErrors: Counter;
+  private readonly serviceGroups = new Set<string>();
 
   constructor(@Optional() @Inject(METRICS_CLUSTER) cluster: string = DEFAULT_CLUSTER) {
     const registers = [this.registry];
     // every series names its cluster: one Prometheus scrapes several meshes apart
     this.registry.setDefaultLabels({ cluster });
     const m = METRICS;
-    new Gauge({ name: m.componentInfo.name, help: m.componentInfo.help, labelNames: m.componentInfo.labels, registers }).set({ component: 'agent', protocol_version: String(PROTOCOL_VERSION) }, 1);
+    new Gauge({ name: m.componentInfo.name, help: m.componentInfo.help, labelNames: m.componentInfo.labels, registers }).set(
+      { component: 'agent', protocol_version: String(PROTOCOL_VERSION) },
+      1,
+    );
     collectDefaultMetrics({ register: this.registry });
-    this.duration = new Histogram({ name: m.collectiveDuration.name, help: m.collectiveDuration.help, labelNames: m.collectiveDuration.labels, buckets: DURATION_BUCKETS, registers });
+    this.duration = new Histogram({
+      name: m.collectiveDuration.name,
+      help: m.collectiveDuration.help,
+      labelNames: m.collectiveDuration.labels,
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
     this.bytes = new Counter({ name: m.collectiveBytes.name, help: m.collectiveBytes.help, labelNames: m.collectiveBytes.labels, registers });
-    this.payload = new Counter({ name: m.collectivePayloadBytes.name, help: m.collectivePayloadBytes.help, labelNames: m.collectivePayloadBytes.labels, registers });
+    this.payload = new Counter({
+      name: m.collectivePayloadBytes.name,
+      help: m.collectivePayloadBytes.help,
+      labelNames: m.collectivePayloadBytes.labels,
+      registers,
+    });
     this.busbw = new Gauge({ name: m.collectiveBusbw.name, help: m.collectiveBusbw.help, labelNames: m.collectiveBusbw.labels, registers });
     this.algbw = new Gauge({ name: m.collectiveAlgbw.name, help: m.collectiveAlgbw.help, labelNames: m.collectiveAlgbw.labels, registers });
     this.wrong = new Counter({ name: m.collectiveWrong.name, help: m.collectiveWrong.help, labelNames: m.collectiveWrong.labels, registers });
     this.errors = new Counter({ name: m.collectiveErrors.name, help: m.collectiveErrors.help, labelNames: m.collectiveErrors.labels, registers });
-    this.svcDuration = new Histogram({ name: m.serviceOpDuration.name, help: m.serviceOpDuration.help, labelNames: m.serviceOpDuration.labels, buckets: DURATION_BUCKETS, registers });
-    this.svcBytes = new Counter({ name: m.serviceOpBytes.name, help: m.serviceOpBytes.help, labelNames: m.serviceOpBytes.labels, registers });
-    this.svcBusBytes = new Counter({ name: m.serviceOpBusBytes.name, help: m.serviceOpBusBytes.help, labelNames: m.serviceOpBusBytes.labels, registers });
-    this.svcErrors = new Counter({ name: m.serviceOpErrors.name, help: m.serviceOpErrors.help, labelNames: m.serviceOpErrors.labels, registers });
+    this.serviceGroupDuration = new Histogram({
+      name: m.serviceOpDuration.name,
+      help: m.serviceOpDuration.help,
+      labelNames: m.serviceOpDuration.labels,
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.serviceGroupBytes = new Counter({ name: m.serviceOpBytes.name, help: m.serviceOpBytes.help, labelNames: m.serviceOpBytes.labels, registers });
+    this.serviceGroupBusBytes = new Counter({
+      name: m.serviceOpBusBytes.name,
+      help: m.serviceOpBusBytes.help,
+      labelNames: m.serviceOpBusBytes.labels,
+      registers,
+    });
+    this.serviceGroupErrors = new Counter({ name: m.serviceOpErrors.name, help: m.serviceOpErrors.help, labelNames: m.serviceOpErrors.labels, registers });
   }
 
   onSize(a: JobAssignment, _rank: number, s: SizeSamplesMsg): void {
@@ -88,25 +124,25 @@ export class AgentMetrics implements JobObserver {
   }
 
   /** One op of a service group member on this agent: its time, bytes and bus bytes, or its failure. */
-  onServiceOp(r: SvcOpReport): void {
-    const group = this.svcGroupLabel(r.name);
+  onServiceOp(r: ServiceGroupOpReport): void {
+    const group = this.serviceGroupLabel(r.name);
     const op = opLabel(r.op);
     if (r.error) {
-      this.svcErrors.inc({ group, op, reason: r.error });
+      this.serviceGroupErrors.inc({ group, op, reason: r.error });
       return;
     }
     const labels = { group, op, dtype: r.dtype };
-    this.svcDuration.observe(labels, r.seconds);
-    this.svcBytes.inc(labels, r.bytes);
+    this.serviceGroupDuration.observe(labels, r.seconds);
+    this.serviceGroupBytes.inc(labels, r.bytes);
     // barrier moves no data: no bus bytes (and no factor for it)
-    if (r.op !== 'barrier') this.svcBusBytes.inc(labels, r.bytes * busBwFactor(r.op, r.size));
+    if (r.op !== 'barrier') this.serviceGroupBusBytes.inc(labels, r.bytes * busBwFactor(r.op, r.size));
   }
 
-  /** The group's name while fewer than SVC_METRICS_MAX_GROUPS names are labelled, else SVC_OTHER_GROUP. */
-  private svcGroupLabel(name: string): string {
-    if (this.svcGroups.has(name)) return name;
-    if (this.svcGroups.size >= SVC_METRICS_MAX_GROUPS) return SVC_OTHER_GROUP;
-    this.svcGroups.add(name);
+  /** The group's name while fewer than SERVICE_GROUP_METRICS_MAX_GROUPS names are labelled, else SERVICE_GROUP_OTHER. */
+  private serviceGroupLabel(name: string): string {
+    if (this.serviceGroups.has(name)) return name;
+    if (this.serviceGroups.size >= SERVICE_GROUP_METRICS_MAX_GROUPS) return SERVICE_GROUP_OTHER;
+    this.serviceGroups.add(name);
     return name;
   }
 }

@@ -5,13 +5,19 @@
 // InboundTransport subscribes the agent's NATS controllers through it (nats-transport.ts).
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { Inbound, METRICS } from '@cmesh/protocol';
+import { Inbound } from '@cmesh/protocol/kit';
+import { METRICS } from '@cmesh/protocol';
 import { AgentMetrics } from '../metrics/agent-metrics';
 
 @Injectable()
 export class InboundMessages {
   /** served on /metrics with the agent's other series */
-  readonly rejected = new Counter({ name: METRICS.rejectedMessages.name, help: METRICS.rejectedMessages.help, labelNames: METRICS.rejectedMessages.labels, registers: [] });
+  readonly rejected = new Counter({
+    name: METRICS.rejectedMessages.name,
+    help: METRICS.rejectedMessages.help,
+    labelNames: METRICS.rejectedMessages.labels,
+    registers: [],
+  });
   private readonly log = new Logger('Inbound');
   readonly inbound = new Inbound({ count: (subject, reason) => this.rejected.inc({ subject, reason }), warn: (line) => this.log.warn(line) });
 

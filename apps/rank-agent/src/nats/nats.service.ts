@@ -6,7 +6,7 @@ import { NatsConnection } from '@nats-io/nats-core';
 import { decodeMessage } from '@cmesh/protocol';
 import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
-import { natsLogin } from '@cmesh/collectives';
+import { NATS_RECONNECT, drainWithin, natsLogin, natsServers, watchConnection } from '@cmesh/collectives';
 
 @Injectable()
 export class NatsService implements OnApplicationShutdown {
@@ -17,7 +17,14 @@ export class NatsService implements OnApplicationShutdown {
   async connection(): Promise<NatsConnection> {
     // reconnects for as long as the agent lives: a restarted nats-server must not orphan it
     if (this.nc) return this.nc;
-    const nc: NatsConnection = await connect({ ...natsLogin(), servers: this.config.natsUrl, name: `cmesh-agent-${this.config.name}`, timeout: 5000, maxReconnectAttempts: -1 });
+    const nc: NatsConnection = await connect({
+      ...natsLogin(),
+      ...NATS_RECONNECT,
+      servers: natsServers(this.config.natsUrl),
+      name: `cmesh-agent-${this.config.name}`,
+      timeout: 5000,
+    });
+    watchConnection(nc);
     return (this.nc = nc);
   }
 
@@ -25,6 +32,11 @@ export class NatsService implements OnApplicationShutdown {
   publish(subject: string, body: unknown): void {
     if (!this.nc || this.nc.isClosed()) throw new Error(`NATS is not connected; cannot publish ${subject}`);
     this.nc.publish(subject, JSON.stringify(body));
+  }
+
+  /** How often the connection came back after a drop (0 before it exists). */
+  reconnects(): number {
+    return this.nc ? watchConnection(this.nc).reconnects : 0;
   }
 
   /** A request whose reply is validated like any inbound message: a malformed one is an error naming why. */
@@ -39,6 +51,6 @@ export class NatsService implements OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     const nc = this.nc;
     this.nc = null;
-    if (nc && !nc.isClosed()) await nc.drain().catch(() => nc.close());
+    if (nc) await drainWithin(nc);
   }
 }

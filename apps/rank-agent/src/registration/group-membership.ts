@@ -1,12 +1,12 @@
 // The groups this agent belongs to, as the coordinator notifies them (the cluster's
 // agents.events.<id>, AgentEvent 'group-joined'): group id, this agent's rank, size and the
-// group's store prefix. Shown by /health. Service placements ('svc-member') go to ServiceWorkers.
+// group's store prefix. Shown by /health. Service placements ('svc-member') go to ServiceGroupWorkers.
 // Malformed events are counted, logged and dropped by the InboundTransport.
 import { Controller, Injectable, Logger, UseFilters } from '@nestjs/common';
 import { EventPattern } from '@nestjs/microservices';
 import { InboundErrors } from '@cmesh/protocol/nest';
 import { AgentEvent, AgentNotification, AgentNotificationSchema } from '@cmesh/protocol';
-import { ServiceWorkers } from '../service/service-workers';
+import { ServiceGroupWorkers } from '../service-groups/service-group-workers';
 
 export type Membership = Omit<AgentEvent, 'type'>;
 
@@ -32,7 +32,7 @@ export class GroupMembership {
 export class GroupEvents {
   constructor(
     private readonly membership: GroupMembership,
-    private readonly service: ServiceWorkers,
+    private readonly service: ServiceGroupWorkers,
   ) {}
 
   @EventPattern('agents.events', { schema: AgentNotificationSchema })

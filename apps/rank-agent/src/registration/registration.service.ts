@@ -7,10 +7,10 @@ import { AgentRegister, ClusterNames, clusterNames, ErrorReplySchema, PROTOCOL_V
 import { hostIdentity } from '@cmesh/collectives/host-identity';
 import { z } from 'zod';
 import { AGENT_CONFIG, AgentConfig } from '../config';
-import { JobBackend } from '../execution/job-backend';
-import { JobRunnerService } from '../execution/job-runner.service';
-import { ServiceWorkers } from '../service/service-workers';
-import { JOB_BACKENDS } from '../execution/tokens';
+import { JobExecutionService } from '../execution/job-execution.service';
+import { JobRunner } from '../execution/job-runner';
+import { ServiceGroupWorkers } from '../service-groups/service-group-workers';
+import { JOB_RUNNERS } from '../execution/tokens';
 import { NatsService } from '../nats/nats.service';
 
 /** The coordinator's answer to register and heartbeat: the interval it asks for, or its refusal. */
@@ -31,10 +31,10 @@ export class RegistrationService implements BeforeApplicationShutdown {
 
   constructor(
     @Inject(AGENT_CONFIG) private readonly config: AgentConfig,
-    @Inject(JOB_BACKENDS) private readonly backends: Record<string, JobBackend>,
-    private readonly runner: JobRunnerService,
+    @Inject(JOB_RUNNERS) private readonly runners: Record<string, JobRunner>,
+    private readonly jobs: JobExecutionService,
     private readonly nats: NatsService,
-    private readonly service: ServiceWorkers,
+    private readonly service: ServiceGroupWorkers,
   ) {
     this.heartbeatMs = config.heartbeatMs;
     this.subjects = clusterNames(config.cluster).agents;
@@ -42,13 +42,14 @@ export class RegistrationService implements BeforeApplicationShutdown {
 
   /** The registration body: who, where, which backends (with the reason when unavailable). */
   describe(): AgentRegister {
-    const nccl = this.backends.nccl?.available() ?? { ok: false, reason: 'not configured' };
+    const nccl = this.runners.nccl?.available() ?? { ok: false, reason: 'not configured' };
     return {
       protocolVersion: PROTOCOL_VERSION,
       agentId: this.config.agentId,
       name: this.config.name,
       host: this.config.host,
       hostId: hostIdentity(),
+      node: this.config.nodeName,
       pid: process.pid,
       device: { kind: nccl.ok ? 'gpu' : 'cpu', index: this.config.deviceIndex },
       backends: this.backendInfo(),
@@ -58,8 +59,8 @@ export class RegistrationService implements BeforeApplicationShutdown {
   }
 
   private backendInfo(): AgentRegister['backends'] {
-    return Object.entries(this.backends).map(([name, b]) => {
-      const a = b.available();
+    return Object.entries(this.runners).map(([name, r]) => {
+      const a = r.available();
       return { name: name as 'tcp' | 'nccl', available: a.ok, ...(a.ok ? {} : { reason: a.reason ?? 'unavailable' }) };
     });
   }
@@ -82,7 +83,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
 
   private async beat(): Promise<void> {
     try {
-      for (const b of Object.values(this.backends)) b.refresh?.();
+      for (const r of Object.values(this.runners)) r.refresh?.();
       if (!this.registered) {
         const body = this.describe();
         const r = await this.nats.request(this.subjects.register(this.config.agentId), body, Reply, 3000);
@@ -96,7 +97,12 @@ export class RegistrationService implements BeforeApplicationShutdown {
         const backends = this.backendInfo();
         const said = JSON.stringify(backends);
         const changed = said !== this.saidBackends;
-        const body = { agentId: this.config.agentId, busy: this.runner.state().state === 'busy', serving: this.service.groups(), ...(changed ? { backends } : {}) };
+        const body = {
+          agentId: this.config.agentId,
+          busy: this.jobs.state().state === 'busy',
+          serving: this.service.groups(),
+          ...(changed ? { backends } : {}),
+        };
         const r = await this.nats.request(this.subjects.heartbeat(this.config.agentId), body, Reply, 3000);
         if (r.ok && changed) {
           this.saidBackends = said;

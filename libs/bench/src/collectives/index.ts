@@ -13,7 +13,17 @@ import { sendRecv } from './send-recv';
 
 export * from './descriptor';
 
-export const BENCH_COLLECTIVES: Readonly<Record<BenchOp, BenchCollective>> = { allReduce, broadcast, reduce, allGather, reduceScatter, allToAll, gather, scatter, sendRecv };
+export const BENCH_COLLECTIVES: Readonly<Record<BenchOp, BenchCollective>> = {
+  allReduce,
+  broadcast,
+  reduce,
+  allGather,
+  reduceScatter,
+  allToAll,
+  gather,
+  scatter,
+  sendRecv,
+};
 
 export function benchCollective(op: BenchOp): BenchCollective {
   const c = BENCH_COLLECTIVES[op];
@@ -28,4 +38,5 @@ export const hasRoot = (op: BenchOp): boolean => benchCollective(op).rooted;
 /** Whether torch has an in-place form of the op (nccl-tests' in-place columns; N/A otherwise). */
 export const hasInPlace = (op: BenchOp): boolean => benchCollective(op).inPlace !== 'none';
 export const busBwFactor = (op: BenchOp, nranks: number): number => benchCollective(op).busBwFactor(nranks);
-export const benchShape = (op: BenchOp, requestedBytes: number, elemBytes: number, nranks: number) => benchCollective(op).shape(requestedBytes, elemBytes, nranks);
+export const benchShape = (op: BenchOp, requestedBytes: number, elemBytes: number, nranks: number) =>
+  benchCollective(op).shape(requestedBytes, elemBytes, nranks);

@@ -3,7 +3,7 @@
 // rest in `out`), for the tests on a real mesh.
 import { ChildProcess, spawn } from 'child_process';
 import { join } from 'path';
-import { nodeArgs, programEnv } from '../../../../apps/cli/src/programs';
+import { nodeArgs, programEnv } from '@cmesh/testing/mesh';
 
 export const TS_MEMBER = join(__dirname, 'member.ts');
 export const RAW_MEMBER = join(__dirname, 'raw-member.js');
@@ -29,6 +29,8 @@ export interface Line {
   backend?: string;
   code?: string;
   n?: number;
+  /** leave-early: what the op after the leaver's last one got */
+  after?: { name: string; message: string; peers?: number[] } | null;
 }
 
 export class Member {

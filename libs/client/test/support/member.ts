@@ -23,12 +23,23 @@ async function main(): Promise<void> {
   const scenario = process.env.SCENARIO ?? 'all';
   // LOCAL=0: the data over NATS even on the agent's host
   const mesh = await connectMesh({ servers: process.env.NATS_URL!, local: process.env.LOCAL !== '0' });
-  const shape = process.env.MAX ? { min: Number(process.env.MIN), max: Number(process.env.MAX), lastCallMs: Number(process.env.LAST_CALL_MS) } : { size: Number(process.env.SIZE) };
+  const shape = process.env.MAX
+    ? { min: Number(process.env.MIN), max: Number(process.env.MAX), lastCallMs: Number(process.env.LAST_CALL_MS) }
+    : { size: Number(process.env.SIZE) };
   say({ event: 'joining' });
   // BACKEND: the backend to ask for (auto, tcp, nccl; default: none given, which is auto)
   const backend = process.env.BACKEND as 'auto' | 'tcp' | 'nccl' | undefined;
-  const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeoutMs: 90_000, ...(backend ? { backend } : {}) });
-  say({ event: 'joined', rank: g.rank, size: g.size, agent: g.placed.members[g.rank].agentName, local: g.placed.members[g.rank].local ?? false, transport: g.transport, localUnused: g.localUnused, backend: g.backend });
+  const g = await mesh.join(process.env.GROUP!, { ...shape, label: process.env.LABEL, timeout: 90_000, ...(backend ? { backend } : {}) });
+  say({
+    event: 'joined',
+    rank: g.rank,
+    size: g.size,
+    agent: g.placed.members[g.rank].agentName,
+    local: g.placed.members[g.rank].local ?? false,
+    transport: g.transport,
+    localUnused: g.localUnused,
+    backend: g.backend,
+  });
   const { rank, size } = g;
   let checked = 0;
   const check = (what: string, got: ArrayLike<number | bigint>, want: ArrayLike<number | bigint>) => {
@@ -58,8 +69,12 @@ async function main(): Promise<void> {
       const u8 = Uint8Array.from(inp.uint8bor);
       if (g.backend === 'nccl') {
         // NCCL has no bitwise reductions: refused here, nothing sent, the tensor untouched (torch refuses it too)
-        const err = await g.allReduce(u8, { op: 'bor' }).then(() => null, (e: Error) => e);
-        if (err?.name !== 'BackendUnsupportedError') throw new Error(`allReduce bor on nccl: expected BackendUnsupportedError, got ${err ? `${err.name}: ${err.message}` : 'success'}`);
+        const err = await g.allReduce(u8, { op: 'bor' }).then(
+          () => null,
+          (e: Error) => e,
+        );
+        if (err?.name !== 'BackendUnsupportedError')
+          throw new Error(`allReduce bor on nccl: expected BackendUnsupportedError, got ${err ? `${err.name}: ${err.message}` : 'success'}`);
         check('allReduce uint8 bor refused, tensor unchanged', u8, inp.uint8bor);
         say({ event: 'refused', rank, name: err.name, message: err.message });
       } else {
@@ -88,10 +103,16 @@ async function main(): Promise<void> {
       await g.scatter(sc, { src: size - 1, scatterList: rank === size - 1 ? inp.scatter.map((x) => Float64Array.from(x)) : undefined });
       check('scatter float64', sc, exp.scatter);
       const rs = new Float32Array(3);
-      await g.reduceScatter(rs, inp.reduceScatter.map((x) => Float32Array.from(x)));
+      await g.reduceScatter(
+        rs,
+        inp.reduceScatter.map((x) => Float32Array.from(x)),
+      );
       check('reduceScatter float32 sum', rs, exp.reduceScatter);
       const a2a = Array.from({ length: size }, () => new Int32Array(2));
-      await g.allToAll(a2a, inp.allToAll.map((x) => Int32Array.from(x)));
+      await g.allToAll(
+        a2a,
+        inp.allToAll.map((x) => Int32Array.from(x)),
+      );
       a2a.forEach((o, q) => check(`allToAll int32 [${q}]`, o, exp.allToAll[q]));
       await g.barrier();
       say({ event: 'done', rank, checked });
@@ -100,7 +121,11 @@ async function main(): Promise<void> {
     } else if (scenario === 'quick') {
       const t = new Float32Array(1000).map((_, i) => rank + i);
       await g.allReduce(t, { op: 'sum' });
-      check('allReduce float32 sum', t, new Float32Array(1000).map((_, i) => (size * (size - 1)) / 2 + size * i));
+      check(
+        'allReduce float32 sum',
+        t,
+        new Float32Array(1000).map((_, i) => (size * (size - 1)) / 2 + size * i),
+      );
       await g.barrier();
       say({ event: 'done', rank, checked });
       await g.leave();
@@ -109,7 +134,11 @@ async function main(): Promise<void> {
       for (let i = 0; i < Number(process.env.REPEAT ?? 5); i++) {
         const t = new Float32Array(64).map((_, k) => rank + i + k);
         await g.allReduce(t);
-        check(`allReduce #${i + 1}`, t, new Float32Array(64).map((_, k) => (size * (size - 1)) / 2 + size * (i + k)));
+        check(
+          `allReduce #${i + 1}`,
+          t,
+          new Float32Array(64).map((_, k) => (size * (size - 1)) / 2 + size * (i + k)),
+        );
         say({ event: 'op', rank, n: i + 1 });
       }
       say({ event: 'done', rank, checked });
@@ -148,23 +177,50 @@ async function main(): Promise<void> {
         ['reduceScatter input of another dtype', () => g.reduceScatter(t, [new Float32Array(4), new Int32Array(4) as never])],
         ['allToAll tensors of different sizes', () => g.allToAll([new Float32Array(4), new Float32Array(4)], [new Float32Array(4), new Float32Array(3)])],
         ['a Uint16Array without its dtype', () => g.allReduce(new Uint16Array(4))],
-        ['timeoutMs 0', () => g.barrier({ timeoutMs: 0 })],
+        ['timeout 0', () => g.barrier({ timeout: 0 })],
+        ['timeoutMs 0 (timeout by its earlier name)', () => g.barrier({ timeoutMs: 0 })],
+        ['timeout and timeoutMs that differ', () => g.barrier({ timeout: 1000, timeoutMs: 2000 })],
         ['join with min and no max', () => mesh.join('shape', { min: 3 }).then(() => undefined)],
         ['join with size and max', () => mesh.join('shape', { size: 2, max: 4 }).then(() => undefined)],
         ['join with min above max', () => mesh.join('shape', { min: 4, max: 2 }).then(() => undefined)],
       ];
       const refused: string[] = [];
       for (const [what, call] of bad) {
-        const err = await call().then(() => null, (e: Error) => e);
-        if (err?.name !== 'InvalidArgumentError') throw new Error(`${what}: expected InvalidArgumentError, got ${err ? `${err.name}: ${err.message}` : 'success'}`);
+        const err = await call().then(
+          () => null,
+          (e: Error) => e,
+        );
+        if (err?.name !== 'InvalidArgumentError')
+          throw new Error(`${what}: expected InvalidArgumentError, got ${err ? `${err.name}: ${err.message}` : 'success'}`);
         refused.push(`${what}: ${err.message}`);
       }
       await g.allReduce(t);
       check('allReduce after refused calls', t, new Float32Array(4).fill(3));
       say({ event: 'done', rank, checked, refused });
       await g.leave();
+    } else if (scenario === 'leave-early') {
+      // rank 0 broadcasts and leaves at once; the others send their side LAG_MS later: their
+      // broadcast, which rank 0 took part in, completes; the op after it fails naming rank 0
+      const t = new Float32Array(4096).map((_, i) => (rank === 0 ? i * 0.5 : -1));
+      if (rank !== 0) await new Promise((r) => setTimeout(r, Number(process.env.LAG_MS ?? 3000)));
+      await g.broadcast(t, { src: 0 });
+      check(
+        'broadcast from rank 0, who left',
+        t,
+        new Float32Array(4096).map((_, i) => i * 0.5),
+      );
+      if (rank === 0) {
+        await g.leave();
+        say({ event: 'done', rank, checked });
+      } else {
+        const err = await g.allReduce(t).then(
+          () => null,
+          (e: CmeshError) => e,
+        );
+        say({ event: 'done', rank, checked, after: err && { name: err.name, message: err.message, peers: err.context?.peers } });
+      }
     } else if (scenario === 'mismatch') {
-      await g.allReduce(new Float32Array(4 + 4 * rank).fill(1), { timeoutMs: 20_000 });
+      await g.allReduce(new Float32Array(4 + 4 * rank).fill(1), { timeout: 20_000 });
       say({ event: 'done', rank, checked });
     } else if (scenario === 'victim') {
       await g.barrier();
@@ -173,6 +229,7 @@ async function main(): Promise<void> {
     } else if (scenario === 'survivor') {
       await g.barrier();
       say({ event: 'pending', rank });
+      // timeout by its earlier name, still taken
       await g.allReduce(new Float32Array(16).fill(rank), { timeoutMs: 60_000 });
       say({ event: 'done', rank, checked });
     }

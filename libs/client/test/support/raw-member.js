@@ -20,7 +20,9 @@ async function main() {
   const key = randomBytes(32);
   // 1. subscribe to the placements first, then join
   const placedSub = nc.subscribe(`${P}.svc.placed.${name}`);
-  const reply = dec((await nc.request(`${P}.svc.join`, enc({ name, size, member, label: process.env.LABEL, key: key.toString('base64') }), { timeout: 10000 })).data);
+  const reply = dec(
+    (await nc.request(`${P}.svc.join`, enc({ name, size, member, label: process.env.LABEL, key: key.toString('base64') }), { timeout: 10000 })).data,
+  );
   if (!reply.ok) throw new Error(`join refused: ${reply.error.message}`);
   let placed, rank, secret;
   for await (const m of placedSub) {
@@ -28,7 +30,10 @@ async function main() {
     if (p.joined && p.joined.includes(member)) throw new Error(p.error);
     rank = p.members.findIndex((x) => x.member === member);
     secret = rank >= 0 && p.sealed ? unseal(key, p.sealed[rank], p.groupId, rank) : null;
-    if (secret) { placed = p; break; }
+    if (secret) {
+      placed = p;
+      break;
+    }
   }
   const g = `${P}.svc.g.${placed.groupId}`;
   say({ event: 'joined', rank, size: placed.size });
@@ -39,7 +44,10 @@ async function main() {
   const macOf = (subject, seq, off, data) => createHmac('sha256', macKey).update(`${subject}\n${seq}\n${off}\n`).update(data).digest('hex');
   const pub = (subject, data, seq, off) => {
     const h = headers();
-    if (seq !== undefined) { h.set('Cmesh-Seq', String(seq)); h.set('Cmesh-Offset', String(off)); }
+    if (seq !== undefined) {
+      h.set('Cmesh-Seq', String(seq));
+      h.set('Cmesh-Offset', String(off));
+    }
     h.set('Cmesh-Mac', macOf(subject, seq === undefined ? '' : seq, off === undefined ? '' : off, data));
     nc.publish(subject, data, { headers: h });
   };
@@ -55,9 +63,26 @@ async function main() {
   let ended = null;
   let allReady;
   const readyP = new Promise((r) => (allReady = r));
-  nc.subscribe(`${g}.hb`, { callback: (_, m) => { if (!authentic(m)) return; const hb = dec(m.data); if (hb.role === 'agent' && hb.ready) { ready.add(hb.rank); if (ready.size === size) allReady(); } } });
+  nc.subscribe(`${g}.hb`, {
+    callback: (_, m) => {
+      if (!authentic(m)) return;
+      const hb = dec(m.data);
+      if (hb.role === 'agent' && hb.ready) {
+        ready.add(hb.rank);
+        if (ready.size === size) allReady();
+      }
+    },
+  });
   // an op whose result is on its way still completes: fail what is pending only after a second
-  nc.subscribe(`${g}.end`, { callback: (_, m) => { if (!authentic(m)) return; ended = dec(m.data); setTimeout(() => { for (const p of pending.values()) p.reject(new Error(`group ended: ${JSON.stringify(ended)}`)); }, 1000).unref(); } });
+  nc.subscribe(`${g}.end`, {
+    callback: (_, m) => {
+      if (!authentic(m)) return;
+      ended = dec(m.data);
+      setTimeout(() => {
+        for (const p of pending.values()) p.reject(new Error(`group ended: ${JSON.stringify(ended)}`));
+      }, 1000).unref();
+    },
+  });
   // heartbeats count up (n): a replayed one is ignored
   let n = 0;
   const beat = setInterval(() => pub(`${g}.hb`, enc({ rank, role: 'member', n: ++n })), 500);
@@ -83,7 +108,10 @@ async function main() {
         p.want = r.bytes;
       }
       const p = pending.get(Number(seq) || dec(m.data).seq);
-      if (p && p.buf && p.got === p.want) { pending.delete(p.seq); p.resolve(p.buf); }
+      if (p && p.buf && p.got === p.want) {
+        pending.delete(p.seq);
+        p.resolve(p.buf);
+      }
     },
   });
   let seq = 0;
@@ -109,26 +137,71 @@ async function main() {
   // one buffer of a list of tensors, and back
   const packed = (C, lists) => C.from(lists.flat());
   const pieces = (arr, n) => Array.from({ length: arr.length / n }, (_, q) => arr.subarray(q * n, q * n + n));
-  check('allReduce float32 sum', as(Float32Array, await op({ op: 'allReduce', dtype: 'float32', count: inp.sum.length, redop: 'sum' }, Float32Array.from(inp.sum))), exp.sum);
-  check('allReduce int32 max', as(Int32Array, await op({ op: 'allReduce', dtype: 'int32', count: inp.max.length, redop: 'max' }, Int32Array.from(inp.max))), exp.max);
-  check('allReduce float64 avg', as(Float64Array, await op({ op: 'allReduce', dtype: 'float64', count: inp.avg.length, redop: 'avg' }, Float64Array.from(inp.avg))), exp.avg);
-  check('allReduce int64 product', as(BigInt64Array, await op({ op: 'allReduce', dtype: 'int64', count: inp.product.length, redop: 'product' }, BigInt64Array.from(inp.product))), exp.product);
+  check(
+    'allReduce float32 sum',
+    as(Float32Array, await op({ op: 'allReduce', dtype: 'float32', count: inp.sum.length, redop: 'sum' }, Float32Array.from(inp.sum))),
+    exp.sum,
+  );
+  check(
+    'allReduce int32 max',
+    as(Int32Array, await op({ op: 'allReduce', dtype: 'int32', count: inp.max.length, redop: 'max' }, Int32Array.from(inp.max))),
+    exp.max,
+  );
+  check(
+    'allReduce float64 avg',
+    as(Float64Array, await op({ op: 'allReduce', dtype: 'float64', count: inp.avg.length, redop: 'avg' }, Float64Array.from(inp.avg))),
+    exp.avg,
+  );
+  check(
+    'allReduce int64 product',
+    as(BigInt64Array, await op({ op: 'allReduce', dtype: 'int64', count: inp.product.length, redop: 'product' }, BigInt64Array.from(inp.product))),
+    exp.product,
+  );
   check('allReduce int8 min', as(Int8Array, await op({ op: 'allReduce', dtype: 'int8', count: 8, redop: 'min' }, Int8Array.from(inp.int8min))), exp.int8min);
-  check('allReduce uint8 bor', as(Uint8Array, await op({ op: 'allReduce', dtype: 'uint8', count: 4, redop: 'bor' }, Uint8Array.from(inp.uint8bor))), exp.uint8bor);
-  check('allReduce float16 sum', as(Uint16Array, await op({ op: 'allReduce', dtype: 'float16', count: 4, redop: 'sum' }, Uint16Array.from(inp.f16sum))), exp.f16sum);
-  check('allReduce bfloat16 sum', as(Uint16Array, await op({ op: 'allReduce', dtype: 'bfloat16', count: 4, redop: 'sum' }, Uint16Array.from(inp.bf16sum))), exp.bf16sum);
-  check('broadcast float64', as(Float64Array, await op({ op: 'broadcast', dtype: 'float64', count: inp.broadcast.length, src: SCENARIOS.broadcastSrc }, Float64Array.from(inp.broadcast))), exp.broadcast);
+  check(
+    'allReduce uint8 bor',
+    as(Uint8Array, await op({ op: 'allReduce', dtype: 'uint8', count: 4, redop: 'bor' }, Uint8Array.from(inp.uint8bor))),
+    exp.uint8bor,
+  );
+  check(
+    'allReduce float16 sum',
+    as(Uint16Array, await op({ op: 'allReduce', dtype: 'float16', count: 4, redop: 'sum' }, Uint16Array.from(inp.f16sum))),
+    exp.f16sum,
+  );
+  check(
+    'allReduce bfloat16 sum',
+    as(Uint16Array, await op({ op: 'allReduce', dtype: 'bfloat16', count: 4, redop: 'sum' }, Uint16Array.from(inp.bf16sum))),
+    exp.bf16sum,
+  );
+  check(
+    'broadcast float64',
+    as(
+      Float64Array,
+      await op({ op: 'broadcast', dtype: 'float64', count: inp.broadcast.length, src: SCENARIOS.broadcastSrc }, Float64Array.from(inp.broadcast)),
+    ),
+    exp.broadcast,
+  );
   // reduce: the destination gets the result, the others an empty one (their tensor stays)
-  const reduced = as(Float32Array, await op({ op: 'reduce', dtype: 'float32', count: 6, dst: SCENARIOS.reduceDst, redop: 'sum' }, Float32Array.from(inp.reduce)));
+  const reduced = as(
+    Float32Array,
+    await op({ op: 'reduce', dtype: 'float32', count: 6, dst: SCENARIOS.reduceDst, redop: 'sum' }, Float32Array.from(inp.reduce)),
+  );
   check('reduce float32 sum', reduced.length ? reduced : Float32Array.from(inp.reduce), exp.reduce);
   const gathered = as(Int32Array, await op({ op: 'allGather', dtype: 'int32', count: inp.gather.length }, Int32Array.from(inp.gather)));
   exp.gather.forEach((want, q) => check(`allGather int32 [${q}]`, gathered.subarray(q * 5, q * 5 + 5), want));
   const gatheredTo = as(Int32Array, await op({ op: 'gather', dtype: 'int32', count: 3, dst: SCENARIOS.gatherDst }, Int32Array.from(inp.gatherTo)));
   if (rank === SCENARIOS.gatherDst) exp.gatherTo.forEach((want, q) => check(`gather int32 [${q}]`, pieces(gatheredTo, 3)[q], want));
   // scatter: only the source sends (its list, one tensor per rank)
-  const scattered = as(Float64Array, await op({ op: 'scatter', dtype: 'float64', count: 4, src: size - 1 }, rank === size - 1 ? packed(Float64Array, inp.scatter) : null));
+  const scattered = as(
+    Float64Array,
+    await op({ op: 'scatter', dtype: 'float64', count: 4, src: size - 1 }, rank === size - 1 ? packed(Float64Array, inp.scatter) : null),
+  );
   check('scatter float64', scattered, exp.scatter);
-  check('reduceScatter float32 sum', as(Float32Array, await op({ op: 'reduceScatter', dtype: 'float32', count: 3, redop: 'sum' }, packed(Float32Array, inp.reduceScatter))), exp.reduceScatter);
+  check(
+    'reduceScatter float32 sum',
+    as(Float32Array, await op({ op: 'reduceScatter', dtype: 'float32', count: 3, redop: 'sum' }, packed(Float32Array, inp.reduceScatter))),
+    exp.reduceScatter,
+  );
   const exchanged = pieces(as(Int32Array, await op({ op: 'allToAll', dtype: 'int32', count: 2 }, packed(Int32Array, inp.allToAll))), 2);
   exp.allToAll.forEach((want, q) => check(`allToAll int32 [${q}]`, exchanged[q], want));
   await op({ op: 'barrier', dtype: 'uint8', count: 0 }, null);

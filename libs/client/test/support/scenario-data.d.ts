@@ -20,5 +20,11 @@ export function inputs(rank: number, size: number): Inputs;
 export function expected(
   size: number,
   rank: number,
-): Omit<Inputs, 'gather' | 'gatherTo' | 'scatter' | 'reduceScatter' | 'allToAll'> & { gather: number[][]; gatherTo: number[][]; scatter: number[]; reduceScatter: number[]; allToAll: number[][] };
+): Omit<Inputs, 'gather' | 'gatherTo' | 'scatter' | 'reduceScatter' | 'allToAll'> & {
+  gather: number[][];
+  gatherTo: number[][];
+  scatter: number[];
+  reduceScatter: number[];
+  allToAll: number[][];
+};
 export function checkedBy(rank: number, size: number): number;

@@ -51,7 +51,7 @@ export interface HostTopology {
  * ops) at world size P. `params` are those of the links the group's traffic crosses (between
  * hosts, when it spans several); `topology` says how the ranks sit on hosts, when known.
  */
-export type CostFormula = (bytes: number, P: number, params: CostParams, topology?: HostTopology) => number;
+type CostFormula = (bytes: number, P: number, params: CostParams, topology?: HostTopology) => number;
 
 export interface Traffic {
   sent: number;
@@ -63,7 +63,7 @@ export interface Traffic {
  * tensor for all-reduce/broadcast/reduce; the whole gathered/scattered tensor, P equal blocks,
  * for the others). Zero-length messages are never sent.
  */
-export type TrafficFormula = (count: number, elementSize: number, worldSize: number, rank: number, root?: number) => Traffic;
+type TrafficFormula = (count: number, elementSize: number, worldSize: number, rank: number, root?: number) => Traffic;
 
 export interface Algorithm<F, N extends string = string> {
   name: N;

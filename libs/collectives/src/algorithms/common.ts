@@ -73,7 +73,7 @@ export function ceilLog2(n: number): number {
 }
 
 /** Same memory region (used to skip self copies when the caller passes a view of the output). */
-export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.buffer === b.buffer && a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
 }
 

@@ -24,28 +24,6 @@ import type { Algorithm } from './algorithm';
 
 export type * from './algorithm';
 export { Scratch } from './scratch';
-export type { AlgorithmOptions } from './common';
-export { DEFAULT_CHUNK_BYTES, blockStart, blockSize } from './common';
-export { allReduceDirect } from './allreduce/direct';
-export { allReduceRing } from './allreduce/ring';
-export { allReduceTree } from './allreduce/tree';
-export { allReduceHalvingDoubling } from './allreduce/halving-doubling';
-export { allReduceRecursiveDoubling } from './allreduce/recursive-doubling';
-export { allReduceHierarchical } from './allreduce/hierarchical';
-export type { HostLayout } from './topology';
-export { SubComm, hostLayout } from './topology';
-export { broadcastBinomial } from './broadcast/binomial';
-export { broadcastChain } from './broadcast/chain';
-export { reduceBinomial } from './reduce/binomial';
-export { gatherLinear } from './gather/linear';
-export { scatterLinear } from './scatter/linear';
-export { allGatherRing } from './allgather/ring';
-export { allGatherBruck } from './allgather/bruck';
-export { allGatherHierarchical } from './allgather/hierarchical';
-export { reduceScatterRing } from './reducescatter/ring';
-export { reduceScatterHalving } from './reducescatter/halving';
-export { barrierDissemination } from './barrier/dissemination';
-export { allToAllPairwise } from './alltoall/pairwise';
 
 /** Algorithms keyed by their own names, in the order given (the cost model breaks ties by it). */
 function byName<F, N extends string>(...list: Algorithm<F, N>[]): { readonly [K in N]: Algorithm<F, K> } {
@@ -53,7 +31,14 @@ function byName<F, N extends string>(...list: Algorithm<F, N>[]): { readonly [K 
 }
 
 export const ALGORITHMS = {
-  allReduce: byName(allReduceDirect.algorithm, allReduceRing.algorithm, allReduceTree.algorithm, allReduceHalvingDoubling.algorithm, allReduceRecursiveDoubling.algorithm, allReduceHierarchical.algorithm),
+  allReduce: byName(
+    allReduceDirect.algorithm,
+    allReduceRing.algorithm,
+    allReduceTree.algorithm,
+    allReduceHalvingDoubling.algorithm,
+    allReduceRecursiveDoubling.algorithm,
+    allReduceHierarchical.algorithm,
+  ),
   broadcast: byName(broadcastBinomial.algorithm, broadcastChain.algorithm),
   reduce: byName(reduceBinomial.algorithm),
   gather: byName(gatherLinear.algorithm),

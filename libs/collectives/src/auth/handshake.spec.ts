@@ -31,7 +31,7 @@ function handshake(dialerKey: Buffer, listenerKey: Buffer, context = 'data-plane
   return { d, l, challenge, proof, verdict, end };
 }
 
-it('the same key: both sides done, the dialer\'s payload (its rank) delivered, bytes after the verdict kept', () => {
+it("the same key: both sides done, the dialer's payload (its rank) delivered, bytes after the verdict kept", () => {
   const { verdict, end } = handshake(KEY, KEY);
   expect(verdict.step.state).toBe('done');
   expect(verdict.step.state === 'done' && verdict.step.value.readUInt32LE(0)).toBe(3);

@@ -69,7 +69,7 @@ export function refusal(reason: RefuseReason): Buffer {
 }
 
 /** Whether these bytes begin with an authentication message (as far as they go). */
-export function startsWithMagic(b: Buffer): boolean {
+function startsWithMagic(b: Buffer): boolean {
   const n = Math.min(b.length, AUTH_MAGIC.length);
   return n > 0 && b.subarray(0, n).equals(AUTH_MAGIC.subarray(0, n));
 }

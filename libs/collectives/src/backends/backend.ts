@@ -57,6 +57,8 @@ export interface BackendCapabilities {
 /** One op in flight on a backend. */
 export interface BackendOp<T = void> {
   readonly done: Promise<T>;
+  /** True when the op has already completed inside the call that started it (then `done` is resolved). */
+  readonly completed?: boolean;
   /** Group members (world ranks) this op still waits on, for a timeout's message. */
   awaitedPeers(): number[];
   /** Bytes this rank sent and received for the op over cmesh's own data plane (0 where another library moves them). */

@@ -42,9 +42,13 @@ describe('backend capabilities', () => {
     expect(bitwise).toBeInstanceOf(BackendUnsupportedError);
     expect(bitwise).toMatchObject({ code: 'BACKEND_UNSUPPORTED', backend: 'nccl', context: { op: 'reduce' } });
     expect(bitwise.message).toBe('reduce: ReduceOp.BXOR (it has sum, product, min, max, avg) is not supported by the nccl backend');
-    expect(thrown(() => checkP2P('nccl', caps, 'recv', 'float32', true)).message).toBe('recv: recv from any source (pass src) is not supported by the nccl backend');
+    expect(thrown(() => checkP2P('nccl', caps, 'recv', 'float32', true)).message).toBe(
+      'recv: recv from any source (pass src) is not supported by the nccl backend',
+    );
     expect(() => checkP2P('nccl', caps, 'recv', 'float32', false)).not.toThrow();
-    expect(thrown(() => checkAlgorithmOption('nccl', caps, 'allGather', 'bruck')).message).toMatch(/^allGather: the algorithm option \("bruck"; the backend picks its own\)/);
+    expect(thrown(() => checkAlgorithmOption('nccl', caps, 'allGather', 'bruck')).message).toMatch(
+      /^allGather: the algorithm option \("bruck"; the backend picks its own\)/,
+    );
     expect(thrown(() => checkEvenBlocks('nccl', caps, 'allToAll', [2, 2, 3])).message).toBe(
       'allToAll: blocks of different sizes ([2, 2, 3] elements) is not supported by the nccl backend (NCCL exchanges equal blocks here)',
     );
@@ -58,7 +62,9 @@ describe('backend capabilities', () => {
       'gather: gather is not supported by the nccl backend (point-to-point needs NCCL 2.7 or later; the sidecar loaded NCCL 2.6.4)',
     );
     expect(thrown(() => checkP2P('nccl', caps, 'send', 'float32', false))).toBeInstanceOf(BackendUnsupportedError);
-    expect(thrown(() => checkCollective('nccl', caps, 'allReduce', 'bfloat16')).message).toMatch(/^allReduce: dtype bfloat16 \(it has .*\) is not supported by the nccl backend \(avg and bfloat16 need NCCL 2.10 or later/);
+    expect(thrown(() => checkCollective('nccl', caps, 'allReduce', 'bfloat16')).message).toMatch(
+      /^allReduce: dtype bfloat16 \(it has .*\) is not supported by the nccl backend \(avg and bfloat16 need NCCL 2.10 or later/,
+    );
     expect(() => checkCollective('nccl', caps, 'allReduce', 'float32', 'avg')).toThrow(BackendUnsupportedError);
     const v29 = ncclCapabilities(20907);
     expect(v29.p2p).toBe(true);

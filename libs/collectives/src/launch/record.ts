@@ -19,7 +19,10 @@ export function recordError(err: unknown, env: NodeJS.ProcessEnv = process.env):
   if (!file) return;
   const e = err instanceof Error ? err : new Error(String(err));
   const data: ErrorFileData = {
-    message: { message: `${e.name}: ${e.message}`, extraInfo: { py_callstack: e.stack ?? `${e.name}: ${e.message}`, timestamp: String(Math.floor(Date.now() / 1000)) } },
+    message: {
+      message: `${e.name}: ${e.message}`,
+      extraInfo: { py_callstack: e.stack ?? `${e.name}: ${e.message}`, timestamp: String(Math.floor(Date.now() / 1000)) },
+    },
   };
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true });

@@ -9,7 +9,7 @@ import * as http from 'http';
 import { InvalidArgumentError } from '../errors';
 import { CollectiveEvent, addCollectiveObserver } from '../observers';
 import { CounterVec, HistogramVec, escapeLabel } from './exposition';
-import { DURATION_BUCKETS, METRICS, opLabel, sizeBucket } from './names';
+import { COLLECTIVE_METRICS, DURATION_BUCKETS, opLabel, sizeBucket } from './names';
 import { FlightRecorder, flightRecorder } from '../trace/recorder';
 
 export interface MetricsExporter {
@@ -19,10 +19,10 @@ export interface MetricsExporter {
 }
 
 export class CollectiveMetrics {
-  readonly duration = new HistogramVec(METRICS.collectiveDuration.name, METRICS.collectiveDuration.help, DURATION_BUCKETS);
-  readonly bytes = new CounterVec(METRICS.collectiveBytes.name, METRICS.collectiveBytes.help);
-  readonly payload = new CounterVec(METRICS.collectivePayloadBytes.name, METRICS.collectivePayloadBytes.help);
-  readonly errors = new CounterVec(METRICS.collectiveErrors.name, METRICS.collectiveErrors.help);
+  readonly duration = new HistogramVec(COLLECTIVE_METRICS.collectiveDuration.name, COLLECTIVE_METRICS.collectiveDuration.help, DURATION_BUCKETS);
+  readonly bytes = new CounterVec(COLLECTIVE_METRICS.collectiveBytes.name, COLLECTIVE_METRICS.collectiveBytes.help);
+  readonly payload = new CounterVec(COLLECTIVE_METRICS.collectivePayloadBytes.name, COLLECTIVE_METRICS.collectivePayloadBytes.help);
+  readonly errors = new CounterVec(COLLECTIVE_METRICS.collectiveErrors.name, COLLECTIVE_METRICS.collectiveErrors.help);
 
   /**
    * recorder: where the oldest in-flight op's age is read at each scrape (the process's, by
@@ -53,7 +53,7 @@ export class CollectiveMetrics {
     if (!rec.enabled || rec.rank < 0) return '';
     const oldest = rec.oldestInFlight();
     const age = oldest ? Math.max(0, (performance.now() - oldest.started) / 1000) : 0;
-    const m = METRICS.collectiveOldestInflightAge;
+    const m = COLLECTIVE_METRICS.collectiveOldestInflightAge;
     return `# HELP ${m.name} ${m.help}\n# TYPE ${m.name} gauge\n${m.name}{cluster="${escapeLabel(this.cluster)}",rank="${rec.rank}"} ${age}\n`;
   }
 }
@@ -63,7 +63,8 @@ export const DEFAULT_METRICS_CLUSTER = 'default';
 
 /** cluster: the `cluster` label of every series (default: DEFAULT_METRICS_CLUSTER) */
 export async function startMetricsExporter(opts: { port: number; host?: string; cluster?: string }): Promise<MetricsExporter> {
-  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw new InvalidArgumentError(`metrics port must be in [0, 65535], got ${opts.port}`);
+  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535)
+    throw new InvalidArgumentError(`metrics port must be in [0, 65535], got ${opts.port}`);
   const metrics = new CollectiveMetrics(flightRecorder, opts.cluster || DEFAULT_METRICS_CLUSTER);
   const unsubscribe = addCollectiveObserver((e) => metrics.record(e));
   const server = http.createServer((req, res) => {

@@ -1,9 +1,9 @@
-// Metric names, help texts, labels and buckets shared by the coordinator, the agents and the
-// library's opt-in exporter (Prometheus conventions: base units, _seconds, _bytes, _total; labels
-// of bounded cardinality: sizes go into a fixed list of size classes, never raw). libs/protocol
-// re-exports them.
+// The library's metric names, help texts, labels and buckets: what its opt-in exporter serves and
+// the agents' sweeps report (Prometheus conventions: base units, _seconds, _bytes, _total; labels
+// of bounded cardinality: sizes go into a fixed list of size classes, never raw). @cmesh/protocol
+// adds the mesh's own (METRICS), the coordinator its catalogue.
 
-export const METRICS = {
+export const COLLECTIVE_METRICS = {
   collectiveDuration: {
     name: 'cmesh_collective_duration_seconds',
     help: 'Time of one collective call (per rank), by op, backend, algorithm, dtype and message size bucket',
@@ -48,75 +48,6 @@ export const METRICS = {
     name: 'cmesh_rendezvous_duration_seconds',
     help: 'From the first join to the close of a rendezvous round',
     labels: [],
-  },
-  rejectedMessages: {
-    name: 'cmesh_rejected_messages_total',
-    help: 'Inbound NATS messages dropped or answered with an error, by subscription subject and reason (not_json, too_large, invalid, handler_error)',
-    labels: ['subject', 'reason'],
-  },
-  // what a target is, so dashboards find the coordinator's and the agents' scrape jobs by their
-  // series, whatever the jobs are called
-  componentInfo: {
-    name: 'cmesh_component_info',
-    help: 'Always 1: the cmesh component this process is (coordinator or agent) and the protocol version it speaks',
-    labels: ['component', 'protocol_version'],
-  },
-  agents: { name: 'cmesh_agents', help: 'Registered agents by state', labels: ['state'] },
-  groups: { name: 'cmesh_groups', help: 'Process groups allocated by the coordinator', labels: [] },
-  heartbeatGap: {
-    name: 'cmesh_agent_heartbeat_gap_seconds',
-    help: 'Seconds since each agent was last heard from',
-    labels: ['agent'],
-  },
-  jobs: { name: 'cmesh_jobs_total', help: 'Jobs finished, by final state', labels: ['state'] },
-  // fabric scans (the coordinator, from the newest finished scans in the cluster's scans bucket)
-  scanAgentBandwidthRatio: {
-    name: 'cmesh_scan_agent_bandwidth_ratio',
-    help: "Last scan: the agent's median link bandwidth / the scan's reference (median over agents)",
-    labels: ['agent'],
-  },
-  scanAgentPreviousBandwidthRatio: {
-    name: 'cmesh_scan_agent_previous_bandwidth_ratio',
-    help: "The scan before the last one that measured the agent: its median link bandwidth / that scan's reference",
-    labels: ['agent'],
-  },
-  scanAgentFlagged: { name: 'cmesh_scan_agent_flagged', help: 'Last scan: 1 when the agent was flagged (most of its links slow), else 0', labels: ['agent'] },
-  scanLinkBandwidth: {
-    name: 'cmesh_scan_link_bandwidth_bytes_per_second',
-    help: 'Last scan: sendRecv bandwidth of a pair of agents; flagged links always, every link only up to CMESH_SCAN_LINK_METRICS_MAX_AGENTS agents',
-    labels: ['agent_a', 'agent_b', 'flagged'],
-  },
-  scanLinkRatio: {
-    name: 'cmesh_scan_link_bandwidth_ratio',
-    help: "Last scan: a pair's bandwidth / the scan's reference (the same links as cmesh_scan_link_bandwidth_bytes_per_second)",
-    labels: ['agent_a', 'agent_b', 'flagged'],
-  },
-  scanReference: { name: 'cmesh_scan_reference_bandwidth_bytes_per_second', help: "Last scan's reference bandwidth (median over agents of their median link bandwidth)", labels: [] },
-  scanDuration: { name: 'cmesh_scan_duration_seconds', help: 'Wall time of the last finished scan', labels: [] },
-  scanLastTimestamp: { name: 'cmesh_scan_last_timestamp_seconds', help: 'When the last scan finished (Unix time)', labels: [] },
-  scanFlaggedAgents: { name: 'cmesh_scan_flagged_agents', help: 'Last scan: agents flagged', labels: [] },
-  scanFlaggedLinks: { name: 'cmesh_scan_flagged_links', help: 'Last scan: links flagged on their own (neither end flagged)', labels: [] },
-  // collectives as a service (agents, from their member workers): `group` is the group's name, not
-  // its round, and each agent labels at most SVC_METRICS_MAX_GROUPS names (the rest: `_other`)
-  serviceOpDuration: {
-    name: 'cmesh_service_op_duration_seconds',
-    help: 'Time of one op of a service group on this agent (from its data being here to its result), by group name, op and dtype',
-    labels: ['group', 'op', 'dtype'],
-  },
-  serviceOpBytes: {
-    name: 'cmesh_service_op_bytes_total',
-    help: "Bytes of the service group ops that succeeded (nccl-tests' size of each op), by group name, op and dtype",
-    labels: ['group', 'op', 'dtype'],
-  },
-  serviceOpBusBytes: {
-    name: 'cmesh_service_op_bus_bytes_total',
-    help: "Bytes of the service group ops that succeeded times nccl-tests' bus-bandwidth factor at the group's size: rate() of this over rate() of cmesh_service_op_duration_seconds_sum is the bus bandwidth",
-    labels: ['group', 'op', 'dtype'],
-  },
-  serviceOpErrors: {
-    name: 'cmesh_service_op_errors_total',
-    help: "Service group ops that failed on this agent, by group name, op and reason (the library's error code)",
-    labels: ['group', 'op', 'reason'],
   },
 } as const;
 

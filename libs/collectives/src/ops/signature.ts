@@ -5,7 +5,7 @@ import { ANY_COUNT, OpSignature } from '../transport/frame';
 import type { Collective } from './names';
 
 /** Wire codes of the collectives (fixed: peers of one version compare them). */
-export const OPCODES: Readonly<Record<Collective, number>> = {
+const OPCODES: Readonly<Record<Collective, number>> = {
   broadcast: 1,
   reduce: 2,
   allReduce: 3,

@@ -35,7 +35,9 @@ export function tensorList(list: unknown, size: number, what: string, op: string
 export function splitSizes(splits: unknown, size: number, total: number, what: string, op: string): number[] {
   if (splits === undefined || (Array.isArray(splits) && splits.length === 0)) {
     if (total % size !== 0) {
-      throw new InvalidArgumentError(`${op}: ${what.replace('SplitSizes', '')} length ${total} is not divisible by the group size ${size}; pass ${what}`, { op });
+      throw new InvalidArgumentError(`${op}: ${what.replace('SplitSizes', '')} length ${total} is not divisible by the group size ${size}; pass ${what}`, {
+        op,
+      });
     }
     return new Array(size).fill(total / size);
   }

@@ -52,12 +52,7 @@ function at(body: string, index: string): string {
 function compile(body: string): Kernel {
   // A fresh function per (type, op) keeps each loop's type feedback monomorphic.
   const unrolled = [0, 1, 2, 3].map((k) => at(body, k === 0 ? 'i' : `i + ${k}`)).join(' ');
-  return new Function(
-    'd',
-    's',
-    'n',
-    `'use strict'; let i = 0; for (; i + 3 < n; i += 4) { ${unrolled} } for (; i < n; i++) { ${at(body, 'i')} }`,
-  ) as Kernel;
+  return new Function('d', 's', 'n', `'use strict'; let i = 0; for (; i + 3 < n; i += 4) { ${unrolled} } for (; i < n; i++) { ${at(body, 'i')} }`) as Kernel;
 }
 
 function table(bodies: Record<string, string>): Record<string, Kernel> {

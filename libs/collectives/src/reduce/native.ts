@@ -22,7 +22,7 @@ const ADDON = 'cmesh_reduce.node';
 const PACKAGE_ROOT = resolve(__dirname, '../..');
 
 /** Where the addon may be, in the order tried. */
-export function nativeAddonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+function nativeAddonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
   return [
     ...(env.CMESH_REDUCE_ADDON ? [resolve(env.CMESH_REDUCE_ADDON)] : []),
     // a checkout's own build first: a fresh `make native` wins over a copy packed earlier
@@ -32,7 +32,7 @@ export function nativeAddonCandidates(env: NodeJS.ProcessEnv = process.env): str
 }
 
 /** The addon file that will be loaded, or undefined when none is there. */
-export function nativeAddonPath(): string | undefined {
+function nativeAddonPath(): string | undefined {
   return nativeAddonCandidates().find((p) => existsSync(p));
 }
 

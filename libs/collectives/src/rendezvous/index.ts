@@ -45,7 +45,7 @@ function toInt(value: string | number | undefined | null, what: string): number 
   return n;
 }
 
-export function validateRankAndSize(rank: number | undefined, worldSize: number | undefined): { rank: number; worldSize: number } {
+function validateRankAndSize(rank: number | undefined, worldSize: number | undefined): { rank: number; worldSize: number } {
   if (worldSize === undefined) throw new InvalidArgumentError('world size is required: pass worldSize, ?world_size= in the init method URL, or set WORLD_SIZE');
   if (worldSize < 1) throw new InvalidArgumentError(`world size must be an integer >= 1, got ${worldSize}`);
   if (rank === undefined) throw new InvalidArgumentError('rank is required: pass rank, ?rank= in the init method URL, or set RANK');
@@ -55,16 +55,21 @@ export function validateRankAndSize(rank: number | undefined, worldSize: number 
   return { rank, worldSize };
 }
 
+/** The store's secret: the option, else a given environment's CMESH_SECRET (without one, TcpStore reads process.env's). */
+function storeSecret(opts: RendezvousOptions): string | undefined {
+  return opts.secret ?? (opts.env?.CMESH_SECRET || undefined);
+}
+
 registerInitMethod('env', async (_url, opts) => {
   const env = opts.env ?? process.env;
   const host = requireEnv(env, 'MASTER_ADDR');
   const port = toInt(requireEnv(env, 'MASTER_PORT'), 'MASTER_PORT')!;
-  return TcpStore.create({ host, port, isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs, secret: opts.secret });
+  return TcpStore.create({ host, port, isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs, secret: storeSecret(opts) });
 });
 
 registerInitMethod('tcp', async (url, opts) => {
   if (!url.hostname || !url.port) throw new InvalidArgumentError(`tcp:// init method needs host:port, got ${url.href}`);
-  return TcpStore.create({ host: url.hostname, port: Number(url.port), isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs, secret: opts.secret });
+  return TcpStore.create({ host: url.hostname, port: Number(url.port), isMaster: opts.rank === 0, timeoutMs: opts.timeoutMs, secret: storeSecret(opts) });
 });
 
 registerInitMethod('file', async (url, opts) => {
@@ -87,21 +92,22 @@ export async function rendezvous(opts: RendezvousOptions = {}): Promise<Rendezvo
   }
   const q = url?.searchParams;
   const rank = toInt(opts.rank, 'rank') ?? toInt(q?.get('rank'), 'rank') ?? toInt(env.RANK, 'RANK');
-  const worldSize =
-    toInt(opts.worldSize, 'world size') ?? toInt(q?.get('world_size'), 'world_size') ?? toInt(env.WORLD_SIZE, 'WORLD_SIZE');
+  const worldSize = toInt(opts.worldSize, 'world size') ?? toInt(q?.get('world_size'), 'world_size') ?? toInt(env.WORLD_SIZE, 'WORLD_SIZE');
   if (url?.protocol === 'env:') {
     if (rank === undefined) requireEnv(env, 'RANK');
     if (worldSize === undefined) requireEnv(env, 'WORLD_SIZE');
   }
   const checked = validateRankAndSize(rank, worldSize);
   if (debugOn) setDebugRank(checked.rank);
-  if (debugOn) debug('rendezvous', `${opts.store ? 'given store' : `init method ${url!.protocol}//${url!.host}${url!.pathname}`}: rank ${checked.rank} of world ${checked.worldSize}`);
+  if (debugOn)
+    debug(
+      'rendezvous',
+      `${opts.store ? 'given store' : `init method ${url!.protocol}//${url!.host}${url!.pathname}`}: rank ${checked.rank} of world ${checked.worldSize}`,
+    );
   if (opts.store) return { store: opts.store, ...checked };
   const handler = handlers.get(url!.protocol.replace(/:$/, ''));
   if (!handler) {
-    throw new InvalidArgumentError(
-      `unsupported init method ${url!.protocol}// (known: ${[...handlers.keys()].map((s) => `${s}://`).join(', ')})`,
-    );
+    throw new InvalidArgumentError(`unsupported init method ${url!.protocol}// (known: ${[...handlers.keys()].map((s) => `${s}://`).join(', ')})`);
   }
   const store = await handler(url!, { ...opts, ...checked }).catch((e: Error) => {
     if (debugOn) debug('rendezvous', `error: store not connected: ${e.message}`);

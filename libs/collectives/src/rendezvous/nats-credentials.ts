@@ -42,3 +42,6 @@ export function natsLogin(env: NodeJS.ProcessEnv = process.env): NatsLogin {
   if (ca) out.tls = { caFile: ca };
   return out;
 }
+
+// and how every cmesh process stays connected (reconnects; the typed error when an op's deadline passes while down)
+export { NATS_RECONNECT, ConnectionWatch, connectionLost, natsServers, watchConnection } from './nats-reconnect';

@@ -1,20 +1,26 @@
 // A c10d Store on a NATS JetStream KV bucket (one bucket per job): the library's nats:// init
 // method, and the store of jobs that the coordinator dispatches. The NATS client (@nats-io/*) is
 // loaded lazily so the library core does not depend on it.
-import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
+import { DistTimeoutError, InvalidArgumentError, NatsConnectionLostError, StoreError } from '../errors';
 import { Store, StoreValue, toBuffer } from '../store/store';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from '../store/validate';
 import { DEFAULT_STORE_TIMEOUT_MS } from '../store/tcp-store';
 import { natsLogin } from './nats-credentials';
 import { NatsKvClient, isTransientNatsError, loadNatsKv } from './nats-client';
+import { ConnectionWatch, NATS_RECONNECT, natsServers, watchConnection } from './nats-reconnect';
+import { NATS_REPLICAS_ENV, configuredReplicas, natsReplicas } from './nats-replicas';
 import { parseStoreBucket, storesOpenSubject } from './store-names';
+import { setTimeout as sleep } from 'timers/promises';
+
+/** A key the watch saw but a lagging replica does not have yet: read again, 20 times 50 ms at most. */
+const STALE_READ_RETRIES = 20;
+const STALE_READ_DELAY_MS = 50;
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type KV = any;
 type NatsConnection = any;
 
 const VALID = /^[-/_=.a-zA-Z0-9]+$/;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** KV keys allow [-/_=.a-zA-Z0-9] and no leading/trailing dot: other keys are hex-encoded. */
 function kvKey(key: string): string {
@@ -25,15 +31,21 @@ function loadNats(): NatsKvClient {
   return loadNatsKv('the nats:// init method', (m) => new StoreError(m));
 }
 
-/** JetStream answers 503 (no responders) for a moment while a stream is created or elected. */
-async function retryTransient<T>(fn: () => Promise<T>, attempts = 8): Promise<T> {
-  for (let i = 0; ; i++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (i >= attempts || !isTransientNatsError(err)) throw err;
-      await sleep(10 * 2 ** i);
-    }
+/** Thrown by withDeadline when the deadline passes before `p` settles. */
+class DeadlinePassed extends Error {
+  override name = 'TimeoutError';
+}
+
+/** `p`, or a DeadlinePassed at `deadline` (a JetStream request's own timeout may end later). */
+async function withDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new DeadlinePassed('deadline passed')), Math.max(0, deadline - Date.now())))),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -61,7 +73,55 @@ async function askToCreate(nc: NatsConnection, subject: string, bucket: string, 
     throw new StoreRefusedError(`store bucket ${bucket}: the coordinator's answer is not JSON`);
   }
   if (reply?.ok === true) return true;
-  throw new StoreRefusedError(`store bucket ${bucket}: the coordinator refused to create it (${reply?.error?.code ?? '?'}: ${reply?.error?.message ?? 'no reason given'})`);
+  throw new StoreRefusedError(
+    `store bucket ${bucket}: the coordinator refused to create it (${reply?.error?.code ?? '?'}: ${reply?.error?.message ?? 'no reason given'})`,
+  );
+}
+
+/**
+ * No server took the connection: refused, timed out, or reset or closed before the handshake
+ * ended (a server killed while it answered). A login or TLS refusal is not: that is final.
+ */
+function unreachable(e: unknown): boolean {
+  const { name, code, message } = e as { name?: string; code?: string; message?: string };
+  return (
+    name === 'TimeoutError' ||
+    /ECONNREFUSED|ECONNRESET|ECONNABORTED|EPIPE|EHOSTUNREACH|ENETUNREACH|CONNECTION_REFUSED|connection refused|error connecting|timeout/i.test(
+      `${code} ${message}`,
+    )
+  );
+}
+
+/**
+ * Connects, trying again while no server answers (one restarting, a cluster's failover) until
+ * `deadline`; then NatsConnectionLostError naming the servers. Each try fails fast (refused):
+ * nothing keeps trying after the caller gave up.
+ */
+async function connectUntil(nats: NatsKvClient, servers: string | undefined, deadline: number): Promise<NatsConnection> {
+  const list = servers ? natsServers(servers) : undefined;
+  const started = Date.now();
+  for (let delay = 100; ; delay = Math.min(delay * 2, 1000)) {
+    try {
+      return await nats.transport.connect({
+        ...natsLogin(),
+        ...NATS_RECONNECT,
+        servers: list,
+        timeout: Math.max(1000, Math.min(10_000, deadline - Date.now())),
+        name: 'cmesh-store',
+      });
+    } catch (e) {
+      if (!unreachable(e)) throw e;
+      if (Date.now() >= deadline) {
+        const tried = list ?? ['nats://127.0.0.1:4222'];
+        throw new NatsConnectionLostError(
+          `NatsKvStore: cannot connect to ${tried.join(', ')}: no server answered for ${((Date.now() - started) / 1000).toFixed(1)} s`,
+          tried,
+          Date.now() - started,
+        );
+      }
+      await sleep(Math.min(delay, Math.max(1, deadline - Date.now())));
+    }
+  }
 }
 
 export class NatsKvStore implements Store {
@@ -77,6 +137,8 @@ export class NatsKvStore implements Store {
     return (this.kv as unknown as { bucket: string }).bucket;
   }
 
+  private readonly conn: ConnectionWatch;
+
   private constructor(
     private readonly nc: NatsConnection,
     private readonly kv: KV,
@@ -84,6 +146,28 @@ export class NatsKvStore implements Store {
     timeoutMs?: number,
   ) {
     this.timeoutMs = timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+    this.conn = watchConnection(nc);
+  }
+
+  /**
+   * `fn` again after a transient error (JetStream's 503 while a stream is created or elected, a
+   * timeout while NATS is away and the client reconnects) until `deadline`; then the error, or
+   * NatsConnectionLostError when the connection is down.
+   */
+  private async retry<T>(what: string, fn: () => Promise<T>, deadline = Date.now() + this.timeoutMs): Promise<T> {
+    for (let delay = 10; ; delay = Math.min(delay * 2, 500)) {
+      try {
+        return await withDeadline(fn(), deadline);
+      } catch (err) {
+        if (!isTransientNatsError(err)) throw err;
+        if (Date.now() + delay >= deadline)
+          throw (
+            this.conn.lost(`NatsKvStore ${this.bucket}: ${what}`) ??
+            (err instanceof DeadlinePassed ? new DistTimeoutError(`NatsKvStore ${this.bucket}: ${what}: no answer within the deadline`) : err)
+          );
+        await sleep(delay);
+      }
+    }
   }
 
   /**
@@ -96,9 +180,11 @@ export class NatsKvStore implements Store {
     if (!/^[A-Za-z0-9_-]+$/.test(opts.bucket)) throw new InvalidArgumentError(`invalid KV bucket name ${JSON.stringify(opts.bucket)}`);
     const nats = loadNats();
     const kvm = (nc: NatsConnection) => new nats.kv.Kvm(nc);
-    const nc = opts.connection ?? (await nats.transport.connect({ ...natsLogin(), servers: opts.servers, timeout: Math.min(opts.timeoutMs ?? 10_000, 10_000), name: 'cmesh-store' }));
-    // ranks open the job's bucket at once: JetStream may answer 503 while another creates it
-    const deadline = Date.now() + Math.min(opts.timeoutMs ?? 10_000, 10_000);
+    // ranks open the job's bucket at once: JetStream may answer 503 while another creates it, or
+    // time out while a restarted server's streams elect their leaders (up to ~9 s, each call 5 s)
+    const deadline = Date.now() + Math.min(opts.timeoutMs ?? 20_000, 20_000);
+    const nc = opts.connection ?? (await connectUntil(nats, opts.servers, deadline));
+    watchConnection(nc);
     const store = parseStoreBucket(opts.bucket);
     let asked = false;
     for (let delay = 10; ; delay = Math.min(delay * 2, 500)) {
@@ -118,7 +204,9 @@ export class NatsKvStore implements Store {
           const answered = await askToCreate(nc, storesOpenSubject(store.cluster), opts.bucket, Math.max(1, deadline - Date.now()));
           if (answered) continue;
         }
-        const kv = await kvm(nc).create(opts.bucket, { history: 1 });
+        // as the coordinator would make it: CMESH_NATS_REPLICAS, else min(3, the cluster's servers)
+        const { replicas } = await natsReplicas(nc, configuredReplicas(process.env[NATS_REPLICAS_ENV]));
+        const kv = await kvm(nc).create(opts.bucket, { history: 1, replicas });
         return new NatsKvStore(nc, kv, !opts.connection, opts.timeoutMs);
       } catch (err) {
         if (err instanceof StoreRefusedError || Date.now() + delay > deadline) {
@@ -130,8 +218,8 @@ export class NatsKvStore implements Store {
     }
   }
 
-  private async entry(key: string): Promise<{ value: Buffer; revision: number } | undefined> {
-    const e = await retryTransient<any>(() => this.kv.get(kvKey(key)));
+  private async entry(key: string, deadline?: number): Promise<{ value: Buffer; revision: number } | undefined> {
+    const e = await this.retry<any>(`get ${key}`, () => this.kv.get(kvKey(key)), deadline);
     if (!e || e.operation !== 'PUT') return undefined;
     return { value: Buffer.from(e.value), revision: e.revision };
   }
@@ -139,29 +227,38 @@ export class NatsKvStore implements Store {
   async set(key: string, value: StoreValue): Promise<void> {
     checkKey(key);
     checkValue(value);
-    await retryTransient(() => this.kv.put(kvKey(key), toBuffer(value)));
+    await this.retry(`set ${key}`, () => this.kv.put(kvKey(key), toBuffer(value)));
   }
 
   async get(key: string, timeoutMs = this.timeoutMs): Promise<Buffer> {
     checkKey(key);
     await this.wait([key], timeoutMs);
-    const e = await this.entry(key);
+    // a bucket of several replicas answers reads from any of them (direct get): one a write has
+    // not reached yet answers "no such key" for a moment after the watch saw it
+    let e = await this.entry(key);
+    for (let i = 0; !e && i < STALE_READ_RETRIES; i++) {
+      await sleep(STALE_READ_DELAY_MS);
+      e = await this.entry(key);
+    }
     if (!e) throw new StoreError(`key ${key} was deleted while being read`);
     return e.value;
   }
 
   /** Optimistic concurrency: create or update at the revision read, retry on conflict. */
   private async cas<T>(key: string, fn: (cur: Buffer | undefined) => { write?: Buffer; result: T }): Promise<T> {
+    const deadline = Date.now() + this.timeoutMs;
     for (let attempt = 0; attempt < 1000; attempt++) {
-      const cur = await this.entry(key);
+      const cur = await this.entry(key, deadline);
       const { write, result } = fn(cur?.value);
       if (write === undefined) return result;
       try {
-        if (cur) await this.kv.update(kvKey(key), write, cur.revision);
-        else await this.kv.create(kvKey(key), write);
+        if (cur) await withDeadline(this.kv.update(kvKey(key), write, cur.revision), deadline);
+        else await withDeadline(this.kv.create(kvKey(key), write), deadline);
         return result;
-      } catch {
-        await sleep(Math.random() * 3); // lost the race: read again
+      } catch (err) {
+        // a timeout: NATS is away, or the write was answered too late (read again: it may have been stored)
+        if (isTransientNatsError(err) && Date.now() >= deadline) throw this.conn.lost(`NatsKvStore ${this.bucket}: update ${key}`) ?? err;
+        await sleep(isTransientNatsError(err) ? 50 : Math.random() * 3); // lost the race: read again
       }
     }
     throw new StoreError(`too much contention on key ${key}`);
@@ -189,6 +286,16 @@ export class NatsKvStore implements Store {
     });
   }
 
+  /** Whether `key` is set; false where NATS did not answer by `deadline` (wait's loop then says why). */
+  private async present(key: string, deadline: number): Promise<boolean> {
+    try {
+      return (await this.entry(key, deadline)) !== undefined;
+    } catch (e) {
+      if (isTransientNatsError(e) || e instanceof NatsConnectionLostError || e instanceof DistTimeoutError) return false;
+      throw e;
+    }
+  }
+
   async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
     checkKeys(keys);
     checkTimeout(timeoutMs);
@@ -196,10 +303,14 @@ export class NatsKvStore implements Store {
     let delay = 2;
     let missing = keys;
     for (;;) {
-      const present = await Promise.all(missing.map(async (k) => (await this.entry(k)) !== undefined));
+      const present = await Promise.all(missing.map((k) => this.present(k, deadline)));
       missing = missing.filter((_, i) => !present[i]);
       if (!missing.length) return;
-      if (Date.now() >= deadline) throw new DistTimeoutError(`NatsKvStore: timed out after ${timeoutMs} ms waiting for keys [${missing.join(', ')}]`);
+      if (Date.now() >= deadline)
+        throw (
+          this.conn.lost(`NatsKvStore: waiting for keys [${missing.join(', ')}] for ${timeoutMs} ms`) ??
+          new DistTimeoutError(`NatsKvStore: timed out after ${timeoutMs} ms waiting for keys [${missing.join(', ')}]`)
+        );
       await sleep(Math.min(delay, Math.max(1, deadline - Date.now())));
       delay = Math.min(delay * 2, 50);
     }
@@ -214,7 +325,7 @@ export class NatsKvStore implements Store {
   async deleteKey(key: string): Promise<boolean> {
     checkKey(key);
     if (!(await this.entry(key))) return false;
-    await this.kv.delete(kvKey(key));
+    await this.retry(`delete ${key}`, () => this.kv.delete(kvKey(key)));
     return true;
   }
 

@@ -8,17 +8,32 @@
 import { InvalidArgumentError } from '../errors';
 import { registerInitMethod } from './index';
 import { NatsKvStore } from './nats-kv-store';
-import { derivedStoreId, launcherSecret, parseStoreBucket, storeBucket } from './store-names';
+import { natsServers } from './nats-reconnect';
+import { jobBucket } from './store-names';
 
-/** The store bucket of a nats:// init method's `<job>` (env: CMESH_CLUSTER, CMESH_SECRET, the NATS login). */
-export function jobBucket(job: string, env: NodeJS.ProcessEnv = process.env): string {
-  if (parseStoreBucket(job)) return job;
-  const cluster = env.CMESH_CLUSTER || 'default';
-  return storeBucket(cluster, 'init', derivedStoreId(launcherSecret(env), cluster, 'init', job));
+/**
+ * The servers a nats:// init method reaches: its own host, and when NATS_URL names that server
+ * among others (the servers of one cluster: `nats://a:4222,nats://b:4222,...`), those others too,
+ * so a rank still rendezvouses while the first one restarts (a rolling restart) or is gone.
+ */
+export function initMethodServers(url: URL, env: NodeJS.ProcessEnv = process.env): string {
+  const hostPort = (u: string) => {
+    try {
+      const p = new URL(u.includes('://') ? u : `nats://${u}`);
+      return `${p.hostname}:${p.port || 4222}`;
+    } catch {
+      return undefined;
+    }
+  };
+  const own = `${url.hostname}:${url.port || 4222}`;
+  const cluster = natsServers(env.NATS_URL ?? '').map(hostPort);
+  const others = cluster.includes(own) ? cluster.filter((s): s is string => !!s && s !== own) : [];
+  return [own, ...new Set(others)].map((s) => `nats://${s}`).join(',');
 }
 
 registerInitMethod('nats', async (url, opts) => {
   const job = decodeURIComponent(url.pathname.replace(/^\//, ''));
   if (!url.hostname || !job) throw new InvalidArgumentError(`nats:// init method needs nats://host:port/<job>, got ${url.href}`);
-  return NatsKvStore.open({ servers: `nats://${url.hostname}:${url.port || 4222}`, bucket: jobBucket(job, opts.env ?? process.env), timeoutMs: opts.timeoutMs });
+  const env = opts.env ?? process.env;
+  return NatsKvStore.open({ servers: initMethodServers(url, env), bucket: jobBucket(job, env), timeoutMs: opts.timeoutMs });
 });

@@ -26,13 +26,15 @@ const ID = /^[A-Za-z0-9-]{1,128}$/;
 const BUCKET = new RegExp(`^cmesh_(?:([A-Za-z0-9-]{1,64})_)?store_(${STORE_KINDS.join('|')})_([A-Za-z0-9-]{1,128})$`);
 
 const base = (cluster: string) => {
-  if (cluster !== DEFAULT && !CLUSTER.test(cluster)) throw new InvalidArgumentError(`cluster name ${JSON.stringify(cluster)}: letters, digits and - only (1..64)`);
+  if (cluster !== DEFAULT && !CLUSTER.test(cluster))
+    throw new InvalidArgumentError(`cluster name ${JSON.stringify(cluster)}: letters, digits and - only (1..64)`);
   return cluster === DEFAULT ? 'cmesh_store' : `cmesh_${cluster}_store`;
 };
 
 /** The store bucket of a cluster for one id of a kind (the id: letters, digits and -). */
 export function storeBucket(cluster: string, kind: StoreKind, id: string): string {
-  if (!(STORE_KINDS as readonly string[]).includes(kind)) throw new InvalidArgumentError(`store kind ${JSON.stringify(kind)}: one of ${STORE_KINDS.join(', ')}`);
+  if (!(STORE_KINDS as readonly string[]).includes(kind))
+    throw new InvalidArgumentError(`store kind ${JSON.stringify(kind)}: one of ${STORE_KINDS.join(', ')}`);
   if (!ID.test(id)) throw new InvalidArgumentError(`store id ${JSON.stringify(id)}: letters, digits and - only (1..128)`);
   return `${base(cluster)}_${kind}_${id}`;
 }
@@ -76,4 +78,11 @@ export function derivedStoreId(secret: string, cluster: string, kind: StoreKind,
 /** A value derived from the same secret for another purpose (label), e.g. a run's data-plane secret. */
 export function derivedSecret(secret: string, label: string): string {
   return createHmac('sha256', secret).update(`cmesh secret\0${label}`).digest('base64url');
+}
+
+/** The store bucket of a nats:// init method's `<job>` (env: CMESH_CLUSTER, CMESH_SECRET, the NATS login). */
+export function jobBucket(job: string, env: NodeJS.ProcessEnv = process.env): string {
+  if (parseStoreBucket(job)) return job;
+  const cluster = env.CMESH_CLUSTER || 'default';
+  return storeBucket(cluster, 'init', derivedStoreId(launcherSecret(env), cluster, 'init', job));
 }

@@ -8,6 +8,7 @@ import { DistTimeoutError, InvalidArgumentError, StoreError } from '../errors';
 import { Store, StoreValue, toBuffer } from './store';
 import { DEFAULT_STORE_TIMEOUT_MS } from './tcp-store';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from './validate';
+import { setTimeout as sleep } from 'timers/promises';
 
 const POLL_MS = 5;
 /** A lock older than this is left over by a holder that died (operations take microseconds). */
@@ -24,8 +25,6 @@ export interface FileStoreOptions {
   worldSize?: number;
   timeoutMs?: number;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class FileStore implements Store {
   timeoutMs: number;

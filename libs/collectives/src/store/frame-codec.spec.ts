@@ -13,6 +13,26 @@ describe('store FrameDecoder', () => {
     ]);
   });
 
+  it('borrowed pieces (one read buffer, overwritten after each push) give the same frames, split at any point', () => {
+    const frames = [
+      encodeFrame(Cmd.SET, 1, [utf8('key'), Buffer.alloc(300, 7)]),
+      encodeFrame(Cmd.GET, 2, [utf8('k')]),
+      encodeFrame(Cmd.WAIT, 3, [utf8('a'), utf8('b')]),
+    ];
+    const bytes = Buffer.concat(frames);
+    const readBuffer = Buffer.alloc(4096);
+    for (const step of [1, 5, 11, 64, 333, bytes.length]) {
+      const d = new FrameDecoder();
+      const got = [];
+      for (let at = 0; at < bytes.length; at += step) {
+        const n = bytes.copy(readBuffer, 0, at, Math.min(at + step, bytes.length));
+        got.push(...d.push(readBuffer.subarray(0, n), true));
+        readBuffer.fill(0xee); // the next read overwrites it
+      }
+      expect(got.map((f) => encodeFrame(f.tag, f.id, f.fields))).toEqual(frames);
+    }
+  });
+
   it('a malformed frame throws with its id and the complete frames before it', () => {
     const bad = encodeFrame(Cmd.GET, 7, [utf8('key')]);
     bad.writeUInt32LE(1000, 11); // the field's length runs past the frame

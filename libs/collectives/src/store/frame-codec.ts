@@ -4,6 +4,9 @@
 // A request's tag is its command; a reply's tag is OK or ERROR. Keys are UTF-8 fields, counters
 // signed 64-bit little-endian fields, flags one byte. An ERROR reply's second field, when present,
 // is its kind: LIMIT_ERROR for a request refused by one of the server's limits (nothing changed).
+// SET_QUIET is SET answered only when it fails (torch's set sends no answer at all): a client
+// learns of its success from the answer to any later request, which the server runs after it.
+// Tags are only ever added, so a client and a server of different versions agree on the old ones.
 
 export const Cmd = {
   SET: 1,
@@ -14,6 +17,7 @@ export const Cmd = {
   CHECK: 6,
   DELETE: 7,
   NUM_KEYS: 8,
+  SET_QUIET: 9,
 } as const;
 
 export const REPLY_OK = 0x80;
@@ -25,7 +29,7 @@ export const MAX_FRAME_BYTES = 1 << 30;
 /** The kind field of an ERROR reply refused by a limit of the server (TcpStoreLimits). */
 export const LIMIT_ERROR = 'LIMIT';
 /** The request id of an ERROR frame that refuses the connection itself (ids start at 1). */
-export const CONNECTION_ID = 0;
+const CONNECTION_ID = 0;
 
 export interface Frame {
   tag: number;
@@ -102,7 +106,11 @@ export class FrameDecoder {
     private readonly skipOversize = false,
   ) {}
 
-  push(chunk: Buffer): Frame[] {
+  /**
+   * `borrowed`: the caller reuses `chunk`'s memory after this returns (a socket's onread buffer):
+   * the part of it not yet framed is copied. Fields of the frames returned are always copies.
+   */
+  push(chunk: Buffer, borrowed = false): Frame[] {
     if (chunk.length) {
       this.chunks.push(chunk);
       this.buffered += chunk.length;
@@ -114,6 +122,9 @@ export class FrameDecoder {
       if (e instanceof MalformedFrameError) e.frames = frames;
       throw e;
     }
+    // only the last piece can still be in the caller's memory: earlier ones were owned or copied
+    const last = this.chunks.length - 1;
+    if (borrowed && last >= 0 && this.chunks[last].buffer === chunk.buffer) this.chunks[last] = Buffer.from(this.chunks[last]);
     return frames;
   }
 

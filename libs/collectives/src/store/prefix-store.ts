@@ -36,7 +36,10 @@ export class PrefixStore implements Store {
   }
   wait(keys: string[], timeoutMs?: number) {
     checkKeys(keys);
-    return this.base.wait(keys.map((k) => this.k(k)), timeoutMs);
+    return this.base.wait(
+      keys.map((k) => this.k(k)),
+      timeoutMs,
+    );
   }
   check(keys: string[]) {
     checkKeys(keys);

@@ -1,6 +1,6 @@
 // The TcpStore server's limits, against real sockets: a client that asks for more than allowed
 // gets StoreLimitError naming the limit, nothing changes, and the server (that client included)
-// still serves correctly.
+// still serves correctly. A set is not answered: its refusal fails the client's next operation.
 import * as net from 'net';
 import { InvalidArgumentError, StoreLimitError } from '../errors';
 import { Cmd, FrameDecoder, REPLY_ERROR, encodeFrame } from './frame-codec';
@@ -49,8 +49,9 @@ describe('TcpStore server limits', () => {
     const c = await client(server);
     const other = await client(server);
     await c.set('k', 'old');
-    const e = await refusal(c.set('k', Buffer.alloc(200 * 1024, 1)));
-    expect(e.message).toMatch(/^TcpStore: a request of \d+ bytes is over the store's limit \(maxFrameBytes 65536\)$/);
+    await c.set('k', Buffer.alloc(200 * 1024, 1));
+    const e = await refusal(c.numKeys());
+    expect(e.message).toMatch(/^TcpStore: set of key "k" refused: a request of \d+ bytes is over the store's limit \(maxFrameBytes 65536\)$/);
     expect((await c.get('k')).toString()).toBe('old');
     await c.set('k2', Buffer.alloc(60 * 1024, 2));
     expect((await other.get('k2')).equals(Buffer.alloc(60 * 1024, 2))).toBe(true);
@@ -82,7 +83,8 @@ describe('TcpStore server limits', () => {
     const server = await serve({ maxKeys: 3 });
     const c = await client(server);
     for (const k of ['a', 'b', 'c']) await c.set(k, k);
-    expect((await refusal(c.set('d', 'd'))).message).toBe('TcpStore: key d not added: the store holds 3 keys, its limit (maxKeys 3)');
+    await c.set('d', 'd');
+    expect((await refusal(c.check(['d']))).message).toBe('TcpStore: set of key "d" refused: key d not added: the store holds 3 keys, its limit (maxKeys 3)');
     await refusal(c.add('n', 1));
     await refusal(c.compareSet('e', '', 'e'));
     expect(await c.numKeys()).toBe(3);
@@ -100,12 +102,17 @@ describe('TcpStore server limits', () => {
     const c = await client(server);
     await c.set('k1', Buffer.alloc(40)); // 42
     await c.set('k2', Buffer.alloc(40)); // 84
-    const e = await refusal(c.set('k3', Buffer.alloc(20)));
-    expect(e.message).toBe('TcpStore: key k3 not written: the store would hold 106 bytes of keys and values, over its limit (maxBytes 100)');
-    await refusal(c.set('k1', Buffer.alloc(60)));
+    await c.set('k3', Buffer.alloc(20));
+    const e = await refusal(c.numKeys());
+    expect(e.message).toBe(
+      'TcpStore: set of key "k3" refused: key k3 not written: the store would hold 106 bytes of keys and values, over its limit (maxBytes 100)',
+    );
+    await c.set('k1', Buffer.alloc(60));
+    await refusal(c.get('k1'));
     expect((await c.get('k1')).length).toBe(40);
     await c.set('k1', Buffer.alloc(10)); // shrinking is fine: 54
     await c.set('k3', Buffer.alloc(40)); // 96
+    expect(await c.numKeys()).toBe(3); // answered after the sets before it ran
     expect(server.usage()).toMatchObject({ keys: 3, bytes: 96 });
     await c.deleteKey('k2');
     expect(server.usage()).toMatchObject({ keys: 2, bytes: 54 });
@@ -122,7 +129,9 @@ describe('TcpStore server limits', () => {
         return c.numKeys();
       });
       const e = await refusal(late);
-      expect(e.message).toBe(`TcpStore: the store at 127.0.0.1:${server.port} refused this connection: it has 2 open connections, its limit (maxConnections 2)`);
+      expect(e.message).toBe(
+        `TcpStore: the store at 127.0.0.1:${server.port} refused this connection: it has 2 open connections, its limit (maxConnections 2)`,
+      );
       await a.set('x', '1');
       expect((await b.get('x')).toString()).toBe('1');
       await a.close();

@@ -5,7 +5,20 @@ import * as net from 'net';
 import { InvalidArgumentError } from '../errors';
 import { AUTH_MAGIC, AUTH_TIMEOUT_MS, AuthListener, logRefusal, refusal, RefuseReason } from '../auth/handshake';
 import { resolveSecret } from '../auth/secret';
-import { Cmd, connectionRefusalFrame, encodeFrame, flag, Frame, FrameDecoder, i64, LIMIT_ERROR, MalformedFrameError, readI64, REPLY_ERROR, REPLY_OK } from './frame-codec';
+import {
+  Cmd,
+  connectionRefusalFrame,
+  encodeFrame,
+  flag,
+  Frame,
+  FrameDecoder,
+  i64,
+  LIMIT_ERROR,
+  MalformedFrameError,
+  readI64,
+  REPLY_ERROR,
+  REPLY_OK,
+} from './frame-codec';
 
 /** What the server holds at most; a request past one is refused (StoreLimitError at the client). */
 export interface TcpStoreLimits {
@@ -33,12 +46,13 @@ export const DEFAULT_TCP_STORE_LIMITS: Readonly<TcpStoreLimits> = {
 };
 
 /** The defaults with `given` over them, each checked to be a positive integer. */
-export function storeLimits(given: Partial<TcpStoreLimits> = {}): TcpStoreLimits {
+function storeLimits(given: Partial<TcpStoreLimits> = {}): TcpStoreLimits {
   const out = { ...DEFAULT_TCP_STORE_LIMITS };
   for (const [k, v] of Object.entries(given) as [keyof TcpStoreLimits, unknown][]) {
     if (v === undefined) continue;
     if (!(k in DEFAULT_TCP_STORE_LIMITS)) throw new InvalidArgumentError(`TcpStore limits: unknown limit ${JSON.stringify(k)}`);
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw new InvalidArgumentError(`TcpStore limits: ${k} must be a positive integer, got ${String(v)}`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+      throw new InvalidArgumentError(`TcpStore limits: ${k} must be a positive integer, got ${String(v)}`);
     out[k] = v;
   }
   return out;
@@ -58,7 +72,7 @@ interface Waiter {
  * connect at once, and with Node's default of 511 the connections beyond it wait for a SYN
  * retransmission (1 s, then 3 s ...).
  */
-export const LISTEN_BACKLOG = 65535;
+const LISTEN_BACKLOG = 65535;
 
 export class TcpStoreServer {
   private readonly data = new Map<string, Buffer>();
@@ -76,6 +90,12 @@ export class TcpStoreServer {
   private readonly waiting = new Map<string, Set<Waiter>>();
   private readonly parked = new Map<net.Socket, Set<Waiter>>();
   private readonly sockets = new Set<net.Socket>();
+  /**
+   * Replies of this event-loop turn by connection, written at its end: one write (one system call)
+   * per connection per turn, however many requests of it a chunk carried.
+   */
+  private readonly outbox = new Map<net.Socket, Buffer[]>();
+  private flushing = false;
   private server?: net.Server;
   port = 0;
 
@@ -91,7 +111,8 @@ export class TcpStoreServer {
   }
 
   async listen(host: string, port: number): Promise<number> {
-    const server = net.createServer((s) => this.accept(s));
+    // noDelay: TCP_NODELAY set on the accepted handle itself, not through a socket method per connection
+    const server = net.createServer({ noDelay: true }, (s) => this.accept(s));
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -110,7 +131,6 @@ export class TcpStoreServer {
   }
 
   private accept(socket: net.Socket): void {
-    socket.setNoDelay(true);
     if (this.sockets.size >= this.limits.maxConnections) {
       // refused before any handshake: an ERROR frame the client reads as StoreLimitError
       socket.on('error', () => undefined);
@@ -125,6 +145,7 @@ export class TcpStoreServer {
     const remote = () => `${socket.remoteAddress}:${socket.remotePort}`;
     const refuse = (reason: RefuseReason, reply: Buffer) => {
       logRefusal('TcpStore', remote(), reason);
+      this.flushTo(socket);
       socket.write(reply);
       closeGracefully(socket);
     };
@@ -137,6 +158,7 @@ export class TcpStoreServer {
         const malformed = err instanceof MalformedFrameError ? err : undefined;
         this.run(socket, malformed?.frames ?? []);
         if (malformed?.id !== undefined) this.fail(socket, malformed.id, malformed.message);
+        this.flushTo(socket);
         closeGracefully(socket);
         return;
       }
@@ -178,6 +200,7 @@ export class TcpStoreServer {
     } else socket.on('data', serve);
     const drop = () => {
       this.sockets.delete(socket);
+      this.outbox.delete(socket);
       const mine = this.parked.get(socket);
       if (!mine) return;
       this.parked.delete(socket);
@@ -189,11 +212,36 @@ export class TcpStoreServer {
   }
 
   private reply(socket: net.Socket, id: number, fields: Uint8Array[] = []): void {
-    if (!socket.destroyed) socket.write(encodeFrame(REPLY_OK, id, fields));
+    this.send(socket, encodeFrame(REPLY_OK, id, fields));
   }
 
   private fail(socket: net.Socket, id: number, message: string, kind?: string): void {
-    if (!socket.destroyed) socket.write(encodeFrame(REPLY_ERROR, id, [Buffer.from(message, 'utf8'), ...(kind ? [Buffer.from(kind)] : [])]));
+    this.send(socket, encodeFrame(REPLY_ERROR, id, [Buffer.from(message, 'utf8'), ...(kind ? [Buffer.from(kind)] : [])]));
+  }
+
+  /** Queues a frame for the end of this turn (see outbox). */
+  private send(socket: net.Socket, frame: Buffer): void {
+    if (socket.destroyed) return;
+    const queued = this.outbox.get(socket);
+    if (queued) return void queued.push(frame);
+    this.outbox.set(socket, [frame]);
+    if (!this.flushing) {
+      this.flushing = true;
+      process.nextTick(this.flushAll);
+    }
+  }
+
+  private readonly flushAll = (): void => {
+    this.flushing = false;
+    for (const socket of this.outbox.keys()) this.flushTo(socket);
+  };
+
+  /** Writes what is queued for `socket` now (before ending it, or at the end of the turn). */
+  private flushTo(socket: net.Socket): void {
+    const frames = this.outbox.get(socket);
+    if (!frames) return;
+    this.outbox.delete(socket);
+    if (!socket.destroyed && socket.writable) writeFrames(socket, frames);
   }
 
   /** A request over a limit: refused, naming it; nothing changed. */
@@ -225,7 +273,11 @@ export class TcpStoreServer {
     }
     const grow = value.length - (cur === undefined ? -keyBytes : cur.length);
     if (this.bytes + grow > this.limits.maxBytes) {
-      this.refuseOverLimit(socket, id, `key ${k} not written: the store would hold ${this.bytes + grow} bytes of keys and values, over its limit (maxBytes ${this.limits.maxBytes})`);
+      this.refuseOverLimit(
+        socket,
+        id,
+        `key ${k} not written: the store would hold ${this.bytes + grow} bytes of keys and values, over its limit (maxBytes ${this.limits.maxBytes})`,
+      );
       return false;
     }
     this.data.set(k, value);
@@ -235,17 +287,20 @@ export class TcpStoreServer {
 
   /** Runs a command whose fields checkFields() accepted. */
   private handle(socket: net.Socket, { tag, id, fields }: Frame): void {
-    const key = () => fields[0].toString('utf8');
+    // every command but NUM_KEYS names a key first (checkFields)
+    const k = tag === Cmd.NUM_KEYS ? '' : fields[0].toString('utf8');
     switch (tag) {
-      case Cmd.SET: {
-        const k = key();
+      case Cmd.SET:
+      case Cmd.SET_QUIET: {
         if (!this.put(socket, id, k, fields[0].length, fields[1] ?? Buffer.alloc(0))) return;
-        this.reply(socket, id);
+        if (tag === Cmd.SET) this.reply(socket, id);
         this.wake(k);
         return;
       }
       case Cmd.GET: {
-        const k = key();
+        const value = this.data.get(k);
+        // present: answered now, with nothing allocated to park it
+        if (value !== undefined) return this.reply(socket, id, [value]);
         this.park({ socket, keys: [k], missing: 0, reply: () => this.reply(socket, id, [this.data.get(k)!]) }, id);
         return;
       }
@@ -253,7 +308,6 @@ export class TcpStoreServer {
         this.park({ socket, keys: fields.map((f) => f.toString('utf8')), missing: 0, reply: () => this.reply(socket, id) }, id);
         return;
       case Cmd.ADD: {
-        const k = key();
         const held = this.data.get(k)?.toString('utf8');
         const cur = held === undefined ? 0 : /^-?\d{1,16}$/.test(held) ? Number(held) : NaN;
         if (!Number.isSafeInteger(cur)) return this.fail(socket, id, `key ${k} does not hold an integer`);
@@ -265,7 +319,6 @@ export class TcpStoreServer {
         return;
       }
       case Cmd.COMPARE_SET: {
-        const k = key();
         const [, expected, desired] = fields;
         const cur = this.data.get(k);
         if ((cur === undefined && expected.length === 0) || (cur !== undefined && cur.equals(expected))) {
@@ -281,9 +334,9 @@ export class TcpStoreServer {
         this.reply(socket, id, [flag(fields.every((f) => this.data.has(f.toString('utf8'))))]);
         return;
       case Cmd.DELETE: {
-        const cur = this.data.get(key());
+        const cur = this.data.get(k);
         if (cur !== undefined) this.bytes -= fields[0].length + cur.length;
-        this.reply(socket, id, [flag(this.data.delete(key()))]);
+        this.reply(socket, id, [flag(this.data.delete(k))]);
         return;
       }
       case Cmd.NUM_KEYS:
@@ -306,9 +359,14 @@ export class TcpStoreServer {
     if (id !== undefined) {
       const { maxWaitsPerConnection: perConnection, maxWaits: total } = this.limits;
       if (mine + absent.length > perConnection) {
-        return this.refuseOverLimit(w.socket, id, `not parked: this connection already waits for ${mine} keys, its limit (maxWaitsPerConnection ${perConnection})`);
+        return this.refuseOverLimit(
+          w.socket,
+          id,
+          `not parked: this connection already waits for ${mine} keys, its limit (maxWaitsPerConnection ${perConnection})`,
+        );
       }
-      if (this.waits + absent.length > total) return this.refuseOverLimit(w.socket, id, `not parked: the store already waits for ${this.waits} keys, its limit (maxWaits ${total})`);
+      if (this.waits + absent.length > total)
+        return this.refuseOverLimit(w.socket, id, `not parked: the store already waits for ${this.waits} keys, its limit (maxWaits ${total})`);
     }
     for (const k of absent) {
       let set = this.waiting.get(k);
@@ -378,9 +436,24 @@ function closeGracefully(socket: net.Socket): void {
 
 const LINGER_MS = 1000;
 
+/** Frames up to this size in all are joined into one buffer; larger batches go out as one writev. */
+const JOIN_BYTES = 64 * 1024;
+
+/** Writes several frames with one system call. */
+export function writeFrames(socket: net.Socket, frames: Buffer[]): void {
+  if (frames.length === 1) return void socket.write(frames[0]);
+  let bytes = 0;
+  for (const f of frames) bytes += f.length;
+  if (bytes <= JOIN_BYTES) return void socket.write(Buffer.concat(frames, bytes));
+  socket.cork();
+  for (const f of frames) socket.write(f);
+  socket.uncork();
+}
+
 /** Fields each command takes: [min, max] (a WAIT or CHECK names 1 to 65535 keys). */
 const FIELDS: Record<number, [number, number]> = {
   [Cmd.SET]: [2, 2],
+  [Cmd.SET_QUIET]: [2, 2],
   [Cmd.GET]: [1, 1],
   [Cmd.ADD]: [2, 2],
   [Cmd.COMPARE_SET]: [3, 3],
@@ -407,9 +480,12 @@ function checkFields({ tag, fields }: Frame): string | undefined {
  * `secret` (default: CMESH_SECRET), only clients holding the same secret get past the challenge.
  * `limits` bounds what clients can make it hold (DEFAULT_TCP_STORE_LIMITS otherwise).
  */
-export async function startTcpStoreServer(opts: { host?: string; port?: number; secret?: string; limits?: Partial<TcpStoreLimits> } = {}): Promise<TcpStoreServer> {
+export async function startTcpStoreServer(
+  opts: { host?: string; port?: number; secret?: string; limits?: Partial<TcpStoreLimits> } = {},
+): Promise<TcpStoreServer> {
   const port = opts.port ?? 0;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError(`startTcpStoreServer: port must be an integer in [0, 65535], got ${JSON.stringify(port)}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InvalidArgumentError(`startTcpStoreServer: port must be an integer in [0, 65535], got ${JSON.stringify(port)}`);
   const server = new TcpStoreServer(resolveSecret(opts.secret, process.env, 'startTcpStoreServer: secret'), opts.limits);
   await server.listen(opts.host ?? '127.0.0.1', port);
   return server;

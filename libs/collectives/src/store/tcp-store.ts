@@ -1,12 +1,15 @@
 // TcpStore: c10d's TCPStore. The master hosts the server in-process; every rank (the master too)
-// talks to it through one client connection with pipelined requests.
+// talks to it through one client connection with pipelined requests. As torch's, a set does not
+// wait for an answer (SET_QUIET: the server answers only a refusal); the requests of one
+// event-loop turn leave in one write, and the server runs them in order, so a later get, wait or
+// check of this client sees the set. A refused set fails the next operation (or close()).
 import * as net from 'net';
 import { AuthenticationError, DistTimeoutError, InvalidArgumentError, StoreError, StoreLimitError } from '../errors';
 import { AUTH_MAGIC, AuthDialer, readRefusal, refuseText, RefuseReason } from '../auth/handshake';
 import { resolveSecret } from '../auth/secret';
 import { Cmd, encodeFrame, Frame, FrameDecoder, i64, LIMIT_ERROR, MalformedFrameError, readConnectionRefusal, readI64, REPLY_ERROR, utf8 } from './frame-codec';
 import { Store, StoreValue, toBuffer } from './store';
-import { TcpStoreLimits, TcpStoreServer } from './tcp-store-server';
+import { TcpStoreLimits, TcpStoreServer, writeFrames } from './tcp-store-server';
 import { timerMs } from '../timer';
 import { checkAmount, checkKey, checkKeys, checkTimeout, checkValue } from './validate';
 
@@ -41,7 +44,30 @@ interface Pending {
   resolve: (fields: Buffer[]) => void;
   reject: (e: Error) => void;
   timer?: NodeJS.Timeout;
+  /** its place in the order of requests sent on this connection */
+  seq: number;
+  /** a get, wait, check or count: changes nothing, so it can be failed before its answer */
+  readOnly: boolean;
 }
+
+/** A quiet set the server has not yet been seen to run. */
+interface Unconfirmed {
+  key: string;
+  seq: number;
+}
+
+const READ_ONLY: ReadonlySet<number> = new Set([Cmd.GET, Cmd.WAIT, Cmd.CHECK, Cmd.NUM_KEYS]);
+
+/**
+ * Every client of this process reads into this one buffer (onread: no stream machinery or
+ * allocation per read); a read is handled before the next one, and what is kept is copied.
+ */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+/** Quiet sets in a row after which one request is sent that confirms them (bounds `unconfirmed`). */
+const CONFIRM_EVERY = 4096;
+/** close() waits at most this long (or the store's timeout, if shorter) to learn of refused sets. */
+const CLOSE_CONFIRM_MS = 10_000;
 
 /** One frame carries at most 65535 keys. */
 function checkKeyCount(keys: string[]): void {
@@ -55,11 +81,29 @@ export class TcpStore implements Store {
   private server?: TcpStoreServer;
   private socket?: net.Socket;
   private nextId = 1;
+  private seq = 0;
   private readonly pending = new Map<number, Pending>();
+  /** quiet sets by request id, in the order sent, until an answer to a later request arrives */
+  private readonly unconfirmed = new Map<number, Unconfirmed>();
+  /** the first refusal of a quiet set no operation has reported yet, and the keys of later ones */
+  private unreported?: { error: StoreError; later: number; keys: string[] };
+  /** refusals of quiet sets read from the current chunk, reported together after it */
+  private fresh: { error: StoreError; seq: number; key: string }[] = [];
+  /** why the connection ended, once it has */
+  private lost?: StoreError;
+  /** frames of this turn, written together at its end */
+  private outbox: Buffer[] = [];
+  private flushing = false;
   private closed = false;
   private readonly started: Promise<void>;
+  /** started has resolved */
+  private up = false;
+  /** calls waiting for start-up: until they are queued, later calls wait too (the order of calls is the wire's) */
+  private starting = 0;
   readonly worldSize?: number;
   private readonly key?: Buffer;
+  /** What is done with the bytes of each read (the challenge's, then the frames'). */
+  private onChunk: (chunk: Buffer) => void = () => undefined;
   /** Why the connection ended, when the server refused it. */
   private refused?: AuthenticationError | StoreLimitError;
   private readonly limits?: Partial<TcpStoreLimits>;
@@ -88,7 +132,10 @@ export class TcpStore implements Store {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     this.limits = opts.limits;
     this.started = this.start(!!opts.isMaster);
-    this.started.catch(() => {}); // reported by ready() and by every operation
+    this.started.then(
+      () => (this.up = true),
+      () => {}, // reported by ready() and by every operation
+    );
   }
 
   /** Starts the server (when isMaster) and connects, retrying until the timeout. */
@@ -138,7 +185,8 @@ export class TcpStore implements Store {
     while (Date.now() < deadline && !this.closed) {
       try {
         this.socket = await new Promise<net.Socket>((resolve, reject) => {
-          const s = net.connect({ host: this.host, port: this.port }, () => resolve(s));
+          const onread = { buffer: READ_BUFFER, callback: (n: number) => (this.onChunk(READ_BUFFER.subarray(0, n)), true) };
+          const s = net.connect({ host: this.host, port: this.port, onread }, () => resolve(s));
           s.once('error', reject);
         });
         if (this.closed) this.socket.destroy();
@@ -150,9 +198,7 @@ export class TcpStore implements Store {
     }
     if (this.closed) throw new StoreError(`TcpStore: store at ${this.host}:${this.port} was closed while connecting`);
     if (!this.socket) {
-      throw new DistTimeoutError(
-        `TcpStore: could not connect to ${this.host}:${this.port} within ${this.timeoutMs} ms (${lastError?.message ?? 'timeout'})`,
-      );
+      throw new DistTimeoutError(`TcpStore: could not connect to ${this.host}:${this.port} within ${this.timeoutMs} ms (${lastError?.message ?? 'timeout'})`);
     }
     const socket = this.socket;
     socket.setNoDelay(true);
@@ -160,7 +206,8 @@ export class TcpStore implements Store {
     socket.removeAllListeners('error');
     const decoder = new FrameDecoder();
     let first = true;
-    socket.on('data', (chunk) => {
+    // set before this turn ends: no read can come in between
+    this.onChunk = (chunk) => {
       // a server with a secret refuses a client without one: say so instead of "malformed frame"
       if (first && chunk.length >= 4 && chunk.readUInt32LE(0) === AUTH_MAGIC.readUInt32LE(0)) {
         this.refused = this.refusal(readRefusal(chunk) ?? RefuseReason.NoAuthentication);
@@ -177,27 +224,28 @@ export class TcpStore implements Store {
         return;
       }
       try {
-        frames = decoder.push(chunk);
+        frames = decoder.push(chunk, true);
       } catch (err) {
         // the replies before the malformed frame are good; then the stream is not a store's
         frames = err instanceof MalformedFrameError ? err.frames : [];
         malformed = err as Error;
       }
-      for (const f of frames) {
-        const p = this.pending.get(f.id);
-        if (!p) continue; // timed out earlier
-        this.pending.delete(f.id);
-        if (p.timer) clearTimeout(p.timer);
-        if (f.tag === REPLY_ERROR) {
-          const message = `TcpStore: ${f.fields[0]?.toString('utf8')}`;
-          p.reject(f.fields[1]?.toString() === LIMIT_ERROR ? new StoreLimitError(message) : new StoreError(message));
-        }
-        else p.resolve(f.fields);
-      }
+      for (const f of frames) this.answer(f);
+      this.reportRefusedSets();
       if (malformed) socket.destroy(malformed); // not a store server: fails every pending request
-    });
+    };
     const fail = (err?: Error) => {
-      const e = this.refused ?? new StoreError(`TcpStore: connection to ${this.host}:${this.port} lost${err ? `: ${err.message}` : ''}`);
+      if (this.lost) return;
+      const sets = [...this.unconfirmed.values()].map((u) => u.key);
+      const unsure = sets.length
+        ? `; the server may not have stored the last ${sets.length} set(s): ${sets.slice(0, 8).join(', ')}${sets.length > 8 ? ', ...' : ''}`
+        : '';
+      const e = this.refused ?? new StoreError(`TcpStore: connection to ${this.host}:${this.port} lost${err ? `: ${err.message}` : ''}${unsure}`);
+      this.lost = e;
+      // sets that may be lost: a pending request says so, else the next operation or close()
+      if (sets.length && this.pending.size === 0) this.keep(e);
+      this.unconfirmed.clear();
+      this.outbox = [];
       for (const p of this.pending.values()) {
         if (p.timer) clearTimeout(p.timer);
         p.reject(e);
@@ -206,6 +254,78 @@ export class TcpStore implements Store {
     };
     socket.on('error', fail);
     socket.on('close', () => fail());
+  }
+
+  /** An answer: settles its request, or reports a refused quiet set. */
+  private answer(f: Frame): void {
+    const p = this.pending.get(f.id);
+    const set = p ? undefined : this.unconfirmed.get(f.id);
+    if (!p && !set) return; // timed out earlier
+    // the server runs a connection's requests in order: every quiet set before this one was stored
+    this.confirmBefore(p ? p.seq : set!.seq);
+    const error = f.tag === REPLY_ERROR ? this.replyError(f, set?.key) : undefined;
+    if (set) {
+      this.unconfirmed.delete(f.id);
+      if (error) this.fresh.push({ error, seq: set.seq, key: set.key });
+      return;
+    }
+    this.pending.delete(f.id);
+    if (p!.timer) clearTimeout(p!.timer);
+    // a read sent after a set refused in this chunk reports that refusal instead of its answer
+    if (p!.readOnly && this.fresh.length && this.fresh[0].seq < p!.seq) {
+      for (const r of this.fresh) this.keep(r.error, r.key);
+      this.fresh = [];
+      p!.reject(this.takeUnreported()!);
+    } else if (error) p!.reject(error);
+    else p!.resolve(f.fields);
+  }
+
+  private replyError(f: Frame, setKey?: string): StoreError {
+    const message = `TcpStore: ${setKey !== undefined ? `set of key "${setKey}" refused: ` : ''}${f.fields[0]?.toString('utf8')}`;
+    return f.fields[1]?.toString() === LIMIT_ERROR ? new StoreLimitError(message) : new StoreError(message);
+  }
+
+  private confirmBefore(seq: number): void {
+    for (const [id, u] of this.unconfirmed) {
+      if (u.seq >= seq) break;
+      this.unconfirmed.delete(id);
+    }
+  }
+
+  /**
+   * Quiet sets were refused (those of one chunk, reported as one): the oldest get, wait, check or
+   * count sent after the first fails with the refusal now (it may wait for the very key that was
+   * not stored); with none in flight, the next operation or close() does. Requests that change
+   * something are left to their answers.
+   */
+  private reportRefusedSets(): void {
+    if (!this.fresh.length) return;
+    const first = this.fresh[0];
+    for (const r of this.fresh) this.keep(r.error, r.key);
+    this.fresh = [];
+    for (const [id, p] of this.pending) {
+      if (p.seq < first.seq || !p.readOnly) continue;
+      this.pending.delete(id);
+      if (p.timer) clearTimeout(p.timer);
+      p.reject(this.takeUnreported()!);
+      return;
+    }
+  }
+
+  /** Keeps a failure for the next operation: the first one, counting the keys of those after it. */
+  private keep(error: StoreError, key?: string): void {
+    const u = this.unreported;
+    if (!u) this.unreported = { error, later: 0, keys: [] };
+    else if (key !== undefined && u.keys.push(key) && ++u.later > 8) u.keys.length = 8;
+  }
+
+  /** The kept failure, once: one error for a whole run of refused sets. */
+  private takeUnreported(): StoreError | undefined {
+    const u = this.unreported;
+    this.unreported = undefined;
+    if (!u?.later) return u?.error;
+    const more = `; ${u.later} later set(s) refused too: ${u.keys.join(', ')}${u.later > 8 ? ', ...' : ''}`;
+    return new (u.error.constructor as typeof StoreError)(u.error.message + more);
   }
 
   /** The server refused this connection over a limit (too many connections). */
@@ -230,7 +350,6 @@ export class TcpStore implements Store {
       const dialer = new AuthDialer(key, 'store');
       const done = (err?: Error) => {
         clearTimeout(timer);
-        socket.off('data', onData);
         socket.off('close', onClose);
         if (err) {
           socket.destroy();
@@ -256,7 +375,7 @@ export class TcpStore implements Store {
         () => done(new DistTimeoutError(`TcpStore: the store at ${this.host}:${this.port} did not complete authentication within ${this.timeoutMs} ms`)),
         timerMs(deadline - Date.now()),
       );
-      socket.on('data', onData);
+      this.onChunk = onData;
       socket.on('close', onClose);
       socket.once('error', () => undefined); // 'close' follows
       socket.write(dialer.hello());
@@ -264,34 +383,112 @@ export class TcpStore implements Store {
   }
 
   /** Waits for start-up, then sends one request; every request is bounded by a timeout. */
-  private async call(cmd: number, fields: Uint8Array[], timeoutMs = this.timeoutMs, what?: () => string): Promise<Buffer[]> {
-    if (this.closed) throw new StoreError(`TcpStore: store at ${this.host}:${this.port} is closed`);
-    await this.started;
-    return this.request(cmd, fields, timeoutMs, what);
+  private call(cmd: number, fields: Uint8Array[], timeoutMs = this.timeoutMs, what?: () => string): Promise<Buffer[]> {
+    // connected, nothing to report: queued now, without a turn of the microtask queue per await
+    if (this.usable()) return this.request(cmd, fields, timeoutMs, what);
+    this.starting++;
+    return this.ready_().then(
+      () => {
+        this.starting--;
+        return this.request(cmd, fields, timeoutMs, what);
+      },
+      (err: Error) => {
+        this.starting--;
+        throw err;
+      },
+    );
   }
 
-  private request(cmd: number, fields: Uint8Array[], timeoutMs: number = this.timeoutMs, what?: () => string): Promise<Buffer[]> {
-    if (this.closed || !this.socket || this.socket.destroyed) {
-      if (this.refused) return Promise.reject(this.refused);
-      return Promise.reject(new StoreError(`TcpStore: store at ${this.host}:${this.port} is closed`));
-    }
-    const id = this.nextId;
-    this.nextId = (this.nextId + 1) >>> 0 || 1;
+  /** Started, not closed, no call still waiting for start-up and no refusal to report. */
+  private usable(): boolean {
+    return this.up && !this.closed && this.starting === 0 && this.unreported === undefined;
+  }
+
+  /** Start-up done and nothing to report: else throws (a refused earlier set first). */
+  private async ready_(): Promise<void> {
+    if (this.closed) throw new StoreError(`TcpStore: store at ${this.host}:${this.port} is closed`);
+    await this.started;
+    const refused = this.takeUnreported();
+    if (refused) throw refused;
+  }
+
+  /** Why no request can be sent, or undefined when one can. */
+  private unusable(): Error | undefined {
+    if (!this.closed && this.socket && !this.socket.destroyed && !this.lost) return undefined;
+    return this.refused ?? this.lost ?? new StoreError(`TcpStore: store at ${this.host}:${this.port} is closed`);
+  }
+
+  /** `readOnly`: a refused set sent before it may fail it (see reportRefusedSet). */
+  private request(
+    cmd: number,
+    fields: Uint8Array[],
+    timeoutMs: number = this.timeoutMs,
+    what?: () => string,
+    readOnly = READ_ONLY.has(cmd),
+  ): Promise<Buffer[]> {
+    const down = this.unusable();
+    if (down) return Promise.reject(down);
+    const id = this.takeId();
     return new Promise<Buffer[]>((resolve, reject) => {
-      const p: Pending = { resolve, reject };
+      const p: Pending = { resolve, reject, seq: ++this.seq, readOnly };
       p.timer = setTimeout(() => {
         this.pending.delete(id);
         reject(new DistTimeoutError(`TcpStore: timed out after ${timeoutMs} ms waiting for ${what ? what() : `a reply from ${this.host}:${this.port}`}`));
       }, timerMs(timeoutMs));
       this.pending.set(id, p);
-      this.socket!.write(encodeFrame(cmd, id, fields));
+      this.send(encodeFrame(cmd, id, fields));
     });
   }
 
+  private takeId(): number {
+    const id = this.nextId;
+    this.nextId = (this.nextId + 1) >>> 0 || 1;
+    return id;
+  }
+
+  /** Queues a frame; the frames of one turn leave in one write at its end. */
+  private send(frame: Buffer): void {
+    this.outbox.push(frame);
+    if (this.flushing) return;
+    this.flushing = true;
+    process.nextTick(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.flushing = false;
+    const frames = this.outbox;
+    this.outbox = [];
+    if (frames.length && this.socket && !this.socket.destroyed) writeFrames(this.socket, frames);
+  };
+
+  /** One request whose answer confirms the quiet sets before it; a refusal among them is kept for the next operation. */
+  private confirmSets(timeoutMs: number): Promise<unknown> {
+    return this.request(Cmd.NUM_KEYS, [], timeoutMs, () => `the server to confirm ${this.unconfirmed.size} set(s)`, false).catch(() => undefined);
+  }
+
+  /**
+   * Like torch's set, sent without waiting for an answer: resolves once queued. The server answers
+   * only a refusal (a limit), which fails the next operation, or close(), naming the key.
+   */
   async set(key: string, value: StoreValue): Promise<void> {
     checkKey(key);
     checkValue(value);
-    await this.call(Cmd.SET, [utf8(key), toBuffer(value)]);
+    const fields = [utf8(key), toBuffer(value)];
+    if (!this.usable()) {
+      this.starting++;
+      try {
+        await this.ready_();
+      } finally {
+        this.starting--; // and queued below in this same turn
+      }
+    }
+    const down = this.unusable();
+    if (down) throw down;
+    const id = this.takeId();
+    this.unconfirmed.set(id, { key, seq: ++this.seq });
+    this.send(encodeFrame(Cmd.SET_QUIET, id, fields));
+    // a client that only sets: one request now and then confirms the sets before it
+    if (this.unconfirmed.size >= CONFIRM_EVERY) void this.confirmSets(this.timeoutMs);
   }
 
   async get(key: string, timeoutMs = this.timeoutMs): Promise<Buffer> {
@@ -341,10 +538,28 @@ export class TcpStore implements Store {
     return readI64((await this.call(Cmd.NUM_KEYS, []))[0]);
   }
 
+  /**
+   * Closes the connection (and the server, on the master). Sets not yet confirmed are confirmed
+   * first, waiting up to 10 s (or the store's timeout, if shorter): a refused set throws here, after
+   * closing, if no operation reported it.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
+    let unconfirmed: Error | undefined;
+    if (this.unconfirmed.size && !this.unusable()) {
+      const n = this.unconfirmed.size;
+      // a timeout, or the connection lost (naming the sets): either way the sets are not known stored
+      await this.request(Cmd.NUM_KEYS, [], Math.min(this.timeoutMs, CLOSE_CONFIRM_MS), () => `the server to confirm the last ${n} set(s)`, false).catch(
+        (e: Error) => {
+          unconfirmed = e;
+        },
+      );
+    }
     this.closed = true;
+    this.flush();
     this.socket?.destroy();
     await this.server?.close();
+    const refused = this.takeUnreported() ?? unconfirmed;
+    if (refused) throw refused;
   }
 }

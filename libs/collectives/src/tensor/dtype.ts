@@ -6,15 +6,7 @@ import { BFloat16BitsArray, Float16BitsArray } from './half';
 export const DTYPES = ['float32', 'float64', 'int8', 'uint8', 'int32', 'int64', 'float16', 'bfloat16'] as const;
 export type DType = (typeof DTYPES)[number];
 
-export type Tensor =
-  | Float32Array
-  | Float64Array
-  | Int8Array
-  | Uint8Array
-  | Int32Array
-  | BigInt64Array
-  | Float16BitsArray
-  | BFloat16BitsArray;
+export type Tensor = Float32Array | Float64Array | Int8Array | Uint8Array | Int32Array | BigInt64Array | Float16BitsArray | BFloat16BitsArray;
 
 const ELEMENT_SIZE: Record<DType, number> = {
   float32: 4,
@@ -60,8 +52,7 @@ export function dtypeOf(t: unknown): DType {
   if (t instanceof Uint8Array && !(t instanceof Uint8ClampedArray)) return 'uint8';
   if (t instanceof Int32Array) return 'int32';
   if (t instanceof BigInt64Array) return 'int64';
-  const hint =
-    t instanceof Uint16Array ? ' (for 16-bit floats use Float16BitsArray or BFloat16BitsArray)' : '';
+  const hint = t instanceof Uint16Array ? ' (for 16-bit floats use Float16BitsArray or BFloat16BitsArray)' : '';
   throw new InvalidArgumentError(
     `unsupported tensor type ${describe(t)}${hint}; expected Float32Array, Float64Array, Int8Array, Uint8Array, Int32Array, BigInt64Array, Float16BitsArray or BFloat16BitsArray`,
   );

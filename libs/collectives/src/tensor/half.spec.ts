@@ -1,14 +1,6 @@
 import { InvalidArgumentError } from '../errors';
 import { bytesOf, dtypeOf, elementSize, viewAs } from './dtype';
-import {
-  BFloat16BitsArray,
-  F16_TO_F32,
-  Float16BitsArray,
-  bf16BitsToF32,
-  f16BitsToF32,
-  f32ToBf16Bits,
-  f32ToF16Bits,
-} from './half';
+import { BFloat16BitsArray, F16_TO_F32, Float16BitsArray, bf16BitsToF32, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits } from './half';
 
 // Reference f16 rounding done with exact rational arithmetic on doubles (independent of the bit code).
 function refF16(v: number): number {
@@ -82,7 +74,7 @@ describe('float16 conversion', () => {
 
   it('matches an independent reference on many random values', () => {
     let seed = 12345;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
     for (let i = 0; i < 20000; i++) {
       const v = (rnd() - 0.5) * 2 ** Math.floor(rnd() * 50 - 30);
       const got = f32ToF16Bits(v);

@@ -73,25 +73,16 @@ export function f32ToBf16Bits(v: number): number {
   return f32BitsToBf16Bits(u32Box[0]);
 }
 
-// Bulk conversions used by the reduction kernels (tight loops, caller-owned buffers).
+// Bulk conversions behind toFloat32 (tight loops, caller-owned buffers).
 
-export function decodeF16(src: Uint16Array, dst: Float32Array, n: number = src.length): void {
+function decodeF16(src: Uint16Array, dst: Float32Array, n: number = src.length): void {
   const table = F16_TO_F32;
   for (let i = 0; i < n; i++) dst[i] = table[src[i]];
 }
 
 /** `dstBits` must be a Uint32Array view of the float32 array that receives the values. */
-export function decodeBf16(src: Uint16Array, dstBits: Uint32Array, n: number = src.length): void {
+function decodeBf16(src: Uint16Array, dstBits: Uint32Array, n: number = src.length): void {
   for (let i = 0; i < n; i++) dstBits[i] = src[i] << 16;
-}
-
-/** `srcBits`: Uint32Array view of float32 values. */
-export function encodeF16(srcBits: Uint32Array, dst: Uint16Array, n: number = dst.length): void {
-  for (let i = 0; i < n; i++) dst[i] = f32BitsToF16Bits(srcBits[i]);
-}
-
-export function encodeBf16(srcBits: Uint32Array, dst: Uint16Array, n: number = dst.length): void {
-  for (let i = 0; i < n; i++) dst[i] = f32BitsToBf16Bits(srcBits[i]);
 }
 
 type NumberSource = ArrayLike<number> | Iterable<number>;

@@ -10,7 +10,10 @@ function rank(r: number, world: number, done: number, then?: (g: GroupTrace, rec
   then?.(g, rec);
   return buildDump(rec, { rank: r, worldSize: world, job, groups: [g] });
 }
-const waitIn = (seq: number, op = 'allReduce', count = 1024) => (g: GroupTrace) => void g.collective(seq, op, 'ring', 'float32', count, 1000);
+const waitIn =
+  (seq: number, op = 'allReduce', count = 1024) =>
+  (g: GroupTrace) =>
+    void g.collective(seq, op, 'ring', 'float32', count, 1000);
 
 describe('stuck-rank analysis', () => {
   it('names the rank that did not join, with the last collective it finished', () => {

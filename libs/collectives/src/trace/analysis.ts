@@ -111,7 +111,9 @@ function rankView(d: TraceDump | undefined, rank: number, pg: string): RankView 
   let current = mine.filter(inFlight).sort((a, b) => a.collective_seq_id - b.collective_seq_id)[0];
   // after a timeout the op is failed, no longer in flight: it is still where the rank stopped
   current ??= mine.filter((e) => e.state === 'failed' && e.collective_seq_id > lastCompleted).sort((a, b) => b.collective_seq_id - a.collective_seq_id)[0];
-  const elsewhere = d.entries.filter((e) => inFlight(e) && e !== current && (e.is_p2p || String(e.pg_id) !== pg)).sort((a, b) => a.time_created_ns - b.time_created_ns)[0];
+  const elsewhere = d.entries
+    .filter((e) => inFlight(e) && e !== current && (e.is_p2p || String(e.pg_id) !== pg))
+    .sort((a, b) => a.time_created_ns - b.time_created_ns)[0];
   let lastOp = status?.last_completed_op ?? '';
   if (!lastOp) lastOp = mine.find((e) => e.collective_seq_id === lastCompleted)?.op ?? '';
   return {
@@ -128,7 +130,9 @@ function rankView(d: TraceDump | undefined, rank: number, pg: string): RankView 
 const signatureOf = (v: OpView) => `${v.op}/${v.dtype}/${v.count}`;
 
 function finished(v: RankView): string {
-  return v.last_completed < 0 ? `rank ${v.rank} finished no collective of this group` : `rank ${v.rank} finished ${v.last_completed_op || 'collective'} #${v.last_completed}`;
+  return v.last_completed < 0
+    ? `rank ${v.rank} finished no collective of this group`
+    : `rank ${v.rank} finished ${v.last_completed_op || 'collective'} #${v.last_completed}`;
 }
 
 /** The sentence about one member that is not with the waiting ranks. */
@@ -139,7 +143,8 @@ export function describeLagging(v: RankView, seq: number, pg: string): string {
     return `${finished(v)}, now in ${v.current.op}${v.current.dtype ? `(${v.current.dtype}, count=${v.current.count})` : ''} #${seq} (mismatch)`;
   }
   if (v.last_completed >= seq) return `${finished(v)}, already past #${seq}${now}`;
-  if (v.current && v.current.seq < seq) return `${finished(v)} but is still in ${describeOp(v.current, pg)} since ${clockTime(v.current.since_ns)}${v.current.error ? ` (${v.current.error})` : ''}${now}`;
+  if (v.current && v.current.seq < seq)
+    return `${finished(v)} but is still in ${describeOp(v.current, pg)} since ${clockTime(v.current.since_ns)}${v.current.error ? ` (${v.current.error})` : ''}${now}`;
   return `${finished(v)} but did not join #${seq}${now || ' (in no collective)'}`;
 }
 
@@ -225,7 +230,8 @@ export function analyzeTraces(dumps: readonly TraceDump[], opts: AnalyzeOptions 
     const groups = new Map<string, number[]>();
     for (const d of byRank.values()) for (const [pg, cfg] of Object.entries(d.pg_config)) if (!groups.has(pg)) groups.set(pg, [...cfg.ranks]);
     const verified = opts.verified?.(job || undefined);
-    for (const [pg, ranks] of [...groups.entries()].sort((a, b) => Number(a[0]) - Number(b[0]))) reports.push(analyzeGroup(job || undefined, pg, ranks, byRank, nowNs, verified));
+    for (const [pg, ranks] of [...groups.entries()].sort((a, b) => Number(a[0]) - Number(b[0])))
+      reports.push(analyzeGroup(job || undefined, pg, ranks, byRank, nowNs, verified));
   }
   return reports;
 }

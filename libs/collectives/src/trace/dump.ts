@@ -82,7 +82,7 @@ export interface DumpMeta {
   groups: readonly GroupTrace[];
 }
 
-export function traceEntry(r: TraceRecord): TraceEntry {
+function traceEntry(r: TraceRecord): TraceEntry {
   const done = r.state === 'completed' || r.state === 'failed';
   const size = [r.count];
   return {
@@ -116,13 +116,26 @@ function groupTables(groups: readonly GroupTrace[]): Pick<TraceDump, 'pg_config'
   const pg_status: Record<string, PgStatus> = {};
   for (const g of groups) {
     pg_config[g.pgId] = { name: String(g.pgId), desc: g.pgId === 0 ? 'default_pg' : 'new_group', ranks: [...g.ranks], backend: g.backend };
-    pg_status[g.pgId] = { last_enqueued_collective: g.lastEnqueued, last_started_collective: g.lastStarted, last_completed_collective: g.lastCompleted, last_completed_op: g.lastCompletedOp };
+    pg_status[g.pgId] = {
+      last_enqueued_collective: g.lastEnqueued,
+      last_started_collective: g.lastStarted,
+      last_completed_collective: g.lastCompleted,
+      last_completed_op: g.lastCompletedOp,
+    };
   }
   return { pg_config, pg_status };
 }
 
 function header(meta: DumpMeta): Omit<TraceDump, 'pg_config' | 'pg_status' | 'entries'> {
-  return { version: TRACE_DUMP_VERSION, rank: meta.rank, world_size: meta.worldSize, pid: process.pid, host: os.hostname(), ...(meta.job ? { job: meta.job } : {}), time_ns: toEpochNs(performance.now()) };
+  return {
+    version: TRACE_DUMP_VERSION,
+    rank: meta.rank,
+    world_size: meta.worldSize,
+    pid: process.pid,
+    host: os.hostname(),
+    ...(meta.job ? { job: meta.job } : {}),
+    time_ns: toEpochNs(performance.now()),
+  };
 }
 
 /** Every kept entry, oldest first, and every op still in flight (even one the ring has dropped). */

@@ -107,6 +107,7 @@ export function traceExchangeMs(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env[TRACE_EXCHANGE_ENV];
   if (raw === undefined || raw.trim() === '') return DEFAULT_TRACE_EXCHANGE_MS;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 600_000) throw new InvalidArgumentError(`${TRACE_EXCHANGE_ENV} must be an integer number of ms in [0, 600000], got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < 0 || n > 600_000)
+    throw new InvalidArgumentError(`${TRACE_EXCHANGE_ENV} must be an integer number of ms in [0, 600000], got ${JSON.stringify(raw)}`);
   return n;
 }

@@ -29,7 +29,16 @@ describe('flight recorder ring', () => {
     expect(rec.records()).not.toContain(stuck);
     expect(rec.oldestInFlight()).toBe(stuck);
     const d = buildDump(rec, meta(rec, [g]));
-    expect(d.entries[0]).toMatchObject({ op: 'recv', is_p2p: true, p2p_seq_id: 0, collective_seq_id: -1, state: 'started', peer: 1, retired: false, time_discovered_completed_ns: null });
+    expect(d.entries[0]).toMatchObject({
+      op: 'recv',
+      is_p2p: true,
+      p2p_seq_id: 0,
+      collective_seq_id: -1,
+      state: 'started',
+      peer: 1,
+      retired: false,
+      time_discovered_completed_ns: null,
+    });
     g.failed(stuck, 'TIMEOUT');
     expect(rec.oldestInFlight()).toBeUndefined();
     expect(stuck.state).toBe('failed');
@@ -45,7 +54,23 @@ describe('flight recorder ring', () => {
     expect(d.pg_status[0]).toEqual({ last_enqueued_collective: 10, last_started_collective: 10, last_completed_collective: 9, last_completed_op: 'allReduce' });
     expect(d.entries).toHaveLength(11);
     const e = d.entries[3];
-    expect(e).toMatchObject({ record_id: 3, pg_id: 0, process_group: ['0', 'default_pg'], collective_seq_id: 3, p2p_seq_id: -1, profiling_name: 'tcp:allReduce', input_sizes: [[256]], input_dtypes: ['float32'], output_sizes: [[256]], state: 'completed', retired: true, timeout_ms: 30000, is_p2p: false, algorithm: 'ring', error: null });
+    expect(e).toMatchObject({
+      record_id: 3,
+      pg_id: 0,
+      process_group: ['0', 'default_pg'],
+      collective_seq_id: 3,
+      p2p_seq_id: -1,
+      profiling_name: 'tcp:allReduce',
+      input_sizes: [[256]],
+      input_dtypes: ['float32'],
+      output_sizes: [[256]],
+      state: 'completed',
+      retired: true,
+      timeout_ms: 30000,
+      is_p2p: false,
+      algorithm: 'ring',
+      error: null,
+    });
     expect(e.time_discovered_completed_ns!).toBeGreaterThanOrEqual(e.time_discovered_started_ns!);
     expect(e.time_created_ns / 1e6).toBeGreaterThan(Date.now() - 60_000);
     expect(e.time_created_ns / 1e6).toBeLessThanOrEqual(Date.now() + 1);
@@ -55,7 +80,7 @@ describe('flight recorder ring', () => {
     expect(JSON.stringify(s).length).toBeLessThan(2000);
   });
 
-  it('reuses the ring\'s records once finished (no allocation per op), never one in flight', () => {
+  it("reuses the ring's records once finished (no allocation per op), never one in flight", () => {
     const rec = new FlightRecorder(2);
     const g = rec.group(0, [0, 1], 0, 'tcp');
     const a = g.collective(0, 'allReduce', 'ring', 'float32', 1, 1000);

@@ -106,10 +106,39 @@ export class FlightRecorder {
     return new GroupTrace(this, pgId, ranks, rank, backend);
   }
 
-  add(group: GroupTrace, seq: number, p2pSeq: number, op: string, algorithm: string, dtype: string, count: number, peer: number, timeoutMs: number, now: number): TraceRecord {
+  add(
+    group: GroupTrace,
+    seq: number,
+    p2pSeq: number,
+    op: string,
+    algorithm: string,
+    dtype: string,
+    count: number,
+    peer: number,
+    timeoutMs: number,
+    now: number,
+  ): TraceRecord {
     let r = this.ring[this.next];
     if (r === undefined || r.state === 'started' || r.state === 'scheduled') {
-      r = { recordId: 0, group, seq, p2pSeq, op, algorithm, dtype, count, peer, timeoutMs, state: 'started', created: now, started: now, completed: 0, error: undefined, prevInFlight: undefined, nextInFlight: undefined };
+      r = {
+        recordId: 0,
+        group,
+        seq,
+        p2pSeq,
+        op,
+        algorithm,
+        dtype,
+        count,
+        peer,
+        timeoutMs,
+        state: 'started',
+        created: now,
+        started: now,
+        completed: 0,
+        error: undefined,
+        prevInFlight: undefined,
+        nextInFlight: undefined,
+      };
       this.ring[this.next] = r;
     } else {
       r.group = group;
@@ -205,7 +234,8 @@ export function traceBufferSize(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env[TRACE_BUFFER_ENV];
   if (raw === undefined || raw.trim() === '') return DEFAULT_TRACE_BUFFER_SIZE;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 1_000_000) throw new InvalidArgumentError(`${TRACE_BUFFER_ENV} must be an integer in [0, 1000000], got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < 0 || n > 1_000_000)
+    throw new InvalidArgumentError(`${TRACE_BUFFER_ENV} must be an integer in [0, 1000000], got ${JSON.stringify(raw)}`);
   return n;
 }
 

@@ -5,7 +5,7 @@
 // each answer carries a MAC (answer-mac.ts) that the coordinator checks against its job's secret.
 import { InvalidArgumentError } from '../errors';
 import type { WorldTrace } from './world-trace';
-import { natsLogin } from '../rendezvous/nats-credentials';
+import { NATS_RECONNECT, natsLogin, natsServers } from '../rendezvous/nats-credentials';
 import { loadNatsTransport } from '../rendezvous/nats-client';
 import type { MsgHdrs } from '@nats-io/nats-core';
 import { TRACE_MAC_HEADER, TRACE_NONCE_MAX, traceAnswerKey, traceAnswerMac } from './answer-mac';
@@ -32,7 +32,7 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
   const subject = env[TRACE_SUBJECT_ENV];
   if (!subject) throw new InvalidArgumentError(`${TRACE_NATS_URL_ENV} is set but ${TRACE_SUBJECT_ENV} is not: the subject to answer on is needed`);
   const nats = loadNatsTransport('the trace responder', (m) => new InvalidArgumentError(`${TRACE_NATS_URL_ENV} is set: ${m}`));
-  const nc = await nats.connect({ ...natsLogin(), servers: url, name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000, maxReconnectAttempts: -1 });
+  const nc = await nats.connect({ ...natsLogin(), ...NATS_RECONNECT, servers: natsServers(url), name: `cmesh-trace-rank-${trace.opts.rank}`, timeout: 5000 });
   const enc = new TextEncoder();
   // the process group's data-plane secret: the coordinator that made it can check our answers
   const key = secret ? traceAnswerKey(secret) : undefined;
@@ -72,7 +72,7 @@ export async function startTraceResponder(trace: WorldTrace, env: NodeJS.Process
  * 4 KiB, a job or nonce that is not a short string), so that the collector is not flooded with
  * one refusal per rank.
  */
-export function traceRequest(data: Uint8Array): TraceRequest | undefined {
+function traceRequest(data: Uint8Array): TraceRequest | undefined {
   if (data.length > MAX_REQUEST_BYTES) return undefined;
   let body: unknown = {};
   try {

@@ -28,7 +28,13 @@ export class WorldTrace {
     // an agent's job worker names its job; `cmesh run` names its run
     this.job = env.CMESH_TRACE_JOB || env.TORCHELASTIC_RUN_ID || env.CMESH_RUN_ID || undefined;
     this.dumpDir = env[TRACE_DUMP_DIR_ENV] || undefined;
-    this.exchange = new TraceExchange(opts.store, opts.rank, () => this.summary(), () => this.dumpIfAsked(), this.recorder.enabled ? traceExchangeMs(env) : 0);
+    this.exchange = new TraceExchange(
+      opts.store,
+      opts.rank,
+      () => this.summary(),
+      () => this.dumpIfAsked(),
+      this.recorder.enabled ? traceExchangeMs(env) : 0,
+    );
     this.exchange.start();
   }
 

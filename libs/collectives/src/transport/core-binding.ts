@@ -108,15 +108,16 @@ export function unbindMainThread(cpus: readonly number[]): boolean {
 }
 
 /**
- * Binds the main thread to one core, only when called: `cpu`, else LOCAL_RANK's core among the
- * allowed ones in turn (like `--bind-to core`). Returns where, or why not.
+ * Binds the main thread to one core, only when called: `cpu`, else LOCAL_RANK's core (read from
+ * `env`, default process.env) among the allowed ones in turn (like `--bind-to core`). Returns
+ * where, or why not.
  */
-export function bindToCore(opts: { cpu?: number } = {}): Binding {
+export function bindToCore(opts: { cpu?: number; env?: NodeJS.ProcessEnv } = {}): Binding {
   if (opts.cpu !== undefined) {
     if (!Number.isInteger(opts.cpu) || opts.cpu < 0) throw new InvalidArgumentError(`bindToCore: cpu must be a non-negative integer, got ${opts.cpu}`);
     return bindMainThread(opts.cpu);
   }
-  const plan = planBinding({ LOCAL_RANK: process.env.LOCAL_RANK, CMESH_BIND: 'core' }, true, allowedCpus());
+  const plan = planBinding({ LOCAL_RANK: (opts.env ?? process.env).LOCAL_RANK, CMESH_BIND: 'core' }, true, allowedCpus());
   if ('cpu' in plan) return bindMainThread(plan.cpu);
   if (debugOn) debug('binding', `not bound: ${plan.skipped}`);
   return plan;

@@ -13,8 +13,6 @@ export const enum FrameKind {
   Abort = 3,
   /** Sent by destroyProcessGroup: the peer leaves on purpose. */
   Bye = 4,
-  /** First frame on a new connection: tag carries the connecting rank. */
-  Hello = 5,
 }
 
 /** What every rank must agree on for one collective call. count = 0xffffffff: not compared. */
@@ -62,9 +60,7 @@ export function readHeader(b: Buffer): FrameHeader {
 }
 
 export function signaturesMatch(a: OpSignature, b: OpSignature): boolean {
-  return (
-    a.opcode === b.opcode && a.dtype === b.dtype && a.root === b.root && (a.count === ANY_COUNT || b.count === ANY_COUNT || a.count === b.count)
-  );
+  return a.opcode === b.opcode && a.dtype === b.dtype && a.root === b.root && (a.count === ANY_COUNT || b.count === ANY_COUNT || a.count === b.count);
 }
 
 export function matchKey(kind: FrameKind, group: number, tag: number): string {

@@ -11,7 +11,8 @@ export function dataPortRange(text = process.env.CMESH_DATA_PORTS): [number, num
   const lo = m ? Number(m[1]) : NaN;
   const hi = m ? Number(m[2] ?? m[1]) : NaN;
   if (lo === 0 && hi === 0) return null;
-  if (!m || lo < 1 || hi > 65535 || hi < lo) throw new InvalidArgumentError(`CMESH_DATA_PORTS must be "lo-hi" or "port" within 1..65535, got ${JSON.stringify(text)}`);
+  if (!m || lo < 1 || hi > 65535 || hi < lo)
+    throw new InvalidArgumentError(`CMESH_DATA_PORTS must be "lo-hi" or "port" within 1..65535, got ${JSON.stringify(text)}`);
   return [lo, hi];
 }
 

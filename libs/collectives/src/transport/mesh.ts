@@ -1,10 +1,10 @@
 // The TCP peer mesh of one world: every rank listens on an ephemeral port, publishes its address in
 // the store, and holds one connection to every other rank (rank i dials every j < i). Process
-// groups share it and tell their traffic apart by group id in the frame header.
-import * as net from 'net';
-import * as os from 'os';
+// groups share it and tell their traffic apart by group id in the frame header. mesh-setup.ts
+// forms it (listening, the address exchange, dialing, authentication); this file routes what flows
+// over it: sends and posted receives, any-source receives, aborts and goodbyes, a peer's loss.
 import { AuthenticationError, CmeshError, CollectiveMismatchError, DistTimeoutError, PeerFailureError } from '../errors';
-import { AUTH_MAGIC, AUTH_TIMEOUT_MS, AuthDialer, AuthListener, logRefusal, readRefusal, refusal, RefuseReason, refuseText } from '../auth/handshake';
+import { readRefusal, refuseText } from '../auth/handshake';
 import { resolveSecret } from '../auth/secret';
 import type { Store } from '../store/store';
 import { FrameHeader, FrameKind, HEADER_BYTES, NO_SIGNATURE, OpSignature, matchKey, writeHeader } from './frame';
@@ -13,14 +13,17 @@ import { UnexpectedLimits, unexpectedLimits } from './unexpected-limits';
 import { Spinner } from './spinner';
 import { timerMs } from '../timer';
 import { debug, debugOn } from '../debug';
-import { listenInRange } from './listen';
+import { formMesh } from './mesh-setup';
 import { ShmTransport } from './shm/shm-transport';
+import type { FastGroup } from './shm/fast';
 import { TransportMode, hostIdentity, transportMode } from './shm/select';
 
 export interface AbortNotice {
   failedRank: number;
   message: string;
   reason: 'peer' | 'mismatch' | 'timeout' | 'error';
+  /** the rank that sent it (kept with the notice here, not on the wire) */
+  via?: number;
 }
 
 interface AnySourceRecv extends PostedRecv {
@@ -35,26 +38,14 @@ const SETUP_GROUP = 0xffffffff;
 /** How long close() waits for its goodbyes to be written. */
 const BYE_WAIT_MS = 2000;
 
-/** Address other ranks can reach: loopback for a loopback master, else this host's first IPv4. */
-function dataPlaneHost(masterAddr: string | undefined): string {
-  const explicit = process.env.CMESH_DATA_ADDR;
-  if (explicit) return explicit;
-  if (!masterAddr || masterAddr === 'localhost' || masterAddr.startsWith('127.')) return '127.0.0.1';
-  for (const addrs of Object.values(os.networkInterfaces())) {
-    for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
-  }
-  return '127.0.0.1';
-}
-
 export class Mesh {
   private readonly peers: (PeerConnection | undefined)[];
-  private server?: net.Server;
   private readonly anySource = new Map<string, AnySourceRecv[]>();
   /** Op-scoped aborts received from peers, by match key. */
   private readonly aborts = new Map<string, AbortNotice>();
   private closing = false;
   private readonly headerPool: Buffer[] = [];
-  private spinner = Spinner.fromEnv();
+  private spinner: Spinner;
   /** The shared-memory rings to peers on this host, when any (see shm/). */
   private shm?: ShmTransport;
   /** Host identity of every rank (select.ts: ranks with the same one share a host). */
@@ -62,17 +53,21 @@ export class Mesh {
   /** The transport asked for (CMESH_TRANSPORT or the option): the same on every rank. */
   mode: TransportMode = 'auto';
   /** what one peer may make this rank buffer before it is asked for (CMESH_MAX_UNEXPECTED_*) */
-  private unexpectedLimits: UnexpectedLimits = unexpectedLimits();
+  private unexpectedLimits: UnexpectedLimits;
 
   private constructor(
     readonly rank: number,
     readonly size: number,
+    /** the settings this mesh reads (InitOptions.env) */
+    private readonly env: NodeJS.ProcessEnv,
   ) {
     this.peers = new Array(size).fill(undefined);
+    this.spinner = Spinner.fromEnv(env);
+    this.unexpectedLimits = unexpectedLimits(env);
   }
 
-  /** Listens, exchanges addresses through the store and connects the full mesh. */
   /**
+   * Listens, exchanges addresses through the store and connects the full mesh (mesh-setup.ts).
    * `secret` (default: CMESH_SECRET): every connection first passes an HMAC challenge both ways
    * (auth/handshake.ts) and carries the dialer's rank under it; before that nothing is parsed.
    * Only connection set-up pays for it: frames carry no authentication.
@@ -89,68 +84,26 @@ export class Mesh {
     hostId?: string;
     /** bounds on messages a peer sends before they are asked for (default: CMESH_MAX_UNEXPECTED_*, else DEFAULT_UNEXPECTED_LIMITS) */
     unexpected?: UnexpectedLimits;
+    /** where the CMESH_* settings are read (default process.env) */
+    env?: NodeJS.ProcessEnv;
   }): Promise<Mesh> {
-    const mode = transportMode(opts.transport);
-    const key = resolveSecret(opts.secret);
-    const mesh = new Mesh(opts.rank, opts.size);
+    const env = opts.env ?? process.env;
+    const mode = transportMode(opts.transport, env);
+    const key = resolveSecret(opts.secret, env);
+    const mesh = new Mesh(opts.rank, opts.size, env);
     if (opts.unexpected) mesh.unexpectedLimits = opts.unexpected;
     const hostId = opts.hostId ?? hostIdentity();
     mesh.hostIds = [hostId];
     mesh.mode = mode;
     if (opts.size === 1) return mesh;
-    const host = dataPlaneHost(opts.masterAddr);
-    const accepted = new Set<number>();
-    /** accepted connections that have not said which rank they are */
-    const anonymous = new Set<PeerConnection>();
-    let onAccept: () => void = () => {};
-    // only a higher rank of this world that is not connected yet may dial us
-    const admit = (c: PeerConnection, remote: string): boolean => {
-      if (!key && c.peer === AUTH_MAGIC.readUInt32LE(0)) {
-        logRefusal('data plane', remote, RefuseReason.ListenerHasNoSecret);
-        c.socket.end(refusal(RefuseReason.ListenerHasNoSecret));
-        return false;
-      }
-      // the dialer said which rank it is: one of the higher ranks, once
-      if (c.peer <= opts.rank || c.peer >= opts.size || accepted.has(c.peer)) {
-        if (debugOn) debug('mesh', `refused a connection from ${remote} that says it is rank ${c.peer}`);
-        c.violate(`said it is rank ${c.peer}, which is not a rank in (${opts.rank}, ${opts.size}) that has not connected yet`);
-        return false;
-      }
-      mesh.peers[c.peer] = c;
-      accepted.add(c.peer);
-      if (debugOn) debug('mesh', `connection from rank ${c.peer} accepted${key ? ' (authenticated)' : ''}`);
-      onAccept();
-      return true;
-    };
-    // paused, so that no byte is read before the socket is re-wrapped with our own read buffers
-    mesh.server = net.createServer({ pauseOnConnect: true }, (raw) => {
-      const remote = `${raw.remoteAddress}:${raw.remotePort}`;
-      const hello = (c: PeerConnection) => {
-        anonymous.delete(c);
-        return admit(c, remote);
-      };
-      const conn = mesh.connectionFor(-1, hello);
-      conn.attach(adoptAccepted(raw, conn));
-      anonymous.add(conn);
-      conn.socket.once('close', () => anonymous.delete(conn));
-      if (key) mesh.guardAccepted(conn, key, hello);
-      mesh.watch(conn);
-    });
-    const port = await listenInRange(mesh.server, host);
-    if (debugOn) debug('mesh', `data plane listening on ${host}:${port}, world ${opts.size}, busy-poll ${mesh.spinner.budgetUs} us`);
-    // which ranks share a host (for shared memory, and for algorithms that treat hosts apart); read
-    // before dialing, so that every store read is over once the mesh is complete
-    await opts.store.set(`mesh/host/${opts.rank}`, hostId);
-    await opts.store.set(`mesh/addr/${opts.rank}`, `${host}:${port}`);
     try {
-      mesh.hostIds = await Promise.all([...Array(opts.size).keys()].map(async (r) => (r === opts.rank ? hostId : (await opts.store.get(`mesh/host/${r}`, opts.timeoutMs)).toString())));
-      await mesh.connectAll(opts, key, accepted, (f) => (onAccept = f));
-      // nor stay connected without a rank
-      for (const c of anonymous) c.violate('did not say which rank it is before the mesh was complete');
+      mesh.hostIds = await formMesh({ ...opts, env, hostId, busyPollUs: mesh.spinner.budgetUs }, key, mesh.peers, {
+        connectionFor: (peer, onHello) => mesh.connectionFor(peer, onHello),
+        watch: (conn) => mesh.watch(conn),
+      });
     } catch (e) {
-      // nothing of a mesh that failed to form stays open: its listener, the connections it made
+      // nothing of a mesh that failed to form stays open: the connections it made
       mesh.closing = true;
-      mesh.server.close();
       for (const c of mesh.peers) c?.socket?.destroy();
       throw e;
     }
@@ -159,80 +112,6 @@ export class Mesh {
       await mesh.setupBarrier(opts.timeoutMs);
     }
     return mesh;
-  }
-
-  /** Dials every lower rank and waits for every higher one to dial in. */
-  private async connectAll(
-    opts: { rank: number; size: number; store: Store; timeoutMs: number },
-    key: Buffer | undefined,
-    accepted: Set<number>,
-    setOnAccept: (f: () => void) => void,
-  ): Promise<void> {
-    const lower = [...Array(opts.rank).keys()];
-    const deadline = Date.now() + opts.timeoutMs;
-    await Promise.all(
-      lower.map(async (peer) => {
-        const [h, p] = (await opts.store.get(`mesh/addr/${peer}`, opts.timeoutMs)).toString().split(':');
-        const conn = this.connectionFor(peer);
-        conn.attach(await dial(h, Number(p), opts.rank, deadline, conn, key));
-        this.peers[peer] = conn;
-        if (debugOn) debug('mesh', `connected to rank ${peer} at ${h}:${p}`);
-        this.watch(conn);
-      }),
-    );
-    const expected = opts.size - 1 - opts.rank;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const missing = [...Array(opts.size).keys()].filter((r) => r > opts.rank && !accepted.has(r));
-        if (debugOn) debug('mesh', `error: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`);
-        reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not connect within ${opts.timeoutMs} ms`, { rank: opts.rank, peers: missing }));
-      }, timerMs(deadline - Date.now()));
-      const onAccept = () => {
-        if (accepted.size === expected) {
-          clearTimeout(timer);
-          resolve();
-        }
-      };
-      setOnAccept(onAccept);
-      onAccept();
-    });
-    // no one else may connect once the mesh is complete
-    this.server!.close();
-    if (debugOn) debug('mesh', `connected to all ${opts.size - 1} peers`);
-  }
-
-  /** The listener's half of the challenge on an accepted connection; refused ones are closed. */
-  private guardAccepted(conn: PeerConnection, key: Buffer, admit: (c: PeerConnection) => boolean): void {
-    const remote = `${conn.socket.remoteAddress}:${conn.socket.remotePort}`;
-    const auth = new AuthListener(key, 'data-plane', 4);
-    const refuse = (reason: RefuseReason, reply?: Buffer) => {
-      conn.gate = () => undefined;
-      logRefusal('data plane', remote, reason);
-      if (reply) conn.socket.end(reply);
-      setTimeout(() => conn.socket.destroy(), reply ? 1000 : 0).unref();
-    };
-    const timer = setTimeout(() => refuse(RefuseReason.Protocol), AUTH_TIMEOUT_MS).unref();
-    conn.socket.on('close', () => clearTimeout(timer));
-    conn.gate = (chunk) => {
-      const step = auth.push(chunk);
-      if (step.state === 'more') {
-        if (step.send) conn.socket.write(step.send);
-        return undefined;
-      }
-      clearTimeout(timer);
-      if (step.state === 'failed') {
-        refuse(step.reason, step.send);
-        return undefined;
-      }
-      conn.gate = undefined;
-      conn.peer = step.value.readUInt32LE(0);
-      if (!admit(conn)) {
-        conn.gate = () => undefined;
-        return undefined;
-      }
-      conn.socket.write(step.send!);
-      return step.rest;
-    };
   }
 
   /**
@@ -250,7 +129,12 @@ export class Mesh {
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const missing = peers.filter((p) => !heard.has(p));
-        reject(new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not finish setting up within ${timeoutMs} ms`, { rank: this.rank, peers: missing }));
+        reject(
+          new DistTimeoutError(`data plane: ranks [${missing.join(', ')}] did not finish setting up within ${timeoutMs} ms`, {
+            rank: this.rank,
+            peers: missing,
+          }),
+        );
       }, timerMs(timeoutMs));
     });
     try {
@@ -278,6 +162,14 @@ export class Mesh {
     return ranks.length > 1 && !!this.shm && ranks.every((a) => ranks.every((b) => a === b || this.shm!.pairs.has(`${Math.min(a, b)},${Math.max(a, b)}`)));
   }
 
+  /**
+   * The shared-memory path for small collectives (shm/fast.ts) of a group of every rank of the
+   * world, when all of them share this host's memory; the first such group gets it.
+   */
+  fastPath(worldRanks: readonly number[], aborted: (seq: number) => Error | undefined): FastGroup | undefined {
+    return worldRanks.length === this.size ? this.shm?.fastGroup(worldRanks, { aborted }, this.env) : undefined;
+  }
+
   /** Moves the frames to peers on this host onto shared memory; the sockets stay as liveness. */
   private async attachShm(opts: { rank: number; size: number; store: Store; timeoutMs: number; mode: 'shm' | 'auto'; host: string }): Promise<void> {
     try {
@@ -293,7 +185,7 @@ export class Mesh {
       link.attach((chunk) => conn.feed(chunk));
     }
     this.shm.start();
-    this.spinner = Spinner.forShm();
+    this.spinner = Spinner.forShm(this.env);
     this.spinner.poller = this.shm.poller(this.spinner.yields);
     if (debugOn && this.spinner.yields) debug('shm', `ranks share cores: busy-poll ${this.spinner.budgetUs} us, yielding the core each turn`);
   }
@@ -326,12 +218,18 @@ export class Mesh {
     if (this.closing) return;
     const refused = conn.refused && readRefusal(Buffer.concat([conn.refused, Buffer.alloc(64)]));
     const err = refused
-      ? new AuthenticationError(`data plane: rank ${conn.peer} refused this rank's connection: ${refuseText(refused)} (every rank needs the same CMESH_SECRET)`, { rank: this.rank, peers: [conn.peer] })
+      ? new AuthenticationError(
+          `data plane: rank ${conn.peer} refused this rank's connection: ${refuseText(refused)} (every rank needs the same CMESH_SECRET)`,
+          { rank: this.rank, peers: [conn.peer] },
+        )
       : conn.leaving
-      ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
-      : conn.protocolError
-        ? new PeerFailureError(`rank ${conn.peer} broke the data-plane protocol (${conn.protocolError}); its connection was closed`, { rank: this.rank, peers: [conn.peer] })
-        : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
+        ? new PeerFailureError(`rank ${conn.peer} has destroyed its process group`, { rank: this.rank, peers: [conn.peer] })
+        : conn.protocolError
+          ? new PeerFailureError(`rank ${conn.peer} broke the data-plane protocol (${conn.protocolError}); its connection was closed`, {
+              rank: this.rank,
+              peers: [conn.peer],
+            })
+          : new PeerFailureError(`rank ${conn.peer} died or closed its connection`, { rank: this.rank, peers: [conn.peer] });
     conn.rejectPosted(err);
     conn.link?.close(err);
     for (const [key, q] of [...this.anySource]) {
@@ -341,7 +239,8 @@ export class Mesh {
       const alive = q.filter((r) => !dead.includes(r));
       if (alive.length) this.anySource.set(key, alive);
       else this.anySource.delete(key);
-      for (const r of dead) r.reject(new PeerFailureError(`every possible sender has closed its connection (last: rank ${conn.peer})`, { rank: this.rank, peers: r.candidates }));
+      for (const r of dead)
+        r.reject(new PeerFailureError(`every possible sender has closed its connection (last: rank ${conn.peer})`, { rank: this.rank, peers: r.candidates }));
     }
   }
 
@@ -356,7 +255,7 @@ export class Mesh {
     if (debugOn) debug('mesh', `error: rank ${peer} aborted op (group ${h.group}, tag ${h.tag}): ${notice.message}`);
     const key = matchKey(FrameKind.Collective, h.group, h.tag);
     if (this.aborts.size >= MAX_ABORTS) this.aborts.delete(this.aborts.keys().next().value!);
-    this.aborts.set(key, notice);
+    this.aborts.set(key, { ...notice, via: peer });
     const err = abortError(notice, peer, this.rank);
     for (const p of this.peers) p?.rejectPosted(err, (k) => k === key);
     return undefined;
@@ -491,7 +390,6 @@ export class Mesh {
     await Promise.race([Promise.all(byes), new Promise((r) => setTimeout(r, BYE_WAIT_MS).unref())]);
     this.shm?.close(new PeerFailureError('the process group was destroyed', { rank: this.rank }));
     for (const c of this.peers) c?.socket.end();
-    this.server?.close();
   }
 }
 
@@ -510,8 +408,11 @@ function parseAbortNotice(payload: Buffer): AbortNotice | undefined {
 }
 
 export function abortError(notice: AbortNotice, via: number | undefined, rank: number): CmeshError {
-  const by = via === undefined ? '' : ` (reported by rank ${via})`;
-  const ctx = { rank, peers: [notice.failedRank] };
+  const from = via ?? notice.via;
+  const by = from === undefined ? '' : ` (reported by rank ${from})`;
+  // a mismatch the other side saw first names this rank there; here it names the other side
+  const mine = notice.reason === 'mismatch' && notice.failedRank === rank && from !== undefined;
+  const ctx = { rank, peers: [mine ? from : notice.failedRank] };
   const message = `${notice.message}${by}`;
   switch (notice.reason) {
     case 'timeout':
@@ -523,91 +424,4 @@ export function abortError(notice: AbortNotice, via: number | undefined, rank: n
     default:
       return new CmeshError(message, ctx);
   }
-}
-
-async function dial(host: string, port: number, rank: number, deadline: number, conn: PeerConnection, key: Buffer | undefined): Promise<net.Socket> {
-  let last: Error | undefined;
-  while (Date.now() < deadline) {
-    let s: net.Socket;
-    try {
-      s = await new Promise<net.Socket>((resolve, reject) => {
-        const sock = net.connect({ host, port, onread: conn.onread }, () => resolve(sock));
-        sock.once('error', reject);
-      });
-    } catch (err) {
-      last = err as Error;
-      await new Promise((r) => setTimeout(r, 50));
-      continue;
-    }
-    s.removeAllListeners('error');
-    // a peer dying now resets the connection: 'close' follows, and the handshake and watch() act
-    // on it; an 'error' with no listener would kill this process instead
-    s.on('error', () => {});
-    const hello = Buffer.allocUnsafe(4);
-    hello.writeUInt32LE(rank, 0);
-    if (!key) {
-      s.write(hello);
-      return s;
-    }
-    await authenticateDialed(s, conn, key, hello, `${host}:${port}`, rank, deadline); // a refusal is final
-    return s;
-  }
-  throw new DistTimeoutError(`data plane: could not connect to ${host}:${port} (${last?.message ?? 'timeout'})`, { rank });
-}
-
-/** The dialer's half of the challenge, through the connection's read path (conn.gate). */
-function authenticateDialed(s: net.Socket, conn: PeerConnection, key: Buffer, rankBytes: Buffer, where: string, rank: number, deadline: number): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const dialer = new AuthDialer(key, 'data-plane', rankBytes);
-    const ctx = { rank, peers: [conn.peer] };
-    const finish = (err?: Error) => {
-      clearTimeout(timer);
-      s.off('close', onClose);
-      if (!err) return resolve();
-      conn.gate = () => undefined;
-      s.destroy();
-      reject(err);
-    };
-    // no refusal came first: the peer died (or gave up on us), it did not reject us
-    const onClose = () => finish(new PeerFailureError(`rank ${conn.peer} at ${where} died or closed its connection during authentication`, ctx));
-    const timer = setTimeout(
-      () => finish(new DistTimeoutError(`data plane: rank ${conn.peer} at ${where} did not complete authentication in time`, ctx)),
-      timerMs(deadline - Date.now()),
-    );
-    conn.gate = (chunk) => {
-      const step = dialer.push(chunk);
-      if (step.send) s.write(step.send);
-      if (step.state === 'more') return undefined;
-      if (step.state === 'failed') {
-        const why =
-          step.by === 'us'
-            ? 'it could not prove the shared secret (secrets differ)'
-            : step.reason === RefuseReason.ListenerHasNoSecret
-              ? 'this rank has a secret and that one has none (every rank needs the same CMESH_SECRET)'
-              : `it refused this rank: ${refuseText(step.reason)} (every rank needs the same CMESH_SECRET)`;
-        finish(new AuthenticationError(`data plane: rank ${conn.peer} at ${where}: ${why}`, ctx));
-        return undefined;
-      }
-      conn.gate = undefined;
-      finish();
-      return step.rest;
-    };
-    s.on('close', onClose);
-    s.write(dialer.hello());
-  });
-}
-
-/**
- * net.Server has no `onread` option, so an accepted socket (created paused) is re-wrapped around
- * its libuv handle with the connection's read buffers, as net.Server builds its own sockets.
- * Without a handle to adopt, the connection is fed from 'data' events instead.
- */
-function adoptAccepted(raw: net.Socket, conn: PeerConnection): net.Socket {
-  const handle = (raw as unknown as { _handle?: object })._handle;
-  if (!handle) {
-    raw.on('data', (chunk: Buffer) => conn.feed(chunk));
-    raw.resume();
-    return raw;
-  }
-  return new net.Socket({ handle, onread: conn.onread, readable: true, writable: true } as net.SocketConstructorOpts);
 }

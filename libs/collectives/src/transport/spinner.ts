@@ -20,7 +20,7 @@ export const DEFAULT_SPIN_US = 200;
  */
 export const YIELDING_SPIN_US = 1000;
 /** Transfers larger than this do not spin. */
-export const SPIN_MAX_BYTES = 64 * 1024;
+const SPIN_MAX_BYTES = 64 * 1024;
 
 /** Memory the spinning loop reads itself (the shared-memory rings), instead of waiting for a wake-up. */
 export interface Poller {

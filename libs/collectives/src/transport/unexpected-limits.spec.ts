@@ -12,7 +12,9 @@ describe('unexpected-message limits', () => {
     expect(unexpectedLimits({})).toEqual(DEFAULT_UNEXPECTED_LIMITS);
     expect(unexpectedLimits({ CMESH_MAX_UNEXPECTED_FRAMES: '100', CMESH_MAX_UNEXPECTED_BYTES: '64M' })).toEqual({ frames: 100, bytes: 64 * 2 ** 20 });
     expect(() => unexpectedLimits({ CMESH_MAX_UNEXPECTED_BYTES: '0' })).toThrow(InvalidArgumentError);
-    expect(() => unexpectedLimits({ CMESH_MAX_UNEXPECTED_FRAMES: 'lots' })).toThrow('CMESH_MAX_UNEXPECTED_FRAMES must be a positive number (suffix K, M or G allowed), got "lots"');
+    expect(() => unexpectedLimits({ CMESH_MAX_UNEXPECTED_FRAMES: 'lots' })).toThrow(
+      'CMESH_MAX_UNEXPECTED_FRAMES must be a positive number (suffix K, M or G allowed), got "lots"',
+    );
   });
 
   it('a peer that floods a rank is cut off, named; the other peers are still served', async () => {
@@ -21,7 +23,15 @@ describe('unexpected-message limits', () => {
     const stores = [master, ...(await Promise.all([1, 2].map(() => TcpStore.create({ host: '127.0.0.1', port: master.port, timeoutMs: 10_000 }))))];
     const meshes = await Promise.all(
       stores.map((store, rank) =>
-        Mesh.create({ rank, size, store, timeoutMs: 10_000, masterAddr: '127.0.0.1', transport: 'tcp', unexpected: rank === 0 ? { frames: 16, bytes: 1 << 20 } : undefined }),
+        Mesh.create({
+          rank,
+          size,
+          store,
+          timeoutMs: 10_000,
+          masterAddr: '127.0.0.1',
+          transport: 'tcp',
+          unexpected: rank === 0 ? { frames: 16, bytes: 1 << 20 } : undefined,
+        }),
       ),
     );
     try {

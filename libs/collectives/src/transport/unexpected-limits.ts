@@ -21,7 +21,8 @@ function sizeFrom(name: string, text: string | undefined, fallback: number): num
   if (text === undefined || text.trim() === '') return fallback;
   const m = /^\s*(\d+)\s*([kmg]?)(?:i?b)?\s*$/i.exec(text);
   const n = m ? Number(m[1]) * { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2].toLowerCase() as '' | 'k' | 'm' | 'g'] : NaN;
-  if (!(n >= 1) || !Number.isSafeInteger(n)) throw new InvalidArgumentError(`${name} must be a positive number (suffix K, M or G allowed), got ${JSON.stringify(text)}`);
+  if (!(n >= 1) || !Number.isSafeInteger(n))
+    throw new InvalidArgumentError(`${name} must be a positive number (suffix K, M or G allowed), got ${JSON.stringify(text)}`);
   return n;
 }
 

@@ -64,8 +64,13 @@ export class MeshComms {
   /** `hosts`: a host identity per rank (ranks with the same one are on one "host"); default the real one. */
   static async create(size: number, transport: 'tcp' | 'auto' = 'tcp', hosts?: readonly string[]): Promise<MeshComms> {
     const master = await TcpStore.create({ host: '127.0.0.1', port: 0, isMaster: true, timeoutMs: TIMEOUT_MS });
-    const stores = [master, ...(await Promise.all(Array.from({ length: size - 1 }, () => TcpStore.create({ host: '127.0.0.1', port: master.port, timeoutMs: TIMEOUT_MS }))))];
-    const meshes = await Promise.all(stores.map((store, rank) => Mesh.create({ rank, size, store, timeoutMs: TIMEOUT_MS, masterAddr: '127.0.0.1', transport, hostId: hosts?.[rank] })));
+    const stores = [
+      master,
+      ...(await Promise.all(Array.from({ length: size - 1 }, () => TcpStore.create({ host: '127.0.0.1', port: master.port, timeoutMs: TIMEOUT_MS })))),
+    ];
+    const meshes = await Promise.all(
+      stores.map((store, rank) => Mesh.create({ rank, size, store, timeoutMs: TIMEOUT_MS, masterAddr: '127.0.0.1', transport, hostId: hosts?.[rank] })),
+    );
     return new MeshComms(meshes, stores);
   }
 

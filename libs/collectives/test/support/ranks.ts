@@ -31,6 +31,16 @@ export interface RunOptions {
   master?: { addr: string; port: number };
 }
 
+/** The rank exited 0, wrote nothing to stderr and failed no check (the rank is named when not). */
+export function expectRankOk(r: RankResult): void {
+  expect({ rank: r.rank, code: r.code, stderr: r.stderr.slice(-2000), failures: r.result?.failures }).toEqual({
+    rank: r.rank,
+    code: 0,
+    stderr: '',
+    failures: [],
+  });
+}
+
 export async function runRanks(scenario: string, worldSize: number, opts: RunOptions = {}): Promise<RankResult[]> {
   const port = opts.master?.port ?? (await freePort());
   const started = Date.now();

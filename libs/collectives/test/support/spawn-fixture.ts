@@ -38,16 +38,22 @@ async function main(mode: string) {
     console.log('parent: joined');
   } else if (mode === 'signal') {
     await dist
-      .spawn(async (rank: number) => {
-        if (rank === 0) process.kill(process.pid, 'SIGKILL');
-        await new Promise((r) => setTimeout(r, 20000));
-      }, { nprocs: 2 })
+      .spawn(
+        async (rank: number) => {
+          if (rank === 0) process.kill(process.pid, 'SIGKILL');
+          await new Promise((r) => setTimeout(r, 20000));
+        },
+        { nprocs: 2 },
+      )
       .catch(report);
   } else if (mode === 'throw') {
     await dist
-      .spawn(async (rank: number) => {
-        if (rank === 1) throw new Error('boom from rank 1');
-      }, { nprocs: 2 })
+      .spawn(
+        async (rank: number) => {
+          if (rank === 1) throw new Error('boom from rank 1');
+        },
+        { nprocs: 2 },
+      )
       .catch(report);
   }
 }

@@ -39,6 +39,7 @@ struct CudaApi {
   cudaError_t (*malloc)(void**, size_t) = nullptr;
   cudaError_t (*free)(void*) = nullptr;
   cudaError_t (*mallocHost)(void**, size_t) = nullptr;  // page-locked: copies to it are asynchronous
+  cudaError_t (*freeHost)(void*) = nullptr;
   cudaError_t (*memcpyAsync)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
   cudaError_t (*memsetAsync)(void*, int, size_t, cudaStream_t) = nullptr;
   cudaError_t (*streamCreateWithFlags)(cudaStream_t*, unsigned) = nullptr;

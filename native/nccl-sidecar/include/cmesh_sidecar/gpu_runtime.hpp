@@ -18,6 +18,7 @@
 
 #include "cmesh_sidecar/cuda_api.hpp"
 #include "cmesh_sidecar/executor.hpp"
+#include "cmesh_sidecar/handles.hpp"
 #include "cmesh_sidecar/nccl_api.hpp"
 #include "cmesh_sidecar/request.hpp"
 
@@ -77,8 +78,6 @@ class GpuRuntime {
   /** Live handles of every connection: {comms, buffers, bufferBytes} (hello's `resources`). */
   Json resources() const;
 
-  /** Launches between two waits on the stream (a bounded launch queue, checked deadlines). */
-  static constexpr int kLaunchesPerWait = 128;
   static constexpr int64_t kAbortHandoffMs = 1000;
   /** How often the watchdog looks at the communicators' library calls. */
   static constexpr int64_t kWatchdogPeriodMs = 20;
@@ -86,21 +85,30 @@ class GpuRuntime {
  private:
   struct Buffer {
     int device = 0;
-    void* ptr = nullptr;
+    DeviceMemory mem;
     size_t bytes = 0;
     uint64_t owner = 0;
   };
+  /** 8 device bytes and 8 pinned host bytes for the timing alignment and the slowest-rank time. */
+  struct Scratch {
+    DeviceMemory device;
+    PinnedMemory host;  // its copies are asynchronous, event-polled
+    double* value() const { return static_cast<double*>(host.get()); }
+  };
   struct Comm {
+    explicit Comm(GpuRuntime& runtime) : rt(runtime) {}
+    /** Whatever an abort or destroy left: the handles aborted, the scratch slot back to the pool. */
+    ~Comm();
+    GpuRuntime& rt;
     // Read on the communicator's executor and written by aborts from other threads: under `m`.
-    ncclComm_t comm = nullptr;      // the ops' communicator
-    ncclComm_t parent = nullptr;    // the non-blocking one `comm` was split from, until released (aborted after `comm`)
+    NcclComm comm;                  // the ops' communicator
+    NcclComm parent;                // the non-blocking one `comm` was split from, until released (aborted after `comm`)
     bool nonblocking = false;       // `comm` answers ncclInProgress
     int device = 0, rank = 0, nranks = 0;
     uint64_t owner = 0;
-    cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr, sync = nullptr;
-    void* scratch = nullptr;  // 8 device bytes for the timing alignment and the slowest-rank time
-    double* hostScratch = nullptr;  // 8 pinned host bytes: its copies are asynchronous, event-polled
+    CudaStream stream;
+    CudaEvent start, stop, sync;
+    Scratch scratch;
     std::shared_ptr<Executor> exec;  // runs every request on this communicator
     std::string claim;               // the init's claim while init runs (claimInit)
     std::mutex m;             // guards comm, parent, aborted, abortReason, abortCode, busy, inCall*
@@ -165,12 +173,15 @@ class GpuRuntime {
     Comm& c_;
   };
   void watchdog();
-  /** Pinned host and device scratch slots: reused, never freed (cudaFree would wait on every kernel of the device). */
+  /**
+   * Pinned host and device scratch slots: reused, never freed while the sidecar runs (cudaFree
+   * would wait on every kernel of the device). A slot whose stream may still copy into it is left
+   * allocated, not reused.
+   */
   void takeScratch(Comm& c);
   void returnScratch(Comm& c);
-  /** Pinned staging buffers for copyIn / copyOut (kStagingBytes each): reused, never freed. */
-  char* takeStaging();
-  void returnStaging(char* p);
+  /** Pinned staging buffers for copyIn / copyOut (kStagingBytes each), reused as the scratch slots. */
+  class Staging;
   static constexpr size_t kStagingBytes = size_t(4) << 20;
   Buffer& buffer(int64_t handle);
   /** A communicator of this connection (NOT_FOUND otherwise). */
@@ -206,12 +217,15 @@ class GpuRuntime {
   mutable std::mutex m_;  // guards the maps; a connection's executor adds and frees its buffers
   std::map<int64_t, Buffer> buffers_;
   std::map<int64_t, CommPtr> comms_;
+  // Handles released by an abort request -> their connection, until it closes: a request on one
+  // (queued before the abort ran, or sent after it) fails ABORTED, not NOT_FOUND.
+  std::map<int64_t, uint64_t> abortedByRequest_;
   std::vector<std::weak_ptr<Comm>> watched_;  // every communicator, from init on (the watchdog's)
   std::map<std::string, std::pair<int, std::weak_ptr<Comm>>> claims_;  // unique id -> (rank, comm) while init runs
   std::map<std::string, std::string> refused_;  // a claim interrupted by another rank's init -> why
-  std::map<int, cudaStream_t> copyStreams_;
-  std::map<int, std::vector<std::pair<void*, double*>>> freeScratch_;  // per device
-  std::vector<char*> freeStaging_;
+  std::map<int, CudaStream> copyStreams_;
+  std::map<int, std::vector<Scratch>> freeScratch_;  // per device
+  std::vector<PinnedMemory> freeStaging_;
   int64_t nextHandle_ = 1;
   std::atomic<bool> stopping_{false};
   std::thread watchdogThread_;

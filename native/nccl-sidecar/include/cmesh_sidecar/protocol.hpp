@@ -73,8 +73,6 @@ enum class CollKind : uint8_t {
 };
 constexpr uint8_t kMaxCollectiveCode = 10;
 const char* collectiveName(uint8_t code);  // nullptr when unknown
-bool collectiveReduces(CollKind k);
-bool collectiveRooted(CollKind k);
 
 /** A decoded request header. Which fields an op reads: README.md, "Ops". */
 struct Request {

@@ -7,7 +7,7 @@ import type { AllGatherFn, Algorithm } from '../algorithm';
 import { ceilLog2, copyBytes, exchange, mod } from '../common';
 import type { Scratch } from '../scratch';
 
-export async function allGatherBruck(comm: Comm, input: Uint8Array, outputs: Uint8Array[], scratch: Scratch): Promise<void> {
+async function allGatherBruck(comm: Comm, input: Uint8Array, outputs: Uint8Array[], scratch: Scratch): Promise<void> {
   const P = comm.size;
   const r = comm.rank;
   if (P === 1) {
@@ -22,13 +22,7 @@ export async function allGatherBruck(comm: Comm, input: Uint8Array, outputs: Uin
   buf.set(input, 0);
   for (let d = 1; d < P; d <<= 1) {
     const count = Math.min(d, P - d);
-    await exchange(
-      comm,
-      mod(r - d, P),
-      buf.subarray(0, offsets[count]),
-      mod(r + d, P),
-      buf.subarray(offsets[d], offsets[d + count]),
-    );
+    await exchange(comm, mod(r - d, P), buf.subarray(0, offsets[count]), mod(r + d, P), buf.subarray(offsets[d], offsets[d + count]));
   }
   for (let j = 0; j < P; j++) outputs[mod(r + j, P)].set(buf.subarray(offsets[j], offsets[j + 1]));
 }

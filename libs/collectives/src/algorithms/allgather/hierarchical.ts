@@ -10,16 +10,25 @@ import type { AllGatherFn, Algorithm } from '../algorithm';
 import { SubComm, hostLayout } from '../topology';
 import { algorithm as ring, allGatherRing } from './ring';
 
-export async function allGatherHierarchical(comm: Comm, input: Uint8Array, outputs: Uint8Array[]): Promise<void> {
+async function allGatherHierarchical(comm: Comm, input: Uint8Array, outputs: Uint8Array[]): Promise<void> {
   const { members, host, local, uniform } = hostLayout(comm);
   if (!uniform || members.length === 1 || members[0].length === 1) return allGatherRing(comm, input, outputs);
   // 1. between hosts: my block to the ranks with my local index
   const peers = members.map((m) => m[local]);
-  await allGatherRing(new SubComm(comm, peers), input, peers.map((r) => outputs[r]));
+  await allGatherRing(
+    new SubComm(comm, peers),
+    input,
+    peers.map((r) => outputs[r]),
+  );
   // 2. within my host: every host's blocks, one ring each (in host order on every rank, so the
   // pairs of this host see their messages in the same order)
   const intra = new SubComm(comm, members[host]);
-  for (const m of members) await allGatherRing(intra, outputs[m[local]], m.map((r) => outputs[r]));
+  for (const m of members)
+    await allGatherRing(
+      intra,
+      outputs[m[local]],
+      m.map((r) => outputs[r]),
+    );
 }
 
 export const algorithm: Algorithm<AllGatherFn, 'hierarchical'> = {

@@ -10,7 +10,7 @@ import type { Scratch } from '../scratch';
 
 const ROOT = 0;
 
-export async function allReduceDirect(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch): Promise<void> {
+async function allReduceDirect(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch): Promise<void> {
   const P = comm.size;
   const bytes = bytesOf(data);
   if (P === 1 || data.length === 0) {

@@ -68,10 +68,22 @@ function handled<T>(p: Promise<T>): Promise<T> {
   return p;
 }
 
-async function uniformHosts(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch, opts: AlgorithmOptions | undefined, members: number[][], host: number, local: number): Promise<void> {
+async function uniformHosts(
+  comm: Comm,
+  data: Tensor,
+  op: ReduceOp,
+  scratch: Scratch,
+  opts: AlgorithmOptions | undefined,
+  members: number[][],
+  host: number,
+  local: number,
+): Promise<void> {
   const n = data.length;
   const intra = new SubComm(comm, members[host]);
-  const peers = new SubComm(comm, members.map((m) => m[local]));
+  const peers = new SubComm(
+    comm,
+    members.map((m) => m[local]),
+  );
   const L = intra.size;
   const H = peers.size;
   const S = segmentsFor(data.byteLength, H, opts?.chunkBytes);
@@ -85,7 +97,8 @@ async function uniformHosts(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scr
   // shards (and, between two hosts, what the other host sends) outlive the reduce-scatters' use of
   // `scratch`; between more hosts the all-reduces run beside the reduce-scatters, on a third area
   const [shards, incoming] = L > 1 || H === 2 ? scratch.child.tensors(dtype, L > 1 ? shardAt[S] : 0, H === 2 ? shardAt[S] : 0) : [];
-  const shard = (s: number): Tensor => (L > 1 ? (shards.subarray(shardAt[s], shardAt[s + 1]) as Tensor) : (data.subarray(segStart(s), segStart(s) + segLen(s)) as Tensor));
+  const shard = (s: number): Tensor =>
+    L > 1 ? (shards.subarray(shardAt[s], shardAt[s + 1]) as Tensor) : (data.subarray(segStart(s), segStart(s) + segLen(s)) as Tensor);
   const other = 1 - peers.rank;
   const recvs = H === 2 ? Array.from({ length: S }, (_, s) => recvIfAny(peers, other, bytesOf(incoming.subarray(shardAt[s], shardAt[s + 1]) as Tensor))) : [];
   const sends: Promise<void>[] = [];
@@ -129,7 +142,7 @@ async function allReduceAmong(comm: Comm, data: Tensor, op: ReduceOp, scratch: S
   else await allReduceRing(comm, data, op, scratch, opts);
 }
 
-export async function allReduceHierarchical(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch, opts?: AlgorithmOptions): Promise<void> {
+async function allReduceHierarchical(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch, opts?: AlgorithmOptions): Promise<void> {
   const P = comm.size;
   const n = data.length;
   if (P > 1 && n > 0) {
@@ -140,7 +153,18 @@ export async function allReduceHierarchical(comm: Comm, data: Tensor, op: Reduce
     } else {
       const intra = new SubComm(comm, members[host]);
       await reduceBinomial(intra, data, sum, 0, scratch);
-      if (local === 0) await allReduceAmong(new SubComm(comm, members.map((m) => m[0])), data, sum, scratch, 1, opts);
+      if (local === 0)
+        await allReduceAmong(
+          new SubComm(
+            comm,
+            members.map((m) => m[0]),
+          ),
+          data,
+          sum,
+          scratch,
+          1,
+          opts,
+        );
       await broadcastBinomial(intra, bytesOf(data), 0);
     }
   }

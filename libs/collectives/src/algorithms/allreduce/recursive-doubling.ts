@@ -13,7 +13,7 @@ import { exchange, floorPow2 } from '../common';
 import type { Algorithm, AllReduceFn } from '../algorithm';
 import type { Scratch } from '../scratch';
 
-export async function allReduceRecursiveDoubling(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch): Promise<void> {
+async function allReduceRecursiveDoubling(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch): Promise<void> {
   const P = comm.size;
   const r = comm.rank;
   const n = data.length;

@@ -15,13 +15,7 @@ import type { Algorithm, AllReduceFn, Traffic } from '../algorithm';
 import { AlgorithmOptions, blockSize, blockStart, byteRange, chunkElements, chunks, mod, recvIfAny, sendIfAny } from '../common';
 import type { Scratch } from '../scratch';
 
-export async function allReduceRing(
-  comm: Comm,
-  data: Tensor,
-  op: ReduceOp,
-  scratch: Scratch,
-  opts?: AlgorithmOptions,
-): Promise<void> {
+export async function allReduceRing(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch, opts?: AlgorithmOptions): Promise<void> {
   const P = comm.size;
   const r = comm.rank;
   const n = data.length;

@@ -16,17 +16,11 @@ export function treeChildren(rank: number, size: number): number[] {
   return out;
 }
 
-export function treeParent(rank: number): number {
+function treeParent(rank: number): number {
   return rank === 0 ? -1 : (rank - 1) >> 1;
 }
 
-export async function allReduceTree(
-  comm: Comm,
-  data: Tensor,
-  op: ReduceOp,
-  scratch: Scratch,
-  opts?: AlgorithmOptions,
-): Promise<void> {
+async function allReduceTree(comm: Comm, data: Tensor, op: ReduceOp, scratch: Scratch, opts?: AlgorithmOptions): Promise<void> {
   const P = comm.size;
   const n = data.length;
   if (P > 1 && n > 0) {

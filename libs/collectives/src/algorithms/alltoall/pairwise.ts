@@ -6,7 +6,7 @@ import type { Comm } from '../../transport/comm';
 import type { AllToAllFn, Algorithm } from '../algorithm';
 import { copyBytes, exchange, mod } from '../common';
 
-export async function allToAllPairwise(comm: Comm, inputs: Uint8Array[], outputs: Uint8Array[]): Promise<void> {
+async function allToAllPairwise(comm: Comm, inputs: Uint8Array[], outputs: Uint8Array[]): Promise<void> {
   const P = comm.size;
   const r = comm.rank;
   copyBytes(outputs[r], inputs[r]);

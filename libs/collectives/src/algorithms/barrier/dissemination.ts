@@ -6,7 +6,7 @@ import { ceilLog2, mod } from '../common';
 
 const TOKEN = new Uint8Array([1]); // one byte: the transport need not support empty messages
 
-export async function barrierDissemination(comm: Comm): Promise<void> {
+async function barrierDissemination(comm: Comm): Promise<void> {
   const P = comm.size;
   const got = new Uint8Array(1);
   for (let d = 1; d < P; d <<= 1) {

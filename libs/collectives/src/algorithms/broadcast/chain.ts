@@ -6,7 +6,7 @@ import type { Comm } from '../../transport/comm';
 import type { Algorithm, BroadcastFn } from '../algorithm';
 import { AlgorithmOptions, DEFAULT_CHUNK_BYTES, chunks, mod } from '../common';
 
-export async function broadcastChain(comm: Comm, data: Uint8Array, root: number, opts?: AlgorithmOptions): Promise<void> {
+async function broadcastChain(comm: Comm, data: Uint8Array, root: number, opts?: AlgorithmOptions): Promise<void> {
   const P = comm.size;
   const n = data.byteLength;
   if (P === 1 || n === 0) return;

@@ -5,7 +5,7 @@ import type { Algorithm, GatherFn } from '../algorithm';
 import { copyBytes, recvIfAny, sendIfAny } from '../common';
 
 /** `outputs` (root only): one buffer per rank; outputs[root] receives the root's own input. */
-export async function gatherLinear(comm: Comm, input: Uint8Array, outputs: Uint8Array[] | undefined, root: number): Promise<void> {
+async function gatherLinear(comm: Comm, input: Uint8Array, outputs: Uint8Array[] | undefined, root: number): Promise<void> {
   if (comm.rank !== root) {
     await sendIfAny(comm, root, input);
     return;

@@ -12,14 +12,7 @@ import type { Scratch } from '../scratch';
 import type { Algorithm, ReduceScatterFn } from '../algorithm';
 import { offsetsOf } from './offsets';
 
-export async function reduceScatterHalving(
-  comm: Comm,
-  input: Tensor,
-  output: Tensor,
-  counts: readonly number[],
-  op: ReduceOp,
-  scratch: Scratch,
-): Promise<void> {
+async function reduceScatterHalving(comm: Comm, input: Tensor, output: Tensor, counts: readonly number[], op: ReduceOp, scratch: Scratch): Promise<void> {
   const P = comm.size;
   const r = comm.rank;
   const off = offsetsOf(counts);

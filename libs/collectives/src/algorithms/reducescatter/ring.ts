@@ -15,14 +15,7 @@ import type { Scratch } from '../scratch';
 import type { Algorithm, ReduceScatterFn } from '../algorithm';
 import { offsetsOf } from './offsets';
 
-export async function reduceScatterRing(
-  comm: Comm,
-  input: Tensor,
-  output: Tensor,
-  counts: readonly number[],
-  op: ReduceOp,
-  scratch: Scratch,
-): Promise<void> {
+export async function reduceScatterRing(comm: Comm, input: Tensor, output: Tensor, counts: readonly number[], op: ReduceOp, scratch: Scratch): Promise<void> {
   const P = comm.size;
   const r = comm.rank;
   const off = offsetsOf(counts);

@@ -4,7 +4,7 @@ import type { Algorithm, ScatterFn } from '../algorithm';
 import { copyBytes, recvIfAny, sendIfAny } from '../common';
 
 /** `inputs` (root only): one buffer per rank; every rank's `output` receives its block. */
-export async function scatterLinear(comm: Comm, output: Uint8Array, inputs: Uint8Array[] | undefined, root: number): Promise<void> {
+async function scatterLinear(comm: Comm, output: Uint8Array, inputs: Uint8Array[] | undefined, root: number): Promise<void> {
   if (comm.rank !== root) {
     await recvIfAny(comm, root, output);
     return;

@@ -109,7 +109,9 @@ export class NcclCommunicator {
     if (!this.ended) {
       if (healthy) {
         this.ended = true;
-        await this.client.destroy(this.comm, Math.min(timeoutMs, CLEANUP_TIMEOUT_MS)).catch(() => this.client.abort(this.comm, CLEANUP_TIMEOUT_MS).catch(() => undefined));
+        await this.client
+          .destroy(this.comm, Math.min(timeoutMs, CLEANUP_TIMEOUT_MS))
+          .catch(() => this.client.abort(this.comm, CLEANUP_TIMEOUT_MS).catch(() => undefined));
       } else {
         await this.abort();
       }

@@ -139,8 +139,7 @@ export function encodeRequest(header: RequestHeader, payload?: Uint8Array): Buff
   const u8 = (off: number, name: string, v: number) => b.writeUInt8(Number(checkInt(name, v, 0n, U8)), off);
   const u16 = (off: number, name: string, v: number) => b.writeUInt16LE(Number(checkInt(name, v, 0n, U16)), off);
   const u32 = (off: number, name: string, v: number) => b.writeUInt32LE(Number(checkInt(name, v, 0n, U32)), off);
-  const i32 = (off: number, name: string, v: number) =>
-    b.writeInt32LE(Number(checkInt(name, v, -0x8000_0000n, 0x7fff_ffffn)), off);
+  const i32 = (off: number, name: string, v: number) => b.writeInt32LE(Number(checkInt(name, v, -0x8000_0000n, 0x7fff_ffffn)), off);
   const u64 = (off: number, name: string, v: number | bigint) => b.writeBigUInt64LE(checkInt(name, v, 0n, U64), off);
   const f = header;
   const op = typeof f.op === 'number' ? f.op : SIDECAR_OPS[f.op];
@@ -171,9 +170,7 @@ export function encodeRequest(header: RequestHeader, payload?: Uint8Array): Buff
   u32(116, 'iters', f.iters ?? 0);
   u32(120, 'value', f.value ?? 0);
   u32(124, 'delayMs', f.delayMs ?? 0);
-  return payloadLength
-    ? Buffer.concat([b, Buffer.from(payload!.buffer, payload!.byteOffset, payload!.byteLength)])
-    : b;
+  return payloadLength ? Buffer.concat([b, Buffer.from(payload!.buffer, payload!.byteOffset, payload!.byteLength)]) : b;
 }
 
 /** One reply from the sidecar. */
@@ -192,9 +189,7 @@ export interface Frame {
 
 export class FrameDecodeError extends Error {}
 
-const OP_NAMES = new Map<number, SidecarOp>(
-  (Object.entries(SIDECAR_OPS) as Array<[SidecarOp, number]>).map(([name, code]) => [code, name]),
-);
+const OP_NAMES = new Map<number, SidecarOp>((Object.entries(SIDECAR_OPS) as Array<[SidecarOp, number]>).map(([name, code]) => [code, name]));
 
 /**
  * Reassembles reply frames from stream chunks. Holds chunks until a whole frame is there, so a
@@ -220,9 +215,7 @@ export class FrameDecoder {
       const version = head.readUInt16LE(4);
       const headerLength = head.readUInt16LE(6);
       if (version !== SIDECAR_WIRE_VERSION || headerLength !== REPLY_HEADER_BYTES) {
-        throw new FrameDecodeError(
-          `reply is protocol ${version} with a ${headerLength}-byte header; this client speaks ${SIDECAR_WIRE_VERSION}`,
-        );
+        throw new FrameDecodeError(`reply is protocol ${version} with a ${headerLength}-byte header; this client speaks ${SIDECAR_WIRE_VERSION}`);
       }
       const bodyLength = head.readUInt32LE(24);
       const payloadLength = head.readUInt32LE(28);

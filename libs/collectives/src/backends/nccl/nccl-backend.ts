@@ -60,20 +60,41 @@ export class NcclBackend implements Backend {
   }
 
   run(call: CollectiveCall, _algorithm: string, _seq: number, _sig: unknown, timeoutMs: number): BackendOp {
-    return this.issue(this.launchOf(call), timeoutMs, this.worldRanks.filter((r) => r !== this.worldRank), undefined);
+    return this.issue(
+      this.launchOf(call),
+      timeoutMs,
+      this.worldRanks.filter((r) => r !== this.worldRank),
+      undefined,
+    );
   }
 
   /** NCCL has no tags (torch's ProcessGroupNCCL ignores them too): sends and receives between two ranks match in order. */
   send(tensor: Tensor, dst: number, _tag: number, timeoutMs: number): BackendOp {
     const c = tensor.length;
-    const launch: Launch = { collective: 'send', dtype: dtypeOf(tensor), count: c, sendPeer: this.worldRanks.indexOf(dst), sendBytes: tensor.byteLength, recvBytes: 0, inputs: [tensor] };
+    const launch: Launch = {
+      collective: 'send',
+      dtype: dtypeOf(tensor),
+      count: c,
+      sendPeer: this.worldRanks.indexOf(dst),
+      sendBytes: tensor.byteLength,
+      recvBytes: 0,
+      inputs: [tensor],
+    };
     return this.issue(launch, timeoutMs, [dst], undefined);
   }
 
   recv(tensor: Tensor, src: number | undefined, _tag: number, timeoutMs: number): BackendOp<number> {
     // the group refuses an any-source receive before this (capabilities.recvAnySource)
     const from = src!;
-    const launch: Launch = { collective: 'recv', dtype: dtypeOf(tensor), count: tensor.length, recvPeer: this.worldRanks.indexOf(from), sendBytes: 0, recvBytes: tensor.byteLength, outputs: [tensor] };
+    const launch: Launch = {
+      collective: 'recv',
+      dtype: dtypeOf(tensor),
+      count: tensor.length,
+      recvPeer: this.worldRanks.indexOf(from),
+      sendBytes: 0,
+      recvBytes: tensor.byteLength,
+      outputs: [tensor],
+    };
     return this.issue(launch, timeoutMs, [from], from);
   }
 
@@ -102,7 +123,20 @@ export class NcclBackend implements Backend {
     const comm = this.comm;
     await comm.reserve(l.sendBytes, l.recvBytes, left());
     if (l.inputs) await comm.writeSend(joined(l.inputs), left());
-    await comm.collective({ collective: l.collective, count: l.count, dtype: l.dtype, redOp: l.redOp, root: l.root, sendPeer: l.sendPeer, recvPeer: l.recvPeer, warmup: 0, iters: 1 }, left());
+    await comm.collective(
+      {
+        collective: l.collective,
+        count: l.count,
+        dtype: l.dtype,
+        redOp: l.redOp,
+        root: l.root,
+        sendPeer: l.sendPeer,
+        recvPeer: l.recvPeer,
+        warmup: 0,
+        iters: 1,
+      },
+      left(),
+    );
     if (l.outputs) {
       const total = l.outputs.reduce((a, t) => a + t.byteLength, 0);
       const got = await comm.readRecv(total, left());
@@ -131,39 +165,110 @@ export class NcclBackend implements Backend {
       case 'broadcast': {
         const t = call.tensor;
         const isRoot = me === call.root;
-        return { collective: 'broadcast', dtype: dtypeOf(t), count: t.length, root: call.root, sendBytes: t.byteLength, recvBytes: t.byteLength, inputs: isRoot ? [t] : undefined, outputs: isRoot ? undefined : [t] };
+        return {
+          collective: 'broadcast',
+          dtype: dtypeOf(t),
+          count: t.length,
+          root: call.root,
+          sendBytes: t.byteLength,
+          recvBytes: t.byteLength,
+          inputs: isRoot ? [t] : undefined,
+          outputs: isRoot ? undefined : [t],
+        };
       }
       case 'reduce': {
         const t = call.tensor;
-        return { collective: 'reduce', dtype: dtypeOf(t), count: t.length, redOp: redOp(call.redOp), root: call.root, sendBytes: t.byteLength, recvBytes: t.byteLength, inputs: [t], outputs: me === call.root ? [t] : undefined };
+        return {
+          collective: 'reduce',
+          dtype: dtypeOf(t),
+          count: t.length,
+          redOp: redOp(call.redOp),
+          root: call.root,
+          sendBytes: t.byteLength,
+          recvBytes: t.byteLength,
+          inputs: [t],
+          outputs: me === call.root ? [t] : undefined,
+        };
       }
       case 'allReduce': {
         const t = call.tensor;
-        return { collective: 'allReduce', dtype: dtypeOf(t), count: t.length, redOp: redOp(call.redOp), sendBytes: t.byteLength, recvBytes: t.byteLength, inputs: [t], outputs: [t] };
+        return {
+          collective: 'allReduce',
+          dtype: dtypeOf(t),
+          count: t.length,
+          redOp: redOp(call.redOp),
+          sendBytes: t.byteLength,
+          recvBytes: t.byteLength,
+          inputs: [t],
+          outputs: [t],
+        };
       }
       case 'gather': {
         const t = call.input;
         const isRoot = me === call.root;
-        return { collective: 'gather', dtype: dtypeOf(t), count: t.length, root: call.root, sendBytes: t.byteLength, recvBytes: isRoot ? n * t.byteLength : 0, inputs: [t], outputs: isRoot ? call.outputs : undefined };
+        return {
+          collective: 'gather',
+          dtype: dtypeOf(t),
+          count: t.length,
+          root: call.root,
+          sendBytes: t.byteLength,
+          recvBytes: isRoot ? n * t.byteLength : 0,
+          inputs: [t],
+          outputs: isRoot ? call.outputs : undefined,
+        };
       }
       case 'scatter': {
         const t = call.output;
         const isRoot = me === call.root;
-        return { collective: 'scatter', dtype: dtypeOf(t), count: t.length, root: call.root, sendBytes: isRoot ? n * t.byteLength : 0, recvBytes: t.byteLength, inputs: isRoot ? call.inputs : undefined, outputs: [t] };
+        return {
+          collective: 'scatter',
+          dtype: dtypeOf(t),
+          count: t.length,
+          root: call.root,
+          sendBytes: isRoot ? n * t.byteLength : 0,
+          recvBytes: t.byteLength,
+          inputs: isRoot ? call.inputs : undefined,
+          outputs: [t],
+        };
       }
       case 'allGather': {
         const t = call.input;
-        return { collective: 'allGather', dtype: dtypeOf(t), count: t.length, sendBytes: t.byteLength, recvBytes: n * t.byteLength, inputs: [t], outputs: call.outputs };
+        return {
+          collective: 'allGather',
+          dtype: dtypeOf(t),
+          count: t.length,
+          sendBytes: t.byteLength,
+          recvBytes: n * t.byteLength,
+          inputs: [t],
+          outputs: call.outputs,
+        };
       }
       case 'reduceScatter': {
         const out = call.output;
         const inputs = Array.isArray(call.input) ? (call.input as readonly Tensor[]) : [call.input as Tensor];
-        return { collective: 'reduceScatter', dtype: dtypeOf(out), count: out.length, redOp: redOp(call.redOp), sendBytes: n * out.byteLength, recvBytes: out.byteLength, inputs, outputs: [out] };
+        return {
+          collective: 'reduceScatter',
+          dtype: dtypeOf(out),
+          count: out.length,
+          redOp: redOp(call.redOp),
+          sendBytes: n * out.byteLength,
+          recvBytes: out.byteLength,
+          inputs,
+          outputs: [out],
+        };
       }
       case 'allToAll': {
         // equal blocks (the group checked): NCCL's count is one block
         const first = call.inputs[0];
-        return { collective: 'allToAll', dtype: dtypeOf(first), count: first.length, sendBytes: n * first.byteLength, recvBytes: n * first.byteLength, inputs: call.inputs, outputs: call.outputs };
+        return {
+          collective: 'allToAll',
+          dtype: dtypeOf(first),
+          count: first.length,
+          sendBytes: n * first.byteLength,
+          recvBytes: n * first.byteLength,
+          inputs: call.inputs,
+          outputs: call.outputs,
+        };
       }
       case 'barrier':
         // torch's NCCL barrier: an all-reduce of one element

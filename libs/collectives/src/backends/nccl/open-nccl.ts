@@ -49,12 +49,23 @@ export async function openNccl(o: OpenNcclOptions): Promise<BackendProvider> {
     const device = chooseDevice(o.deviceId, env, hello.deviceCount);
     const capabilities = ncclCapabilities(hello.nccl.version);
     const maxTimeoutMs = hello.limits.maxTimeoutMs;
-    if (debugOn) debug('init', `nccl: sidecar pid ${sidecar.sidecarPid} (${attach ? `attached at ${attach}` : 'spawned'}), NCCL ${hello.nccl.versionString}, device ${device} of ${hello.deviceCount}`);
+    if (debugOn)
+      debug(
+        'init',
+        `nccl: sidecar pid ${sidecar.sidecarPid} (${attach ? `attached at ${attach}` : 'spawned'}), NCCL ${hello.nccl.versionString}, device ${device} of ${hello.deviceCount}`,
+      );
     return {
       name: 'nccl',
       async forGroup(id, worldRanks) {
         const rank = worldRanks.indexOf(o.rank);
-        const comm = await NcclCommunicator.create(client, { store: o.store, key: `nccl/${id}/unique-id`, rank, nranks: worldRanks.length, device, timeoutMs: Math.min(o.timeoutMs, maxTimeoutMs) });
+        const comm = await NcclCommunicator.create(client, {
+          store: o.store,
+          key: `nccl/${id}/unique-id`,
+          rank,
+          nranks: worldRanks.length,
+          device,
+          timeoutMs: Math.min(o.timeoutMs, maxTimeoutMs),
+        });
         if (debugOn) debug('nccl', `group ${id}: communicator ${comm.comm} ready, rank ${rank} of ${worldRanks.length} on device ${device}`);
         return new NcclBackend(comm, capabilities, worldRanks, o.rank, maxTimeoutMs);
       },

@@ -90,17 +90,7 @@ export type AsyncErrorState = z.infer<typeof asyncErrorSchema>;
 export type NcclCollective = SweepOp | 'send' | 'recv';
 
 /** The sidecar's dtype names (a superset of the library's DType). */
-export type SidecarDType =
-  | 'int8'
-  | 'uint8'
-  | 'int32'
-  | 'uint32'
-  | 'int64'
-  | 'uint64'
-  | 'float16'
-  | 'float32'
-  | 'float64'
-  | 'bfloat16';
+export type SidecarDType = 'int8' | 'uint8' | 'int32' | 'uint32' | 'int64' | 'uint64' | 'float16' | 'float32' | 'float64' | 'bfloat16';
 
 /** The library's reduce ops NCCL has (no bitwise ones). */
 export type SidecarRedOp = Exclude<ReduceOp, 'band' | 'bor' | 'bxor'>;

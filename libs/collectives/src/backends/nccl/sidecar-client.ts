@@ -16,13 +16,7 @@ import {
   RequestFields,
   SidecarOp,
 } from './frame-codec';
-import {
-  errorFromFrame,
-  SidecarConnectionError,
-  SidecarInvalidArgumentError,
-  SidecarProtocolError,
-  SidecarTimeoutError,
-} from './errors';
+import { errorFromFrame, SidecarConnectionError, SidecarInvalidArgumentError, SidecarProtocolError, SidecarTimeoutError } from './errors';
 import {
   asyncErrorSchema,
   AsyncErrorState,
@@ -140,12 +134,7 @@ export class SidecarClient {
     return new Promise<Reply>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(
-          new SidecarTimeoutError(
-            `sidecar ${opName} (request ${id}) got no reply within ${timeoutMs} ms (+${this.marginMs} ms margin)`,
-            opName,
-          ),
-        );
+        reject(new SidecarTimeoutError(`sidecar ${opName} (request ${id}) got no reply within ${timeoutMs} ms (+${this.marginMs} ms margin)`, opName));
       }, timeoutMs + this.marginMs);
       this.pending.set(id, { id, op: opName, resolve, reject, timer });
       this.socket.write(frame);
@@ -156,11 +145,7 @@ export class SidecarClient {
     const r = await this.request('hello', {}, { timeoutMs });
     const hello = this.parse(helloSchema, r, 'hello');
     if (hello.protocol !== SIDECAR_PROTOCOL_VERSION) {
-      throw new SidecarProtocolError(
-        `sidecar speaks protocol ${hello.protocol}, this client ${SIDECAR_PROTOCOL_VERSION}`,
-        'PROTOCOL_VERSION',
-        'hello',
-      );
+      throw new SidecarProtocolError(`sidecar speaks protocol ${hello.protocol}, this client ${SIDECAR_PROTOCOL_VERSION}`, 'PROTOCOL_VERSION', 'hello');
     }
     this.maxFrameBytes = hello.limits.maxFrameBytes;
     return hello;
@@ -174,23 +159,13 @@ export class SidecarClient {
     return this.parse(uniqueIdSchema, await this.request('getUniqueId', {}, { timeoutMs }), 'getUniqueId').uniqueId;
   }
 
-  async commInitRank(
-    args: { nranks: number; rank: number; uniqueId: string; device: number },
-    timeoutMs?: number,
-  ): Promise<CommInfo> {
+  async commInitRank(args: { nranks: number; rank: number; uniqueId: string; device: number }, timeoutMs?: number): Promise<CommInfo> {
     // The ncclUniqueId travels as the payload, raw.
     if (!/^[0-9a-fA-F]{256}$/.test(args.uniqueId)) {
-      throw new SidecarInvalidArgumentError(
-        "sidecar commInitRank: field 'uniqueId' must be 256 hex digits (from getUniqueId)",
-        'commInitRank',
-      );
+      throw new SidecarInvalidArgumentError("sidecar commInitRank: field 'uniqueId' must be 256 hex digits (from getUniqueId)", 'commInitRank');
     }
     const { nranks, rank, device } = args;
-    const r = await this.request(
-      'commInitRank',
-      { nranks, rank, device },
-      { payload: Buffer.from(args.uniqueId, 'hex'), timeoutMs },
-    );
+    const r = await this.request('commInitRank', { nranks, rank, device }, { payload: Buffer.from(args.uniqueId, 'hex'), timeoutMs });
     return this.parse(commSchema, r, 'commInitRank');
   }
 
@@ -304,10 +279,7 @@ export class SidecarClient {
     try {
       frames = this.decoder.push(chunk);
     } catch (e) {
-      const err = new SidecarProtocolError(
-        `undecodable reply from sidecar: ${(e as FrameDecodeError).message}`,
-        'BAD_REPLY',
-      );
+      const err = new SidecarProtocolError(`undecodable reply from sidecar: ${(e as FrameDecodeError).message}`, 'BAD_REPLY');
       this.failAll(err);
       this.socket.destroy();
       return;

@@ -1,14 +1,14 @@
 // Finding, building and running the sidecar binary. A process either spawns its own sidecar
 // (one per process: a rank agent, a training process) or attaches to one already running, e.g.
 // the sidecar container of its pod.
-import { ChildProcess, execFileSync, spawn } from 'child_process';
+import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
 import { NcclUnavailableError, SidecarConnectionError, SidecarTimeoutError } from './errors';
 
-export const SIDECAR_SOURCE_DIR = path.resolve(__dirname, '../../../../../native/nccl-sidecar');
-export const SIDECAR_BUILD_DIR = path.join(SIDECAR_SOURCE_DIR, 'build');
+/** The repository's CMake build of native/nccl-sidecar (where a checkout's binary is found). */
+export const SIDECAR_BUILD_DIR = path.resolve(__dirname, '../../../../../native/nccl-sidecar/build');
 const BINARY_NAME = 'cmesh-nccl-sidecar';
 /** A line of sidecar output longer than this is cut (its head dropped) before it is forwarded. */
 const MAX_PARTIAL_LINE = 64 * 1024;
@@ -17,10 +17,17 @@ const MAX_PARTIAL_LINE = 64 * 1024;
 export function locateSidecarBinary(): string {
   const fromEnv = process.env.CMESH_NCCL_SIDECAR;
   if (fromEnv) {
-    if (!fs.existsSync(fromEnv)) throw new NcclUnavailableError(`sidecar binary not found at ${fromEnv} (from CMESH_NCCL_SIDECAR)`, undefined, ['sidecar-binary']);
+    if (!fs.existsSync(fromEnv))
+      throw new NcclUnavailableError(`sidecar binary not found at ${fromEnv} (from CMESH_NCCL_SIDECAR)`, undefined, ['sidecar-binary']);
     return fromEnv;
   }
-  const candidates = [path.join(SIDECAR_BUILD_DIR, BINARY_NAME), ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, BINARY_NAME))];
+  const candidates = [
+    path.join(SIDECAR_BUILD_DIR, BINARY_NAME),
+    ...(process.env.PATH ?? '')
+      .split(path.delimiter)
+      .filter(Boolean)
+      .map((d) => path.join(d, BINARY_NAME)),
+  ];
   const found = candidates.find((c) => fs.existsSync(c));
   if (!found) {
     throw new NcclUnavailableError(
@@ -30,20 +37,6 @@ export function locateSidecarBinary(): string {
     );
   }
   return found;
-}
-
-/**
- * Configures and builds the sidecar with CMake (serialised with flock, so concurrent test
- * workers share one build) and returns the binary's path.
- */
-export function buildSidecar(timeoutMs = 300_000): string {
-  fs.mkdirSync(SIDECAR_BUILD_DIR, { recursive: true });
-  const lock = path.join(SIDECAR_BUILD_DIR, '.build.lock');
-  const script =
-    `cmake -S "${SIDECAR_SOURCE_DIR}" -B "${SIDECAR_BUILD_DIR}" -DCMAKE_BUILD_TYPE=Release >/dev/null && ` +
-    `cmake --build "${SIDECAR_BUILD_DIR}" -j2 >/dev/null`;
-  execFileSync('flock', [lock, 'bash', '-c', script], { timeout: timeoutMs, stdio: ['ignore', 'ignore', 'pipe'] });
-  return path.join(SIDECAR_BUILD_DIR, BINARY_NAME);
 }
 
 export interface SpawnSidecarOptions {
@@ -160,18 +153,10 @@ export function spawnSidecar(opts: SpawnSidecarOptions): Promise<SidecarProcess>
         reject(new SidecarTimeoutError(`sidecar did not start listening on ${opts.socketPath} within ${startTimeoutMs} ms`));
       });
     }, startTimeoutMs);
-    child.once('error', (e) =>
-      settle(() => reject(new SidecarConnectionError(`cannot start sidecar ${binary}: ${e.message}`))),
-    );
+    child.once('error', (e) => settle(() => reject(new SidecarConnectionError(`cannot start sidecar ${binary}: ${e.message}`))));
     // 'close' (not 'exit'): stderr has been read to the end, so the message has the reason.
     child.once('close', (code, signal) =>
-      settle(() =>
-        reject(
-          new SidecarConnectionError(
-            `sidecar exited before listening (code ${code}, signal ${signal}): ${stderrTail.trim()}`,
-          ),
-        ),
-      ),
+      settle(() => reject(new SidecarConnectionError(`sidecar exited before listening (code ${code}, signal ${signal}): ${stderrTail.trim()}`))),
     );
     child.stdout!.setEncoding('utf8');
     const onStdout = (s: string) => {

@@ -87,7 +87,11 @@ export class NcclSidecar {
       const err = e as Error;
       // a binary that is not there (or not executable) is missing; anything else is the sidecar failing
       const missing: NcclMissing[] =
-        e instanceof NcclUnavailableError && e.missing.length ? [...e.missing] : !this.opts.attachSocketPath && /\b(ENOENT|EACCES)\b/.test(err.message) ? ['sidecar-binary'] : ['sidecar'];
+        e instanceof NcclUnavailableError && e.missing.length
+          ? [...e.missing]
+          : !this.opts.attachSocketPath && /\b(ENOENT|EACCES)\b/.test(err.message)
+            ? ['sidecar-binary']
+            : ['sidecar'];
       this.availability = { ok: false, reason: `nccl sidecar failed to start: ${err.message}`, missing };
       await this.stop();
     }

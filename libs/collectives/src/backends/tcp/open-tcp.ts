@@ -12,13 +12,25 @@ export interface OpenTcpOptions {
   timeoutMs: number;
   transport: 'auto' | 'tcp' | 'shm';
   secret?: string;
+  /** the settings the mesh and each group read (InitOptions.env; default process.env) */
+  env?: NodeJS.ProcessEnv;
 }
 
 export async function openTcp(o: OpenTcpOptions): Promise<BackendProvider> {
-  const mesh = await Mesh.create({ rank: o.rank, size: o.worldSize, store: o.store, timeoutMs: o.timeoutMs, masterAddr: process.env.MASTER_ADDR, transport: o.transport, secret: o.secret });
+  const env = o.env ?? process.env;
+  const mesh = await Mesh.create({
+    rank: o.rank,
+    size: o.worldSize,
+    store: o.store,
+    timeoutMs: o.timeoutMs,
+    masterAddr: env.MASTER_ADDR,
+    transport: o.transport,
+    secret: o.secret,
+    env,
+  });
   return {
     name: 'tcp',
-    forGroup: async (id, worldRanks) => new TcpBackend(mesh, id, worldRanks),
+    forGroup: async (id, worldRanks) => new TcpBackend(mesh, id, worldRanks, env),
     close: () => mesh.close(),
   };
 }

@@ -5,12 +5,14 @@
 import { ALGORITHMS, AlgorithmName, Scratch } from '../../algorithms';
 import { CostTransport, HostLayoutSummary, chooseAlgorithm } from '../../cost-model';
 import { CmeshError, CollectiveMismatchError, DistTimeoutError, ErrorContext, PeerFailureError, describeContext } from '../../errors';
+import { debug, debugOn } from '../../debug';
 import { COLLECTIVES, Collective } from '../../ops/names';
 import { describeSignature } from '../../ops/signature';
 import { REDUCE_OPS } from '../../reduce-op';
 import { DTYPES, Tensor, bytesOf, dtypeOf, viewAs } from '../../tensor/dtype';
 import { FrameKind, NO_SIGNATURE, OpSignature } from '../../transport/frame';
-import type { Mesh } from '../../transport/mesh';
+import { Mesh, abortError } from '../../transport/mesh';
+import { FAST_ALGORITHM, FastGroup, FastOp } from '../../transport/shm/fast';
 import { OpComm } from '../../transport/op-comm';
 import { FrameMismatch } from '../../transport/peer-connection';
 import type { Backend, BackendCapabilities, BackendOp, CollectiveCall } from '../backend';
@@ -39,14 +41,20 @@ export class TcpBackend implements Backend {
   private readonly hosts: readonly number[];
   private readonly layout?: HostLayoutSummary;
   /** CMESH_ALGO and LOCAL_WORLD_SIZE as they were when the group was made (read once, like torch's env). */
-  private readonly env = { CMESH_ALGO: process.env.CMESH_ALGO, LOCAL_WORLD_SIZE: process.env.LOCAL_WORLD_SIZE };
+  private readonly env: { CMESH_ALGO?: string; LOCAL_WORLD_SIZE?: string };
+  /** Small collectives in one step over shared memory (every member on this host's shared memory). */
+  private readonly fast?: FastGroup;
+  private readonly fastLogged = new Set<string>();
 
   constructor(
     private readonly mesh: Mesh,
     private readonly groupId: number,
     /** Group rank -> world rank. */
     private readonly worldRanks: readonly number[],
+    /** the settings the group reads (InitOptions.env) */
+    env: NodeJS.ProcessEnv = process.env,
   ) {
+    this.env = { CMESH_ALGO: env.CMESH_ALGO, LOCAL_WORLD_SIZE: env.LOCAL_WORLD_SIZE };
     this.rank = worldRanks.indexOf(mesh.rank);
     this.size = worldRanks.length;
     this.transport = mesh.allOnShm(worldRanks) ? 'shm' : 'tcp';
@@ -64,13 +72,38 @@ export class TcpBackend implements Backend {
         intra: mesh.mode === 'tcp' ? 'tcp' : 'shm',
       };
     }
+    if (this.transport === 'shm') {
+      this.fast = mesh.fastPath(worldRanks, (seq) => {
+        const notice = mesh.abortFor(FrameKind.Collective, groupId, seq);
+        return notice && abortError(notice, undefined, mesh.rank);
+      });
+    }
   }
 
   plan(call: CollectiveCall, bytes: number, requested: string | undefined): string {
-    return chooseAlgorithm(call.op, bytes, this.size, { algorithm: requested as AlgorithmName<Collective> | undefined, env: this.env, transport: this.transport, hosts: this.layout });
+    // an algorithm asked for (the option, CMESH_ALGO) runs as asked
+    if (requested === undefined && !this.env.CMESH_ALGO && this.fast?.accepts(call)) {
+      if (debugOn) this.logFast(call.op, bytes);
+      return FAST_ALGORITHM;
+    }
+    return chooseAlgorithm(call.op, bytes, this.size, {
+      algorithm: requested as AlgorithmName<Collective> | undefined,
+      env: this.env,
+      transport: this.transport,
+      hosts: this.layout,
+    });
+  }
+
+  /** The choice's debug line, once per (collective, size), as the cost model logs its own. */
+  private logFast(op: Collective, bytes: number): void {
+    const key = `${op}/${bytes}`;
+    if (this.fastLogged.has(key) || this.fastLogged.size > 4096) return;
+    this.fastLogged.add(key);
+    debug('algorithm', `${op} of ${bytes} B at world ${this.size}: ${FAST_ALGORITHM} (cost model, shm)`);
   }
 
   run(call: CollectiveCall, algorithm: string, seq: number, sig: OpSignature): BackendOp {
+    if (algorithm === FAST_ALGORITHM) return new FastCollectiveOp(this, this.fast!, this.fast!.run(call, seq, sig));
     const comm = new OpComm(this.mesh, this.rank, this.size, this.worldRanks, this.groupId, seq, sig, this.hosts);
     const scratch = this.scratchPool.pop() ?? new Scratch();
     let done: Promise<void>;
@@ -83,7 +116,11 @@ export class TcpBackend implements Backend {
     done = done.then(() => {
       this.scratchPool.push(scratch);
     });
-    return new TcpCollectiveOp(this, comm, seq, done);
+    // the group's small collectives number this op too: a peer that took the flags path for it
+    // fails this op with a mismatch (fast.ts)
+    const marker = this.fast?.mark(seq, sig);
+    if (marker) done = Promise.race([done, marker.done.then(() => new Promise<never>(() => {}))]);
+    return new TcpCollectiveOp(this, comm, seq, done, marker && (() => this.fast!.cancel(marker)));
   }
 
   send(tensor: Tensor, dst: number, tag: number): BackendOp {
@@ -95,7 +132,8 @@ export class TcpBackend implements Backend {
   recv(tensor: Tensor, src: number | undefined, tag: number): BackendOp<number> {
     const into = bytesOf(tensor);
     const others = src === undefined ? this.worldRanks.filter((r) => r !== this.mesh.rank) : [src];
-    const r = src === undefined ? this.mesh.recvAny(this.groupId, tag, into, others) : this.mesh.recv(src, FrameKind.P2P, this.groupId, tag, NO_SIGNATURE, into);
+    const r =
+      src === undefined ? this.mesh.recvAny(this.groupId, tag, into, others) : this.mesh.recv(src, FrameKind.P2P, this.groupId, tag, NO_SIGNATURE, into);
     return new TcpP2POp(r.done, others, r.cancel, 0, into.byteLength);
   }
 
@@ -125,7 +163,12 @@ export class TcpBackend implements Backend {
     }
   }
 
-  private reduceScatter(call: Extract<CollectiveCall, { op: 'reduceScatter' }>, algorithm: AlgorithmName<'reduceScatter'>, comm: OpComm, scratch: Scratch): Promise<void> {
+  private reduceScatter(
+    call: Extract<CollectiveCall, { op: 'reduceScatter' }>,
+    algorithm: AlgorithmName<'reduceScatter'>,
+    comm: OpComm,
+    scratch: Scratch,
+  ): Promise<void> {
     const out = call.output;
     const n = out.length;
     const counts = new Array(this.size).fill(n);
@@ -138,12 +181,14 @@ export class TcpBackend implements Backend {
   }
 
   /** The typed error for a collective's failure, naming the peer to blame. */
-  explain(raw: unknown, ctx: ErrorContext, comm: OpComm): CmeshError {
+  explain(raw: unknown, ctx: ErrorContext, comm: { awaitedPeers(): number[] }): CmeshError {
     if (raw instanceof FrameMismatch) {
       const theirs = describeSignature(raw.theirs);
       const ours = describeSignature(raw.ours);
       const detail =
-        theirs === ours ? `rank ${this.worldRanks[raw.peer] ?? raw.peer} sent ${raw.theirs.length} bytes where ${raw.expectedLength} were expected` : `rank ${raw.peer} called ${theirs} but rank ${this.mesh.rank} called ${ours}`;
+        theirs === ours
+          ? `rank ${this.worldRanks[raw.peer] ?? raw.peer} sent ${raw.theirs.length} bytes where ${raw.expectedLength} were expected`
+          : `rank ${raw.peer} called ${theirs} but rank ${this.mesh.rank} called ${ours}`;
       return new CollectiveMismatchError(`collective mismatch: ${detail} (${describeContext(ctx)})`, { ...ctx, peers: [raw.peer] });
     }
     if (raw instanceof CmeshError) {
@@ -162,14 +207,20 @@ export class TcpBackend implements Backend {
   /** Makes every other member fail this op at once instead of waiting on a rank that never sends. */
   abortPeers(seq: number, err: CmeshError): void {
     const failedRank = err.context.peers?.[0] ?? this.mesh.rank;
-    const reason = err instanceof PeerFailureError ? 'peer' : err instanceof CollectiveMismatchError ? 'mismatch' : err instanceof DistTimeoutError ? 'timeout' : 'error';
+    const reason =
+      err instanceof PeerFailureError ? 'peer' : err instanceof CollectiveMismatchError ? 'mismatch' : err instanceof DistTimeoutError ? 'timeout' : 'error';
     const message =
       err instanceof PeerFailureError && failedRank !== this.mesh.rank
         ? `rank ${failedRank} died or closed its connection`
         : err.message.replace(/ \(op=.*\)$/, '');
     if (this.mesh.abortFor(FrameKind.Collective, this.groupId, seq)) return; // a peer told us: it told everyone
     if (err instanceof DistTimeoutError) return; // every rank in the op runs its own timer and names whom it waits for
-    this.mesh.broadcastAbort(this.groupId, seq, { failedRank, message, reason }, this.worldRanks.filter((r) => r !== this.mesh.rank));
+    this.mesh.broadcastAbort(
+      this.groupId,
+      seq,
+      { failedRank, message, reason },
+      this.worldRanks.filter((r) => r !== this.mesh.rank),
+    );
   }
 }
 
@@ -179,6 +230,8 @@ class TcpCollectiveOp implements BackendOp {
     private readonly comm: OpComm,
     private readonly seq: number,
     readonly done: Promise<void>,
+    /** withdraws the op's marker on the flags path */
+    private readonly unmark?: () => void,
   ) {}
 
   get bytesSent(): number {
@@ -195,8 +248,44 @@ class TcpCollectiveOp implements BackendOp {
 
   fail(raw: unknown, ctx: ErrorContext): CmeshError {
     this.comm.cancelAll();
+    this.unmark?.();
     const err = this.backend.explain(raw, ctx, this.comm);
     this.backend.abortPeers(this.seq, err);
+    return err;
+  }
+}
+
+class FastCollectiveOp implements BackendOp {
+  constructor(
+    private readonly backend: TcpBackend,
+    private readonly group: FastGroup,
+    private readonly op: FastOp,
+  ) {}
+
+  get done(): Promise<void> {
+    return this.op.done;
+  }
+
+  get completed(): boolean {
+    return this.op.ok;
+  }
+
+  get bytesSent(): number {
+    return this.op.bytesSent;
+  }
+
+  get bytesReceived(): number {
+    return this.op.bytesReceived;
+  }
+
+  awaitedPeers(): number[] {
+    return this.group.awaited(this.op);
+  }
+
+  fail(raw: unknown, ctx: ErrorContext): CmeshError {
+    const err = this.backend.explain(raw, ctx, this);
+    this.group.cancel(this.op);
+    this.backend.abortPeers(this.op.seq, err);
     return err;
   }
 }
@@ -220,10 +309,14 @@ class TcpP2POp<T> implements BackendOp<T> {
       this.cancel?.();
       return raw;
     }
-    if (raw instanceof PeerFailureError) return new PeerFailureError(`${raw.message} (${describeContext({ ...ctx, peers: raw.context.peers })})`, { ...ctx, peers: raw.context.peers });
+    if (raw instanceof PeerFailureError)
+      return new PeerFailureError(`${raw.message} (${describeContext({ ...ctx, peers: raw.context.peers })})`, { ...ctx, peers: raw.context.peers });
     if (raw instanceof FrameMismatch) {
       const full = { ...ctx, peers: [raw.peer] };
-      return new CollectiveMismatchError(`${ctx.op}: rank ${raw.peer} sent ${raw.theirs.length} bytes where ${raw.expectedLength} were expected (${describeContext(full)})`, full);
+      return new CollectiveMismatchError(
+        `${ctx.op}: rank ${raw.peer} sent ${raw.theirs.length} bytes where ${raw.expectedLength} were expected (${describeContext(full)})`,
+        full,
+      );
     }
     if (raw instanceof CmeshError) return raw;
     return new CmeshError(`${ctx.op} failed: ${(raw as Error)?.message ?? String(raw)} (${describeContext(ctx)})`, ctx);

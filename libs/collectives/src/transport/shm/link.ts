@@ -133,8 +133,12 @@ export class ShmLink implements ByteLink {
     }
   }
 
+  /** Called once when the link closes (the peer is gone, or the group was destroyed). */
+  onClose?: (err: Error) => void;
+
   /** Fails every queued write (the peer is gone); later writes fail at once. */
   close(err: Error): void {
+    if (!this.failed) this.onClose?.(err);
     this.failed ??= err;
     for (const w of this.queue.splice(0)) w.reject(err);
   }

@@ -19,16 +19,38 @@ export interface ShmAddon {
   stopPoll(poll: object): void;
   /** sched_yield(): the core to a runnable peer. */
   yield(): void;
+  /** The small-collective regions of this rank and its peers ([segment, region offset, doorbell]). */
+  fastOpen(own: ArrayBuffer, ownOffset: number, peers: [ArrayBuffer, number, number][]): object;
+  /** Publishes op `seq` (its data and signature are written) and wakes the peers waiting for it. */
+  fastPost(handle: object, seq: number): void;
+  /** -1 once every peer (or peer index `only`, in group order without this rank) has posted op `seq`, else (after spinning spinUs, yielding the core up to yieldUs, then sleeping up to sleepUs) the index of one that has not. */
+  fastWait(handle: object, seq: number, spinUs: number, sleepUs: number, yieldUs?: number, only?: number): number;
 }
 
 const ADDON = 'cmesh_shm.node';
-const FUNCTIONS: (keyof ShmAddon)[] = ['createSegment', 'openSegment', 'closeFd', 'createDoorbell', 'openDoorbell', 'ring', 'startPoll', 'stopPoll', 'yield'];
+const FUNCTIONS: (keyof ShmAddon)[] = [
+  'createSegment',
+  'openSegment',
+  'closeFd',
+  'createDoorbell',
+  'openDoorbell',
+  'ring',
+  'startPoll',
+  'stopPoll',
+  'yield',
+  'fastOpen',
+  'fastPost',
+  'fastWait',
+];
 /** The package's root: src/transport/shm or dist/transport/shm, three levels up. */
 const PACKAGE_ROOT = resolve(__dirname, '../../..');
 
 export function shmAddonCandidates(): string[] {
   // a checkout's own build first: a fresh `make native` wins over a copy packed earlier
-  return [resolve(PACKAGE_ROOT, '../../native/shm-transport/build/Release', ADDON), join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON)];
+  return [
+    resolve(PACKAGE_ROOT, '../../native/shm-transport/build/Release', ADDON),
+    join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ADDON),
+  ];
 }
 
 let loaded: ShmAddon | undefined;

@@ -4,9 +4,9 @@
 // host, TCP otherwise and wherever a segment cannot be made.
 import { InvalidArgumentError } from '../../errors';
 
-export const TRANSPORTS = ['auto', 'tcp', 'shm'] as const;
+const TRANSPORTS = ['auto', 'tcp', 'shm'] as const;
 export type TransportMode = (typeof TRANSPORTS)[number];
-export const DEFAULT_TRANSPORT: TransportMode = 'auto';
+const DEFAULT_TRANSPORT: TransportMode = 'auto';
 
 export function transportMode(option?: string, env: Record<string, string | undefined> = process.env): TransportMode {
   const raw = option ?? env.CMESH_TRANSPORT;

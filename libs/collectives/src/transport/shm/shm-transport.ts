@@ -9,6 +9,7 @@
 //      that will has mapped it by then)
 // With `shm` any pair left on TCP is a TransportUnavailableError; with `auto` it is a debug line.
 import { randomBytes } from 'crypto';
+import * as os from 'os';
 import { debug, debugOn } from '../../debug';
 import { TransportUnavailableError } from '../../errors';
 import type { Store } from '../../store/store';
@@ -22,6 +23,8 @@ import {
   H_VERSION,
   MAGIC,
   NONCE_BYTES,
+  FAST_REGION_BYTES,
+  F_CTRL_BYTES,
   VERSION,
   ringBytesFor,
   segmentBudget,
@@ -30,6 +33,7 @@ import {
 import { ShmLink } from './link';
 import { ShmAddon, loadShmAddon } from './native';
 import { Segment } from './segment';
+import { FastGroup, FastOptions, FastRegion } from './fast';
 import type { Poller } from '../spinner';
 import { TransportMode, hostIdentity } from './select';
 
@@ -58,6 +62,11 @@ export class ShmTransport {
   private closed = false;
   /** The loop busy-polls (Spinner): no wake-ups wanted meanwhile. */
   private spinning = false;
+  /** A synchronous small collective runs: no wake-ups wanted until the loop turns. */
+  private held = false;
+  /** The small-collective path, once a group has claimed it. */
+  private fast?: FastGroup;
+  private fastClaimed = false;
 
   private constructor(
     private readonly addon: ShmAddon,
@@ -70,7 +79,12 @@ export class ShmTransport {
     private readonly peerDoorbells: number[],
     /** "a,b" (a < b) for every pair of ranks on this host that talks over shared memory */
     readonly pairs: ReadonlySet<string>,
-  ) {}
+    /** this rank's world rank, and the peers' segments (with their pids) by world rank */
+    private readonly rank: number,
+    private readonly peerSegs: ReadonlyMap<number, { seg: Segment; pid: number }>,
+  ) {
+    for (const [peer, link] of links) link.onClose = (err) => this.fast?.peerGone(peer, err);
+  }
 
   /** The rings to this rank's local peers, or undefined when none is on shared memory. */
   static async setup(o: ShmSetupOptions): Promise<ShmTransport | undefined> {
@@ -78,18 +92,30 @@ export class ShmTransport {
     const others = [...Array(size).keys()].filter((r) => r !== rank);
     const me: HostInfo = { host: o.host ?? hostIdentity(), pid: process.pid };
     await store.set(`mesh/shm-host/${rank}`, JSON.stringify(me));
-    const hosts = new Map<number, HostInfo>(await Promise.all(others.map(async (r) => [r, await getJson<HostInfo>(store, `mesh/shm-host/${r}`, timeoutMs)] as const)));
+    const hosts = new Map<number, HostInfo>(
+      await Promise.all(others.map(async (r) => [r, await getJson<HostInfo>(store, `mesh/shm-host/${r}`, timeoutMs)] as const)),
+    );
     const local = others.filter((r) => hosts.get(r)!.host === me.host);
     const remote = others.filter((r) => !local.includes(r));
     // every rank fails alike; none leaves before the others have read what they need (rank 0's
     // exit may take the store with it)
     const failTogether = async (err: Error): Promise<never> => {
       await store.set(`mesh/shm-failed/${rank}`, '1');
-      await store.wait(others.map((r) => `mesh/shm-failed/${r}`), timeoutMs).catch(() => {});
+      await store
+        .wait(
+          others.map((r) => `mesh/shm-failed/${r}`),
+          timeoutMs,
+        )
+        .catch(() => {});
       throw err;
     };
     if (mode === 'shm' && remote.length) {
-      return failTogether(new TransportUnavailableError(`CMESH_TRANSPORT=shm: ranks [${remote.join(', ')}] are on another host (or in another PID or network namespace) than rank ${rank}; use auto or tcp`, { rank, peers: remote }));
+      return failTogether(
+        new TransportUnavailableError(
+          `CMESH_TRANSPORT=shm: ranks [${remote.join(', ')}] are on another host (or in another PID or network namespace) than rank ${rank}; use auto or tcp`,
+          { rank, peers: remote },
+        ),
+      );
     }
     if (!local.length) {
       if (debugOn) debug('shm', 'no other rank on this host: TCP only');
@@ -138,7 +164,11 @@ export class ShmTransport {
         try {
           const buf = addon.openSegment(hosts.get(r)!.pid, theirs.fd, theirs.bytes);
           const h = Buffer.from(buf, 0, HEADER_BYTES);
-          if (h.readUInt32LE(H_MAGIC) !== MAGIC || h.readUInt32LE(H_RANK) !== r || h.subarray(H_NONCE, H_NONCE + NONCE_BYTES).toString('hex') !== theirs.nonce) {
+          if (
+            h.readUInt32LE(H_MAGIC) !== MAGIC ||
+            h.readUInt32LE(H_RANK) !== r ||
+            h.subarray(H_NONCE, H_NONCE + NONCE_BYTES).toString('hex') !== theirs.nonce
+          ) {
             throw new Error('its header does not match what it published');
           }
           bell = addon.openDoorbell(hosts.get(r)!.pid, theirs.doorbell);
@@ -171,7 +201,12 @@ export class ShmTransport {
     if (left.length) {
       const reasons = left.map((r) => why.get(r)!);
       if (mode === 'shm') {
-        return failTogether(new TransportUnavailableError(`CMESH_TRANSPORT=shm: no shared memory between rank ${rank} and ranks [${left.join(', ')}]: ${[...new Set(reasons)].join('; ')}`, { rank, peers: left }));
+        return failTogether(
+          new TransportUnavailableError(
+            `CMESH_TRANSPORT=shm: no shared memory between rank ${rank} and ranks [${left.join(', ')}]: ${[...new Set(reasons)].join('; ')}`,
+            { rank, peers: left },
+          ),
+        );
       }
       if (debugOn) debug('shm', `TCP to ranks [${left.join(', ')}] on this host instead of shared memory: ${[...new Set(reasons)].join('; ')}`);
     }
@@ -190,7 +225,17 @@ export class ShmTransport {
       links.set(r, new ShmLink(r, own, local.indexOf(r), ring, s.seg, theirLocal.indexOf(rank), s.ring));
     }
     if (debugOn) debug('shm', `shared memory with ranks [${paired.join(', ')}]: ${ring} B rings, segment ${(info as { bytes: number }).bytes} B`);
-    return new ShmTransport(addon!, own, doorbell!, links, paired.map((r) => segs.get(r)!.seg.doorbell), pairs);
+    const peerSegs = new Map(paired.map((r) => [r, { seg: segs.get(r)!.seg, pid: hosts.get(r)!.pid }]));
+    return new ShmTransport(
+      addon!,
+      own,
+      doorbell!,
+      links,
+      paired.map((r) => segs.get(r)!.seg.doorbell),
+      pairs,
+      rank,
+      peerSegs,
+    );
   }
 
   /** Starts reading the rings: the event loop polls this rank's doorbell. */
@@ -201,6 +246,51 @@ export class ShmTransport {
 
   private readonly onWake = (): void => {
     this.service();
+    this.rearm();
+  };
+
+  /**
+   * The small-collective path (fast.ts) for a group of these world ranks (this one among them),
+   * when every other one is on shared memory with this rank. One group holds it: the first that
+   * asks (every rank makes its groups in the same order, so all claim it for the same group).
+   */
+  fastGroup(worldRanks: readonly number[], opts: Pick<FastOptions, 'aborted'>, env: NodeJS.ProcessEnv = process.env): FastGroup | undefined {
+    const me = worldRanks.indexOf(this.rank);
+    if (this.fastClaimed || this.closed || me < 0 || worldRanks.length < 2 || !worldRanks.every((r) => r === this.rank || this.links.has(r))) return undefined;
+    this.fastClaimed = true;
+    const region = (seg: Segment): FastRegion => {
+      const at = seg.buffer.byteLength - FAST_REGION_BYTES;
+      return { bytes: Buffer.from(seg.buffer, at, FAST_REGION_BYTES), i32: new Int32Array(seg.buffer, at, F_CTRL_BYTES >> 2) };
+    };
+    const peers = worldRanks.filter((r) => r !== this.rank).map((r) => this.peerSegs.get(r)!);
+    const handle = this.addon.fastOpen(
+      this.mine.buffer,
+      this.mine.buffer.byteLength - FAST_REGION_BYTES,
+      peers.map((p) => [p.seg.buffer, p.seg.buffer.byteLength - FAST_REGION_BYTES, p.seg.doorbell]),
+    );
+    const regions = worldRanks.map((r) => region(r === this.rank ? this.mine : this.peerSegs.get(r)!.seg));
+    this.fast = new FastGroup(this.addon, handle, regions, me, worldRanks, {
+      ...fastWaitPolicy(
+        worldRanks.length,
+        peers.some((p) => p.pid === process.pid),
+        env,
+      ),
+      ...opts,
+      holdWakeups: this.hold,
+    });
+    return this.fast;
+  }
+
+  /** Until the loop turns, peers need not ring this rank's doorbell: it is looking itself. */
+  private readonly hold = (): void => {
+    if (this.held || this.spinning || this.closed) return;
+    this.held = true;
+    this.mine.disarm();
+    setImmediate(this.release);
+  };
+
+  private readonly release = (): void => {
+    this.held = false;
     this.rearm();
   };
 
@@ -241,6 +331,8 @@ export class ShmTransport {
       l.poll();
       l.flush();
     }
+    // after the rings: an abort a peer sent for the op in flight has been read
+    this.fast?.poll();
   };
 
   close(err: Error): void {
@@ -249,5 +341,38 @@ export class ShmTransport {
     if (this.poll) this.addon.stopPoll(this.poll);
     for (const fd of [this.doorbell.readFd, this.doorbell.writeFd, ...this.peerDoorbells]) this.addon.closeFd(fd);
     for (const l of this.links.values()) l.close(err);
+    this.fast?.close(err);
   }
 }
+
+/**
+ * How long a collective over flags waits for its peers inside the call before it waits on the
+ * event loop: it spins for FAST_SPIN_US (CMESH_SPIN_US) when every local rank has a core of its
+ * own, then sleeps on the awaited peer's futex (its post wakes this thread in microseconds; an
+ * event-loop wake-up costs tens) up to FAST_SLEEP_US. Ranks that share cores do not spin, the peer
+ * needs the core to post: they yield it for FAST_YIELD_US (CMESH_SPIN_US) instead, then sleep.
+ * CMESH_SPIN_US=0: no waiting inside the call. Peers in this very process (tests): no waiting
+ * either, the peer cannot run meanwhile.
+ */
+export function fastWaitPolicy(
+  ranks: number,
+  sameProcess: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+  cores = os.availableParallelism(),
+): { spinUs: number; sleepUs: number; yieldUs: number } {
+  const raw = env.CMESH_SPIN_US;
+  const explicit = raw !== undefined && raw !== '' && Number.isFinite(Number(raw)) ? Math.max(0, Number(raw)) : undefined;
+  if (sameProcess || explicit === 0) return { spinUs: 0, sleepUs: 0, yieldUs: 0 };
+  if (ranks > cores) return { spinUs: 0, sleepUs: FAST_SLEEP_US, yieldUs: explicit ?? FAST_YIELD_US };
+  return { spinUs: explicit ?? FAST_SPIN_US, sleepUs: FAST_SLEEP_US, yieldUs: 0 };
+}
+
+/** Spinning catches a peer that is a few microseconds behind; past that a futex sleep frees the core. */
+export const FAST_SPIN_US = 50;
+/**
+ * Ranks that share cores yield the core in a loop this long first (as Open MPI's ranks do when
+ * oversubscribed): the peer that runs next posts, and no futex wake-up is paid.
+ */
+export const FAST_YIELD_US = 200;
+/** The longest a small collective blocks the event loop waiting for a late peer. */
+export const FAST_SLEEP_US = 1000;

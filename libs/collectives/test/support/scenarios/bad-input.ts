@@ -25,10 +25,16 @@ export async function run(): Promise<Record<string, string | number[]>> {
   out.srcOutOfRange = await error(() => dist.broadcast(new Float32Array(1), { src: P }));
   out.dstNegative = await error(() => dist.reduce(new Float32Array(1), { dst: -1 }));
   out.wrongListLength = await error(() => dist.allGather([new Float32Array(1)], new Float32Array(1)));
-  out.lengthMismatch = await error(() => dist.allGather(Array.from({ length: P }, () => new Float32Array(2)), new Float32Array(3)));
+  out.lengthMismatch = await error(() =>
+    dist.allGather(
+      Array.from({ length: P }, () => new Float32Array(2)),
+      new Float32Array(3),
+    ),
+  );
   out.dtypeMismatch = await error(() => dist.allGatherIntoTensor(new Float64Array(P), new Float32Array(1)));
   out.badSplits = await error(() => dist.allToAllSingle(new Float32Array(4), new Float32Array(4), { inputSplitSizes: [1, 1] }));
-  out.gatherListOnNonDst = dist.getRank() === 1 ? await error(() => dist.gather(new Float32Array(1), { dst: 0, gatherList: [new Float32Array(1)] })) : 'skipped';
+  out.gatherListOnNonDst =
+    dist.getRank() === 1 ? await error(() => dist.gather(new Float32Array(1), { dst: 0, gatherList: [new Float32Array(1)] })) : 'skipped';
   out.sendToSelf = await error(() => dist.send(new Float32Array(1), { dst: dist.getRank() }));
   out.badTimeout = await error(() => dist.barrier({ timeout: -5 }));
   out.badGroup = await error(() => dist.newGroup([0, P]));

@@ -20,7 +20,14 @@ export async function run(args: { sizes: number[]; iters: number }): Promise<Rec
   /** One all-reduce of n float32 elements, checked; returns the milliseconds the collective took. */
   const allReduce = async (n: number, algorithm?: 'ring' | 'hierarchical'): Promise<number> => {
     const t = input('float32', 'sum', rank, n);
-    if (!want.has(n)) want.set(n, tensorOf('float32', Array.from({ length: n }, (_, i) => reducedValue('sum', ranks, i))));
+    if (!want.has(n))
+      want.set(
+        n,
+        tensorOf(
+          'float32',
+          Array.from({ length: n }, (_, i) => reducedValue('sum', ranks, i)),
+        ),
+      );
     await dist.barrier();
     const t0 = performance.now();
     await dist.allReduce(t, { algorithm });
@@ -38,7 +45,13 @@ export async function run(args: { sizes: number[]; iters: number }): Promise<Rec
     const n = Math.max(1, Math.floor(bytes / 4 / ranks.length));
     const out = new Float32Array(n * ranks.length);
     await dist.allGatherIntoTensor(out, input('float32', 'none', rank, n));
-    const d = diff(out, tensorOf('float32', ranks.flatMap((j) => valuesOf(input('float32', 'none', j, n)))));
+    const d = diff(
+      out,
+      tensorOf(
+        'float32',
+        ranks.flatMap((j) => valuesOf(input('float32', 'none', j, n))),
+      ),
+    );
     if (d) failures.push(`allGatherIntoTensor n=${n} (${lastGather}): ${d}`);
     pickedGather[bytes] = lastGather;
   }

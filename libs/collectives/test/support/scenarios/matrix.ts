@@ -18,7 +18,10 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
     if (d) failures.push(`${what}: ${d}`);
   };
   const expectReduced = (dtype: DType, op: ReduceOp, n: number, members = ranks) =>
-    tensorOf(dtype, Array.from({ length: n }, (_, i) => reducedValue(op, members, i)));
+    tensorOf(
+      dtype,
+      Array.from({ length: n }, (_, i) => reducedValue(op, members, i)),
+    );
 
   for (const dtype of ALL_DTYPES) {
     for (const n of sizes) {
@@ -38,7 +41,10 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
         const out = allocTensor(dtype, n);
         const list = ranks.map((j) => input(dtype, op, rank, n, j * n));
         await dist.reduceScatter(out, list, { op });
-        const wantRs = tensorOf(dtype, Array.from({ length: n }, (_, i) => reducedValue(op, ranks, i + rank * n)));
+        const wantRs = tensorOf(
+          dtype,
+          Array.from({ length: n }, (_, i) => reducedValue(op, ranks, i + rank * n)),
+        );
         check(`reduceScatter ${dtype} ${op} n=${n}`, out, wantRs);
         const flat = input(dtype, op, rank, n * P);
         const out2 = allocTensor(dtype, n);
@@ -51,7 +57,7 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
         for (const algorithm of algorithmNames('broadcast')) {
           const t = rank === src ? input(dtype, 'none', src, n) : allocTensor(dtype, n);
           await dist.broadcast(t, { src, algorithm });
-          check(`broadcast ${dtype} n=${n} src=${src} ${algorithm}`, t, input(dtype, "none", src, n));
+          check(`broadcast ${dtype} n=${n} src=${src} ${algorithm}`, t, input(dtype, 'none', src, n));
         }
       }
       // gather / scatter at a rotating root
@@ -71,7 +77,14 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
       }
       const flatOut = allocTensor(dtype, n * P);
       await dist.allGatherIntoTensor(flatOut, input(dtype, 'none', rank, n));
-      check(`allGatherIntoTensor ${dtype} n=${n}`, flatOut, tensorOf(dtype, ranks.flatMap((j) => Array.from({ length: n }, (_, i) => inputValue('none', j, i)))));
+      check(
+        `allGatherIntoTensor ${dtype} n=${n}`,
+        flatOut,
+        tensorOf(
+          dtype,
+          ranks.flatMap((j) => Array.from({ length: n }, (_, i) => inputValue('none', j, i))),
+        ),
+      );
       // all-to-all: block sizes differ per pair (rank i sends n+i+j elements to rank j)
       const blockLen = (from: number, to: number) => (n + from + to) % 5;
       const ins = ranks.map((j) => input(dtype, 'none', rank * 10 + j, blockLen(rank, j)));
@@ -81,10 +94,23 @@ export async function run(args: { sizes?: number[] } | null): Promise<{ checks: 
       // all-to-all single with split sizes
       const inSplits = ranks.map((j) => blockLen(rank, j));
       const outSplits = ranks.map((j) => blockLen(j, rank));
-      const single = tensorOf(dtype, ranks.flatMap((j) => Array.from({ length: inSplits[j] }, (_, i) => inputValue('none', rank * 10 + j, i))));
-      const singleOut = allocTensor(dtype, outSplits.reduce((a, b) => a + b, 0));
+      const single = tensorOf(
+        dtype,
+        ranks.flatMap((j) => Array.from({ length: inSplits[j] }, (_, i) => inputValue('none', rank * 10 + j, i))),
+      );
+      const singleOut = allocTensor(
+        dtype,
+        outSplits.reduce((a, b) => a + b, 0),
+      );
       await dist.allToAllSingle(singleOut, single, { inputSplitSizes: inSplits, outputSplitSizes: outSplits });
-      check(`allToAllSingle ${dtype} n=${n}`, singleOut, tensorOf(dtype, ranks.flatMap((j) => Array.from({ length: outSplits[j] }, (_, i) => inputValue('none', j * 10 + rank, i)))));
+      check(
+        `allToAllSingle ${dtype} n=${n}`,
+        singleOut,
+        tensorOf(
+          dtype,
+          ranks.flatMap((j) => Array.from({ length: outSplits[j] }, (_, i) => inputValue('none', j * 10 + rank, i))),
+        ),
+      );
     }
   }
   await dist.barrier();

@@ -15,7 +15,12 @@ export async function run(args: { deviceId?: number; attachSocketPath?: string }
   const out: Record<string, unknown> = {};
   const started = Date.now();
   try {
-    await dist.initProcessGroup({ backend: 'nccl', timeout: 20000, deviceId: args?.deviceId, nccl: args?.attachSocketPath ? { attachSocketPath: args.attachSocketPath } : undefined });
+    await dist.initProcessGroup({
+      backend: 'nccl',
+      timeout: 20000,
+      deviceId: args?.deviceId,
+      nccl: args?.attachSocketPath ? { attachSocketPath: args.attachSocketPath } : undefined,
+    });
     out.error = null;
     await dist.destroyProcessGroup();
   } catch (e) {

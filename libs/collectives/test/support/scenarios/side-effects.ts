@@ -28,7 +28,10 @@ export async function run(args: { bindToCore?: boolean | number; probePort?: num
     return { failed };
   }
   const main = cpus(process.pid);
-  const others = fs.readdirSync('/proc/self/task').filter((x) => x !== String(process.pid)).map(cpus);
+  const others = fs
+    .readdirSync('/proc/self/task')
+    .filter((x) => x !== String(process.pid))
+    .map(cpus);
   const serving = args?.probePort === undefined ? undefined : await listening(args.probePort + Number(process.env.LOCAL_RANK ?? 0));
   await dist.destroyProcessGroup();
   return { before, main, others, serving };

@@ -15,7 +15,10 @@ export async function run(args: { mode: 'idle' | 'p2p' | 'spin' }): Promise<Reco
   let result: Record<string, unknown> = { ok: true };
   if (rank === 1) {
     if (args.mode === 'p2p') {
-      const r = await dist.recv(new Int32Array(4), { src: 3, timeout: 8000 }).then(() => 'received', (e: Error) => e.name);
+      const r = await dist.recv(new Int32Array(4), { src: 3, timeout: 8000 }).then(
+        () => 'received',
+        (e: Error) => e.name,
+      );
       result = { recv: r };
     } else if (args.mode === 'spin') {
       for (const end = Date.now() + 6000; Date.now() < end; ); // a rank stuck in its own code
@@ -23,7 +26,10 @@ export async function run(args: { mode: 'idle' | 'p2p' | 'spin' }): Promise<Reco
     } else await new Promise((r) => setTimeout(r, 8000));
   } else {
     const started = Date.now();
-    const err = await dist.allReduce(t, { timeout: 1500 }).then(() => undefined, (e: dist.DistTimeoutError) => e);
+    const err = await dist.allReduce(t, { timeout: 1500 }).then(
+      () => undefined,
+      (e: dist.DistTimeoutError) => e,
+    );
     if (err) result = { name: err.name, message: err.message, context: err.context, desync: err.desync, afterMs: Date.now() - started };
     // stay up for the others' exchange (they time out at about the same moment)
     await new Promise((r) => setTimeout(r, 6500 - (Date.now() - started)));

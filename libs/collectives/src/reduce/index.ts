@@ -1,2 +1,0 @@
-export { reduceInto, finishAvg, setKernelMode } from './kernels';
-export type { KernelMode } from './kernels';

@@ -73,7 +73,10 @@ export class FaultDriver {
     while (!this.stopping) {
       await sleep(this.o.everyMs * (0.5 + this.rng()));
       if (this.stopping) break;
-      await this.one(this.kind());
+      const kind = this.kind();
+      // a kind that found nothing to hit (no job running to pause) comes next again, so every
+      // kind is still made in a short run on a loaded machine
+      if (!(await this.one(kind))) this.cycle.push(kind);
     }
   }
 
@@ -81,33 +84,35 @@ export class FaultDriver {
     return ps.filter((p) => p.alive && !this.o.witnesses.includes(p.name));
   }
 
-  private async one(kind: FaultKind): Promise<void> {
+  /** Makes one fault of this kind; false when there was nothing to hit. */
+  private async one(kind: FaultKind): Promise<boolean> {
     const { mesh } = this;
     if (kind === 'pause-rank') return this.pause();
     const target =
       kind === 'kill-nats'
         ? this.pick(mesh.natsNodes.map((n) => n.proc).filter((p) => p.alive))
         : this.pick(this.killable(kind === 'kill-agent' ? mesh.agents : mesh.replicas.map((r) => r.proc)));
-    if (!target) return;
+    if (!target) return false;
     const fault: Fault = { kind, target: target.name, at: Date.now() };
     this.faults.push(fault);
     await target.kill9();
     await sleep(this.o.downMs);
     await mesh.restart(target);
     fault.recoveredAt = Date.now();
+    return true;
   }
 
   /** Stops one rank of a running job (its agent's job worker) for pauseMs. */
-  private async pause(): Promise<void> {
+  private async pause(): Promise<boolean> {
     const running = () => this.workload.jobs.filter((j) => j.last?.state === 'running' && j.last.members.every((m) => m.pid));
-    for (let i = 0; i < 20 && !running().length; i++) await sleep(100);
+    for (let i = 0; i < 50 && !running().length && !this.stopping; i++) await sleep(100);
     const job = this.pick(running());
     const member = job && this.pick(job.last!.members);
-    if (!member?.pid) return;
+    if (!member?.pid) return false;
     try {
       process.kill(member.pid, 'SIGSTOP');
     } catch {
-      return; // the job ended meanwhile
+      return false; // the job ended meanwhile
     }
     const fault: Fault = { kind: 'pause-rank', target: member.name, at: Date.now() };
     this.faults.push(fault);
@@ -118,5 +123,6 @@ export class FaultDriver {
       /* the worker was ended while stopped (its agent cancelled the job): nothing to resume */
     }
     fault.recoveredAt = Date.now();
+    return true;
   }
 }

@@ -2,9 +2,10 @@
 # safe to run twice.
 SHELL := /bin/bash
 APT_PACKAGES := nats-server prometheus cmake g++ python3 make docker.io docker-compose debootstrap chromium
-# not in every Debian mirror (it comes from the Kubernetes or Cloud SDK apt repository): installed
-# when available, else the tests that need it say so and skip
-APT_OPTIONAL := kubectl
+# not in every Debian mirror (kubectl comes from the Kubernetes or Cloud SDK apt repository;
+# python3-torch, torch with Gloo for the torch sweep's dry run, is not built for every
+# architecture): installed when available, else the tests that need it say so and skip
+APT_OPTIONAL := kubectl python3-torch
 NATIVE_BUILD := native/nccl-sidecar/build
 # Node 22 (LTS) unless NODE_MAJOR names another (`make test NODE_MAJOR=24`, or `make test-node24`).
 # Where the machine's node is another major, setup unpacks that release (npm's node-linux-<arch>)

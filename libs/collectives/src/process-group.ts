@@ -133,8 +133,7 @@ export class ProcessGroup {
     const root = this.memberRank('gather', dst, 'dst');
     let outputs: Tensor[] | undefined;
     if (this.rank === root) {
-      outputs = tensorList(gatherList, this.size, 'gatherList', 'gather', t);
-      outputs.forEach((x, i) => sameLength(x, t.length, `gatherList[${i}]`, 'gather'));
+      outputs = tensorList(gatherList, this.size, 'gatherList', 'gather', t, t.length);
     } else if (gatherList !== undefined && gatherList.length) {
       throw new InvalidArgumentError('gather: gatherList must NOT be specified on non-destination ranks', { op: 'gather' });
     }
@@ -146,8 +145,7 @@ export class ProcessGroup {
     const root = this.memberRank('scatter', src, 'src');
     let inputs: Tensor[] | undefined;
     if (this.rank === root) {
-      inputs = tensorList(scatterList, this.size, 'scatterList', 'scatter', t);
-      inputs.forEach((x, i) => sameLength(x, t.length, `scatterList[${i}]`, 'scatter'));
+      inputs = tensorList(scatterList, this.size, 'scatterList', 'scatter', t, t.length);
     } else if (scatterList !== undefined && scatterList.length) {
       throw new InvalidArgumentError('scatter: scatterList must NOT be specified on non-source ranks', { op: 'scatter' });
     }
@@ -161,8 +159,7 @@ export class ProcessGroup {
 
   allGather(tensorList_: Tensor[], tensor: Tensor, opts: RootOptions<'allGather'> = {}): Promise<void> {
     const t = tensorArg(tensor, 'tensor', 'allGather');
-    const outputs = tensorList(tensorList_, this.size, 'tensorList', 'allGather', t);
-    outputs.forEach((x, i) => sameLength(x, t.length, `tensorList[${i}]`, 'allGather'));
+    const outputs = tensorList(tensorList_, this.size, 'tensorList', 'allGather', t, t.length);
     return this.collective('allGather', opts, t.byteLength * this.size, signature('allGather', dtypeOf(t), t.length), { op: 'allGather', input: t, outputs });
   }
 
@@ -172,15 +169,15 @@ export class ProcessGroup {
     sameDtype(out, dtypeOf(inp), 'output', 'allGatherIntoTensor');
     sameLength(out, inp.length * this.size, 'output (input length x group size)', 'allGatherIntoTensor');
     const n = inp.length;
-    const outputs = Array.from({ length: this.size }, (_, i) => out.subarray(i * n, (i + 1) * n) as Tensor);
+    const outputs = new Array<Tensor>(this.size);
+    for (let i = 0; i < this.size; i++) outputs[i] = out.subarray(i * n, (i + 1) * n) as Tensor;
     return this.collective('allGather', opts, out.byteLength, signature('allGather', dtypeOf(inp), n), { op: 'allGather', input: inp, outputs });
   }
 
   reduceScatter(output: Tensor, inputList: Tensor[], op: ReduceOp = ReduceOp.SUM, opts: RootOptions<'reduceScatter'> = {}): Promise<void> {
     const out = tensorArg(output, 'output', 'reduceScatter');
     validateReduceOp(op, dtypeOf(out));
-    const list = tensorList(inputList, this.size, 'inputList', 'reduceScatter', out);
-    list.forEach((x, i) => sameLength(x, out.length, `inputList[${i}]`, 'reduceScatter'));
+    const list = tensorList(inputList, this.size, 'inputList', 'reduceScatter', out, out.length);
     return this.collective(
       'reduceScatter',
       opts,

@@ -19,17 +19,28 @@ export function sameLength(t: Tensor, n: number, what: string, op: string): void
   if (t.length !== n) throw new InvalidArgumentError(`${op}: ${what} has ${t.length} elements, expected ${n}`, { op });
 }
 
-export function tensorList(list: unknown, size: number, what: string, op: string, like: Tensor): Tensor[] {
+/**
+ * A list of one tensor per rank of the group, each of `like`'s dtype (and `length` elements when
+ * given). A plain loop, with each element's name built only for its error: the list ops run this
+ * on every call.
+ */
+export function tensorList(list: unknown, size: number, what: string, op: string, like: Tensor, length?: number): Tensor[] {
   if (!Array.isArray(list)) throw new InvalidArgumentError(`${op}: ${what} must be an array of ${size} tensors`, { op });
   if (list.length !== size) {
     throw new InvalidArgumentError(`${op}: ${what} must have one tensor per rank of the group (${size}), got ${list.length}`, { op });
   }
   const dtype = dtypeOf(like);
-  return list.map((t, i) => {
-    const x = tensorArg(t, `${what}[${i}]`, op);
-    sameDtype(x, dtype, `${what}[${i}]`, op);
-    return x;
-  });
+  const out = new Array<Tensor>(size);
+  for (let i = 0; i < size; i++) {
+    const t: unknown = list[i];
+    if (!isTensor(t) || dtypeOf(t) !== dtype || (length !== undefined && t.length !== length)) {
+      const x = tensorArg(t, `${what}[${i}]`, op);
+      sameDtype(x, dtype, `${what}[${i}]`, op);
+      sameLength(x, length!, `${what}[${i}]`, op);
+    }
+    out[i] = t as Tensor;
+  }
+  return out;
 }
 
 export function splitSizes(splits: unknown, size: number, total: number, what: string, op: string): number[] {

@@ -195,6 +195,8 @@ type Views = Partial<Record<DType, Tensor>>;
 export class FastGroup {
   /** [group rank][half]: typed views of that half's data */
   private readonly views: Views[][];
+  /** [group rank][half]: the last part of that half read (slice) */
+  private readonly sliced: { dtype?: DType; at: number; view?: Tensor }[][];
   /** number of the last op issued (ops are numbered from 1; the regions start at 0) */
   private issued = 0;
   /** the op posted and waiting for its peers */
@@ -222,6 +224,7 @@ export class FastGroup {
     private readonly opts: FastOptions,
   ) {
     this.views = regions.map(() => [{}, {}]);
+    this.sliced = regions.map(() => [{ at: 0 }, { at: 0 }]);
   }
 
   get size(): number {
@@ -513,6 +516,11 @@ export class FastGroup {
           const m = call.output.length;
           const list = Array.isArray(call.input) ? (call.input as readonly Tensor[]) : undefined;
           const flat = call.input as Tensor;
+          // in one piece, a flat input's blocks lie in the half as they lie in the input
+          if (!list && op.pieces === 1) {
+            op.bytesSent += this.put(half, flat, 0);
+            break;
+          }
           op.bytesSent += this.putBlocks(
             op,
             half,
@@ -561,6 +569,20 @@ export class FastGroup {
   private typed(r: number, half: number, dtype: DType): Tensor {
     const v = this.views[r][half];
     return (v[dtype] ??= viewAs(this.regions[r].bytes.subarray(F_CTRL_BYTES + half * FAST_BYTES, F_CTRL_BYTES + (half + 1) * FAST_BYTES), dtype));
+  }
+
+  /**
+   * Elements [at, at + n) of rank `r`'s half as `dtype`: the last such view of that half is kept,
+   * so a run of ops of one shape makes no view per op.
+   */
+  private slice(r: number, half: number, dtype: DType, at: number, n: number): Tensor {
+    const c = this.sliced[r][half];
+    if (c.view === undefined || c.dtype !== dtype || c.at !== at || c.view.length !== n) {
+      c.view = this.typed(r, half, dtype).subarray(at, at + n) as Tensor;
+      c.dtype = dtype;
+      c.at = at;
+    }
+    return c.view;
   }
 
   private fail(op: FastOp, err: unknown): void {
@@ -661,7 +683,7 @@ export class FastGroup {
   private reduceAll(out: Tensor, half: number, at: number, op: ReduceOp, holdsOwn: boolean): number {
     const dtype = dtypeOf(out);
     const n = out.length;
-    const peer = (r: number) => this.typed(r, half, dtype).subarray(at, at + n) as Tensor;
+    const peer = (r: number) => this.slice(r, half, dtype, at, n);
     if (holdsOwn && this.size === 2 && COMMUTATIVE.has(op)) {
       // a op b and b op a are the same bits for these: one pass instead of a copy and a pass
       reduceInto(out, peer(1 - this.me), op);
@@ -685,14 +707,14 @@ export class FastGroup {
       case 'broadcast':
         if (call.root !== this.me) {
           const t = this.piece(op, call.tensor);
-          t.set(this.typed(call.root, half, dtypeOf(t)).subarray(0, t.length) as never);
+          t.set(this.slice(call.root, half, dtypeOf(t), 0, t.length) as never);
           op.bytesReceived += t.byteLength;
         }
         return;
       case 'allGather': {
         const { from, n } = this.range(op, call.input.length);
         const dtype = dtypeOf(call.input);
-        call.outputs.forEach((t, r) => t.set(this.typed(r, half, dtype).subarray(0, n) as never, from));
+        for (let r = 0; r < this.size; r++) call.outputs[r].set(this.slice(r, half, dtype, 0, n) as never, from);
         op.bytesReceived += n * call.input.BYTES_PER_ELEMENT * (this.size - 1);
         return;
       }
@@ -700,19 +722,19 @@ export class FastGroup {
         if (call.root === this.me) {
           const { from, n } = this.range(op, call.input.length);
           const dtype = dtypeOf(call.input);
-          call.outputs!.forEach((t, r) => t.set(this.typed(r, half, dtype).subarray(0, n) as never, from));
+          for (let r = 0; r < this.size; r++) call.outputs![r].set(this.slice(r, half, dtype, 0, n) as never, from);
           op.bytesReceived += n * call.input.BYTES_PER_ELEMENT * (this.size - 1);
         }
         return;
       case 'reduceScatter': {
         const { from, n } = this.range(op, call.output.length);
-        const out = call.output.subarray(from, from + n) as Tensor;
+        const out = op.pieces === 1 ? call.output : (call.output.subarray(from, from + n) as Tensor);
         op.bytesReceived += this.reduceAll(out, half, this.me * n, call.redOp, false);
         return;
       }
       case 'scatter': {
         const { from, n } = this.range(op, call.output.length);
-        call.output.set(this.typed(call.root, half, dtypeOf(call.output)).subarray(this.me * n, this.me * n + n) as never, from);
+        call.output.set(this.slice(call.root, half, dtypeOf(call.output), this.me * n, n) as never, from);
         if (call.root !== this.me) op.bytesReceived += n * call.output.BYTES_PER_ELEMENT;
         return;
       }

@@ -15,7 +15,7 @@ import { MeshConnection, SERVICE_GROUP_OUTAGE_MS, ServiceGroup, connectMesh } fr
 import { NatsConnectionLostError, NatsKvStore } from '@cmesh/collectives';
 import { JOB_MEMBER_SILENCE_MS, clusterNames } from '@cmesh/protocol';
 import { NatsCluster, freePort, startNatsCluster, waitForPort } from '@cmesh/testing';
-import { Mesh, startMesh } from '@cmesh/testing/mesh';
+import { Mesh, listAgents, startMesh } from '@cmesh/testing/mesh';
 import { setTimeout as sleep } from 'timers/promises';
 
 /** One nats-server on a fixed port and store directory: killed with SIGKILL and started again as it was. */
@@ -286,6 +286,11 @@ describe('a NATS cluster of three under a mesh', () => {
     );
     await victim!.start();
     await cluster.waitForJetStream(30_000);
+    // the paused agent may have been dropped from the registry meanwhile: the next test needs both
+    let alive: string[] = [];
+    for (const end = Date.now() + 30_000; alive.length < 2 && Date.now() < end; await sleep(200))
+      alive = (await listAgents(mesh.client)).filter((a) => a.alive).map((a) => a.name);
+    expect(alive.sort()).toEqual([...mesh.agentNames].sort());
   }, 180_000);
 
   it("a service group outlives the SIGKILL of the server its agents are on, while its members' ops keep coming", async () => {

@@ -2,10 +2,11 @@
 // reports and `now` come in; the service finishes the job and marks the suspects.
 //
 // A member that does not accept within JOB_ACCEPT_TIMEOUT_MS, or stops talking (no message for
-// JOB_MEMBER_SILENCE_MS, or JOB_NATS_FAILOVER_MS within that long of a NATS server's loss), is to blame. A failure report names the peers the data plane saw die,
-// and a member that reports is alive: after BLAME_GATHER_MS of gathering reports, the peers named
-// minus the reporters are to blame; if none is named, a member silent for SUSPECT_SILENCE_MS
-// that did not report is; after BLAME_LIMIT_MS without such a candidate, the first reporter is.
+// JOB_MEMBER_SILENCE_MS, or JOB_NATS_FAILOVER_MS within that long of a NATS server's loss), is
+// to blame. A failure report names the peers the data plane saw die, and a member that reports
+// is alive: after BLAME_GATHER_MS of gathering reports, the peers named minus the reporters are
+// to blame; if none is named, a member silent for SUSPECT_SILENCE_MS that did not report is;
+// after BLAME_LIMIT_MS without such a candidate, the first reporter is.
 // An error that is the reporter's own (not a peer failure or a timeout, naming nobody: a bad
 // backend, a wrong result) blames the reporter at once.
 import { JOB_ACCEPT_TIMEOUT_MS, JOB_MEMBER_SILENCE_MS, JOB_NATS_FAILOVER_MS, JobError } from '@cmesh/protocol';

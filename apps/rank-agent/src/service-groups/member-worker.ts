@@ -106,8 +106,6 @@ class MemberWorker {
   private local: LocalServer | null = null;
   private readonly keys: ServiceGroupKeys;
   private channel!: GroupChannel;
-  /** times this worker's NATS connection came back (its heartbeat's `up`: the member then sends its unanswered ops again) */
-  private reconnects = 0;
   /** heartbeats sent, and the last number heard per sender (a replay is ignored) */
   private beats = 0;
   private readonly heardN = new Map<string, number>();
@@ -170,21 +168,23 @@ class MemberWorker {
     this.channel.subscribe(this.names.serviceGroups.status(placed.groupId), 'status', (msg) => this.onStatus(msg));
     if (placed.members[rank]?.local) await this.offerLocal();
     const socket = this.local?.path;
+    // times this worker's NATS connection came back since the group began (the heartbeat's `up`:
+    // the member then sends its unanswered ops again)
+    const watch = dist.watchConnection(this.nc);
+    const reconnectsBefore = watch.reconnects;
     const heartbeat = () =>
       this.publish(this.names.serviceGroups.heartbeat(placed.groupId), {
         rank,
         role: 'agent',
         ready: this.ready,
         n: ++this.beats,
-        up: this.reconnects,
+        up: watch.reconnects - reconnectsBefore,
         ...(socket ? { socket } : {}),
       });
     this.beat = setInterval(heartbeat, SERVICE_GROUP_HEARTBEAT_MS);
     // back from an outage: said at once, so the member sends again what it lost
-    dist.watchConnection(this.nc).onChange((up) => {
-      if (!up) return;
-      this.reconnects++;
-      heartbeat();
+    watch.onChange((up) => {
+      if (up) heartbeat();
     });
     await dist.initProcessGroup({
       ...this.backendOptions(),

@@ -34,9 +34,10 @@ export function tensorList(list: unknown, size: number, what: string, op: string
   for (let i = 0; i < size; i++) {
     const t: unknown = list[i];
     if (!isTensor(t) || dtypeOf(t) !== dtype || (length !== undefined && t.length !== length)) {
-      const x = tensorArg(t, `${what}[${i}]`, op);
-      sameDtype(x, dtype, `${what}[${i}]`, op);
-      sameLength(x, length!, `${what}[${i}]`, op);
+      const name = `${what}[${i}]`;
+      const x = tensorArg(t, name, op);
+      sameDtype(x, dtype, name, op);
+      sameLength(x, length!, name, op);
     }
     out[i] = t as Tensor;
   }

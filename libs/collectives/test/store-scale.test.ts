@@ -103,13 +103,22 @@ describe('TcpStore server at scale', () => {
     expect(adds.sort((a, b) => a - b)).toEqual(Array.from({ length: TOTAL }, (_, i) => i + 1));
 
     // the same burst of writes (after one to warm it up), first with nothing parked, then with
-    // every connection parked on another key
-    expect((await kids[0].ask(`adds ${ADDS}`)).max).toBe(ADDS);
-    const idle = await serverCpuMs(async () => expect((await kids[0].ask(`adds ${ADDS}`)).max).toBe(2 * ADDS));
+    // every connection parked on another key; each the least of three bursts, as one garbage
+    // collection of the 2,000 connections' objects in a burst costs as much as the burst
+    let total = 0;
+    const burst = () =>
+      serverCpuMs(async () => {
+        total += ADDS;
+        expect((await kids[0].ask(`adds ${ADDS}`)).max).toBe(total);
+      });
+    await burst();
+    const least = async () => Math.min(await burst(), await burst(), await burst());
+    const idle = await least();
     const parked = await Promise.all(kids.map((k) => k.ask('park')));
     for (const p of parked) expect(p.checks).toEqual(Array(PER_PROCESS).fill(false));
-    const busy = await serverCpuMs(async () => expect((await kids[0].ask(`adds ${ADDS}`)).max).toBe(3 * ADDS));
-    // generous: a server that re-checks the 2,000 parked waits on each write spends about 5x
+    const busy = await least();
+    // generous: one that re-checks the 2,000 parked waits on each write spends about 3x its own
+    // idle figure (and more than 6x this server's)
     expect(busy).toBeLessThan(2 * idle + 100);
 
     const before = await Promise.all(kids.map((k) => k.ask('snapshot')));

@@ -54,6 +54,13 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     return { status: res.status, body: (await res.json()) as T };
   };
   const metrics = async (agent: string) => (await fetch(`${agentUrls[agent]}/metrics`)).text();
+  /** The agent's metrics once `series` is there (a worker reports its finished ops in batches, within 200 ms), or after 5 s. */
+  const metricsWith = async (agent: string, series: string) => {
+    let text = await metrics(agent);
+    for (const end = Date.now() + 5_000; sample(text, series) === undefined && Date.now() < end; text = await metrics(agent))
+      await new Promise((r) => setTimeout(r, 50));
+    return text;
+  };
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -102,8 +109,8 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
 
     // each member's agent: one allReduce of 1000 float32 and one barrier, labelled with the name
     for (const j of joined) {
-      const text = await metrics(j.agent!);
       const l = '{group="obs-quick",op="all_reduce",dtype="float32",cluster="default"}';
+      const text = await metricsWith(j.agent!, 'cmesh_service_op_duration_seconds_count{group="obs-quick",op="barrier",dtype="uint8",cluster="default"}');
       expect([j.agent, sample(text, `cmesh_service_op_duration_seconds_count${l}`)]).toEqual([j.agent, 1]);
       expect(sample(text, `cmesh_service_op_duration_seconds_sum${l}`)).toBeGreaterThan(0);
       expect(sample(text, `cmesh_service_op_bytes_total${l}`)).toBe(4000);
@@ -147,8 +154,10 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
       expect(Date.now() - Date.parse(d!.inFlight!.ranks[r].running!.since)).toBeLessThan(60_000);
     }
     expect(d!.inFlight!.ranks[victim]).toMatchObject({ running: null, queued: 0, opsDone: 1 });
-    for (const j of joined)
-      expect(sample(await metrics(j.agent!), 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8",cluster="default"}')).toBe(1);
+    for (const j of joined) {
+      const barriers = 'cmesh_service_op_duration_seconds_count{group="obs",op="barrier",dtype="uint8",cluster="default"}';
+      expect(sample(await metricsWith(j.agent!, barriers), barriers)).toBe(1);
+    }
 
     expect(await renderStatus(mesh.client)).toMatch(new RegExp(`│ obs +│ 1 +│ placed +│ tcp +│ [^│]*${victim} o-victim@${joined[1].agent}`));
     // and the live page

@@ -78,7 +78,7 @@ it("turns size samples into the duration histogram, payload and wire bytes, this
 
 it("records service group ops by group name, op and dtype; bus bytes with the op's factor; failures by reason; names capped", async () => {
   const m = new AgentMetrics();
-  const op = { type: 'service-group-op', name: 'grads', op: 'allGather', dtype: 'int32', size: 4, bytes: 4096, seconds: 2e-3 } as const;
+  const op = { name: 'grads', op: 'allGather', dtype: 'int32', size: 4, bytes: 4096, seconds: 2e-3 } as const;
   m.onServiceOp(op);
   m.onServiceOp({ ...op, seconds: 0.5 });
   m.onServiceOp({ ...op, op: 'barrier', dtype: 'uint8', bytes: 0, seconds: 1e-4 });

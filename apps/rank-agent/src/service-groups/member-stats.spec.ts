@@ -14,7 +14,8 @@ it("an op's bytes are nccl-tests' size: its larger buffer, the root's for gather
   expect(serviceGroupOpBytes(op({ op: 'barrier', dtype: 'uint8', count: 0 }), 4)).toBe(0);
 });
 
-it('tells the op running now and the ops done, and reports each finished op', () => {
+it('tells the op running now and the ops done, and reports the finished ops in one batch', () => {
+  jest.useFakeTimers();
   const placed = { name: 'grads', round: 2, groupId: 'grads_2', size: 2, members: [], storePrefix: 'p' } as ServiceGroupPlaced;
   const reports: FromMemberWorker[] = [];
   const s = new MemberOpStats(placed, 1, (r) => reports.push(r));
@@ -29,9 +30,23 @@ it('tells the op running now and the ops done, and reports each finished op', ()
   s.begin(b);
   s.end(b, Object.assign(new Error('x'), { name: 'DistTimeoutError', code: 'TIMEOUT' }));
   expect(s.status(0)).toEqual({ rank: 1, running: null, queued: 0, opsDone: 2, bytes: 4016 });
+  expect(reports).toEqual([]);
+  jest.advanceTimersByTime(200);
   expect(reports).toEqual([
-    { type: 'service-group-op', name: 'grads', op: 'allReduce', dtype: 'float32', size: 2, bytes: 4000, seconds: expect.any(Number) },
-    { type: 'service-group-op', name: 'grads', op: 'broadcast', dtype: 'float32', size: 2, bytes: 16, seconds: expect.any(Number), error: 'TIMEOUT' },
+    {
+      type: 'service-group-ops',
+      ops: [
+        { name: 'grads', op: 'allReduce', dtype: 'float32', size: 2, bytes: 4000, seconds: expect.any(Number) },
+        { name: 'grads', op: 'broadcast', dtype: 'float32', size: 2, bytes: 16, seconds: expect.any(Number), error: 'TIMEOUT' },
+      ],
+    },
   ]);
-  expect(reports[0].type === 'service-group-op' && reports[0].seconds).toBeGreaterThanOrEqual(0);
+  // one report holds at most 1000 ops; flush() sends what is left at once (the worker's exit)
+  for (let i = 0; i < 1001; i++) s.end(a);
+  expect(reports.map((r) => (r.type === 'service-group-ops' ? r.ops.length : 0))).toEqual([2, 1000]);
+  s.flush();
+  expect(reports.map((r) => (r.type === 'service-group-ops' ? r.ops.length : 0))).toEqual([2, 1000, 1]);
+  jest.advanceTimersByTime(1000);
+  expect(reports).toHaveLength(3);
+  jest.useRealTimers();
 });

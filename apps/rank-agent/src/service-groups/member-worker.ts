@@ -100,7 +100,7 @@ class MemberWorker {
   private readonly sentResults = new Map<number, { bytes: number; send: () => void }>();
   private beat: NodeJS.Timeout | null = null;
   private ready = false;
-  /** the op running now and ops done: for the status subject, and each op's report to the agent (metrics) */
+  /** the op running now and ops done: for the status subject, and the ops' reports to the agent (metrics) */
   private readonly stats: MemberOpStats;
   /** the member's local path (it shares this host), when offered */
   private local: LocalServer | null = null;
@@ -520,6 +520,7 @@ class MemberWorker {
     // NATS may be down (the outage that ended the group): what is buffered goes if it comes back soon
     await Promise.race([this.nc.flush().catch(() => undefined), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
     this.reportDrops();
+    this.stats.flush();
     this.local?.close();
     process.exit(0);
   }

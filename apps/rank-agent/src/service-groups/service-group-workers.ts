@@ -59,7 +59,7 @@ export class ServiceGroupWorkers implements OnApplicationShutdown {
     this.children.set(key, child);
     child.on('error', () => undefined);
     child.on('message', (m: FromMemberWorker) => {
-      if (m?.type === 'service-group-op') this.metrics.onServiceOp(m);
+      if (m?.type === 'service-group-ops') for (const op of m.ops) this.metrics.onServiceOp(op);
       else if (m?.type === 'service-group-dropped') this.inbound.rejected.inc({ subject: m.subject, reason: m.reason }, m.count);
     });
     child.once('exit', (code, sig) => {

@@ -70,12 +70,6 @@ const WARMUP: [number, number][] = [
   [4096, 1000],
   [MiB, 20],
 ];
-/** Service mode's: an op through the service takes milliseconds, the JIT is warm sooner. */
-const SERVICE_GROUP_WARMUP: [number, number][] = [
-  [8, 200],
-  [4096, 100],
-  [MiB, 10],
-];
 
 function serviceGroupPlans(quick: boolean): Plan[] {
   return [{ op: 'allReduce', sizes: quick ? [8, 4096, MiB, 8 * MiB] : pow2(8, 64 * MiB) }];
@@ -524,7 +518,7 @@ async function serviceMode(server: ControlServer, control: string, worlds: numbe
   log(`# service: agents' data plane ${transport}; mesh of ${agents} agents up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${serviceGroupMesh.natsUrl})`);
   const cells: Cell[] = [];
   try {
-    for (const w of worlds) cells.push(...(await runWorld(server, control, w, plan, SERVICE_GROUP_BACKENDS, log, launch, SERVICE_GROUP_WARMUP)));
+    for (const w of worlds) cells.push(...(await runWorld(server, control, w, plan, SERVICE_GROUP_BACKENDS, log, launch)));
   } finally {
     await serviceGroupMesh.stop();
     serviceGroupMesh = undefined;

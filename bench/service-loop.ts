@@ -1,7 +1,8 @@
 // The per-op cost of a small collective through the collectives service, and where the CPU goes:
 // a local mesh (nats-server, coordinator, one agent per member), members in processes of their
 // own call all_reduce back to back (no barrier between ops), and the script prints each member's
-// mean time per op and each process's CPU per op (user + system, from /proc) over the timed loop.
+// mean time per op (with #wrong: the last result checked element by element) and each process's
+// CPU per op (user + system, from /proc) over the timed loop.
 // What the side-by-side tables (bench/compare.ts --service) cannot show: who spends the cores.
 //
 //   node -r @swc-node/register bench/service-loop.ts [--world 2] [--iters 5000] [--warmup-ms 5000] [--count 2] [--nats-only]
@@ -28,7 +29,7 @@ const TICKS = 100;
 async function member(natsUrl: string): Promise<void> {
   const mesh = await connectMesh({ servers: natsUrl, local: LOCAL });
   const g = await mesh.join(GROUP, { size: WORLD, label: `loop-${process.pid}`, timeout: 60_000 });
-  const t = new Float32Array(COUNT).fill(1);
+  const t = new Float32Array(COUNT);
   // warm-up by time, not by count: member and worker run their hot paths compiled (V8's
   // optimising tiers) only after thousands of ops, and until then an op costs twice as much.
   // Rank 0's clock decides, after every 100 ops, so every member runs the same ops.
@@ -43,8 +44,14 @@ async function member(natsUrl: string): Promise<void> {
   process.send!({ ready: true });
   await new Promise((r) => process.once('message', r));
   const t0 = performance.now();
-  for (let i = 0; i < ITERS; i++) await g.allReduce(t);
-  process.send!({ us: ((performance.now() - t0) * 1000) / ITERS, rank: g.rank, transport: g.transport });
+  for (let i = 0; i < ITERS; i++) {
+    t.fill(g.rank + 1);
+    await g.allReduce(t);
+  }
+  const us = ((performance.now() - t0) * 1000) / ITERS;
+  // the last op's result, element by element: the sum of rank + 1 over the ranks
+  const wrong = t.filter((x) => x !== (WORLD * (WORLD + 1)) / 2).length;
+  process.send!({ us, rank: g.rank, transport: g.transport, wrong });
   await g.leave();
   await mesh.close();
 }
@@ -103,7 +110,7 @@ async function main(): Promise<void> {
     const res = await done;
     const perOp = [...procs].map(([pid, name]) => ({ name, us: ((cpuSeconds(pid) - before.get(pid)!) * 1e6) / ITERS }));
     console.log(`# world ${WORLD}, ${COUNT} float32, ${ITERS} ops, ${LOCAL ? 'local path where offered' : 'NATS'}, agents' data plane ${transport}`);
-    for (const r of res.sort((a, b) => a.rank - b.rank)) console.log(`member rank ${r.rank} (${r.transport}): ${r.us.toFixed(1)} us per op`);
+    for (const r of res.sort((a, b) => a.rank - b.rank)) console.log(`member rank ${r.rank} (${r.transport}): ${r.us.toFixed(1)} us per op, #wrong ${r.wrong}`);
     console.log('| process | CPU us per op |\n|---|---|');
     for (const p of perOp.filter((x) => x.us >= 1).sort((a, b) => b.us - a.us)) console.log(`| ${p.name} | ${p.us.toFixed(1)} |`);
     await Promise.all(kids.map((k) => new Promise((r) => (k.exitCode === null ? k.once('exit', r) : r(null)))));

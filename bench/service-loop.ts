@@ -8,8 +8,8 @@
 //   node -r @swc-node/register bench/service-loop.ts [--world 2] [--iters 5000] [--warmup-ms 5000] [--count 2] [--nats-only]
 //   CMESH_TRANSPORT=auto|tcp|shm: the agents' data plane (default tcp, as compare.ts --service)
 import { ChildProcess, execFileSync, fork } from 'child_process';
-import { readFileSync } from 'fs';
 import { connectMesh } from '@cmesh/client';
+import { cpuSeconds } from '@cmesh/testing';
 import { startMesh } from '@cmesh/testing/mesh';
 
 const arg = (name: string, def: string) => {
@@ -22,8 +22,6 @@ const COUNT = Number(arg('count', '2'));
 const WARMUP_MS = Number(arg('warmup-ms', '5000'));
 const LOCAL = !process.argv.includes('--nats-only');
 const GROUP = 'service-loop';
-/** /proc's clock ticks per second (USER_HZ) */
-const TICKS = 100;
 
 /** A member: joins, warms up, then on 'go' times ITERS all_reduces and reports the mean. */
 async function member(natsUrl: string): Promise<void> {
@@ -56,11 +54,10 @@ async function member(natsUrl: string): Promise<void> {
   await mesh.close();
 }
 
-/** CPU seconds (user + system) of a process so far; 0 once it is gone. */
-function cpuSeconds(pid: number): number {
+/** A process's CPU seconds so far; 0 once it is gone (a member may exit while the figures are read). */
+function cpuOf(pid: number): number {
   try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) / TICKS;
+    return cpuSeconds(pid);
   } catch {
     return 0;
   }
@@ -104,11 +101,11 @@ async function main(): Promise<void> {
       );
     await next();
     const procs = meshProcesses();
-    const before = new Map([...procs.keys()].map((p) => [p, cpuSeconds(p)]));
+    const before = new Map([...procs.keys()].map((p) => [p, cpuOf(p)]));
     const done = next();
     for (const k of kids) k.send('go');
     const res = await done;
-    const perOp = [...procs].map(([pid, name]) => ({ name, us: ((cpuSeconds(pid) - before.get(pid)!) * 1e6) / ITERS }));
+    const perOp = [...procs].map(([pid, name]) => ({ name, us: ((cpuOf(pid) - before.get(pid)!) * 1e6) / ITERS }));
     console.log(`# world ${WORLD}, ${COUNT} float32, ${ITERS} ops, ${LOCAL ? 'local path where offered' : 'NATS'}, agents' data plane ${transport}`);
     for (const r of res.sort((a, b) => a.rank - b.rank)) console.log(`member rank ${r.rank} (${r.transport}): ${r.us.toFixed(1)} us per op, #wrong ${r.wrong}`);
     console.log('| process | CPU us per op |\n|---|---|');

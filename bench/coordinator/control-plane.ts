@@ -10,7 +10,7 @@ import { readFileSync } from 'fs';
 import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
-import { startNatsServer } from '@cmesh/testing';
+import { cpuSeconds, startNatsServer } from '@cmesh/testing';
 import { startCoordinatorProcess } from '@cmesh/testing/mesh';
 import { setTimeout as sleep } from 'timers/promises';
 
@@ -44,13 +44,6 @@ async function loopDelayP99Ms(url: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const m = /^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text);
   return m ? Math.max(0, Number(m[1]) * 1000 - LOOP_SAMPLING_MS) : NaN;
-}
-
-/** user+system CPU seconds of a process, from /proc (Linux) */
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 function rssMiB(pid: number): number {

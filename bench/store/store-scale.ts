@@ -19,6 +19,7 @@ import { ChildProcess, spawn, spawnSync } from 'child_process';
 import { readFileSync, writeFileSync } from 'fs';
 import * as path from 'path';
 import { setTimeout as sleep } from 'timers/promises';
+import { cpuSeconds } from '@cmesh/testing';
 
 const HERE = __dirname;
 const PYTHON = '/usr/bin/python3';
@@ -57,13 +58,6 @@ export interface StoreScaleRow {
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
   return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-/** user+system CPU seconds of a process, from /proc (Linux) */
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function rssBytes(pid: number): number {

@@ -14,7 +14,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { MeshConnection, SERVICE_GROUP_OUTAGE_MS, ServiceGroup, connectMesh } from '@cmesh/client';
 import { NatsConnectionLostError, NatsKvStore } from '@cmesh/collectives';
 import { JOB_MEMBER_SILENCE_MS, clusterNames } from '@cmesh/protocol';
-import { NatsCluster, freePort, startNatsCluster, waitForPort } from '@cmesh/testing';
+import { NatsCluster, freePort, startNatsCluster, until, waitForPort } from '@cmesh/testing';
 import { Mesh, listAgents, startMesh } from '@cmesh/testing/mesh';
 import { setTimeout as sleep } from 'timers/promises';
 
@@ -287,9 +287,15 @@ describe('a NATS cluster of three under a mesh', () => {
     await victim!.start();
     await cluster.waitForJetStream(30_000);
     // the paused agent may have been dropped from the registry meanwhile: the next test needs both
-    let alive: string[] = [];
-    for (const end = Date.now() + 30_000; alive.length < mesh.agentNames.length && Date.now() < end; await sleep(200))
-      alive = (await listAgents(mesh.client)).filter((a) => a.alive).map((a) => a.name);
+    const alive = await until(
+      'every agent alive again',
+      30_000,
+      async () => {
+        const names = (await listAgents(mesh.client)).filter((a) => a.alive).map((a) => a.name);
+        return names.length === mesh.agentNames.length && names;
+      },
+      200,
+    );
     expect(alive.sort()).toEqual([...mesh.agentNames].sort());
   }, 180_000);
 

@@ -3,11 +3,10 @@
 // for one round of 1024 agents must stay within 2x of eight rounds of 128 (the same 1024 agents'
 // worth at the small size). A per-join read-modify-write of the whole round, as before, cost
 // 3943 compare-and-set conflicts for 128 agents and 15742 for 256: far outside that.
-import { readFileSync } from 'fs';
 import { connect } from '@nats-io/transport-node';
 import { NatsConnection } from '@nats-io/nats-core';
 import { AGENT_SUBJECTS, PROTOCOL_VERSION, RDZV_SUBJECTS } from '@cmesh/protocol';
-import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { NatsServer, cpuSeconds, startNatsServer } from '@cmesh/testing';
 import { CoordinatorProcess, startCoordinatorProcess } from '@cmesh/testing/mesh';
 
 let nats: NatsServer;
@@ -15,11 +14,7 @@ let nc: NatsConnection;
 let coord: CoordinatorProcess;
 
 /** the coordinator's user+system CPU, ms */
-function cpuMs(): number {
-  const f = readFileSync(`/proc/${coord.pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+const cpuMs = () => cpuSeconds(coord.pid) * 1000;
 
 async function req(subject: string, body: unknown): Promise<any> {
   return (await nc.request(subject, JSON.stringify(body), { timeout: 60_000 })).json();

@@ -8,7 +8,7 @@ import { readFileSync } from 'fs';
 import { busBwFactor } from '@cmesh/bench';
 import { connect } from '@nats-io/transport-node';
 import { HttpErrorSchema, ServiceGroupSummary, ServiceGroupDetail, ServiceGroupDetailSchema, ServiceGroupSummarySchema, clusterNames } from '@cmesh/protocol';
-import { NatsServer, startNatsServer } from '@cmesh/testing';
+import { NatsServer, startNatsServer, until } from '@cmesh/testing';
 import { Member, TS_MEMBER } from './support/member-process';
 import { renderStatus } from '@cmesh/cli/commands';
 import { Mesh, startMesh } from '@cmesh/testing/mesh';
@@ -54,13 +54,17 @@ describe('watching collectives as a service on a mesh of 3 agents', () => {
     return { status: res.status, body: (await res.json()) as T };
   };
   const metrics = async (agent: string) => (await fetch(`${agentUrls[agent]}/metrics`)).text();
-  /** The agent's metrics once `series` is there (a worker reports its finished ops in batches, within 200 ms), or after 5 s. */
-  const metricsWith = async (agent: string, series: string) => {
-    let text = await metrics(agent);
-    for (const end = Date.now() + 5_000; sample(text, series) === undefined && Date.now() < end; text = await metrics(agent))
-      await new Promise((r) => setTimeout(r, 50));
-    return text;
-  };
+  /** The agent's metrics once `series` is there (a worker reports its finished ops in batches, within 200 ms); throws after 5 s. */
+  const metricsWith = (agent: string, series: string) =>
+    until(
+      `${series} on ${agent}`,
+      5_000,
+      async () => {
+        const text = await metrics(agent);
+        return sample(text, series) !== undefined && text;
+      },
+      50,
+    );
 
   beforeAll(async () => {
     nats = await startNatsServer();

@@ -11,6 +11,13 @@ export function isAlive(pid: number | undefined): boolean {
   }
 }
 
+/** User + system CPU seconds a process has used so far, from /proc (Linux); throws once it is gone. */
+export function cpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
 /**
  * Polls `probe` every `intervalMs` until it gives something other than undefined or false, and
  * resolves with that; a probe that throws counts as not yet (its last message is kept for the

@@ -11,6 +11,8 @@ import { randomUUID } from 'crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { createInterface } from 'readline';
+import type { Readable } from 'stream';
 import { freePort, markedPids } from '@cmesh/testing';
 import { natsClusterSize } from '../src/commands/up';
 import { nodeArgs, programOf } from '../src/programs';
@@ -38,6 +40,11 @@ describe('cmesh up --nats-cluster 3', () => {
   const stateDir = mkdtempSync(join(tmpdir(), 'cmesh-upc-state-'));
   let up: ChildProcess | undefined;
   let out = '';
+  /**
+   * A stream's output into `out` a whole line at a time: `out` joins several pipes, and a chunk
+   * of one ends mid-line whenever its writer got ahead (another pipe's chunk then split the line).
+   */
+  const collect = (stream: Readable, prefix = '') => createInterface({ input: stream }).on('line', (l) => (out += `${prefix}${l}\n`));
 
   afterAll(() => {
     // the mesh's output, for a failure's diagnosis
@@ -57,8 +64,8 @@ describe('cmesh up --nats-cluster 3', () => {
       env: { ...process.env, CMESH_TEST_MARK: marker, CMESH_STATE_DIR: stateDir },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    up.stdout!.on('data', (d) => (out += d));
-    up.stderr!.on('data', (d) => (out += d));
+    collect(up.stdout!);
+    collect(up.stderr!);
     const exited = new Promise<number | null>((r) => up!.once('exit', (code) => r(code)));
     let url: string | undefined;
     for (const end = Date.now() + 120_000; !url && Date.now() < end && up.exitCode === null; await sleep(100))
@@ -239,8 +246,8 @@ describe('cmesh up --nats-cluster 3', () => {
         env: { ...envA, HTTP_PORT: String(bPort), CMESH_REPLICA_ID: `b-${process.pid}` },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
-      p.stdout!.on('data', (d) => (out += String(d).replace(/^/gm, '[coordinator-b] ')));
-      p.stderr!.on('data', (d) => (out += String(d).replace(/^/gm, '[coordinator-b] ')));
+      collect(p.stdout!, '[coordinator-b] ');
+      collect(p.stderr!, '[coordinator-b] ');
       return p;
     };
     const serving = async (base: string, within: number) => {

@@ -44,6 +44,22 @@ describe('idempotency keys', () => {
   const overNats = async (nc: NatsConnection, subject: string, body: unknown) =>
     (await nc.request(subject, JSON.stringify(body), { timeout: 10_000 })).json<any>();
 
+  /** A caller that sends the same submission again (same key) while no answer came, or the answer was UNAVAILABLE. */
+  async function retrySubmit(nc: NatsConnection, body: unknown): Promise<any> {
+    const deadline = Date.now() + 40_000;
+    for (;;) {
+      const reply = await nc
+        .request(n.jobs.submit, JSON.stringify(body), { timeout: 5000 })
+        .then((m) => m.json<any>())
+        .catch((e: Error) => {
+          if (Date.now() >= deadline) throw e;
+          return undefined;
+        });
+      if (reply && (reply.ok || reply.error?.code !== 'UNAVAILABLE' || Date.now() >= deadline)) return reply;
+      await sleep(250);
+    }
+  }
+
   /** Waits until the job ended (any replica answers) and the assignments it caused have arrived. */
   async function ended(id: string): Promise<void> {
     await mesh.clients()[0].waitJob(id, undefined, { timeoutMs: 60_000 });
@@ -148,8 +164,9 @@ describe('idempotency keys', () => {
     await victim.proc.kill9();
     try {
       const survivor = mesh.replicas.find((r) => r !== victim)!;
-      // the caller retries (NATS sends it to the live replica); a second retry over REST is another caller
-      const retry = await overNats(asClient, n.jobs.submit, { ...JOB, iters: 2000, sizes: [65536], idempotencyKey: key });
+      // the caller retries with the same key while its answer may be lost: an attempt sent the
+      // instant the victim died can still reach it (nats-server has not yet read its socket's end)
+      const retry = await retrySubmit(asClient, { ...JOB, iters: 2000, sizes: [65536], idempotencyKey: key });
       expect(retry).toMatchObject({ ok: true, job: { id: jobId } });
       const done = await survivor.client.waitJob(jobId!, undefined, { timeoutMs: 60_000 });
       // it ran (or was failed naming the replica that died): either way once

@@ -106,7 +106,8 @@ describe("auth-init's files, used by three nats-servers", () => {
             {},
         ),
       );
-      if (new Set(metas.map((m) => m.leader)).size === 1 && metas[0].leader) break;
+      // one leader named by all, and every server counting all three (routes come up one by one)
+      if (new Set(metas.map((m) => m.leader)).size === 1 && metas[0].leader && metas.every((m) => m.cluster_size === 3)) break;
     }
     expect(metas.map((m) => [m.leader, m.cluster_size])).toEqual(nodes.map(() => [metas[0].leader, 3]));
     expect(NATS).toContain(metas[0].leader);

@@ -16,6 +16,9 @@ import { NatsService } from '../nats/nats.service';
 /** The coordinator's answer to register and heartbeat: the interval it asks for, or its refusal. */
 const Reply = z.union([z.object({ ok: z.literal(true), heartbeatMs: z.number().int().min(10).max(600_000).optional() }), ErrorReplySchema]);
 
+/** How long a heartbeat waits for its answer at most (never longer than the interval). */
+const HEARTBEAT_ANSWER_MS = 3000;
+
 @Injectable()
 export class RegistrationService implements BeforeApplicationShutdown {
   private readonly log = new Logger('Registration');
@@ -82,6 +85,12 @@ export class RegistrationService implements BeforeApplicationShutdown {
   }
 
   private async beat(): Promise<void> {
+    // heartbeats keep their cadence whether or not an answer comes: every replica hears the
+    // heartbeat itself, and the leader judges the agent by the gaps between heartbeats, so an
+    // answer lost with a replica that died (or hangs) must not hold the next one back past the
+    // coordinator's loss window (missed heartbeats x interval)
+    const started = Date.now();
+    const next = () => this.schedule(Math.max(0, this.heartbeatMs - (Date.now() - started)));
     try {
       for (const r of Object.values(this.runners)) r.refresh?.();
       if (!this.registered) {
@@ -103,7 +112,7 @@ export class RegistrationService implements BeforeApplicationShutdown {
           serving: this.service.groups(),
           ...(changed ? { backends } : {}),
         };
-        const r = await this.nats.request(this.subjects.heartbeat(this.config.agentId), body, Reply, 3000);
+        const r = await this.nats.request(this.subjects.heartbeat(this.config.agentId), body, Reply, Math.min(HEARTBEAT_ANSWER_MS, this.heartbeatMs));
         if (r.ok && changed) {
           this.saidBackends = said;
           this.log.log(`backends now: ${backends.map((b) => `${b.name} ${b.available ? 'available' : `unavailable (${b.reason})`}`).join(', ')}`);
@@ -115,11 +124,12 @@ export class RegistrationService implements BeforeApplicationShutdown {
         }
         if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
       }
-      this.schedule(this.heartbeatMs);
+      next();
     } catch (e) {
       if (this.stopped) return;
       this.log.warn(`${this.registered ? 'heartbeat' : 'registration'} failed (${(e as Error).message}); retrying`);
-      this.schedule(Math.min(this.heartbeatMs, 1000));
+      if (this.registered) next();
+      else this.schedule(Math.min(this.heartbeatMs, 1000));
     }
   }
 

@@ -213,6 +213,7 @@ let nextId = 1;
 
 async function runConnection(mks: Array<(id: number, ctx: Ctx) => Req>, mkLast: ((id: number) => Req) | null): Promise<string[]> {
   const problems: string[] = [];
+  const logged = stderr.length;
   const sock = net.createConnection({ path: sidecar.socketPath });
   sock.on('error', () => {});
   await new Promise<void>((r, j) => {
@@ -270,6 +271,8 @@ async function runConnection(mks: Array<(id: number, ctx: Ctx) => Req>, mkLast: 
   sock.destroy();
   await closed;
   if (undecodable) problems.push(`a reply that does not decode: ${undecodable}`);
+  // what the sidecar logged meanwhile says why a connection ended early (a stalled frame, say)
+  if (reqs.some((r) => !replies.has(r.id!))) problems.push(`the sidecar's log meanwhile: ${stderr.slice(logged).slice(-10).join(' | ') || '(nothing)'}`);
   for (const r of reqs) {
     const code = replies.get(r.id!);
     if (code === undefined) problems.push(`${r.what}: no reply${last ? ` (last frame: ${last.what})` : ''}`);
